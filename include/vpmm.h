@@ -1,0 +1,314 @@
+/*
+ * libvpmm: a GPU virtual-memory pool allocator.
+ *
+ * The only public header. Plain C99 with fixed-width integers and opaque
+ * handles, so Rust (bindgen), Python (ctypes), Go (cgo) and dlopen users can
+ * consume it unchanged. Every struct that may grow starts with its own size
+ * (`struct_size`); callers set it to sizeof() of the struct they compiled
+ * against, and the library only reads/writes that many bytes.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *  - Return value is a vpmm_status. VPMM_OK (0) is success; errors are
+ *    positive and pinned forever. On error a human sentence naming the call
+ *    and the offending value is available from vpmm_last_error() on the same
+ *    thread, and every out-parameter is left untouched.
+ *  - A failed call leaves the pool exactly as it was before the call.
+ *  - No C++ exception ever crosses this ABI.
+ *  - Thread safety: all vpmm_pool_* functions may be called concurrently on
+ *    the same pool from any thread (the pool serialises internally), except
+ *    vpmm_pool_destroy, which must not race any other call on that pool.
+ */
+#ifndef VPMM_H
+#define VPMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define VPMM_API
+#elif defined(__GNUC__)
+#define VPMM_API __attribute__((visibility("default")))
+#else
+#define VPMM_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+#define VPMM_VERSION_MAJOR 0
+#define VPMM_VERSION_MINOR 1
+#define VPMM_VERSION_PATCH 0
+#define VPMM_VERSION_NUMBER \
+  (VPMM_VERSION_MAJOR * 10000 + VPMM_VERSION_MINOR * 100 + VPMM_VERSION_PATCH)
+/* Bumped only when an existing signature or struct layout changes
+ * incompatibly (never, so far); also the SONAME suffix. */
+#define VPMM_ABI_VERSION 1
+
+/* "MAJOR.MINOR.PATCH" of the loaded library. Static string; thread safe. */
+VPMM_API const char* vpmm_version(void);
+/* VPMM_ABI_VERSION of the loaded library. Thread safe. */
+VPMM_API int32_t vpmm_abi_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes (pinned forever)                                             */
+/* ------------------------------------------------------------------------ */
+typedef int32_t vpmm_status;
+
+#define VPMM_OK 0
+/* 1..99: errors */
+#define VPMM_ERR_INVALID_ARGUMENT 1 /* null pointer, zero/overflowing size, bad enum, bad config */
+#define VPMM_ERR_OUT_OF_MEMORY 2    /* backend refused physical memory, VA, or host capacity */
+#define VPMM_ERR_UNKNOWN_POINTER 3  /* free/lookup of a pointer this pool did not return */
+#define VPMM_ERR_WRONG_STATE 4      /* operation not valid in the object's current state */
+#define VPMM_ERR_UNSUPPORTED 5      /* backend not built/not available, or lacks a capability */
+#define VPMM_ERR_BACKEND 6          /* the driver (or host OS) failed for a reason other than OOM */
+#define VPMM_ERR_INTERNAL 7         /* an invariant of the pool does not hold (a bug: please report) */
+
+/* Readable name of a status, e.g. "VPMM_ERR_OUT_OF_MEMORY". Never NULL (unknown
+ * codes give "VPMM_ERR_UNKNOWN"). Static string; thread safe. */
+VPMM_API const char* vpmm_status_string(vpmm_status status);
+
+/* The message of the last failed vpmm_* call on the calling thread, e.g.
+ * "vpmm_pool_malloc: size 0 is not allowed". Never NULL: "" when no call on
+ * this thread has failed yet. The string is thread-local and stays valid until
+ * the next vpmm_* call on the same thread; copy it if you need it longer.
+ * Never allocates. */
+VPMM_API const char* vpmm_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                   */
+/* ------------------------------------------------------------------------ */
+/* A cudaStream_t / CUstream (CUDA backend), hipStream_t (HIP backend) or a
+ * stream from vpmm_host_stream_create (host backend). NULL is the backend's
+ * default stream. The pool never takes ownership of a stream. */
+typedef void* vpmm_stream;
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+/* ------------------------------------------------------------------------ */
+#define VPMM_BACKEND_AUTO 0 /* CUDA when a GPU is usable, else host */
+#define VPMM_BACKEND_CUDA 1
+#define VPMM_BACKEND_HIP 2
+#define VPMM_BACKEND_HOST 3
+
+typedef struct vpmm_config {
+  uint32_t struct_size;   /* = sizeof(vpmm_config) */
+  int32_t backend;        /* VPMM_BACKEND_*; env VPMM_BACKEND=auto|cuda|hip|host */
+  int32_t device;         /* device ordinal (ignored by the host backend); env VPMM_DEVICE */
+  int32_t config_error;   /* set by vpmm_config_init: index+1 of a malformed VPMM_* variable
+                           * (reported by vpmm_pool_create); 0 = none. Leave as is. */
+  uint64_t page_size;     /* accounting unit in bytes; multiple of the backend granularity;
+                           * 0 = backend's recommended granularity (2 MiB on CUDA and host).
+                           * env VPMM_PAGE_SIZE */
+  uint64_t va_size;       /* bytes of VA reserved per chunk; 0 = backend default (8 TiB CUDA,
+                           * 64 GiB host); more chunks are reserved on demand. env VPMM_VA_SIZE */
+  uint64_t initial_pages; /* pages mapped eagerly at creation. env VPMM_PAGES */
+  uint64_t host_capacity; /* host backend: physical bytes it may hand out (0 = 1 GiB).
+                           * env VPMM_HOST_CAPACITY */
+  uint64_t max_handle_size; /* largest physical handle created when the pool grows; the shortfall
+                             * of one malloc becomes ceil(shortfall / max_handle_size) handles.
+                             * 0 = no cap (one handle per growth). page_size = one handle per
+                             * page (the seed design: slowest growth, page-exact remapping).
+                             * env VPMM_MAX_HANDLE_SIZE. See docs/handles.md. */
+  uint64_t small_size;     /* requests <= small_size are carved from shared pages (size classes)
+                            * instead of taking whole pages; at most page_size; 0 = page_size / 2;
+                            * a value below 256 (e.g. 1) turns this off: every request then takes
+                            * whole pages. env VPMM_SMALL_SIZE. See docs/design.md. */
+} vpmm_config;
+
+/* Fill *config with defaults, then apply the VPMM_* environment variables named
+ * above. Sizes accept a decimal or 0x-hex integer with an optional K/M/G/T
+ * suffix (powers of 1024). A malformed variable is not silently ignored: it is
+ * recorded in config->config_error and vpmm_pool_create then fails with
+ * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
+ * NULL config is ignored. Thread safe (reads the environment). */
+VPMM_API void vpmm_config_init(vpmm_config* config);
+
+/* ------------------------------------------------------------------------ */
+/* Pool lifetime                                                             */
+/* ------------------------------------------------------------------------ */
+typedef struct vpmm_pool vpmm_pool;
+
+/* Create a pool. config may be NULL (= vpmm_config_init defaults). The config is
+ * copied; the caller keeps ownership of it. On success *out owns the pool, to be
+ * released with vpmm_pool_destroy.
+ * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field, malformed
+ * environment variable), UNSUPPORTED (backend not built or no device),
+ * OUT_OF_MEMORY (initial_pages could not be created), BACKEND. */
+VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out);
+
+/* Destroy a pool: waits for the events of every free region and zombie (work
+ * still queued on the GPU that touches pool memory completes first), then
+ * unmaps and releases all physical memory and VA. Live allocations are
+ * released too: their pointers become invalid. NULL is a no-op (VPMM_OK).
+ * Not thread safe with respect to other calls on the same pool. */
+VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool);
+
+/* ------------------------------------------------------------------------ */
+/* Allocation                                                                */
+/* ------------------------------------------------------------------------ */
+/* Allocate size bytes usable on `stream` in stream order. Requests above
+ * config.small_size are rounded up to whole pages (page aligned); smaller
+ * ones are carved from shared pages in size classes (aligned to 256 bytes).
+ * Never blocks the CPU on the GPU: reuse across streams either waits for an
+ * already completed event or inserts a GPU-side wait on `stream`.
+ * Errors: INVALID_ARGUMENT (null pool/out, size 0, size that overflows when
+ * rounded), OUT_OF_MEMORY (backend refused memory; pool unchanged), BACKEND.
+ * Thread safe. */
+VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                      void** out);
+
+/* Free a pointer returned by vpmm_pool_malloc of this pool, in the order of
+ * `stream`: work queued on `stream` before this call may still use the memory;
+ * the pool only reuses it on another stream after that work completes.
+ * NULL ptr is a no-op (VPMM_OK).
+ * Errors: INVALID_ARGUMENT (null pool), UNKNOWN_POINTER (not from this pool,
+ * already freed, or an interior pointer). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_free(vpmm_pool* pool, void* ptr, vpmm_stream stream);
+
+/* Find the allocation that contains ptr (interior pointers allowed).
+ * base and size may be NULL. Errors: INVALID_ARGUMENT, UNKNOWN_POINTER. */
+VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** base,
+                                      uint64_t* size);
+
+/* Block the calling thread until all work queued on `stream` completes.
+ * Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream);
+
+/* ------------------------------------------------------------------------ */
+/* Observability                                                             */
+/* ------------------------------------------------------------------------ */
+typedef struct vpmm_stats {
+  uint32_t struct_size; /* = sizeof(vpmm_stats), set by the caller */
+  uint32_t reserved0;
+  uint64_t mapped_bytes;       /* physical memory owned by the pool (pages x page_size) */
+  uint64_t reserved_va_bytes;  /* VA chunks reserved */
+  uint64_t live_bytes;         /* page-rounded bytes of live regions (small-object pages included) */
+  uint64_t requested_bytes;    /* sum of sizes callers asked for, over live allocations */
+  uint64_t free_bytes;         /* mapped bytes in free regions (reusable) */
+  uint64_t hole_bytes;         /* reserved VA with nothing mapped */
+  uint64_t zombie_bytes;       /* old VAs still mapped after a remap, awaiting their event */
+  uint64_t peak_mapped_bytes;
+  uint64_t peak_live_bytes;
+  uint64_t n_malloc;           /* successful mallocs (small ones included) */
+  uint64_t n_free;             /* successful frees */
+  uint64_t n_defrag;           /* Phase 2 runs that remapped at least one page */
+  uint64_t n_grow;             /* times physical memory was created for a malloc */
+  uint64_t pages_created;      /* pages created over the pool's life (initial ones included) */
+  uint64_t bytes_remapped;     /* bytes moved by remapping into holes */
+  /* beyond the fixed set */
+  uint64_t page_size;
+  uint64_t handles;            /* physical handles currently owned */
+  uint64_t handles_created;
+  uint64_t va_chunks;
+  uint64_t largest_free_bytes; /* largest single free region */
+  uint64_t small_bytes;        /* page bytes serving small allocations */
+  uint64_t small_live_bytes;   /* bytes of small allocations (class rounded) */
+  uint64_t n_small_malloc;
+  uint64_t n_cross_stream_reuse; /* Phase 1 reuse of another stream's completed region */
+  uint64_t n_stream_waits;     /* GPU-side waits inserted (Phase 2 harvest of pending regions) */
+  uint64_t n_events_recorded;
+  uint64_t n_zombies_reaped;
+  uint64_t n_live;             /* live allocations (small ones included) */
+} vpmm_stats;
+
+/* Snapshot the pool's counters into *stats (stats->struct_size must be set; at
+ * most that many bytes are written). Errors: INVALID_ARGUMENT. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
+
+#define VPMM_REGION_LIVE 1   /* [X]  handed out by malloc */
+#define VPMM_REGION_FREE 2   /* [-X] mapped, reusable, carries stream + event */
+#define VPMM_REGION_HOLE 3   /* [*X] reserved VA, nothing mapped */
+#define VPMM_REGION_ZOMBIE 4 /* old VA of remapped pages, unmapped once its event completes */
+#define VPMM_REGION_SMALL 5  /* live pages that serve small allocations */
+
+typedef struct vpmm_region {
+  uint64_t va;         /* start address */
+  uint64_t size;       /* bytes (page multiple) */
+  int32_t kind;        /* VPMM_REGION_* */
+  int32_t event_pending; /* free/zombie: 1 if its event has not completed (0 when unknown yet) */
+  uint64_t chunk_offset; /* va minus the start of its VA chunk */
+  uint32_t chunk;      /* index of the VA chunk, in reservation order */
+  uint32_t handles;    /* physical handles mapped in this region (0 for holes) */
+  vpmm_stream stream;  /* live: allocating stream; free: freeing stream; else NULL */
+  uint64_t id;         /* free: creation order; live: allocation order */
+  uint64_t requested;  /* live: bytes asked for; small pages: bytes in use */
+} vpmm_region;
+
+/* Copy every region of the pool, in ascending VA order, into buf (up to
+ * capacity entries). *count receives the total number of regions, which may
+ * exceed capacity (call again with a larger buffer). buf may be NULL when
+ * capacity is 0. Errors: INVALID_ARGUMENT. Thread safe (a consistent snapshot). */
+VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region* buf, size_t capacity,
+                                    size_t* count);
+
+/* Call fn once per region in ascending VA order on a consistent snapshot,
+ * outside the pool's lock (fn may call back into the pool). A non-zero return
+ * from fn stops the walk. Errors: INVALID_ARGUMENT, OUT_OF_MEMORY. */
+typedef int (*vpmm_region_fn)(const vpmm_region* region, void* user);
+VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_fn fn, void* user);
+
+/* Human-readable dump: the stats, then every region in the seed notation
+ * ([X] live, [-X] free, [*X] hole, [~X] zombie, sizes in pages). Writes at most
+ * capacity bytes including the NUL into buf; *needed (may be NULL) receives the
+ * full length + 1. Errors: INVALID_ARGUMENT. */
+VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capacity,
+                                         size_t* needed);
+
+/* Verify every invariant of the pool (regions partition the reserved VA, each
+ * mapped page belongs to exactly one live/free/zombie range, handle maps match,
+ * stats equal the sums of the maps, size indexes agree). VPMM_OK when they hold,
+ * VPMM_ERR_INTERNAL with a description of the first violation otherwise.
+ * O(regions + handles). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_check(vpmm_pool* pool);
+
+/* The effective configuration of the pool (defaults resolved): page_size,
+ * va_size, backend, ... config->struct_size must be set.
+ * Errors: INVALID_ARGUMENT. */
+VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config);
+
+/* "cuda", "hip" or "host". Static string; NULL for a NULL pool. */
+VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
+
+/* ------------------------------------------------------------------------ */
+/* Host backend streams (testing and CPU-only use)                           */
+/* ------------------------------------------------------------------------ */
+/* Host streams are process-wide (not tied to a pool) and usable only with
+ * pools on the host backend. Work on a stream runs in order on a worker
+ * thread; an event recorded on a stream completes when everything queued
+ * before it has run. A held stream runs nothing until released, so events
+ * recorded on it stay pending: the way tests keep GPU-like work "in flight".
+ * All functions are thread safe. NULL means the host default stream, which
+ * can be held too but never destroyed. */
+
+/* Create a stream; *out owns it until vpmm_host_stream_destroy.
+ * Errors: INVALID_ARGUMENT (null out), OUT_OF_MEMORY. */
+VPMM_API vpmm_status vpmm_host_stream_create(vpmm_stream* out);
+/* Drain (runs queued work, even if held) and destroy a stream. Pools that saw
+ * the stream must not be used with it afterwards.
+ * Errors: INVALID_ARGUMENT (NULL or unknown stream). */
+VPMM_API vpmm_status vpmm_host_stream_destroy(vpmm_stream stream);
+/* Hold: nothing queued from now on runs until vpmm_host_stream_release.
+ * Holds nest (counted). Errors: INVALID_ARGUMENT (unknown stream). */
+VPMM_API vpmm_status vpmm_host_stream_hold(vpmm_stream stream);
+/* Undo one hold. Errors: INVALID_ARGUMENT (unknown stream),
+ * WRONG_STATE (not held). */
+VPMM_API vpmm_status vpmm_host_stream_release(vpmm_stream stream);
+/* Queue fn(user) on the stream (a host "kernel"). It runs on the stream's
+ * worker thread after everything queued before it.
+ * Errors: INVALID_ARGUMENT (unknown stream, null fn). */
+VPMM_API vpmm_status vpmm_host_stream_launch(vpmm_stream stream, void (*fn)(void*), void* user);
+/* Block until everything queued on the stream has run. Returns WRONG_STATE
+ * at once instead of deadlocking when the stream is held.
+ * Errors: INVALID_ARGUMENT (unknown stream), WRONG_STATE (held). */
+VPMM_API vpmm_status vpmm_host_stream_synchronize(vpmm_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VPMM_H */

@@ -1,0 +1,340 @@
+// The exported C functions and nothing else: argument checks that need no
+// pool state, the exception firewall (no C++ exception crosses the ABI), and
+// translation between the public structs and the core. All policy lives in
+// src/core/.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/pool.hpp"
+#include "vpmm.h"
+
+namespace {
+
+constexpr uint64_t kLiveMagic = 0x76706d6d2d6c6976ull;  // "vpmm-liv"
+constexpr uint64_t kDeadMagic = 0x76706d6d2d646561ull;  // "vpmm-dea"
+
+}  // namespace
+
+// The handle users hold. Destroyed pools keep their (tiny) shell on a global
+// list with a dead magic, so a call on a destroyed pool is reported as such
+// instead of reading freed memory.
+struct vpmm_pool {
+  uint64_t magic = kLiveMagic;
+  std::unique_ptr<vpmm::Pool> pool;
+  vpmm_config config{};  // effective configuration
+};
+
+namespace {
+
+std::mutex g_shells_mu;
+std::vector<vpmm_pool*>* g_dead_shells = nullptr;  // reachable: not a leak
+
+template <typename F>
+vpmm_status guarded(const char* call, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+  } catch (const std::exception& e) {
+    return vpmm::fail(VPMM_ERR_INTERNAL, "%s: internal error: %s", call, e.what());
+  } catch (...) {
+    return vpmm::fail(VPMM_ERR_INTERNAL, "%s: internal error (unknown exception)", call);
+  }
+}
+
+vpmm_status check_pool(const char* call, vpmm_pool* p) {
+  if (!p) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: pool is NULL", call);
+  if (p->magic == kDeadMagic)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: pool %p was already destroyed", call,
+                      static_cast<void*>(p));
+  if (p->magic != kLiveMagic)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %p is not a vpmm_pool", call,
+                      static_cast<void*>(p));
+  return VPMM_OK;
+}
+
+#define VPMM_CHECK_POOL(call, p)                 \
+  do {                                           \
+    vpmm_status st_ = check_pool(call, p);       \
+    if (st_ != VPMM_OK) return st_;              \
+  } while (0)
+
+#define VPMM_CHECK_NONNULL(call, arg)                                              \
+  do {                                                                             \
+    if (!(arg)) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", call, #arg); \
+  } while (0)
+
+}  // namespace
+
+extern "C" {
+
+VPMM_API const char* vpmm_version(void) {
+#define VPMM_STR2(x) #x
+#define VPMM_STR(x) VPMM_STR2(x)
+  return VPMM_STR(VPMM_VERSION_MAJOR) "." VPMM_STR(VPMM_VERSION_MINOR) "." VPMM_STR(VPMM_VERSION_PATCH);
+}
+
+VPMM_API int32_t vpmm_abi_version(void) { return VPMM_ABI_VERSION; }
+
+VPMM_API const char* vpmm_status_string(vpmm_status s) {
+  switch (s) {
+    case VPMM_OK: return "VPMM_OK";
+    case VPMM_ERR_INVALID_ARGUMENT: return "VPMM_ERR_INVALID_ARGUMENT";
+    case VPMM_ERR_OUT_OF_MEMORY: return "VPMM_ERR_OUT_OF_MEMORY";
+    case VPMM_ERR_UNKNOWN_POINTER: return "VPMM_ERR_UNKNOWN_POINTER";
+    case VPMM_ERR_WRONG_STATE: return "VPMM_ERR_WRONG_STATE";
+    case VPMM_ERR_UNSUPPORTED: return "VPMM_ERR_UNSUPPORTED";
+    case VPMM_ERR_BACKEND: return "VPMM_ERR_BACKEND";
+    case VPMM_ERR_INTERNAL: return "VPMM_ERR_INTERNAL";
+    default: return "VPMM_ERR_UNKNOWN";
+  }
+}
+
+VPMM_API const char* vpmm_last_error(void) { return vpmm::last_error(); }
+
+VPMM_API void vpmm_config_init(vpmm_config* config) {
+  if (!config) return;
+  vpmm::config_defaults(config);
+  config->config_error = vpmm::config_apply_env(config);
+}
+
+VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
+  const char* call = "vpmm_pool_create";
+  return guarded(call, [&]() -> vpmm_status {
+    VPMM_CHECK_NONNULL(call, out);
+    vpmm_config c;
+    vpmm_status st = vpmm::config_read(config, call, &c);
+    if (st != VPMM_OK) return st;
+    vpmm::BackendParams bp;
+    bp.device = c.device;
+    bp.host_capacity = c.host_capacity;
+    st = VPMM_OK;
+    std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, bp, &st);
+    if (!backend) return st != VPMM_OK ? st : vpmm::fail(VPMM_ERR_BACKEND, "%s: no backend", call);
+    vpmm::PoolOptions opt;
+    st = vpmm::config_resolve(c, *backend, &opt);
+    if (st != VPMM_OK) return st;
+    std::string bname = backend->name();
+    std::unique_ptr<vpmm::Pool> pool;
+    st = vpmm::Pool::create(std::move(backend), opt, &pool);
+    if (st != VPMM_OK) return st;
+    std::unique_ptr<vpmm_pool> shell(new vpmm_pool);
+    c.backend = bname == "cuda" ? VPMM_BACKEND_CUDA : bname == "hip" ? VPMM_BACKEND_HIP : VPMM_BACKEND_HOST;
+    c.page_size = opt.page_size;
+    c.va_size = opt.va_size;
+    c.max_handle_size = opt.max_handle_size;
+    c.small_size = opt.small_size;
+    c.config_error = 0;
+    shell->config = c;
+    shell->pool = std::move(pool);
+    *out = shell.release();
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool) {
+  const char* call = "vpmm_pool_destroy";
+  if (!pool) return VPMM_OK;
+  return guarded(call, [&]() -> vpmm_status {
+    VPMM_CHECK_POOL(call, pool);
+    std::lock_guard<std::mutex> lock(g_shells_mu);
+    if (!g_dead_shells) g_dead_shells = new std::vector<vpmm_pool*>();
+    g_dead_shells->reserve(g_dead_shells->size() + 1);  // may throw before anything changes
+    pool->pool.reset();
+    pool->magic = kDeadMagic;
+    g_dead_shells->push_back(pool);
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                      void** out) {
+  const char* call = "vpmm_pool_malloc";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, out);
+  if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
+  return guarded(call, [&] { return pool->pool->malloc(size, stream, out); });
+}
+
+VPMM_API vpmm_status vpmm_pool_free(vpmm_pool* pool, void* ptr, vpmm_stream stream) {
+  const char* call = "vpmm_pool_free";
+  VPMM_CHECK_POOL(call, pool);
+  if (!ptr) return VPMM_OK;
+  return guarded(call, [&] { return pool->pool->free(ptr, stream); });
+}
+
+VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** base,
+                                      uint64_t* size) {
+  const char* call = "vpmm_pool_lookup";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, ptr);
+  return guarded(call, [&] { return pool->pool->lookup(ptr, base, size); });
+}
+
+VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream) {
+  const char* call = "vpmm_pool_stream_synchronize";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->stream_synchronize(stream); });
+}
+
+VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats) {
+  const char* call = "vpmm_pool_stats";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, stats);
+  if (stats->struct_size < 2 * sizeof(uint64_t) || stats->struct_size > 65536)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: stats->struct_size %u is not a vpmm_stats size (expected %u)", call,
+                      stats->struct_size, (unsigned)sizeof(vpmm_stats));
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm_stats full;
+    pool->pool->stats(&full);
+    uint32_t n = stats->struct_size;
+    std::memcpy(stats, &full, std::min<size_t>(n, sizeof full));
+    stats->struct_size = n;
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region* buf, size_t capacity,
+                                    size_t* count) {
+  const char* call = "vpmm_pool_dump";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, count);
+  if (capacity > 0 && !buf)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
+  return guarded(call, [&]() -> vpmm_status {
+    std::vector<vpmm_region> all = pool->pool->snapshot();
+    size_t n = std::min(capacity, all.size());
+    if (n) std::memcpy(buf, all.data(), n * sizeof(vpmm_region));
+    *count = all.size();
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_fn fn, void* user) {
+  const char* call = "vpmm_pool_visit";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, fn);
+  return guarded(call, [&]() -> vpmm_status {
+    std::vector<vpmm_region> all = pool->pool->snapshot();
+    for (const vpmm_region& r : all)
+      if (fn(&r, user) != 0) break;
+    return VPMM_OK;
+  });
+}
+
+namespace {
+std::string format_bytes(uint64_t b) {
+  char buf[32];
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string dump_text(vpmm::Pool& p) {
+  vpmm_stats s;
+  p.stats(&s);
+  std::vector<vpmm_region> regions = p.snapshot();
+  std::string out;
+  char line[256];
+  auto add = [&](const char* name, uint64_t v) {
+    std::snprintf(line, sizeof line, "  %-20s %s\n", name, format_bytes(v).c_str());
+    out += line;
+  };
+  std::snprintf(line, sizeof line, "vpmm pool (%s backend, page %s)\n", p.backend().name(),
+                format_bytes(s.page_size).c_str());
+  out += line;
+  add("mapped", s.mapped_bytes);
+  add("live", s.live_bytes);
+  add("requested", s.requested_bytes);
+  add("free", s.free_bytes);
+  add("holes", s.hole_bytes);
+  add("zombies", s.zombie_bytes);
+  add("reserved VA", s.reserved_va_bytes);
+  add("peak mapped", s.peak_mapped_bytes);
+  add("peak live", s.peak_live_bytes);
+  std::snprintf(line, sizeof line,
+                "  mallocs %" PRIu64 ", frees %" PRIu64 ", defrags %" PRIu64 ", grows %" PRIu64
+                ", handles %" PRIu64 "\n",
+                s.n_malloc, s.n_free, s.n_defrag, s.n_grow, s.handles);
+  out += line;
+  out += "regions (pages):";
+  uint32_t chunk = UINT32_MAX;
+  for (const vpmm_region& r : regions) {
+    if (r.chunk != chunk) {
+      chunk = r.chunk;
+      std::snprintf(line, sizeof line, "\n  chunk %u: ", chunk);
+      out += line;
+    }
+    const char* mark = r.kind == VPMM_REGION_LIVE ? "" : r.kind == VPMM_REGION_FREE ? "-"
+                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~" : "s";
+    std::snprintf(line, sizeof line, "[%s%" PRIu64 "]", mark, r.size / s.page_size);
+    out += line;
+  }
+  out += "\n";
+  return out;
+}
+}  // namespace
+
+VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capacity,
+                                         size_t* needed) {
+  const char* call = "vpmm_pool_dump_text";
+  VPMM_CHECK_POOL(call, pool);
+  if (capacity > 0 && !buf)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
+  return guarded(call, [&]() -> vpmm_status {
+    std::string text = dump_text(*pool->pool);
+    if (needed) *needed = text.size() + 1;
+    if (capacity > 0) {
+      size_t n = std::min(capacity - 1, text.size());
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_check(vpmm_pool* pool) {
+  const char* call = "vpmm_pool_check";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&]() -> vpmm_status {
+    std::string e = pool->pool->check();
+    if (e.empty()) return VPMM_OK;
+    return vpmm::fail(VPMM_ERR_INTERNAL, "%s: invariant violated: %s", call, e.c_str());
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config) {
+  const char* call = "vpmm_pool_get_config";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, config);
+  if (config->struct_size < sizeof(uint32_t) || config->struct_size > 65536)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->struct_size %u is not valid", call,
+                      config->struct_size);
+  uint32_t n = config->struct_size;
+  std::memcpy(config, &pool->config, std::min<size_t>(n, sizeof pool->config));
+  config->struct_size = n;
+  return VPMM_OK;
+}
+
+VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool) {
+  if (check_pool("vpmm_pool_backend_name", pool) != VPMM_OK) return nullptr;
+  return pool->pool->backend().name();
+}
+
+}  // extern "C"

@@ -1,0 +1,155 @@
+// The non-virtual face of Backend: contract checks shared by every backend,
+// call counters and live-object counters (read by leak and fault tests).
+#include "backend/backend.hpp"
+
+#include "core/error.hpp"
+
+namespace vpmm {
+
+const char* op_name(Op op) {
+  static const char* const names[] = {
+      "reserve", "unreserve", "create", "release", "map", "unmap", "set_access",
+      "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
+      "copy", "host_alloc", "host_free", "mem_info"};
+  int i = static_cast<int>(op);
+  return (i >= 0 && i < static_cast<int>(Op::count_)) ? names[i] : "unknown";
+}
+
+namespace {
+bool aligned(uint64_t v, uint64_t g) { return g != 0 && v % g == 0; }
+}  // namespace
+
+vpmm_status Backend::reserve(uint64_t size, uint64_t alignment, uint64_t* va) {
+  count(Op::reserve);
+  if (size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s reserve: size %llu is not a non-zero multiple of %llu",
+                name(), (unsigned long long)size, (unsigned long long)granularity());
+  vpmm_status st = do_reserve(size, alignment, va);
+  if (st == VPMM_OK) counters_.live_reservations.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::unreserve(uint64_t va, uint64_t size) {
+  count(Op::unreserve);
+  vpmm_status st = do_unreserve(va, size);
+  if (st == VPMM_OK) counters_.live_reservations.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::create(uint64_t size, PhysHandle* out) {
+  count(Op::create);
+  if (size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s create: size %llu is not a non-zero multiple of %llu",
+                name(), (unsigned long long)size, (unsigned long long)granularity());
+  vpmm_status st = do_create(size, out);
+  if (st == VPMM_OK) {
+    counters_.live_handles.fetch_add(1);
+    counters_.live_handle_bytes.fetch_add(static_cast<int64_t>(size));
+  }
+  return st;
+}
+
+vpmm_status Backend::release(PhysHandle h, uint64_t size) {
+  count(Op::release);
+  vpmm_status st = do_release(h, size);
+  if (st == VPMM_OK) {
+    counters_.live_handles.fetch_sub(1);
+    counters_.live_handle_bytes.fetch_sub(static_cast<int64_t>(size));
+  }
+  return st;
+}
+
+vpmm_status Backend::map(uint64_t va, uint64_t size, PhysHandle h) {
+  count(Op::map);
+  if (!aligned(va, granularity()) || size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s map: va 0x%llx size %llu not aligned to %llu", name(),
+                (unsigned long long)va, (unsigned long long)size, (unsigned long long)granularity());
+  vpmm_status st = do_map(va, size, h);
+  if (st == VPMM_OK) counters_.live_mappings.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::unmap(uint64_t va, uint64_t size) {
+  count(Op::unmap);
+  if (!aligned(va, granularity()) || size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s unmap: va 0x%llx size %llu not aligned to %llu",
+                name(), (unsigned long long)va, (unsigned long long)size,
+                (unsigned long long)granularity());
+  vpmm_status st = do_unmap(va, size);
+  if (st == VPMM_OK) counters_.live_mappings.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::set_access(uint64_t va, uint64_t size) {
+  count(Op::set_access);
+  if (!aligned(va, granularity()) || size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s set_access: va 0x%llx size %llu not aligned to %llu",
+                name(), (unsigned long long)va, (unsigned long long)size,
+                (unsigned long long)granularity());
+  return do_set_access(va, size);
+}
+
+vpmm_status Backend::event_record(Stream s, EventHandle* out) {
+  count(Op::event_record);
+  vpmm_status st = do_event_record(s, out);
+  if (st == VPMM_OK) counters_.live_events.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::event_query(EventHandle e, bool* done) {
+  count(Op::event_query);
+  return do_event_query(e, done);
+}
+
+vpmm_status Backend::event_destroy(EventHandle e) {
+  count(Op::event_destroy);
+  vpmm_status st = do_event_destroy(e);
+  if (st == VPMM_OK) counters_.live_events.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::stream_wait(Stream s, EventHandle e) {
+  count(Op::stream_wait);
+  return do_stream_wait(s, e);
+}
+
+vpmm_status Backend::event_sync(EventHandle e) {
+  count(Op::event_sync);
+  return do_event_sync(e);
+}
+
+vpmm_status Backend::stream_sync(Stream s) {
+  count(Op::stream_sync);
+  return do_stream_sync(s);
+}
+
+vpmm_status Backend::copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) {
+  count(Op::copy);
+  return do_copy_d2h(dst, src, size, s);
+}
+
+vpmm_status Backend::copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) {
+  count(Op::copy);
+  return do_copy_h2d(dst, src, size, s);
+}
+
+vpmm_status Backend::host_alloc_pinned(uint64_t size, void** out) {
+  count(Op::host_alloc);
+  vpmm_status st = do_host_alloc_pinned(size, out);
+  if (st == VPMM_OK) counters_.live_host_buffers.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::host_free_pinned(void* p, uint64_t size) {
+  count(Op::host_free);
+  vpmm_status st = do_host_free_pinned(p, size);
+  if (st == VPMM_OK) counters_.live_host_buffers.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
+  count(Op::mem_info);
+  return do_mem_info(free_bytes, total_bytes);
+}
+
+}  // namespace vpmm

@@ -1,0 +1,141 @@
+// The backend interface: the only door between the pool (src/core/) and a
+// driver. A backend does what it is told and makes no policy: it never picks
+// sizes, never caches, never retries. The core decides everything.
+//
+// Pattern (after RMM): a non-virtual public face that checks the driver's
+// rules (alignment to granularity, non-zero sizes), counts every call and
+// keeps the live-object counters that leak tests read, then calls a private
+// do_*. So a host run checks the same contract a CUDA run does, and a
+// fault-injecting wrapper (backend/fault/) can fail the Nth call of any kind.
+//
+// Errors: every call returns a vpmm_status; on failure the backend has set
+// the thread-local message (core/error.hpp) naming the driver call and the
+// driver's own error string.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "vpmm.h"
+
+namespace vpmm {
+
+using PhysHandle = uint64_t;   // backend-defined physical allocation (never 0 when valid)
+using EventHandle = uint64_t;  // backend-defined event (never 0 when valid)
+using Stream = vpmm_stream;    // backend-defined stream, nullptr = default
+
+enum Capability : uint32_t {
+  kCapEvents = 1u << 0,       // record/query/wait are real (else events complete at once)
+  kCapDeviceCopy = 1u << 1,   // copy_d2h / copy_h2d on a stream
+  kCapPinnedHost = 1u << 2,   // host_alloc_pinned gives page-locked memory
+  kCapMemInfo = 1u << 3,      // mem_info reports device free/total
+};
+
+// Kinds of backend call, for counters and fault injection.
+enum class Op : int {
+  reserve, unreserve, create, release, map, unmap, set_access,
+  event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
+  copy, host_alloc, host_free, mem_info,
+  count_
+};
+const char* op_name(Op op);
+
+struct BackendCounters {
+  std::atomic<uint64_t> calls[static_cast<int>(Op::count_)]{};
+  std::atomic<int64_t> live_handles{0};
+  std::atomic<int64_t> live_handle_bytes{0};
+  std::atomic<int64_t> live_reservations{0};
+  std::atomic<int64_t> live_mappings{0};
+  std::atomic<int64_t> live_events{0};
+  std::atomic<int64_t> live_host_buffers{0};
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // Identity and static facts.
+  virtual const char* name() const = 0;
+  virtual uint64_t granularity() const = 0;            // minimum page (sizes/addresses align to it)
+  virtual uint64_t recommended_page_size() const = 0;  // default page_size
+  virtual uint64_t default_va_size() const = 0;
+  virtual uint32_t capabilities() const = 0;
+  virtual int device() const = 0;
+
+  // Virtual address space.
+  vpmm_status reserve(uint64_t size, uint64_t alignment, uint64_t* va);
+  vpmm_status unreserve(uint64_t va, uint64_t size);
+
+  // Physical memory: a handle maps whole (map size == handle size).
+  vpmm_status create(uint64_t size, PhysHandle* out);
+  vpmm_status release(PhysHandle h, uint64_t size);  // allowed while mapped: freed at last unmap
+  vpmm_status map(uint64_t va, uint64_t size, PhysHandle h);
+  vpmm_status unmap(uint64_t va, uint64_t size);      // exactly one whole mapping (va, handle size)
+  vpmm_status set_access(uint64_t va, uint64_t size);  // read/write for the pool's device; range of whole mappings
+
+  // Ordering. An event is recorded once and destroyed once.
+  vpmm_status event_record(Stream s, EventHandle* out);
+  vpmm_status event_query(EventHandle e, bool* done);
+  vpmm_status event_destroy(EventHandle e);
+  vpmm_status stream_wait(Stream s, EventHandle e);  // GPU-side: s waits, the CPU does not
+  vpmm_status event_sync(EventHandle e);             // CPU blocks until e completes
+  vpmm_status stream_sync(Stream s);
+
+  // Data (pause/resume backups). dst/src device pointers are pool VAs.
+  vpmm_status copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s);
+  vpmm_status copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s);
+  vpmm_status host_alloc_pinned(uint64_t size, void** out);
+  vpmm_status host_free_pinned(void* p, uint64_t size);
+  vpmm_status mem_info(uint64_t* free_bytes, uint64_t* total_bytes);
+
+  // Cheap check that a stream value is usable with this backend (host: a live
+  // host stream or NULL). Called on malloc/free so a bad stream is reported
+  // where it was passed, not later when an event is first recorded.
+  virtual bool stream_valid(Stream s) const { (void)s; return true; }
+
+  const BackendCounters& counters() const { return counters_; }
+
+ protected:
+  Backend() = default;
+
+  virtual vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) = 0;
+  virtual vpmm_status do_unreserve(uint64_t va, uint64_t size) = 0;
+  virtual vpmm_status do_create(uint64_t size, PhysHandle* out) = 0;
+  virtual vpmm_status do_release(PhysHandle h, uint64_t size) = 0;
+  virtual vpmm_status do_map(uint64_t va, uint64_t size, PhysHandle h) = 0;
+  virtual vpmm_status do_unmap(uint64_t va, uint64_t size) = 0;
+  virtual vpmm_status do_set_access(uint64_t va, uint64_t size) = 0;
+  virtual vpmm_status do_event_record(Stream s, EventHandle* out) = 0;
+  virtual vpmm_status do_event_query(EventHandle e, bool* done) = 0;
+  virtual vpmm_status do_event_destroy(EventHandle e) = 0;
+  virtual vpmm_status do_stream_wait(Stream s, EventHandle e) = 0;
+  virtual vpmm_status do_event_sync(EventHandle e) = 0;
+  virtual vpmm_status do_stream_sync(Stream s) = 0;
+  virtual vpmm_status do_copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) = 0;
+  virtual vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) = 0;
+  virtual vpmm_status do_host_alloc_pinned(uint64_t size, void** out) = 0;
+  virtual vpmm_status do_host_free_pinned(void* p, uint64_t size) = 0;
+  virtual vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+
+ private:
+  void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }
+  BackendCounters counters_;
+};
+
+// Factories. Each returns nullptr and sets the thread-local error when the
+// backend cannot be created (not built, library missing, no device).
+struct BackendParams {
+  int device = 0;
+  uint64_t host_capacity = 0;  // host backend only; 0 = default (1 GiB)
+};
+std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* st);
+std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* st);
+// True when the CUDA driver loads and sees at least one device (for BACKEND_AUTO).
+bool cuda_backend_usable();
+// Picks by VPMM_BACKEND_* (AUTO: CUDA when usable, else host). backend/select.cpp.
+std::unique_ptr<Backend> make_backend(int32_t kind, const BackendParams& p, vpmm_status* st);
+
+}  // namespace vpmm

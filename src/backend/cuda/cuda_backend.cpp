@@ -1,0 +1,543 @@
+// The CUDA backend: Backend's do_* calls as CUDA driver VMM calls on one
+// device, through the run-time loaded table of cuda_driver.hpp.
+//
+// Invariants:
+//  - One backend = one device ordinal and one retain of that device's primary
+//    context, taken in make_cuda_backend and released in the destructor.
+//  - Every driver call runs with that primary context current and restores the
+//    calling thread's previous current context afterwards (CtxScope), so the
+//    pool neither needs nor disturbs the caller's context; when the primary
+//    context already is current (the usual case under the CUDA runtime and
+//    PyTorch) only one cheap cuCtxGetCurrent is added.
+//  - All state is fixed at construction, so every method is thread safe as
+//    far as the driver is (it is: these calls are thread safe).
+//  - No policy: no caching, no retries, no event pools. Each call is exactly
+//    the driver call(s) it names; a failure is reported once, through fail(),
+//    naming the call, its values and the driver's error name and string.
+//  - Handles: PhysHandle = CUmemGenericAllocationHandle; EventHandle = CUevent
+//    cast to uint64_t; Stream = CUstream (NULL = the legacy default stream of
+//    the primary context).
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_driver.hpp"
+#include "core/error.hpp"
+
+namespace vpmm {
+namespace {
+
+using cuda::Driver;
+
+constexpr CUresult kCudaErrorStubLibrary = static_cast<CUresult>(34);  // CUDA_ERROR_STUB_LIBRARY
+constexpr CUresult kCudaErrorCallRequiresNewerDriver =
+    static_cast<CUresult>(36);  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER
+constexpr uint64_t kDefaultVaSize = 8ull << 40;  // 8 TiB per chunk (see notes: 64 TiB works)
+
+// Who supplied the values a failing call was given. CUDA_ERROR_INVALID_VALUE /
+// INVALID_HANDLE mean "bad argument": the caller's fault when the values came
+// from the caller (an address, a handle, a stream, an event), a backend bug
+// or driver problem when they are ours (allocation properties, flags).
+enum class Blame { caller, backend };
+
+vpmm_status status_of(CUresult r, Blame blame) {
+  switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return VPMM_ERR_OUT_OF_MEMORY;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return VPMM_ERR_UNSUPPORTED;
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_HANDLE:
+      return blame == Blame::caller ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND;
+    default:
+      return VPMM_ERR_BACKEND;
+  }
+}
+
+// Records "cuda <call>: <NAME> (<description>)" and returns st. `call` is a
+// printf format describing the call and its values, e.g.
+// "cuMemCreate(size=%llu, device=%d)". Stack buffers only: never allocates,
+// so the out-of-memory path is safe.
+vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...)
+    __attribute__((format(printf, 3, 4)));
+vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...) {
+  char what[256];
+  va_list ap;
+  va_start(ap, call);
+  std::vsnprintf(what, sizeof what, call, ap);
+  va_end(ap);
+  char err[160];
+  cuda::format_error(r, err, sizeof err);
+  return fail(st, "cuda %s: %s", what, err);
+}
+
+unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+
+// Makes `ctx` current on the calling thread for the scope's lifetime and puts
+// the previous current context (possibly none) back at the end. Skips both
+// switches when ctx already is current.
+class CtxScope {
+ public:
+  CtxScope(const Driver* d, CUcontext ctx) : d_(d), ctx_(ctx) {}
+  CtxScope(const CtxScope&) = delete;
+  CtxScope& operator=(const CtxScope&) = delete;
+  ~CtxScope() {
+    // Nothing useful to report from here: the call itself already returned.
+    if (switched_) (void)d_->CtxSetCurrent(prev_);
+  }
+
+  // `op` names the driver call the context is needed for (for the message).
+  vpmm_status enter(const char* op, int device) {
+    CUresult r = d_->CtxGetCurrent(&prev_);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(VPMM_ERR_BACKEND, r, "cuCtxGetCurrent() before %s on device %d", op, device);
+    if (prev_ == ctx_) return VPMM_OK;
+    r = d_->CtxSetCurrent(ctx_);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(VPMM_ERR_BACKEND, r,
+                     "cuCtxSetCurrent(primary context of device %d) before %s", device, op);
+    switched_ = true;
+    return VPMM_OK;
+  }
+
+ private:
+  const Driver* d_;
+  CUcontext ctx_;
+  CUcontext prev_ = nullptr;
+  bool switched_ = false;
+};
+
+CUstream to_stream(Stream s) { return static_cast<CUstream>(s); }
+CUevent to_event(EventHandle e) { return reinterpret_cast<CUevent>(static_cast<uintptr_t>(e)); }
+EventHandle from_event(CUevent e) { return static_cast<EventHandle>(reinterpret_cast<uintptr_t>(e)); }
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Driver* d, int ordinal, CUdevice dev, CUcontext ctx, uint64_t gran,
+              uint64_t recommended)
+      : d_(d), ordinal_(ordinal), dev_(dev), ctx_(ctx), gran_(gran), recommended_(recommended) {
+    std::memset(&prop_, 0, sizeof prop_);
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = ordinal;
+    std::memset(&access_, 0, sizeof access_);
+    access_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access_.location.id = ordinal;
+    access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+
+  ~CudaBackend() override {
+    // At process exit the driver may already be torn down
+    // (CUDA_ERROR_DEINITIALIZED): nothing to do about it then.
+    (void)d_->DevicePrimaryCtxRelease(dev_);
+  }
+
+  const char* name() const override { return "cuda"; }
+  uint64_t granularity() const override { return gran_; }
+  uint64_t recommended_page_size() const override { return recommended_; }
+  uint64_t default_va_size() const override { return kDefaultVaSize; }
+  uint32_t capabilities() const override {
+    return kCapEvents | kCapDeviceCopy | kCapPinnedHost | kCapMemInfo;
+  }
+  int device() const override { return ordinal_; }
+
+ protected:
+  vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override {
+    if (va == nullptr) return null_out("reserve");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemAddressReserve", ordinal_)) return st;
+    CUdeviceptr p = 0;
+    CUresult r = d_->MemAddressReserve(&p, size, alignment, 0, 0);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r,
+                     "cuMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
+    *va = static_cast<uint64_t>(p);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_unreserve(uint64_t va, uint64_t size) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemAddressFree", ordinal_)) return st;
+    CUresult r = d_->MemAddressFree(static_cast<CUdeviceptr>(va), size);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuMemAddressFree(va=0x%llx, size=%llu)",
+                     ull(va), ull(size));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_create(uint64_t size, PhysHandle* out) override {
+    if (out == nullptr) return null_out("create");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemCreate", ordinal_)) return st;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = d_->MemCreate(&h, size, &prop_, 0);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::backend), r, "cuMemCreate(size=%llu, device=%d)",
+                     ull(size), ordinal_);
+    if (h == 0) {  // the interface reserves 0 for "no handle"; never seen from the driver
+      (void)d_->MemRelease(h);
+      return fail(VPMM_ERR_BACKEND, "cuda cuMemCreate(size=%llu, device=%d): returned handle 0",
+                  ull(size), ordinal_);
+    }
+    *out = static_cast<PhysHandle>(h);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_release(PhysHandle h, uint64_t size) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemRelease", ordinal_)) return st;
+    CUresult r = d_->MemRelease(static_cast<CUmemGenericAllocationHandle>(h));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuMemRelease(handle=0x%llx, size=%llu)",
+                     ull(h), ull(size));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_map(uint64_t va, uint64_t size, PhysHandle h) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemMap", ordinal_)) return st;
+    CUresult r = d_->MemMap(static_cast<CUdeviceptr>(va), size, 0,
+                            static_cast<CUmemGenericAllocationHandle>(h), 0);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r,
+                     "cuMemMap(va=0x%llx, size=%llu, offset=0, handle=0x%llx)", ull(va), ull(size),
+                     ull(h));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_unmap(uint64_t va, uint64_t size) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemUnmap", ordinal_)) return st;
+    CUresult r = d_->MemUnmap(static_cast<CUdeviceptr>(va), size);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuMemUnmap(va=0x%llx, size=%llu)", ull(va),
+                     ull(size));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_set_access(uint64_t va, uint64_t size) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemSetAccess", ordinal_)) return st;
+    CUresult r = d_->MemSetAccess(static_cast<CUdeviceptr>(va), size, &access_, 1);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r,
+                     "cuMemSetAccess(va=0x%llx, size=%llu, device=%d, READWRITE)", ull(va),
+                     ull(size), ordinal_);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_event_record(Stream s, EventHandle* out) override {
+    if (out == nullptr) return null_out("event_record");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuEventRecord", ordinal_)) return st;
+    CUevent e = nullptr;
+    CUresult r = d_->EventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::backend), r,
+                     "cuEventCreate(CU_EVENT_DISABLE_TIMING) on device %d", ordinal_);
+    r = d_->EventRecord(e, to_stream(s));
+    if (r != CUDA_SUCCESS) {
+      (void)d_->EventDestroy(e);
+      return cu_fail(status_of(r, Blame::caller), r, "cuEventRecord(event=%p, stream=%p)",
+                     static_cast<void*>(e), s);
+    }
+    *out = from_event(e);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_event_query(EventHandle e, bool* done) override {
+    if (done == nullptr) return null_out("event_query");
+    if (e == 0) return null_event("event_query");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuEventQuery", ordinal_)) return st;
+    CUresult r = d_->EventQuery(to_event(e));
+    if (r == CUDA_SUCCESS) {
+      *done = true;
+      return VPMM_OK;
+    }
+    if (r == CUDA_ERROR_NOT_READY) {
+      *done = false;
+      return VPMM_OK;
+    }
+    return cu_fail(status_of(r, Blame::caller), r, "cuEventQuery(event=0x%llx)", ull(e));
+  }
+
+  vpmm_status do_event_destroy(EventHandle e) override {
+    if (e == 0) return null_event("event_destroy");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuEventDestroy", ordinal_)) return st;
+    CUresult r = d_->EventDestroy(to_event(e));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuEventDestroy(event=0x%llx)", ull(e));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_stream_wait(Stream s, EventHandle e) override {
+    if (e == 0) return null_event("stream_wait");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuStreamWaitEvent", ordinal_)) return st;
+    CUresult r = d_->StreamWaitEvent(to_stream(s), to_event(e), 0);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuStreamWaitEvent(stream=%p, event=0x%llx)",
+                     s, ull(e));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_event_sync(EventHandle e) override {
+    if (e == 0) return null_event("event_sync");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuEventSynchronize", ordinal_)) return st;
+    CUresult r = d_->EventSynchronize(to_event(e));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuEventSynchronize(event=0x%llx)", ull(e));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_stream_sync(Stream s) override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuStreamSynchronize", ordinal_)) return st;
+    CUresult r = d_->StreamSynchronize(to_stream(s));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuStreamSynchronize(stream=%p)", s);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) override {
+    if (size == 0) return VPMM_OK;
+    if (dst == nullptr || src == 0)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda copy_d2h: null %s pointer (size %llu)",
+                  dst == nullptr ? "destination" : "source", ull(size));
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemcpyDtoHAsync", ordinal_)) return st;
+    CUresult r = d_->MemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), size, to_stream(s));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r,
+                     "cuMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)", dst, ull(src),
+                     ull(size), s);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override {
+    if (size == 0) return VPMM_OK;
+    if (dst == 0 || src == nullptr)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda copy_h2d: null %s pointer (size %llu)",
+                  dst == 0 ? "destination" : "source", ull(size));
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemcpyHtoDAsync", ordinal_)) return st;
+    CUresult r = d_->MemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, size, to_stream(s));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r,
+                     "cuMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst), src,
+                     ull(size), s);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override {
+    if (out == nullptr) return null_out("host_alloc_pinned");
+    if (size == 0)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_alloc_pinned: size 0 is not allowed");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemHostAlloc", ordinal_)) return st;
+    void* p = nullptr;
+    // PORTABLE: pinned for every context, not only the primary one of this
+    // device, so staging buffers may serve pools on several devices.
+    CUresult r = d_->MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::backend), r,
+                     "cuMemHostAlloc(size=%llu, CU_MEMHOSTALLOC_PORTABLE)", ull(size));
+    *out = p;
+    return VPMM_OK;
+  }
+
+  vpmm_status do_host_free_pinned(void* p, uint64_t size) override {
+    if (p == nullptr)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_free_pinned: null pointer (size %llu)",
+                  ull(size));
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemFreeHost", ordinal_)) return st;
+    CUresult r = d_->MemFreeHost(p);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuMemFreeHost(p=%p, size=%llu)", p,
+                     ull(size));
+    return VPMM_OK;
+  }
+
+  vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
+    if (free_bytes == nullptr || total_bytes == nullptr) return null_out("mem_info");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuMemGetInfo", ordinal_)) return st;
+    size_t f = 0, t = 0;
+    CUresult r = d_->MemGetInfo(&f, &t);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::backend), r, "cuMemGetInfo() on device %d", ordinal_);
+    *free_bytes = f;
+    *total_bytes = t;
+    return VPMM_OK;
+  }
+
+ private:
+  static vpmm_status null_out(const char* op) {
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: null output pointer", op);
+  }
+  static vpmm_status null_event(const char* op) {
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: event handle 0 is not an event", op);
+  }
+
+  const Driver* d_;
+  int ordinal_;
+  CUdevice dev_;
+  CUcontext ctx_;
+  uint64_t gran_;
+  uint64_t recommended_;
+  CUmemAllocationProp prop_;
+  CUmemAccessDesc access_;
+};
+
+// Status for a failed cuInit: the driver being absent, a stub, too old or
+// seeing no device means "CUDA is not available here".
+vpmm_status init_status(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return VPMM_ERR_UNSUPPORTED;
+    default:
+      // By number: these enumerators are missing from older cuda.h.
+      if (r == kCudaErrorStubLibrary || r == kCudaErrorCallRequiresNewerDriver)
+        return VPMM_ERR_UNSUPPORTED;
+      return status_of(r, Blame::backend);
+  }
+}
+
+std::unique_ptr<Backend> fail_create(vpmm_status s, vpmm_status* st) {
+  if (st != nullptr) *st = s;
+  return nullptr;
+}
+
+// Queries one granularity of `prop` under the primary context.
+vpmm_status query_granularity(const Driver* d, const CUmemAllocationProp& prop,
+                              CUmemAllocationGranularity_flags which, const char* which_name,
+                              int ordinal, uint64_t* out) {
+  size_t g = 0;
+  CUresult r = d->MemGetAllocationGranularity(&g, &prop, which);
+  if (r != CUDA_SUCCESS)
+    return cu_fail(status_of(r, Blame::backend), r,
+                   "cuMemGetAllocationGranularity(PINNED, device=%d, %s)", ordinal, which_name);
+  if (g == 0)
+    return fail(VPMM_ERR_BACKEND, "cuda cuMemGetAllocationGranularity(PINNED, device=%d, %s): 0",
+                ordinal, which_name);
+  *out = g;
+  return VPMM_OK;
+}
+
+}  // namespace
+
+bool cuda_backend_usable() {
+  const Driver* d = cuda::driver();
+  if (d == nullptr) return false;
+  if (d->Init(0) != CUDA_SUCCESS) return false;
+  int count = 0;
+  if (d->DeviceGetCount(&count) != CUDA_SUCCESS) return false;
+  return count >= 1;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* st) {
+  const char* why = nullptr;
+  const Driver* d = cuda::driver(&why);
+  if (d == nullptr)
+    return fail_create(
+        fail(VPMM_ERR_UNSUPPORTED, "cuda: the CUDA driver is not usable: %s", why ? why : "?"), st);
+
+  CUresult r = d->Init(0);
+  if (r != CUDA_SUCCESS) return fail_create(cu_fail(init_status(r), r, "cuInit(0)"), st);
+
+  int count = 0;
+  r = d->DeviceGetCount(&count);
+  if (r != CUDA_SUCCESS)
+    return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceGetCount()"), st);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (count < 1)
+    return fail_create(fail(VPMM_ERR_UNSUPPORTED,
+                            "cuda: no CUDA device visible (cuDeviceGetCount = 0, "
+                            "CUDA_VISIBLE_DEVICES=%s)",
+                            visible ? visible : "<unset>"),
+                       st);
+  if (p.device < 0 || p.device >= count)
+    return fail_create(fail(VPMM_ERR_INVALID_ARGUMENT,
+                            "cuda: device %d out of range: %d CUDA device%s visible (valid: 0..%d, "
+                            "CUDA_VISIBLE_DEVICES=%s)",
+                            p.device, count, count == 1 ? "" : "s", count - 1,
+                            visible ? visible : "<unset>"),
+                       st);
+
+  CUdevice dev = 0;
+  r = d->DeviceGet(&dev, p.device);
+  if (r != CUDA_SUCCESS)
+    return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceGet(ordinal=%d)", p.device), st);
+
+  if (d->DeviceGetAttribute != nullptr) {
+    int vmm = 0;
+    r = d->DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+    if (r != CUDA_SUCCESS)
+      return fail_create(
+          cu_fail(VPMM_ERR_BACKEND, r,
+                  "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device=%d)", p.device),
+          st);
+    if (vmm == 0)
+      return fail_create(fail(VPMM_ERR_UNSUPPORTED,
+                              "cuda: device %d does not support virtual memory management "
+                              "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0)",
+                              p.device),
+                         st);
+  }
+
+  CUcontext ctx = nullptr;
+  r = d->DevicePrimaryCtxRetain(&ctx, dev);
+  if (r != CUDA_SUCCESS)
+    return fail_create(cu_fail(status_of(r, Blame::backend), r,
+                               "cuDevicePrimaryCtxRetain(device=%d)", p.device),
+                       st);
+
+  // From here on the retain must be undone on every failure path.
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = p.device;
+  uint64_t gran = 0, rec = 0;
+  vpmm_status s = VPMM_OK;
+  {
+    CtxScope scope(d, ctx);
+    s = scope.enter("cuMemGetAllocationGranularity", p.device);
+    if (s == VPMM_OK)
+      s = query_granularity(d, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM, "MINIMUM", p.device, &gran);
+    if (s == VPMM_OK)
+      s = query_granularity(d, prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, "RECOMMENDED", p.device,
+                            &rec);
+  }
+  if (s != VPMM_OK) {
+    (void)d->DevicePrimaryCtxRelease(dev);
+    return fail_create(s, st);
+  }
+  // The page size must be a multiple of the granularity (Backend's contract);
+  // a recommendation that is not one would be a driver oddity: use the minimum.
+  if (rec < gran || rec % gran != 0) rec = gran;
+
+  std::unique_ptr<Backend> b;
+  try {
+    b.reset(new CudaBackend(d, p.device, dev, ctx, gran, rec));
+  } catch (...) {
+    (void)d->DevicePrimaryCtxRelease(dev);
+    return fail_create(fail(VPMM_ERR_OUT_OF_MEMORY, "cuda: out of host memory creating the backend"),
+                       st);
+  }
+  if (st != nullptr) *st = VPMM_OK;
+  return b;
+}
+
+}  // namespace vpmm

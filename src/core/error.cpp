@@ -1,0 +1,44 @@
+// Thread-local last error storage (see error.hpp).
+#include "core/error.hpp"
+
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+
+namespace vpmm {
+namespace {
+constexpr size_t kErrorCapacity = 512;
+thread_local char t_error[kErrorCapacity] = "";
+}  // namespace
+
+vpmm_status vfail(vpmm_status status, const char* fmt, va_list ap) {
+  std::vsnprintf(t_error, kErrorCapacity, fmt, ap);
+  return status;
+}
+
+vpmm_status fail(vpmm_status status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+vpmm_status fail_context(vpmm_status status, const char* context) {
+  // Shift the current message right and write the context in front, without
+  // allocating (this runs on out-of-memory paths too).
+  size_t cl = std::strlen(context);
+  size_t ml = std::strlen(t_error);
+  if (cl + 2 >= kErrorCapacity) cl = kErrorCapacity - 3;
+  size_t keep = std::min(ml, kErrorCapacity - 1 - cl - 2);
+  std::memmove(t_error + cl + 2, t_error, keep);
+  std::memcpy(t_error, context, cl);
+  t_error[cl] = ':';
+  t_error[cl + 1] = ' ';
+  t_error[cl + 2 + keep] = '\0';
+  return status;
+}
+
+const char* last_error() { return t_error; }
+
+}  // namespace vpmm

@@ -1,0 +1,655 @@
+// Pool: malloc/free and the three phases (see pool.hpp). The order of work in
+// defragment() is what makes failures clean: everything that can fail (event
+// records, waits, VA reservation, handle creation, map, set-access) happens
+// before the region map is touched, and each step's effects are undone if a
+// later step fails.
+#include "core/pool.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <new>
+
+#include "core/error.hpp"
+#include "core/small.hpp"
+
+namespace vpmm {
+
+namespace {
+constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
+constexpr uint64_t kSmallMinimum = 256;  // small_size below this disables small blocks
+}  // namespace
+
+Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
+    : backend_(std::move(backend)), opt_(opt) {}
+
+vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
+                         std::unique_ptr<Pool>* out) {
+  std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
+  p->small_.reset(new SmallAllocator(*p));
+  std::lock_guard<std::mutex> lock(p->mu_);
+  uint64_t va = 0, size = 0;
+  vpmm_status st = p->reserve_chunk(opt.page_size, &va, &size);
+  if (st != VPMM_OK) return st;
+  Region hole;
+  hole.size = size;
+  hole.kind = Kind::Hole;
+  hole.chunk = 0;
+  p->m_.chunks.push_back({va, size});
+  p->m_.totals.reserved += size;
+  p->m_.insert(va, hole);
+  if (opt.initial_pages > 0) {
+    uint64_t bytes = opt.initial_pages * opt.page_size;
+    if (bytes / opt.page_size != opt.initial_pages || bytes > size)
+      return fail(VPMM_ERR_INVALID_ARGUMENT,
+                  "vpmm_pool_create: initial_pages %" PRIu64 " x page_size %" PRIu64
+                  " exceeds va_size %" PRIu64,
+                  opt.initial_pages, opt.page_size, size);
+    // Initial pages are carved by allocations of unknown sizes, so by default
+    // each page is its own handle and can be remapped on its own.
+    std::vector<Mapping> hs;
+    st = p->create_handles(bytes, opt.max_handle_size ? opt.max_handle_size : opt.page_size, &hs);
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
+    uint64_t cur = va;
+    for (const Mapping& h : hs) {
+      st = p->backend_->map(cur, h.size, h.handle);
+      if (st != VPMM_OK) break;
+      p->m_.mappings.emplace(cur, h);
+      cur += h.size;
+    }
+    if (st == VPMM_OK) st = p->backend_->set_access(va, bytes);
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");  // dtor cleans up
+    p->m_.totals.mapped += bytes;
+    p->c_.pages_created += opt.initial_pages;
+    p->c_.handles_created += hs.size();
+    RegionIt it = p->m_.regions.find(va);
+    if (size > bytes) p->m_.split(it, bytes);
+    it = p->m_.regions.find(va);
+    Region fr;
+    fr.size = bytes;
+    fr.kind = Kind::Free;
+    fr.chunk = 0;
+    fr.stream = nullptr;
+    fr.id = p->next_id_++;
+    p->m_.erase(it);
+    p->m_.insert(va, fr);
+    p->note_peaks();
+  }
+  *out = std::move(p);
+  return VPMM_OK;
+}
+
+Pool::~Pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  small_.reset();
+  // Work queued before a free or a remap may still touch pool memory: wait
+  // for it before unmapping (cuMemUnmap does not wait for kernels).
+  for (auto& kv : m_.regions) {
+    Region& r = kv.second;
+    if ((r.kind == Kind::Free && r.seq != 0) || r.kind == Kind::Zombie) {
+      EventRef ev;
+      if (event_of(r, &ev) == VPMM_OK && ev && !ev->done_cached()) backend_->event_sync(ev->handle());
+    }
+  }
+  for (auto& z : m_.zombie_mappings) backend_->unmap(z.first, z.second.size);
+  for (auto& mp : m_.mappings) {
+    backend_->unmap(mp.first, mp.second.size);
+    backend_->release(mp.second.handle, mp.second.size);
+  }
+  m_.regions.clear();  // drops the events while the backend still exists
+  m_.streams.clear();
+  for (const Chunk& c : m_.chunks) backend_->unreserve(c.va, c.size);
+}
+
+// ---------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::event_of(Region& r, EventRef* out) {
+  // Zombies carry their event from the harvest (null: nothing to wait for);
+  // a never-used free region (seq 0) has no work to wait for either.
+  if (r.event || r.kind != Kind::Free || r.seq == 0) {
+    *out = r.event;
+    return VPMM_OK;
+  }
+  StreamState& st = m_.streams[r.stream];
+  if (st.last_event && st.last_event_seq >= r.seq) {
+    r.event = st.last_event;
+  } else {
+    EventHandle h = 0;
+    vpmm_status s = backend_->event_record(r.stream, &h);
+    if (s != VPMM_OK) return s;
+    ++c_.n_events_recorded;
+    try {
+      st.last_event = std::make_shared<Event>(backend_.get(), h);
+    } catch (const std::bad_alloc&) {
+      backend_->event_destroy(h);
+      return fail(VPMM_ERR_OUT_OF_MEMORY, "out of host memory recording an event");
+    }
+    st.last_event_seq = st.free_seq;
+    r.event = st.last_event;
+  }
+  *out = r.event;
+  return VPMM_OK;
+}
+
+vpmm_status Pool::query(const EventRef& ev, bool* done) {
+  if (!ev || ev->done_cached()) {
+    *done = true;
+    return VPMM_OK;
+  }
+  vpmm_status s = backend_->event_query(ev->handle(), done);
+  if (s == VPMM_OK && *done) ev->mark_done();
+  return s;
+}
+
+vpmm_status Pool::is_complete(Region& r, bool* done) {
+  EventRef ev;
+  vpmm_status s = event_of(r, &ev);
+  if (s != VPMM_OK) return s;
+  return query(ev, done);
+}
+
+// ---------------------------------------------------------------------------
+// Phase 0 and 1
+// ---------------------------------------------------------------------------
+
+void Pool::reap_zombies() {
+  if (m_.zombies.empty()) return;
+  std::vector<uint64_t> ready;
+  for (uint64_t va : m_.zombies) {
+    bool done = false;
+    Region& z = m_.regions.find(va)->second;
+    if (query(z.event, &done) == VPMM_OK && done) ready.push_back(va);
+  }
+  for (uint64_t va : ready) {
+    RegionIt it = m_.regions.find(va);
+    uint64_t end = va + it->second.size;
+    // Unmap every old mapping of the zombie; stop at the first failure and
+    // keep the rest a zombie so no VA is handed out while still mapped.
+    uint64_t cur = va;
+    while (cur < end) {
+      auto mp = m_.zombie_mappings.find(cur);
+      if (backend_->unmap(cur, mp->second.size) != VPMM_OK) break;
+      cur += mp->second.size;
+      m_.zombie_mappings.erase(mp);
+    }
+    if (cur == va) continue;
+    RegionIt z = it;
+    if (cur < end) m_.split(z, cur - va);
+    z = m_.regions.find(va);
+    Region hole;
+    hole.size = z->second.size;
+    hole.kind = Kind::Hole;
+    hole.chunk = z->second.chunk;
+    m_.erase(z);
+    m_.coalesce(m_.insert(va, hole));
+    ++c_.n_zombies_reaped;
+  }
+}
+
+RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s) {
+  auto st = m_.streams.find(s);
+  if (st == m_.streams.end()) return m_.regions.end();
+  auto it = st->second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
+  if (it == st->second.free_by_size.end()) return m_.regions.end();
+  return m_.regions.find(std::get<2>(*it));
+}
+
+RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s) {
+  RegionIt best = m_.regions.end();
+  for (auto& kv : m_.streams) {
+    if (kv.first == s) continue;
+    int probed = 0;
+    for (auto it = kv.second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
+         it != kv.second.free_by_size.end() && probed < kOtherStreamProbe; ++it, ++probed) {
+      if (best != m_.regions.end() && std::get<0>(*it) >= best->second.size) break;
+      RegionIt r = m_.regions.find(std::get<2>(*it));
+      bool done = false;
+      if (is_complete(r->second, &done) == VPMM_OK && done) {
+        best = r;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------
+// Phase 2
+// ---------------------------------------------------------------------------
+
+namespace {
+struct Harvest {
+  uint64_t region_va = 0;
+  uint64_t lo = 0, hi = 0;  // moved range [lo, hi): whole handles
+  std::vector<std::pair<uint64_t, Mapping>> maps;
+  bool foreign = false;
+};
+struct Plan {
+  std::vector<Harvest> harvests;
+  uint64_t moved = 0;
+  uint64_t shortfall = 0;
+  uint64_t span() const { return moved + shortfall; }
+};
+}  // namespace
+
+// Plans which free pages move into the hole. A region is moved whole (it
+// consolidates free memory in one span, as in the walkthrough's case B) unless
+// it is more than twice what is still needed; then only the needed handles
+// from its start are detached and the rest stays in place, keeping its stream,
+// event and id. Only whole handles can move (a handle maps whole).
+static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va) {
+  struct Cand {
+    bool foreign;
+    uint64_t id;
+    uint64_t va;
+  };
+  std::vector<Cand> cands;
+  for (auto& kv : m.streams)
+    for (const auto& e : kv.second.free_by_size) {
+      uint64_t va = std::get<2>(e);
+      if (va == exclude_va) continue;
+      cands.push_back({kv.first != s, std::get<1>(e), va});
+    }
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    return a.foreign != b.foreign ? !a.foreign : (a.id != b.id ? a.id < b.id : a.va < b.va);
+  });
+  Plan plan;
+  uint64_t remaining = need;
+  for (const Cand& c : cands) {
+    if (remaining == 0) break;
+    const Region& r = m.regions.find(c.va)->second;
+    auto maps = m.whole_mappings_in(c.va, r.size);
+    if (maps.empty()) continue;
+    Harvest h;
+    h.region_va = c.va;
+    h.foreign = c.foreign;
+    bool whole = r.size <= 2 * remaining;
+    uint64_t taken = 0;
+    for (auto& mp : maps) {
+      if (!whole && taken >= remaining) break;
+      h.maps.push_back(mp);
+      taken += mp.second.size;
+    }
+    h.lo = h.maps.front().first;
+    h.hi = h.maps.back().first + h.maps.back().second.size;
+    plan.moved += taken;
+    remaining = taken >= remaining ? 0 : remaining - taken;
+    plan.harvests.push_back(std::move(h));
+  }
+  plan.shortfall = remaining;
+  return plan;
+}
+
+vpmm_status Pool::defragment(uint64_t bytes, Stream s, RegionIt* out) {
+  // A. Choose the hole and the plan. Prefer the smallest hole that fits the
+  // request; if a free region of the caller's stream ends right where the hole
+  // starts, it joins the span in place and less has to move.
+  Plan plan;
+  uint64_t hole_va = 0;
+  bool have_hole = false;
+  auto h = m_.holes_by_size.lower_bound({bytes, 0});
+  if (h != m_.holes_by_size.end()) {
+    RegionIt hole = m_.regions.find(h->second);
+    uint64_t prefix_va = UINT64_MAX, prefix = 0;
+    if (hole != m_.regions.begin()) {
+      RegionIt pv = std::prev(hole);
+      if (pv->second.kind == Kind::Free && pv->second.stream == s &&
+          pv->second.chunk == hole->second.chunk && pv->first + pv->second.size == hole->first) {
+        prefix_va = pv->first;
+        prefix = pv->second.size;
+      }
+    }
+    plan = plan_harvest(m_, bytes - prefix, s, prefix_va);
+    if (plan.span() <= hole->second.size) {
+      hole_va = hole->first;
+      have_hole = true;
+    }
+  }
+  if (!have_hole) {
+    plan = plan_harvest(m_, bytes, s, UINT64_MAX);
+    auto h2 = m_.holes_by_size.lower_bound({plan.span(), 0});
+    if (h2 != m_.holes_by_size.end()) {
+      hole_va = h2->second;
+      have_hole = true;
+    }
+  }
+
+  // B. Events: zombies need the event of each moved region; a pending foreign
+  // one also makes the caller's stream wait on the GPU (the CPU never blocks).
+  std::vector<EventRef> events(plan.harvests.size());
+  for (size_t i = 0; i < plan.harvests.size(); ++i) {
+    Region& r = m_.regions.find(plan.harvests[i].region_va)->second;
+    vpmm_status st = event_of(r, &events[i]);
+    if (st != VPMM_OK) return st;
+    if (!events[i]) continue;  // never used: nothing pending
+    bool done = false;
+    if (plan.harvests[i].foreign) {
+      st = query(events[i], &done);
+      if (st != VPMM_OK) return st;
+      if (!done) {
+        st = backend_->stream_wait(s, events[i]->handle());
+        if (st != VPMM_OK) return st;
+        ++c_.n_stream_waits;
+      }
+    }
+  }
+
+  // C. Backend work, undone on failure.
+  uint64_t new_chunk_va = 0, new_chunk_size = 0;
+  if (!have_hole) {
+    vpmm_status st = reserve_chunk(plan.span(), &new_chunk_va, &new_chunk_size);
+    if (st != VPMM_OK) return st;
+    hole_va = new_chunk_va;
+  }
+  auto undo_chunk = [&] {
+    if (new_chunk_size) backend_->unreserve(new_chunk_va, new_chunk_size);
+  };
+  std::vector<Mapping> created;
+  if (plan.shortfall) {
+    uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : plan.shortfall;
+    vpmm_status st = create_handles(plan.shortfall, cap, &created);
+    if (st != VPMM_OK) {
+      undo_chunk();
+      return st;
+    }
+  }
+  std::vector<std::pair<uint64_t, Mapping>> placed;  // new VA -> handle
+  uint64_t cur = hole_va;
+  for (const Harvest& hv : plan.harvests)
+    for (const auto& mp : hv.maps) {
+      placed.emplace_back(cur, mp.second);
+      cur += mp.second.size;
+    }
+  for (const Mapping& c : created) {
+    placed.emplace_back(cur, c);
+    cur += c.size;
+  }
+  size_t n_mapped = 0;
+  vpmm_status st = VPMM_OK;
+  for (; n_mapped < placed.size(); ++n_mapped) {
+    st = backend_->map(placed[n_mapped].first, placed[n_mapped].second.size,
+                       placed[n_mapped].second.handle);
+    if (st != VPMM_OK) break;
+  }
+  if (st == VPMM_OK) st = backend_->set_access(hole_va, plan.span());
+  if (st != VPMM_OK) {
+    for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(placed[i].first, placed[i].second.size);
+    release_handles(created);
+    undo_chunk();
+    return st;
+  }
+
+  // D. Commit: nothing below can fail (std::bad_alloc aside, caught at the ABI).
+  if (new_chunk_size) {
+    Region hole;
+    hole.size = new_chunk_size;
+    hole.kind = Kind::Hole;
+    hole.chunk = static_cast<uint32_t>(m_.chunks.size());
+    m_.chunks.push_back({new_chunk_va, new_chunk_size});
+    m_.totals.reserved += new_chunk_size;
+    m_.insert(new_chunk_va, hole);
+  }
+  for (size_t i = 0; i < plan.harvests.size(); ++i) {
+    const Harvest& hv = plan.harvests[i];
+    RegionIt r = m_.regions.find(hv.region_va);
+    if (hv.lo > r->first) r = m_.split(r, hv.lo - r->first);
+    if (hv.hi < r->first + r->second.size) m_.split(r, hv.hi - r->first);
+    Region z;
+    z.size = hv.hi - hv.lo;
+    z.kind = Kind::Zombie;
+    z.chunk = r->second.chunk;
+    z.event = events[i];  // null: the region was never used, nothing to wait for
+    m_.erase(r);
+    m_.insert(hv.lo, z);
+    for (const auto& mp : hv.maps) {
+      m_.mappings.erase(mp.first);
+      m_.zombie_mappings.emplace(mp.first, mp.second);
+    }
+  }
+  for (const auto& p : placed) m_.mappings.emplace(p.first, p.second);
+  m_.totals.mapped += plan.shortfall;
+
+  RegionIt hole = m_.regions.find(hole_va);
+  if (hole->second.size > plan.span()) m_.split(hole, plan.span());
+  hole = m_.regions.find(hole_va);
+  Region span;
+  span.size = plan.span();
+  span.kind = Kind::Free;
+  span.chunk = hole->second.chunk;
+  span.stream = s;
+  span.id = next_id_++;
+  // Moved pages may carry foreign work the caller's stream now waits on: a
+  // fresh free point makes any later event cover those waits.
+  span.seq = plan.moved ? ++m_.streams[s].free_seq : 0;
+  m_.erase(hole);
+  RegionIt res = m_.coalesce(m_.insert(hole_va, span));
+
+  if (plan.moved) {
+    ++c_.n_defrag;
+    c_.bytes_remapped += plan.moved;
+  }
+  if (plan.shortfall) {
+    ++c_.n_grow;
+    c_.pages_created += plan.shortfall / opt_.page_size;
+    c_.handles_created += created.size();
+  }
+  note_peaks();
+  // Same-stream harvests often have completed events already: unmap their old
+  // VAs now so the layout after the call is final ([*X] rather than [~X]).
+  if (plan.moved) {
+    uint64_t res_va = res->first;
+    reap_zombies();
+    res = m_.regions.find(res_va);  // reaping never merges mapped regions
+  }
+  *out = res;
+  return VPMM_OK;
+}
+
+vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size) {
+  uint64_t want = std::max(opt_.va_size, min_bytes);
+  want = (want + opt_.page_size - 1) / opt_.page_size * opt_.page_size;
+  vpmm_status st = backend_->reserve(want, opt_.page_size, va);
+  if (st == VPMM_ERR_BACKEND || st == VPMM_ERR_INVALID_ARGUMENT) st = VPMM_ERR_OUT_OF_MEMORY;
+  if (st != VPMM_OK) return fail_context(st, "reserving a VA chunk");
+  *size = want;
+  return VPMM_OK;
+}
+
+vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out) {
+  max_handle = std::max<uint64_t>(opt_.page_size, max_handle / opt_.page_size * opt_.page_size);
+  std::vector<Mapping> hs;
+  hs.reserve(bytes / max_handle + 1);
+  uint64_t left = bytes;
+  while (left) {
+    uint64_t sz = std::min(left, max_handle);
+    PhysHandle ph = 0;
+    vpmm_status st = backend_->create(sz, &ph);
+    if (st != VPMM_OK) {
+      release_handles(hs);
+      return st;
+    }
+    hs.push_back({ph, sz});
+    left -= sz;
+  }
+  *out = std::move(hs);
+  return VPMM_OK;
+}
+
+void Pool::release_handles(const std::vector<Mapping>& hs) {
+  for (const Mapping& h : hs) backend_->release(h.handle, h.size);
+}
+
+void Pool::note_peaks() {
+  c_.peak_mapped = std::max(c_.peak_mapped, m_.totals.mapped);
+  c_.peak_live = std::max(c_.peak_live, m_.totals.live + m_.totals.small);
+}
+
+// ---------------------------------------------------------------------------
+// Page-level malloc/free
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
+                              RegionIt* out) {
+  reap_zombies();
+  RegionIt r = best_fit_same_stream(bytes, s);
+  if (r == m_.regions.end()) {
+    r = best_fit_completed_other(bytes, s);
+    if (r != m_.regions.end()) ++c_.n_cross_stream_reuse;
+  }
+  if (r == m_.regions.end()) {
+    vpmm_status st = defragment(bytes, s, &r);
+    if (st != VPMM_OK) return st;
+  }
+  if (r->second.size > bytes) m_.split(r, bytes);  // the tail keeps stream, event, id
+  Region live;
+  live.size = bytes;
+  live.kind = kind;
+  live.chunk = r->second.chunk;
+  live.stream = s;
+  live.id = next_id_++;
+  live.requested = requested;
+  uint64_t va = r->first;
+  m_.erase(r);
+  *out = m_.insert(va, live);
+  note_peaks();
+  return VPMM_OK;
+}
+
+void Pool::free_pages(RegionIt it, Stream s) {
+  Region fr;
+  fr.size = it->second.size;
+  fr.kind = Kind::Free;
+  fr.chunk = it->second.chunk;
+  fr.stream = s;
+  fr.id = next_id_++;
+  fr.seq = ++m_.streams[s].free_seq;
+  uint64_t va = it->first;
+  m_.erase(it);
+  m_.coalesce(m_.insert(va, fr));
+}
+
+// ---------------------------------------------------------------------------
+// Public operations
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::malloc(uint64_t size, Stream s, void** out) {
+  if (!backend_->stream_valid(s))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_malloc: stream %p is not a valid %s stream", s,
+                backend_->name());
+  const uint64_t page = opt_.page_size;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (size <= opt_.small_size && opt_.small_size >= kSmallMinimum) {
+    vpmm_status st = small_->malloc(size, s, out);
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_malloc");
+    ++c_.n_malloc;
+    ++c_.n_small_malloc;
+    ++c_.n_live;
+    c_.requested += size;
+    return VPMM_OK;
+  }
+  if (size > UINT64_MAX - (page - 1))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "vpmm_pool_malloc: size %" PRIu64 " overflows when rounded up to the page size %" PRIu64,
+                size, page);
+  uint64_t bytes = (size + page - 1) / page * page;
+  RegionIt r;
+  vpmm_status st = alloc_pages(bytes, s, Kind::Live, size, &r);
+  if (st != VPMM_OK)
+    return fail_context(st, "vpmm_pool_malloc");
+  ++c_.n_malloc;
+  ++c_.n_live;
+  c_.requested += size;
+  *out = reinterpret_cast<void*>(r->first);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::fail_unknown_pointer(const char* call, const void* ptr) {
+  uint64_t va = reinterpret_cast<uint64_t>(ptr);
+  RegionIt it = m_.find_containing(va);
+  if (it == m_.regions.end())
+    return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p was not allocated by this pool", call, ptr);
+  switch (it->second.kind) {
+    case Kind::Live:
+      return fail(VPMM_ERR_UNKNOWN_POINTER,
+                  "%s: pointer %p is inside the allocation at 0x%" PRIx64 " (size %" PRIu64
+                  "), not its start",
+                  call, ptr, it->first, it->second.requested);
+    case Kind::Free:
+      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not allocated (already freed?)", call,
+                  ptr);
+    default:
+      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is in unallocated pool VA", call, ptr);
+  }
+}
+
+vpmm_status Pool::free(void* ptr, Stream s) {
+  if (!backend_->stream_valid(s))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_free: stream %p is not a valid %s stream", s,
+                backend_->name());
+  uint64_t va = reinterpret_cast<uint64_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  RegionIt it = m_.regions.find(va);
+  if (it != m_.regions.end() && it->second.kind == Kind::Live) {
+    c_.requested -= it->second.requested;
+    --c_.n_live;
+    ++c_.n_free;
+    free_pages(it, s);
+    return VPMM_OK;
+  }
+  RegionIt in = it != m_.regions.end() ? it : m_.find_containing(va);
+  if (in != m_.regions.end() && in->second.kind == Kind::Small) {
+    uint64_t freed_request = 0;
+    vpmm_status st = small_->free(in, va, s, &freed_request);
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
+    c_.requested -= freed_request;
+    --c_.n_live;
+    ++c_.n_free;
+    return VPMM_OK;
+  }
+  return fail_unknown_pointer("vpmm_pool_free", ptr);
+}
+
+vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
+  uint64_t va = reinterpret_cast<uint64_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  RegionIt it = m_.find_containing(va);
+  if (it != m_.regions.end() && it->second.kind == Kind::Live) {
+    if (va >= it->first + it->second.requested)
+      return fail(VPMM_ERR_UNKNOWN_POINTER,
+                  "vpmm_pool_lookup: pointer %p is in the page padding after the allocation at "
+                  "0x%" PRIx64 " (size %" PRIu64 ")",
+                  ptr, it->first, it->second.requested);
+    if (base) *base = reinterpret_cast<void*>(it->first);
+    if (size) *size = it->second.requested;
+    return VPMM_OK;
+  }
+  if (it != m_.regions.end() && it->second.kind == Kind::Small) {
+    uint64_t b = 0, sz = 0;
+    if (small_->lookup(it, va, &b, &sz)) {
+      if (base) *base = reinterpret_cast<void*>(b);
+      if (size) *size = sz;
+      return VPMM_OK;
+    }
+  }
+  return fail(VPMM_ERR_UNKNOWN_POINTER, "vpmm_pool_lookup: pointer %p is not inside a live allocation of this pool", ptr);
+}
+
+vpmm_status Pool::stream_synchronize(Stream s) {
+  if (!backend_->stream_valid(s))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "vpmm_pool_stream_synchronize: stream %p is not a valid %s stream", s,
+                backend_->name());
+  vpmm_status st = backend_->stream_sync(s);  // no pool lock: other threads keep allocating
+  if (st != VPMM_OK) return fail_context(st, "vpmm_pool_stream_synchronize");
+  return VPMM_OK;
+}
+
+std::string Pool::check() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string e = m_.check(opt_.page_size);
+  if (!e.empty()) return e;
+  return small_->check();
+}
+
+}  // namespace vpmm

@@ -1,0 +1,102 @@
+// The pool: the algorithm of vpmm-design.md over an abstract Backend.
+//
+//   Phase 0  reap zombies whose events completed (unmap old VAs -> holes)
+//   Phase 1  best fit on the caller's stream, then the smallest completed
+//            region of another stream (no synchronisation at all)
+//   Phase 2  take a hole, harvest free regions into it by remapping whole
+//            handles (caller's stream first, then others oldest first, with a
+//            GPU-side wait for pending foreign events), create only the
+//            shortfall, and hand the combined span to the caller
+//
+// Every decision is made here; the backend only executes. All public methods
+// take the pool mutex. A failing call rolls back every backend side effect it
+// made and leaves the region map untouched (see defragment()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/regions.hpp"
+
+namespace vpmm {
+
+class SmallAllocator;
+
+struct PoolOptions {
+  uint64_t page_size = 0;
+  uint64_t va_size = 0;
+  uint64_t initial_pages = 0;
+  uint64_t max_handle_size = 0;  // 0 = one handle per growth
+  uint64_t small_size = 0;       // requests <= this use the small allocator
+};
+
+struct PoolCounters {
+  uint64_t n_malloc = 0, n_free = 0, n_defrag = 0, n_grow = 0;
+  uint64_t pages_created = 0, bytes_remapped = 0, handles_created = 0;
+  uint64_t peak_mapped = 0, peak_live = 0;
+  uint64_t requested = 0, n_live = 0;
+  uint64_t n_small_malloc = 0, n_cross_stream_reuse = 0, n_stream_waits = 0;
+  uint64_t n_events_recorded = 0, n_zombies_reaped = 0;
+};
+
+class Pool {
+ public:
+  static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
+                            std::unique_ptr<Pool>* out);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  vpmm_status malloc(uint64_t size, Stream s, void** out);
+  vpmm_status free(void* ptr, Stream s);
+  vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
+  vpmm_status stream_synchronize(Stream s);
+
+  void stats(vpmm_stats* out);             // fills a full-size struct
+  std::vector<vpmm_region> snapshot();     // every region, ascending VA
+  std::string check();                     // "" when all invariants hold
+
+  const PoolOptions& options() const { return opt_; }
+  Backend& backend() { return *backend_; }
+
+ private:
+  friend class SmallAllocator;
+  Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
+
+  // --- page-level operations; the caller holds mu_ ---
+  // Hands out `bytes` (page multiple) as a region of `kind` on stream s.
+  vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, RegionIt* out);
+  // Returns a live/small region to the free set on stream s.
+  void free_pages(RegionIt it, Stream s);
+
+  void reap_zombies();
+  RegionIt best_fit_same_stream(uint64_t bytes, Stream s);
+  RegionIt best_fit_completed_other(uint64_t bytes, Stream s);
+  vpmm_status defragment(uint64_t bytes, Stream s, RegionIt* out);
+
+  // Events: free regions record lazily (a free costs no driver call); the
+  // event is recorded the first time another stream or an unmap needs it.
+  vpmm_status event_of(Region& r, EventRef* out);
+  vpmm_status is_complete(Region& r, bool* done);
+  vpmm_status query(const EventRef& ev, bool* done);
+
+  vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
+  vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
+  void release_handles(const std::vector<Mapping>& hs);
+  void note_peaks();
+  vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
+
+  std::unique_ptr<Backend> backend_;
+  PoolOptions opt_;
+  std::mutex mu_;
+  RegionMap m_;
+  PoolCounters c_;
+  uint64_t next_id_ = 0;
+  std::unique_ptr<SmallAllocator> small_;
+};
+
+}  // namespace vpmm

@@ -1,0 +1,259 @@
+// RegionMap: the region tiling, its indexes and its invariant checker.
+// Every mutation goes through insert/erase/resize so the size indexes and the
+// running totals can never drift from the map itself.
+#include "core/regions.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace vpmm {
+
+namespace {
+uint64_t* total_for(Totals& t, Kind k) {
+  switch (k) {
+    case Kind::Live: return &t.live;
+    case Kind::Small: return &t.small;
+    case Kind::Free: return &t.free;
+    case Kind::Hole: return &t.hole;
+    case Kind::Zombie: return &t.zombie;
+  }
+  return &t.hole;
+}
+
+}  // namespace
+
+void RegionMap::index(RegionIt it) {
+  const Region& r = it->second;
+  *total_for(totals, r.kind) += r.size;
+  switch (r.kind) {
+    case Kind::Free: streams[r.stream].free_by_size.emplace(r.size, r.id, it->first); break;
+    case Kind::Hole: holes_by_size.emplace(r.size, it->first); break;
+    case Kind::Zombie: zombies.insert(it->first); break;
+    default: break;
+  }
+}
+
+void RegionMap::unindex(RegionIt it) {
+  const Region& r = it->second;
+  *total_for(totals, r.kind) -= r.size;
+  switch (r.kind) {
+    case Kind::Free: streams[r.stream].free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
+    case Kind::Hole: holes_by_size.erase({r.size, it->first}); break;
+    case Kind::Zombie: zombies.erase(it->first); break;
+    default: break;
+  }
+}
+
+RegionIt RegionMap::insert(uint64_t va, const Region& r) {
+  auto it = regions.emplace_hint(regions.upper_bound(va), va, r);
+  index(it);
+  return it;
+}
+
+void RegionMap::erase(RegionIt it) {
+  unindex(it);
+  regions.erase(it);
+}
+
+void RegionMap::resize(RegionIt it, uint64_t new_size) {
+  unindex(it);
+  it->second.size = new_size;
+  index(it);
+}
+
+RegionIt RegionMap::split(RegionIt it, uint64_t at) {
+  Region tail = it->second;
+  tail.size = it->second.size - at;
+  uint64_t tail_va = it->first + at;
+  resize(it, at);
+  return insert(tail_va, tail);
+}
+
+RegionIt RegionMap::coalesce(RegionIt it) {
+  auto mergeable = [&](const Region& a, const Region& b) {
+    if (a.kind != b.kind || a.chunk != b.chunk) return false;
+    if (a.kind == Kind::Hole) return true;
+    return a.kind == Kind::Free && a.stream == b.stream;
+  };
+  // Same-stream merge keeps the newest free point: on one stream an event
+  // recorded after the later free also covers the earlier one.
+  auto absorb = [&](Region& into, const Region& from) {
+    if (from.seq > into.seq || (from.seq == into.seq && !into.event)) {
+      into.seq = from.seq;
+      into.event = from.event;
+    }
+    if (from.id > into.id) into.id = from.id;
+  };
+  if (it != regions.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size == it->first && mergeable(prev->second, it->second)) {
+      Region cur = it->second;
+      erase(it);
+      unindex(prev);
+      prev->second.size += cur.size;
+      absorb(prev->second, cur);
+      index(prev);
+      it = prev;
+    }
+  }
+  auto next = std::next(it);
+  if (next != regions.end() && it->first + it->second.size == next->first &&
+      mergeable(it->second, next->second)) {
+    Region nx = next->second;
+    erase(next);
+    unindex(it);
+    it->second.size += nx.size;
+    absorb(it->second, nx);
+    index(it);
+  }
+  return it;
+}
+
+RegionIt RegionMap::find_containing(uint64_t va) {
+  auto it = regions.upper_bound(va);
+  if (it == regions.begin()) return regions.end();
+  --it;
+  if (va >= it->first + it->second.size) return regions.end();
+  return it;
+}
+
+uint32_t RegionMap::chunk_of(uint64_t va) const {
+  for (uint32_t i = 0; i < chunks.size(); ++i)
+    if (va >= chunks[i].va && va < chunks[i].va + chunks[i].size) return i;
+  return static_cast<uint32_t>(chunks.size());
+}
+
+std::vector<std::pair<uint64_t, Mapping>> RegionMap::whole_mappings_in(uint64_t va,
+                                                                       uint64_t size) const {
+  std::vector<std::pair<uint64_t, Mapping>> out;
+  for (auto it = mappings.lower_bound(va); it != mappings.end() && it->first < va + size; ++it)
+    if (it->first + it->second.size <= va + size) out.push_back(*it);
+  return out;
+}
+
+uint32_t RegionMap::count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va,
+                                      uint64_t size) const {
+  uint32_t n = 0;
+  auto it = m.upper_bound(va);
+  if (it != m.begin()) {
+    auto p = std::prev(it);
+    if (p->first + p->second.size > va) ++n;  // a mapping that starts before va
+  }
+  for (; it != m.end() && it->first < va + size; ++it) ++n;
+  return n;
+}
+
+std::string RegionMap::check(uint64_t page) const {
+  char buf[256];
+  auto bad = [&](const char* fmt, uint64_t a, uint64_t b) {
+    std::snprintf(buf, sizeof buf, fmt, a, b);
+    return std::string(buf);
+  };
+  Totals sum;
+  size_t n_free = 0, n_holes = 0, n_zombies = 0;
+  // 1. Regions tile each chunk.
+  for (uint32_t c = 0; c < chunks.size(); ++c) {
+    uint64_t cursor = chunks[c].va, end = chunks[c].va + chunks[c].size;
+    auto it = regions.find(cursor);
+    if (it == regions.end()) return bad("chunk %" PRIu64 " at 0x%" PRIx64 " has no first region", c, cursor);
+    while (cursor < end) {
+      if (it == regions.end() || it->first != cursor)
+        return bad("gap or overlap at 0x%" PRIx64 " in chunk %" PRIu64, cursor, c);
+      const Region& r = it->second;
+      if (r.size == 0 || r.size % page || it->first % page)
+        return bad("region 0x%" PRIx64 " size %" PRIu64 " not page aligned", it->first, r.size);
+      if (r.chunk != c) return bad("region 0x%" PRIx64 " claims chunk %" PRIu64, it->first, r.chunk);
+      if (cursor + r.size > end) return bad("region 0x%" PRIx64 " straddles chunk end (size %" PRIu64 ")", it->first, r.size);
+      *total_for(sum, r.kind) += r.size;
+      switch (r.kind) {
+        case Kind::Free: {
+          ++n_free;
+          auto s = streams.find(r.stream);
+          if (s == streams.end() || !s->second.free_by_size.count(std::make_tuple(r.size, r.id, it->first)))
+            return bad("free region 0x%" PRIx64 " (size %" PRIu64 ") missing from its stream index", it->first, r.size);
+          break;
+        }
+        case Kind::Hole:
+          ++n_holes;
+          if (!holes_by_size.count({r.size, it->first}))
+            return bad("hole 0x%" PRIx64 " (size %" PRIu64 ") missing from the hole index", it->first, r.size);
+          break;
+        case Kind::Zombie:
+          ++n_zombies;
+          if (!zombies.count(it->first))
+            return bad("zombie 0x%" PRIx64 " not in the zombie list (size %" PRIu64 ")", it->first, r.size);
+          break;
+        default: break;
+      }
+      cursor += r.size;
+      ++it;
+    }
+  }
+  size_t indexed_free = 0;
+  for (const auto& s : streams) indexed_free += s.second.free_by_size.size();
+  if (indexed_free != n_free) return bad("free index holds %" PRIu64 " entries, map %" PRIu64, indexed_free, n_free);
+  if (holes_by_size.size() != n_holes) return bad("hole index holds %" PRIu64 " entries, map %" PRIu64, holes_by_size.size(), n_holes);
+  if (zombies.size() != n_zombies) return bad("zombie list holds %" PRIu64 " entries, map %" PRIu64, zombies.size(), n_zombies);
+  uint64_t region_bytes = 0;
+  for (const auto& r : regions) region_bytes += r.second.size;
+  uint64_t chunk_bytes = 0;
+  for (const auto& c : chunks) chunk_bytes += c.size;
+  if (region_bytes != chunk_bytes) return bad("regions cover %" PRIu64 " bytes, chunks %" PRIu64, region_bytes, chunk_bytes);
+
+  // 2. Mappings tile exactly the mapped regions. Build the maximal runs of
+  // mapped regions; a handle may straddle two regions of one run (a live
+  // region and its free tail) but must tile the run with no gap.
+  auto tiles = [&](const std::map<uint64_t, Mapping>& m, bool zombie_side, std::string* err) {
+    std::vector<std::pair<uint64_t, uint64_t>> runs;  // [lo, hi)
+    for (const auto& r : regions) {
+      Kind k = r.second.kind;
+      bool mapped = zombie_side ? k == Kind::Zombie
+                                : (k == Kind::Live || k == Kind::Small || k == Kind::Free);
+      if (!mapped) continue;
+      if (!runs.empty() && runs.back().second == r.first)
+        runs.back().second += r.second.size;
+      else
+        runs.emplace_back(r.first, r.first + r.second.size);
+    }
+    uint64_t bytes = 0;
+    auto mit = m.begin();
+    for (const auto& run : runs) {
+      uint64_t cur = run.first;
+      while (cur < run.second) {
+        if (mit == m.end() || mit->first != cur) {
+          *err = bad("page 0x%" PRIx64 " of a mapped run is not the start of a mapping (run ends 0x%" PRIx64 ")", cur, run.second);
+          return uint64_t(0);
+        }
+        cur += mit->second.size;
+        ++mit;
+      }
+      if (cur != run.second) {
+        *err = bad("mapping ending at 0x%" PRIx64 " runs past mapped run end 0x%" PRIx64, cur, run.second);
+        return uint64_t(0);
+      }
+      bytes += run.second - run.first;
+    }
+    if (mit != m.end()) {
+      *err = bad("mapping 0x%" PRIx64 " (size %" PRIu64 ") lies over no mapped region", mit->first, mit->second.size);
+      return uint64_t(0);
+    }
+    return bytes;
+  };
+  std::string err;
+  uint64_t primary = tiles(mappings, false, &err);
+  if (!err.empty()) return err;
+  tiles(zombie_mappings, true, &err);
+  if (!err.empty()) return "zombie side: " + err;
+
+  // 3. Running totals equal the sums.
+  if (sum.live != totals.live) return bad("live total %" PRIu64 " != sum %" PRIu64, totals.live, sum.live);
+  if (sum.small != totals.small) return bad("small total %" PRIu64 " != sum %" PRIu64, totals.small, sum.small);
+  if (sum.free != totals.free) return bad("free total %" PRIu64 " != sum %" PRIu64, totals.free, sum.free);
+  if (sum.hole != totals.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals.hole, sum.hole);
+  if (sum.zombie != totals.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals.zombie, sum.zombie);
+  if (primary != totals.mapped) return bad("mapped total %" PRIu64 " != mapping sum %" PRIu64, totals.mapped, primary);
+  if (chunk_bytes != totals.reserved) return bad("reserved total %" PRIu64 " != chunk sum %" PRIu64, totals.reserved, chunk_bytes);
+  return "";
+}
+
+}  // namespace vpmm

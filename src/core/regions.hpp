@@ -1,0 +1,131 @@
+// The pool's bookkeeping: one ordered map of regions that partitions every
+// reserved VA chunk, the physical mappings under them, and the indexes that
+// keep best fit O(log n). Pure data structure: no backend calls.
+//
+// Invariants (checked by RegionMap::check, called by vpmm_pool_check):
+//  - regions are page aligned, non-empty, never straddle a chunk, and tile
+//    each chunk exactly (no gap, no overlap);
+//  - free regions appear in exactly one per-stream size index, holes in the
+//    hole size index, zombies in the zombie list; nothing else is indexed;
+//  - the primary mappings tile exactly the union of live, small and free
+//    regions (every mapped page belongs to exactly one of them); zombie
+//    mappings tile exactly the zombie regions;
+//  - the running byte totals equal the sums over the maps.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace vpmm {
+
+// A backend event shared by every region that relies on it; destroyed with
+// its last owner.
+class Event {
+ public:
+  Event(Backend* b, EventHandle h) : backend_(b), handle_(h) {}
+  ~Event() { backend_->event_destroy(handle_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  EventHandle handle() const { return handle_; }
+  // Cached after the first positive answer: an event never un-completes.
+  bool done_cached() const { return done_; }
+  void mark_done() { done_ = true; }
+
+ private:
+  Backend* backend_;
+  EventHandle handle_;
+  bool done_ = false;
+};
+using EventRef = std::shared_ptr<Event>;
+
+enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5 };
+
+struct Region {
+  uint64_t size = 0;
+  Kind kind = Kind::Hole;
+  uint32_t chunk = 0;
+  Stream stream = nullptr;  // live/small: allocating stream; free: freeing stream
+  uint64_t id = 0;          // free: creation order (split leftovers keep it); live: alloc order
+  uint64_t seq = 0;         // free: the stream's free sequence at free time (0 = never used)
+  EventRef event;           // free/zombie: materialised event (may be null for free: lazy)
+  uint64_t requested = 0;   // live: bytes asked for
+  void* owner = nullptr;    // small: the Slab serving this region
+};
+
+struct Mapping {
+  PhysHandle handle = 0;
+  uint64_t size = 0;
+};
+
+struct Chunk {
+  uint64_t va = 0;
+  uint64_t size = 0;
+};
+
+using RegionIt = std::map<uint64_t, Region>::iterator;
+using SizeIndex = std::set<std::pair<uint64_t, uint64_t>>;  // holes: (size, va)
+// Free regions of one stream: (size, id, va). Among equal sizes the oldest
+// region wins: its event is the likeliest to have completed, and it matches
+// the walkthrough's choice of the older [-X] over a just-freed [-10].
+using FreeIndex = std::set<std::tuple<uint64_t, uint64_t, uint64_t>>;
+
+// Per-stream state: its free regions by size and its lazily recorded event.
+struct StreamState {
+  FreeIndex free_by_size;
+  uint64_t free_seq = 0;        // bumped on every free on this stream
+  EventRef last_event;          // the newest event recorded on this stream by the pool
+  uint64_t last_event_seq = 0;  // free_seq when last_event was recorded
+};
+
+struct Totals {
+  uint64_t live = 0, small = 0, free = 0, hole = 0, zombie = 0, mapped = 0, reserved = 0;
+};
+
+class RegionMap {
+ public:
+  std::map<uint64_t, Region> regions;
+  std::map<uint64_t, Mapping> mappings;         // primary: live/small/free pages
+  std::map<uint64_t, Mapping> zombie_mappings;  // old VAs awaiting unmap
+  std::vector<Chunk> chunks;
+  std::unordered_map<Stream, StreamState> streams;
+  SizeIndex holes_by_size;
+  std::set<uint64_t> zombies;  // VAs of zombie regions
+  Totals totals;
+
+  // Region insertion/removal keeps indexes and totals in step.
+  RegionIt insert(uint64_t va, const Region& r);
+  void erase(RegionIt it);
+  // Changes the size of a region in place (its start stays).
+  void resize(RegionIt it, uint64_t new_size);
+  // Splits `it` at offset `at` (0 < at < size); returns the tail. Both halves
+  // keep kind, stream, event, id and seq.
+  RegionIt split(RegionIt it, uint64_t at);
+  // Merges a free region with same-stream free neighbours, or a hole with
+  // neighbouring holes, within its chunk. Returns the merged region.
+  RegionIt coalesce(RegionIt it);
+
+  RegionIt find_containing(uint64_t va);  // end() if none
+  uint32_t chunk_of(uint64_t va) const;   // index; chunks.size() if none
+
+  // Handles fully inside [va, va+size).
+  std::vector<std::pair<uint64_t, Mapping>> whole_mappings_in(uint64_t va, uint64_t size) const;
+  uint32_t count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va, uint64_t size) const;
+
+  // Returns "" when every invariant holds, else the first violation.
+  std::string check(uint64_t page_size) const;
+
+ private:
+  void index(RegionIt it);
+  void unindex(RegionIt it);
+};
+
+}  // namespace vpmm

@@ -1,0 +1,216 @@
+// SmallAllocator: size classes over slabs (see small.hpp).
+#include "core/small.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "core/pool.hpp"
+
+namespace vpmm {
+
+struct SmallAllocator::Slab {
+  uint64_t va = 0;
+  uint64_t bytes = 0;
+  uint64_t block = 0;
+  uint32_t cls = 0;
+  uint32_t n_blocks = 0;
+  uint32_t n_used = 0;
+  uint32_t n_pending = 0;
+  Stream stream = nullptr;
+  bool available = false;              // listed in avail_[stream][cls]
+  std::vector<uint32_t> free_list;     // block indexes ready for reuse
+  std::vector<uint64_t> requested;     // per block: bytes asked for, 0 = not live
+};
+
+namespace {
+constexpr uint64_t kQuantum = 256;
+}
+
+SmallAllocator::SmallAllocator(Pool& pool) : pool_(pool) {
+  const uint64_t limit = pool.options().small_size;
+  if (limit < kQuantum) return;  // small allocator disabled
+  // 256-byte steps up to 1 KiB, then four classes per power of two.
+  for (uint64_t sz = kQuantum; sz <= 1024 && sz < limit + kQuantum; sz += kQuantum)
+    class_size_.push_back(sz);
+  for (uint64_t base = 1024; class_size_.empty() || class_size_.back() < limit; base *= 2)
+    for (int q = 1; q <= 4 && class_size_.back() < limit; ++q) {
+      uint64_t sz = base + base / 4 * q;
+      class_size_.push_back(std::min(sz, (limit + kQuantum - 1) / kQuantum * kQuantum));
+    }
+}
+
+SmallAllocator::~SmallAllocator() = default;
+
+uint32_t SmallAllocator::class_of(uint64_t size) const {
+  auto it = std::lower_bound(class_size_.begin(), class_size_.end(), size);
+  return static_cast<uint32_t>(it - class_size_.begin());
+}
+
+vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, Slab** out) {
+  const uint64_t page = pool_.options().page_size;
+  const uint64_t block = class_size_[cls];
+  uint64_t bytes = (2 * block + page - 1) / page * page;
+  if (bytes < page) bytes = page;
+  RegionIt r;
+  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, &r);
+  if (st != VPMM_OK) return st;
+  std::unique_ptr<Slab> slab(new Slab);
+  slab->va = r->first;
+  slab->bytes = bytes;
+  slab->block = block;
+  slab->cls = cls;
+  slab->n_blocks = static_cast<uint32_t>(bytes / block);
+  slab->stream = s;
+  slab->requested.assign(slab->n_blocks, 0);
+  slab->free_list.reserve(slab->n_blocks);
+  for (uint32_t i = slab->n_blocks; i-- > 0;) slab->free_list.push_back(i);  // low blocks first
+  r->second.owner = slab.get();
+  *out = slab.get();
+  slabs_.emplace(slab->va, std::move(slab));
+  return VPMM_OK;
+}
+
+void SmallAllocator::make_available(Slab* slab) {
+  if (slab->available || slab->free_list.empty()) return;
+  auto& per_class = avail_[slab->stream];
+  if (per_class.size() < class_size_.size()) per_class.resize(class_size_.size());
+  per_class[slab->cls].push_back(slab);
+  slab->available = true;
+}
+
+void SmallAllocator::drain_pending() {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    bool done = false;
+    if (pool_.query(pending_[i].event, &done) != VPMM_OK || !done) {
+      pending_[kept++] = std::move(pending_[i]);
+      continue;
+    }
+    Slab* slab = pending_[i].slab;
+    --slab->n_pending;
+    slab->free_list.push_back(pending_[i].block);
+    make_available(slab);
+  }
+  pending_.resize(kept);
+  // Slabs may have become empty; give them back outside the loop above.
+  std::vector<Slab*> empties;
+  for (auto& kv : slabs_)
+    if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
+  for (Slab* s : empties) give_back_if_empty(s);
+}
+
+vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, void** out) {
+  if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "size 0 is not allowed");
+  if (!pending_.empty()) drain_pending();
+  const uint32_t cls = class_of(size);
+  auto& per_class = avail_[s];
+  if (per_class.size() < class_size_.size()) per_class.resize(class_size_.size());
+  auto& list = per_class[cls];
+  Slab* slab = nullptr;
+  if (!list.empty()) {
+    slab = list.back();
+  } else {
+    vpmm_status st = new_slab(cls, s, &slab);
+    if (st != VPMM_OK) return st;
+    make_available(slab);
+  }
+  uint32_t b = slab->free_list.back();
+  slab->free_list.pop_back();
+  slab->requested[b] = size;
+  ++slab->n_used;
+  live_bytes_ += slab->block;
+  if (slab->free_list.empty()) {
+    list.pop_back();  // the slab we used is always the list's last
+    slab->available = false;
+  }
+  *out = reinterpret_cast<void*>(slab->va + b * slab->block);
+  return VPMM_OK;
+}
+
+vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested) {
+  Slab* slab = static_cast<Slab*>(slab_region->second.owner);
+  uint64_t off = va - slab->va;
+  if (off % slab->block != 0 || off / slab->block >= slab->n_blocks)
+    return fail(VPMM_ERR_UNKNOWN_POINTER,
+                "pointer 0x%" PRIx64 " is inside a small block (class %" PRIu64 " bytes), not its start",
+                va, slab->block);
+  uint32_t b = static_cast<uint32_t>(off / slab->block);
+  if (slab->requested[b] == 0)
+    return fail(VPMM_ERR_UNKNOWN_POINTER, "pointer 0x%" PRIx64 " is not allocated (already freed?)", va);
+  EventRef ev;
+  if (s != slab->stream) {
+    // Another stream may still use the block: reuse waits for its event.
+    EventHandle h = 0;
+    vpmm_status st = pool_.backend().event_record(s, &h);
+    if (st != VPMM_OK) return st;
+    ++pool_.c_.n_events_recorded;
+    ev = std::make_shared<Event>(&pool_.backend(), h);
+  }
+  *requested = slab->requested[b];
+  slab->requested[b] = 0;
+  --slab->n_used;
+  live_bytes_ -= slab->block;
+  if (ev) {
+    ++slab->n_pending;
+    pending_.push_back({slab, b, std::move(ev)});
+    return VPMM_OK;
+  }
+  slab->free_list.push_back(b);
+  make_available(slab);
+  give_back_if_empty(slab);
+  return VPMM_OK;
+}
+
+void SmallAllocator::give_back_if_empty(Slab* slab) {
+  if (slab->n_used != 0 || slab->n_pending != 0) return;
+  auto& list = avail_[slab->stream][slab->cls];
+  if (list.size() <= 1) return;  // keep the last slab of this (stream, class)
+  list.erase(std::find(list.begin(), list.end(), slab));
+  RegionIt r = pool_.m_.regions.find(slab->va);
+  Stream s = slab->stream;
+  slabs_.erase(slab->va);
+  pool_.free_pages(r, s);
+}
+
+bool SmallAllocator::lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const {
+  const Slab* slab = static_cast<const Slab*>(slab_region->second.owner);
+  uint64_t b = (va - slab->va) / slab->block;
+  if (b >= slab->n_blocks || slab->requested[b] == 0) return false;
+  uint64_t start = slab->va + b * slab->block;
+  if (va >= start + slab->requested[b]) return false;
+  *base = start;
+  *size = slab->requested[b];
+  return true;
+}
+
+std::string SmallAllocator::check() const {
+  char buf[200];
+  uint64_t live = 0;
+  for (const auto& kv : slabs_) {
+    const Slab& s = *kv.second;
+    auto r = pool_.m_.regions.find(s.va);
+    if (r == pool_.m_.regions.end() || r->second.kind != Kind::Small || r->second.size != s.bytes ||
+        r->second.owner != &s) {
+      std::snprintf(buf, sizeof buf, "small slab 0x%" PRIx64 " has no matching Small region", s.va);
+      return buf;
+    }
+    uint32_t used = 0;
+    for (uint64_t q : s.requested) used += q != 0;
+    if (used != s.n_used || s.free_list.size() + s.n_used + s.n_pending != s.n_blocks) {
+      std::snprintf(buf, sizeof buf, "small slab 0x%" PRIx64 " block counts disagree (used %u/%u)",
+                    s.va, used, s.n_used);
+      return buf;
+    }
+    live += uint64_t(s.n_used) * s.block;
+  }
+  uint64_t small_regions = 0;
+  for (const auto& r : pool_.m_.regions)
+    if (r.second.kind == Kind::Small) ++small_regions;
+  if (small_regions != slabs_.size()) return "small regions and slabs differ in number";
+  if (live != live_bytes_) return "small live bytes drifted from the slabs";
+  return "";
+}
+
+}  // namespace vpmm

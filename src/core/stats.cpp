@@ -1,0 +1,82 @@
+// Observability: the stats snapshot and the region walk. Totals are kept
+// incrementally by RegionMap, so a stats call costs O(streams), never a scan.
+#include <cstring>
+
+#include "core/pool.hpp"
+#include "core/small.hpp"
+
+namespace vpmm {
+
+void Pool::stats(vpmm_stats* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  vpmm_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  const Totals& t = m_.totals;
+  s.mapped_bytes = t.mapped;
+  s.reserved_va_bytes = t.reserved;
+  s.live_bytes = t.live + t.small;
+  s.requested_bytes = c_.requested;
+  s.free_bytes = t.free;
+  s.hole_bytes = t.hole;
+  s.zombie_bytes = t.zombie;
+  s.peak_mapped_bytes = c_.peak_mapped;
+  s.peak_live_bytes = c_.peak_live;
+  s.n_malloc = c_.n_malloc;
+  s.n_free = c_.n_free;
+  s.n_defrag = c_.n_defrag;
+  s.n_grow = c_.n_grow;
+  s.pages_created = c_.pages_created;
+  s.bytes_remapped = c_.bytes_remapped;
+  s.page_size = opt_.page_size;
+  s.handles = m_.mappings.size();
+  s.handles_created = c_.handles_created;
+  s.va_chunks = m_.chunks.size();
+  for (const auto& kv : m_.streams)
+    if (!kv.second.free_by_size.empty())
+      s.largest_free_bytes = std::max(s.largest_free_bytes, std::get<0>(*kv.second.free_by_size.rbegin()));
+  s.small_bytes = t.small;
+  s.small_live_bytes = small_->live_bytes();
+  s.n_small_malloc = c_.n_small_malloc;
+  s.n_cross_stream_reuse = c_.n_cross_stream_reuse;
+  s.n_stream_waits = c_.n_stream_waits;
+  s.n_events_recorded = c_.n_events_recorded;
+  s.n_zombies_reaped = c_.n_zombies_reaped;
+  s.n_live = c_.n_live;
+  *out = s;
+}
+
+std::vector<vpmm_region> Pool::snapshot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<vpmm_region> out;
+  out.reserve(m_.regions.size());
+  for (auto& kv : m_.regions) {
+    const Region& r = kv.second;
+    vpmm_region x;
+    std::memset(&x, 0, sizeof x);
+    x.va = kv.first;
+    x.size = r.size;
+    x.kind = static_cast<int32_t>(r.kind);
+    x.chunk = r.chunk;
+    x.chunk_offset = kv.first - m_.chunks[r.chunk].va;
+    if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free) {
+      x.handles = m_.count_mappings_in(m_.mappings, kv.first, r.size);
+      x.stream = r.stream;
+      x.id = r.id;
+    } else if (r.kind == Kind::Zombie) {
+      x.handles = m_.count_mappings_in(m_.zombie_mappings, kv.first, r.size);
+    }
+    if (r.kind == Kind::Live) x.requested = r.requested;
+    if ((r.kind == Kind::Free || r.kind == Kind::Zombie) && r.event && !r.event->done_cached()) {
+      bool done = true;
+      if (backend_->event_query(r.event->handle(), &done) == VPMM_OK) {
+        if (done) r.event->mark_done();
+        x.event_pending = done ? 0 : 1;
+      }
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+}  // namespace vpmm

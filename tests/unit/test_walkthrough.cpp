@@ -1,0 +1,173 @@
+// The four walkthrough cases of vpmm-design.md on the host backend.
+// One page stands for the seed's "1 GB"; PAGES = 11 + X initial pages; the
+// sequence is +10 > +1 > -10 > +4 > +11 on one stream. Each case asserts the
+// exact layout (sizes and chunk offsets), the mapped pages, and that the data
+// of the surviving allocations ([1] and [4]) is intact after defragmentation.
+#include <string>
+
+#include "check.hpp"
+#include "pool_util.hpp"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+constexpr uint64_t kVaPages = 64;
+
+struct Result {
+  std::string layout;
+  uint64_t mapped_pages = 0;
+  uint64_t off1 = 0, off4 = 0, off11 = 0;  // chunk offsets, in pages
+  bool data_ok = false;
+  uint64_t n_defrag = 0, n_grow = 0;
+  vpmm_status check = -1;
+};
+
+Result run_case(uint64_t x) {
+  Result res;
+  vt::HostPoolSpec spec;
+  spec.page = kPage;
+  spec.va_pages = kVaPages;
+  spec.initial_pages = 11 + x;
+  vpmm_pool* p = vt::make_host_pool(spec);
+  CHECK(p != nullptr);
+  if (!p) return res;
+  void *a10 = nullptr, *a1 = nullptr, *a4 = nullptr, *a11 = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, nullptr, &a10));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &a1));
+  vt::fill(a1, kPage, 1);
+  CHECK_OK(vpmm_pool_free(p, a10, nullptr));
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &a4));
+  vt::fill(a4, 4 * kPage, 4);
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_malloc(p, 11 * kPage, nullptr, &a11));
+  vt::fill(a11, 11 * kPage, 11);  // every page of the new allocation is writable
+  res.check = vpmm_pool_check(p);
+  res.layout = vt::layout(p);
+  vpmm_stats st = vt::stats(p);
+  res.mapped_pages = st.mapped_bytes / kPage;
+  res.n_defrag = st.n_defrag;
+  res.n_grow = st.n_grow;
+  res.off1 = vt::chunk_offset(p, a1) / kPage;
+  res.off4 = vt::chunk_offset(p, a4) / kPage;
+  res.off11 = vt::chunk_offset(p, a11) / kPage;
+  res.data_ok = vt::verify(a1, kPage, 1) && vt::verify(a4, 4 * kPage, 4) &&
+                vt::verify(a11, 11 * kPage, 11);
+  CHECK_EQ(st.live_bytes, 16 * kPage);
+  CHECK_EQ(st.requested_bytes, 16 * kPage);
+  CHECK_OK(vpmm_pool_free(p, a1, nullptr));
+  CHECK_OK(vpmm_pool_free(p, a4, nullptr));
+  CHECK_OK(vpmm_pool_free(p, a11, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_EQ(vt::stats(p).live_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_destroy(p));
+  return res;
+}
+
+std::string hole(uint64_t pages) { return "[*" + std::to_string(pages) + "]"; }
+
+}  // namespace
+
+// Case A, X >= 11: no defragmentation. [4][-6][1][+11][-(X-11)]
+TEST("case A: X >= 11, best fit, no defrag") {
+  for (uint64_t x : {11u, 12u, 20u}) {
+    Result r = run_case(x);
+    std::string tail = x > 11 ? "[-" + std::to_string(x - 11) + "]" : "";
+    CHECK_EQ(r.layout, "[4][-6][1][11]" + tail + hole(kVaPages - 11 - x));
+    CHECK_EQ(r.mapped_pages, 11 + x);
+    CHECK_EQ(r.off4, uint64_t(0));
+    CHECK_EQ(r.off1, uint64_t(10));
+    CHECK_EQ(r.off11, uint64_t(11));
+    CHECK_EQ(r.n_defrag, uint64_t(0));
+    CHECK_EQ(r.n_grow, uint64_t(0));
+    CHECK(r.data_ok);
+    CHECK_EQ(r.check, VPMM_OK);
+  }
+}
+
+// Case B, 5 <= X < 11: [-10] is remapped behind [-(X-4)]; no new pages.
+// [*10][1][4][+11][-(X-5)]
+TEST("case B: 5 <= X < 11, defragment by remapping, no growth") {
+  for (uint64_t x = 5; x < 11; ++x) {
+    Result r = run_case(x);
+    std::string tail = x > 5 ? "[-" + std::to_string(x - 5) + "]" : "";
+    // The moved pages land in the hole right after the old end (11 + X).
+    CHECK_EQ(r.layout, "[*10][1][4][11]" + tail + hole(kVaPages - (11 + x) - 10));
+    CHECK_EQ(r.mapped_pages, 11 + x);
+    CHECK_EQ(r.off1, uint64_t(10));
+    CHECK_EQ(r.off4, uint64_t(11));
+    CHECK_EQ(r.off11, uint64_t(15));
+    CHECK_EQ(r.n_defrag, uint64_t(1));
+    CHECK_EQ(r.n_grow, uint64_t(0));
+    CHECK(r.data_ok);
+    CHECK_EQ(r.check, VPMM_OK);
+  }
+}
+
+// Case C, X == 4: defragment, then create exactly one page. [*10][1][4][+11]
+TEST("case C: X == 4, defragment then grow by the one-page shortfall") {
+  Result r = run_case(4);
+  CHECK_EQ(r.layout, "[*10][1][4][11]" + hole(kVaPages - 26));
+  CHECK_EQ(r.mapped_pages, uint64_t(16));
+  CHECK_EQ(r.off1, uint64_t(10));
+  CHECK_EQ(r.off4, uint64_t(11));
+  CHECK_EQ(r.off11, uint64_t(15));
+  CHECK_EQ(r.n_defrag, uint64_t(1));
+  CHECK_EQ(r.n_grow, uint64_t(1));
+  CHECK(r.data_ok);
+  CHECK_EQ(r.check, VPMM_OK);
+}
+
+// Case D, 0 <= X < 4: +4 reuses the front of [-10]; [-6] is remapped behind
+// [-X] and 5 - X pages are created. [4][*6][1][+11]
+TEST("case D: 0 <= X < 4, defragment the split leftover and grow") {
+  for (uint64_t x = 0; x < 4; ++x) {
+    Result r = run_case(x);
+    CHECK_EQ(r.layout, "[4][*6][1][11]" + hole(kVaPages - 22));
+    CHECK_EQ(r.mapped_pages, uint64_t(16));
+    CHECK_EQ(r.off4, uint64_t(0));
+    CHECK_EQ(r.off1, uint64_t(10));
+    CHECK_EQ(r.off11, uint64_t(11));
+    CHECK_EQ(r.n_defrag, uint64_t(1));
+    CHECK_EQ(r.n_grow, uint64_t(1));
+    CHECK(r.data_ok);
+    CHECK_EQ(r.check, VPMM_OK);
+  }
+}
+
+// The same sequence with no initial pages grows by the shortfall only. How
+// much can be remapped depends on the handle policy (docs/handles.md): with
+// one handle per page the split leftover [-6] moves and 16 pages serve 16
+// live; with one handle per growth (the default) [-6] shares a handle with
+// the live [4], cannot move, and the 11-page shortfall is created instead.
+static void growth_sequence(uint64_t max_handle, const std::string& want_layout,
+                            uint64_t want_pages) {
+  vt::HostPoolSpec spec;
+  spec.page = kPage;
+  spec.va_pages = kVaPages;
+  spec.max_handle = max_handle;
+  vpmm_pool* p = vt::make_host_pool(spec);
+  CHECK(p != nullptr);
+  if (!p) return;
+  void *a10, *a1, *a4, *a11;
+  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, nullptr, &a10));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &a1));
+  CHECK_EQ(vt::stats(p).mapped_bytes, 11 * kPage);
+  CHECK_OK(vpmm_pool_free(p, a10, nullptr));
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &a4));
+  CHECK_EQ(vt::stats(p).mapped_bytes, 11 * kPage);
+  CHECK_OK(vpmm_pool_malloc(p, 11 * kPage, nullptr, &a11));
+  CHECK_EQ(vt::stats(p).mapped_bytes, want_pages * kPage);
+  CHECK_EQ(vt::layout(p), want_layout);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("growth from empty, one handle per page: page-exact remap") {
+  growth_sequence(kPage, "[4][*6][1][11]" + hole(kVaPages - 22), 16);
+}
+
+TEST("growth from empty, one handle per growth: partial handles stay") {
+  growth_sequence(0, "[4][-6][1][11]" + hole(kVaPages - 22), 22);
+}
+
+TEST_MAIN()
