@@ -180,6 +180,26 @@ VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** b
  * Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream);
 
+/* Create a stream of the pool's backend (a non-blocking CUstream on CUDA, a
+ * host stream on the host backend), for callers without a runtime of their
+ * own (bindings, the replay tool). *out is owned by the caller and released
+ * with vpmm_pool_stream_destroy. Errors: INVALID_ARGUMENT, UNSUPPORTED, BACKEND. */
+VPMM_API vpmm_status vpmm_pool_stream_create(vpmm_pool* pool, vpmm_stream* out);
+
+/* Retire, then destroy, a stream made by vpmm_pool_stream_create (see
+ * vpmm_pool_stream_retire). Errors: INVALID_ARGUMENT (NULL/default stream),
+ * BACKEND. */
+VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream stream);
+
+/* Tell the pool a stream is about to be destroyed. The pool records the
+ * stream's completion event lazily (a free costs no driver call), so before a
+ * caller destroys a stream it freed pool memory on, it calls this: the pool
+ * records the events it still needs now, while the stream exists. Afterwards
+ * the stream must not be passed to the pool again. Streams that live as long
+ * as the pool (the default stream, per-thread streams, framework stream
+ * pools) never need it. Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream);
+
 /* ------------------------------------------------------------------------ */
 /* Observability                                                             */
 /* ------------------------------------------------------------------------ */

@@ -186,6 +186,35 @@ VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream s
   return guarded(call, [&] { return pool->pool->stream_synchronize(stream); });
 }
 
+VPMM_API vpmm_status vpmm_pool_stream_create(vpmm_pool* pool, vpmm_stream* out) {
+  const char* call = "vpmm_pool_stream_create";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, out);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm_status st = pool->pool->backend().stream_create(out);
+    return st == VPMM_OK ? st : vpmm::fail_context(st, call);
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream) {
+  const char* call = "vpmm_pool_stream_retire";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->stream_retire(stream); });
+}
+
+VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream stream) {
+  const char* call = "vpmm_pool_stream_destroy";
+  VPMM_CHECK_POOL(call, pool);
+  if (!stream)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: the default stream (NULL) cannot be destroyed", call);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm_status st = pool->pool->stream_retire(stream);
+    if (st != VPMM_OK) return st;
+    st = pool->pool->backend().stream_destroy(stream);
+    return st == VPMM_OK ? st : vpmm::fail_context(st, call);
+  });
+}
+
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats) {
   const char* call = "vpmm_pool_stats";
   VPMM_CHECK_POOL(call, pool);

@@ -96,6 +96,11 @@ class Backend {
   // where it was passed, not later when an event is first recorded.
   virtual bool stream_valid(Stream s) const { (void)s; return true; }
 
+  // Streams owned by the caller, for users with no runtime of their own
+  // (bindings, the replay tool): non-blocking on CUDA, a host stream on host.
+  virtual vpmm_status stream_create(Stream* out) = 0;
+  virtual vpmm_status stream_destroy(Stream s) = 0;
+
   const BackendCounters& counters() const { return counters_; }
 
  protected:

@@ -645,6 +645,35 @@ vpmm_status Pool::stream_synchronize(Stream s) {
   return VPMM_OK;
 }
 
+vpmm_status Pool::stream_retire(Stream s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto st = m_.streams.find(s);
+  if (st == m_.streams.end()) return VPMM_OK;
+  // One record covers every lazy free region of the stream (same stream order).
+  std::vector<uint64_t> vas;
+  for (const auto& e : st->second.free_by_size) {
+    Region& r = m_.regions.find(std::get<2>(e))->second;
+    EventRef ev;
+    vpmm_status rs = event_of(r, &ev);
+    if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
+    vas.push_back(std::get<2>(e));
+  }
+  // A new stream may be created at the same address: re-key the regions to a
+  // private key so they count as foreign (reused only once their event
+  // completed) instead of "same stream, no wait needed".
+  retired_keys_.emplace_back(new char);
+  Stream key = retired_keys_.back().get();
+  for (uint64_t va : vas) {
+    RegionIt it = m_.regions.find(va);
+    Region r = it->second;
+    r.stream = key;
+    m_.erase(it);
+    m_.insert(va, r);
+  }
+  m_.streams.erase(s);
+  return VPMM_OK;
+}
+
 std::string Pool::check() {
   std::lock_guard<std::mutex> lock(mu_);
   std::string e = m_.check(opt_.page_size);

@@ -55,6 +55,7 @@ class Pool {
   vpmm_status free(void* ptr, Stream s);
   vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
   vpmm_status stream_synchronize(Stream s);
+  vpmm_status stream_retire(Stream s);
 
   void stats(vpmm_stats* out);             // fills a full-size struct
   std::vector<vpmm_region> snapshot();     // every region, ascending VA
@@ -97,6 +98,7 @@ class Pool {
   PoolCounters c_;
   uint64_t next_id_ = 0;
   std::unique_ptr<SmallAllocator> small_;
+  std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
 };
 
 }  // namespace vpmm

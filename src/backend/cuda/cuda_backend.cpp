@@ -379,6 +379,30 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
+  vpmm_status stream_create(Stream* out) override {
+    if (out == nullptr) return null_out("stream_create");
+    if (!d_->StreamCreate) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_create: cuStreamCreate not loaded");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuStreamCreate", ordinal_)) return st;
+    CUstream s = nullptr;
+    CUresult r = d_->StreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::backend), r, "cuStreamCreate(CU_STREAM_NON_BLOCKING)");
+    *out = s;
+    return VPMM_OK;
+  }
+
+  vpmm_status stream_destroy(Stream s) override {
+    if (s == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda stream_destroy: the default stream cannot be destroyed");
+    if (!d_->StreamDestroy) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_destroy: cuStreamDestroy not loaded");
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuStreamDestroy", ordinal_)) return st;
+    CUresult r = d_->StreamDestroy(static_cast<CUstream>(s));
+    if (r != CUDA_SUCCESS)
+      return cu_fail(status_of(r, Blame::caller), r, "cuStreamDestroy(stream=%p)", s);
+    return VPMM_OK;
+  }
+
  private:
   static vpmm_status null_out(const char* op) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: null output pointer", op);

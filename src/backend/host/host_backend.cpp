@@ -112,6 +112,8 @@ class HostBackend final : public Backend {
   }
   int device() const override { return 0; }
   bool stream_valid(Stream s) const override { return host::stream_is_valid(s); }
+  vpmm_status stream_create(Stream* out) override { return host::stream_create(out); }
+  vpmm_status stream_destroy(Stream s) override { return host::stream_destroy(s); }
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
@@ -587,9 +589,10 @@ std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* 
                "%s: memfd_create failed: %s", who, std::strerror(err));
     return nullptr;
   }
-  // Sparse: the file length is address space for offsets, not memory. Twice
-  // the capacity leaves room to avoid growth in the common fragmented case.
-  const uint64_t file_size = capacity * 2;
+  // Sparse: the file length is address space for offsets, not memory. It
+  // starts at the capacity and create() doubles it when fragmentation leaves
+  // no range long enough (rare, and cheap: one ftruncate).
+  const uint64_t file_size = capacity;
   if (ftruncate(fd, static_cast<off_t>(file_size)) != 0) {
     int err = errno;
     close(fd);
