@@ -68,6 +68,8 @@ typedef int32_t vpmm_status;
 #define VPMM_ERR_UNSUPPORTED 5      /* backend not built/not available, or lacks a capability */
 #define VPMM_ERR_BACKEND 6          /* the driver (or host OS) failed for a reason other than OOM */
 #define VPMM_ERR_INTERNAL 7         /* an invariant of the pool does not hold (a bug: please report) */
+/* 100..: informational, not errors */
+#define VPMM_NO_OP 100 /* nothing was in the state the call changes (pause of paused, resume of active) */
 
 /* Readable name of a status, e.g. "VPMM_ERR_OUT_OF_MEMORY". Never NULL (unknown
  * codes give "VPMM_ERR_UNKNOWN"). Static string; thread safe. */
@@ -119,6 +121,8 @@ typedef struct vpmm_config {
                             * instead of taking whole pages; at most page_size; 0 = page_size / 2;
                             * a value below 256 (e.g. 1) turns this off: every request then takes
                             * whole pages. env VPMM_SMALL_SIZE. See docs/design.md. */
+  uint64_t backup_cache_size; /* pinned host bytes kept cached for pause backups after a resume
+                               * (0 = keep everything pinned so far). env VPMM_BACKUP_CACHE_SIZE */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -201,6 +205,78 @@ VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream strea
 VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream);
 
 /* ------------------------------------------------------------------------ */
+/* Tags, pause and resume                                                    */
+/* ------------------------------------------------------------------------ */
+/* Flags of an allocation. */
+#define VPMM_ALLOC_HOST_BACKUP 1u /* pause copies the bytes to pinned host memory, resume restores them */
+
+typedef struct vpmm_alloc_attrs {
+  uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */
+  uint32_t flags;       /* VPMM_ALLOC_* */
+  const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
+} vpmm_alloc_attrs;
+
+/* vpmm_pool_malloc with attributes. attrs may be NULL (= the calling thread's
+ * innermost vpmm_region_push scope, or untagged). A tagged allocation owns
+ * whole physical handles (one handle for its shortfall when it grows the
+ * pool), so pausing it releases exactly its memory; small tagged requests
+ * share slabs of the same tag only. Errors: those of vpmm_pool_malloc, plus
+ * INVALID_ARGUMENT for a bad struct_size, unknown flags or a tag too long. */
+VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                         const vpmm_alloc_attrs* attrs, void** out);
+
+/* Thread-local allocation scope for callers that cannot pass attributes
+ * (allocator hooks, Python): until the matching pop, vpmm_pool_malloc and
+ * vpmm_pool_malloc_ex(attrs = NULL) on this thread use (tag, flags). Scopes
+ * nest; pop restores the enclosing one. The tag is copied.
+ * Errors: INVALID_ARGUMENT (tag too long, unknown flags), OUT_OF_MEMORY;
+ * pop: WRONG_STATE when no scope is open. */
+VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags);
+VPMM_API vpmm_status vpmm_region_pop(void);
+
+/* Pause every live allocation with `tag` (NULL = every tagged allocation):
+ * waits for the work queued on each allocation's stream, copies the bytes of
+ * VPMM_ALLOC_HOST_BACKUP allocations to pinned host memory (pinned buffers
+ * are reused across pauses; copies are batched on one copy stream), then
+ * unmaps and releases their physical memory. Their addresses stay reserved
+ * and are never handed to anybody else; touching them faults until resume.
+ * Returns VPMM_NO_OP when nothing with that tag was active.
+ * Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
+ * host memory for a backup: nothing with that tag is paused), BACKEND.
+ * Thread safe; blocks the calling thread (and other pool calls) while it runs. */
+VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
+
+/* Resume paused allocations with `tag` (NULL = all) at the same addresses:
+ * new physical memory, mapped, and backups copied back. Returns VPMM_NO_OP
+ * when nothing with that tag was paused. On OUT_OF_MEMORY the allocations
+ * already resumed stay valid and every other one stays paused with its
+ * backup intact: call again later. Errors: INVALID_ARGUMENT (unknown tag),
+ * OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
+VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
+
+/* Give free cached physical memory back to the driver (what
+ * torch.cuda.empty_cache() does) until at most keep_bytes stay mapped in free
+ * regions: waits for the events of the regions it releases, then unmaps and
+ * releases whole handles lying in free regions (a handle shared with a live
+ * allocation stays). Zombies are reaped first. Paused and live memory is
+ * never touched. Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes);
+
+typedef struct vpmm_tag_stats {
+  uint32_t struct_size; /* = sizeof(vpmm_tag_stats), set by the caller */
+  uint32_t reserved0;
+  uint64_t live_bytes;    /* active bytes (page-rounded; small slabs of the tag included) */
+  uint64_t paused_bytes;  /* bytes whose physical memory is released */
+  uint64_t backup_bytes;  /* host bytes holding backups */
+  uint64_t n_live;        /* active regions */
+  uint64_t n_paused;      /* paused regions */
+} vpmm_tag_stats;
+
+/* Per-tag byte counts (tag NULL = all tagged allocations together).
+ * Errors: INVALID_ARGUMENT (null pool/out, bad struct_size, unknown tag). */
+VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_tag_stats* out);
+
+/* ------------------------------------------------------------------------ */
 /* Observability                                                             */
 /* ------------------------------------------------------------------------ */
 typedef struct vpmm_stats {
@@ -235,6 +311,13 @@ typedef struct vpmm_stats {
   uint64_t n_events_recorded;
   uint64_t n_zombies_reaped;
   uint64_t n_live;             /* live allocations (small ones included) */
+  uint64_t paused_bytes;       /* VA of paused allocations (physical memory released) */
+  uint64_t backup_bytes;       /* host bytes holding backups of paused allocations */
+  uint64_t backup_cache_bytes; /* pinned host bytes cached for future backups */
+  uint64_t n_pause;            /* allocations paused over the pool's life */
+  uint64_t n_resume;           /* allocations resumed over the pool's life */
+  uint64_t n_trim;             /* trim calls */
+  uint64_t bytes_trimmed;      /* physical bytes given back by trim */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set; at
@@ -246,6 +329,7 @@ VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
 #define VPMM_REGION_HOLE 3   /* [*X] reserved VA, nothing mapped */
 #define VPMM_REGION_ZOMBIE 4 /* old VA of remapped pages, unmapped once its event completes */
 #define VPMM_REGION_SMALL 5  /* live pages that serve small allocations */
+#define VPMM_REGION_PAUSED 6 /* paused allocation: VA kept, physical memory released */
 
 typedef struct vpmm_region {
   uint64_t va;         /* start address */

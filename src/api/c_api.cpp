@@ -95,6 +95,7 @@ VPMM_API const char* vpmm_status_string(vpmm_status s) {
     case VPMM_ERR_UNSUPPORTED: return "VPMM_ERR_UNSUPPORTED";
     case VPMM_ERR_BACKEND: return "VPMM_ERR_BACKEND";
     case VPMM_ERR_INTERNAL: return "VPMM_ERR_INTERNAL";
+    case VPMM_NO_OP: return "VPMM_NO_OP";
     default: return "VPMM_ERR_UNKNOWN";
   }
 }
@@ -133,6 +134,7 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     c.va_size = opt.va_size;
     c.max_handle_size = opt.max_handle_size;
     c.small_size = opt.small_size;
+    c.backup_cache_size = opt.backup_cache_size;
     c.config_error = 0;
     shell->config = c;
     shell->pool = std::move(pool);
@@ -156,13 +158,116 @@ VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool) {
   });
 }
 
-VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
-                                      void** out) {
-  const char* call = "vpmm_pool_malloc";
+namespace {
+// The thread's vpmm_region_push stack. Tags are copied into fixed buffers so
+// a scope never dangles and the hot path never allocates.
+struct Scope {
+  char tag[64];
+  uint32_t flags;
+};
+thread_local std::vector<Scope>* t_scopes = nullptr;
+
+constexpr uint32_t kKnownFlags = VPMM_ALLOC_HOST_BACKUP;
+
+vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                        const char* tag, uint32_t flags, void** out) {
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
-  return guarded(call, [&] { return pool->pool->malloc(size, stream, out); });
+  return guarded(call, [&] { return pool->pool->malloc(size, stream, tag, flags, out); });
+}
+}  // namespace
+
+VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                      void** out) {
+  if (t_scopes && !t_scopes->empty()) {
+    const Scope& sc = t_scopes->back();
+    return malloc_with("vpmm_pool_malloc", pool, size, stream, sc.tag, sc.flags, out);
+  }
+  return malloc_with("vpmm_pool_malloc", pool, size, stream, nullptr, 0, out);
+}
+
+VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                         const vpmm_alloc_attrs* attrs, void** out) {
+  const char* call = "vpmm_pool_malloc_ex";
+  if (!attrs) return vpmm_pool_malloc(pool, size, stream, out);
+  if (attrs->struct_size < sizeof(vpmm_alloc_attrs) - sizeof(void*) || attrs->struct_size > 4096)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: attrs->struct_size %u is not a vpmm_alloc_attrs size (expected %u)", call,
+                      attrs->struct_size, (unsigned)sizeof(vpmm_alloc_attrs));
+  if (attrs->flags & ~kKnownFlags)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: attrs->flags 0x%x has unknown bits", call,
+                      attrs->flags);
+  const char* tag = attrs->struct_size >= sizeof(vpmm_alloc_attrs) ? attrs->tag : nullptr;
+  return malloc_with(call, pool, size, stream, tag, attrs->flags, out);
+}
+
+VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
+  const char* call = "vpmm_region_push";
+  if (flags & ~kKnownFlags)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
+  size_t n = tag ? strnlen(tag, 64) : 0;
+  if (n > 63)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.20s...\" is longer than 63 bytes", call, tag);
+  return guarded(call, [&]() -> vpmm_status {
+    if (!t_scopes) t_scopes = new std::vector<Scope>();  // freed at thread exit below
+    static thread_local struct Reaper {
+      ~Reaper() {
+        delete t_scopes;
+        t_scopes = nullptr;
+      }
+    } reaper;
+    (void)reaper;
+    Scope sc;
+    std::memset(&sc, 0, sizeof sc);
+    if (n) std::memcpy(sc.tag, tag, n);
+    sc.flags = flags;
+    t_scopes->push_back(sc);
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_region_pop(void) {
+  if (!t_scopes || t_scopes->empty())
+    return vpmm::fail(VPMM_ERR_WRONG_STATE, "vpmm_region_pop: no vpmm_region_push scope is open on this thread");
+  t_scopes->pop_back();
+  return VPMM_OK;
+}
+
+VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag) {
+  const char* call = "vpmm_pool_pause";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->pause(tag); });
+}
+
+VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag) {
+  const char* call = "vpmm_pool_resume";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->resume(tag); });
+}
+
+VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
+  const char* call = "vpmm_pool_trim";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->trim(keep_bytes); });
+}
+
+VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_tag_stats* out) {
+  const char* call = "vpmm_pool_tag_stats";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, out);
+  if (out->struct_size < 2 * sizeof(uint64_t) || out->struct_size > 4096)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: out->struct_size %u is not a vpmm_tag_stats size",
+                      call, out->struct_size);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm_tag_stats full;
+    vpmm_status st = pool->pool->tag_stats(tag, &full);
+    if (st != VPMM_OK) return st;
+    uint32_t n = out->struct_size;
+    std::memcpy(out, &full, std::min<size_t>(n, sizeof full));
+    out->struct_size = n;
+    return VPMM_OK;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_free(vpmm_pool* pool, void* ptr, vpmm_stream stream) {

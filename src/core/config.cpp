@@ -22,6 +22,7 @@ const EnvOption kEnv[] = {
     {"VPMM_HOST_CAPACITY", "host backend physical bytes"},
     {"VPMM_MAX_HANDLE_SIZE", "largest physical handle created on growth"},
     {"VPMM_SMALL_SIZE", "largest request served from shared pages"},
+    {"VPMM_BACKUP_CACHE_SIZE", "pinned host bytes kept for pause backups"},
 };
 constexpr int kEnvCount = sizeof kEnv / sizeof kEnv[0];
 
@@ -97,6 +98,7 @@ int32_t config_apply_env(vpmm_config* c) {
       case 5: ok = parse_size(v, &c->host_capacity); break;
       case 6: ok = parse_size(v, &c->max_handle_size); break;
       case 7: ok = parse_size(v, &c->small_size); break;
+      case 8: ok = parse_size(v, &c->backup_cache_size); break;
     }
     if (!ok) return i + 1;
   }
@@ -165,6 +167,7 @@ vpmm_status config_resolve(const vpmm_config& c, const Backend& b, PoolOptions* 
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64, call, o.small_size,
                 o.page_size);
+  o.backup_cache_size = c.backup_cache_size;
   *out = o;
   return VPMM_OK;
 }

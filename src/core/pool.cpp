@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <new>
 
+#include "core/backup.hpp"
 #include "core/error.hpp"
 #include "core/small.hpp"
 
@@ -26,6 +27,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
                          std::unique_ptr<Pool>* out) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
   p->small_.reset(new SmallAllocator(*p));
+  p->pinned_.reset(new PinnedCache(*p->backend_, opt.backup_cache_size));
   std::lock_guard<std::mutex> lock(p->mu_);
   uint64_t va = 0, size = 0;
   vpmm_status st = p->reserve_chunk(opt.page_size, &va, &size);
@@ -95,8 +97,13 @@ Pool::~Pool() {
     backend_->unmap(mp.first, mp.second.size);
     backend_->release(mp.second.handle, mp.second.size);
   }
+  for (auto& kv : m_.regions)
+    if (kv.second.kind == Kind::Paused && kv.second.backup)
+      pinned_->put(kv.second.backup, kv.second.backup_size);
+  pinned_.reset();
   m_.regions.clear();  // drops the events while the backend still exists
   m_.streams.clear();
+  if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
   for (const Chunk& c : m_.chunks) backend_->unreserve(c.va, c.size);
 }
 
@@ -187,15 +194,20 @@ void Pool::reap_zombies() {
   }
 }
 
-RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s) {
+RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
   auto st = m_.streams.find(s);
   if (st == m_.streams.end()) return m_.regions.end();
   auto it = st->second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
   if (it == st->second.free_by_size.end()) return m_.regions.end();
-  return m_.regions.find(std::get<2>(*it));
+  if (!exact) return m_.regions.find(std::get<2>(*it));
+  for (int probed = 0; it != st->second.free_by_size.end() && probed < kOtherStreamProbe;
+       ++it, ++probed)
+    if (exact_run(std::get<2>(*it), std::get<0>(*it), bytes) != UINT64_MAX)
+      return m_.regions.find(std::get<2>(*it));
+  return m_.regions.end();
 }
 
-RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s) {
+RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
   RegionIt best = m_.regions.end();
   for (auto& kv : m_.streams) {
     if (kv.first == s) continue;
@@ -203,6 +215,7 @@ RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s) {
     for (auto it = kv.second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
          it != kv.second.free_by_size.end() && probed < kOtherStreamProbe; ++it, ++probed) {
       if (best != m_.regions.end() && std::get<0>(*it) >= best->second.size) break;
+      if (exact && exact_run(std::get<2>(*it), std::get<0>(*it), bytes) == UINT64_MAX) continue;
       RegionIt r = m_.regions.find(std::get<2>(*it));
       bool done = false;
       if (is_complete(r->second, &done) == VPMM_OK && done) {
@@ -238,7 +251,10 @@ struct Plan {
 // it is more than twice what is still needed; then only the needed handles
 // from its start are detached and the rest stays in place, keeping its stream,
 // event and id. Only whole handles can move (a handle maps whole).
-static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va) {
+// In `exact` mode (tagged allocations, which must own whole handles so a
+// pause releases exactly their memory) only handles no larger than what is
+// still needed move, so the span never exceeds the request.
+static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va, bool exact) {
   struct Cand {
     bool foreign;
     uint64_t id;
@@ -264,13 +280,22 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
     Harvest h;
     h.region_va = c.va;
     h.foreign = c.foreign;
-    bool whole = r.size <= 2 * remaining;
+    bool whole = !exact && r.size <= 2 * remaining;
     uint64_t taken = 0;
     for (auto& mp : maps) {
-      if (!whole && taken >= remaining) break;
+      if (exact) {
+        // a contiguous run of handles that each fit what is still needed
+        if (taken + mp.second.size > remaining) {
+          if (h.maps.empty()) continue;
+          break;
+        }
+      } else if (!whole && taken >= remaining) {
+        break;
+      }
       h.maps.push_back(mp);
       taken += mp.second.size;
     }
+    if (h.maps.empty()) continue;
     h.lo = h.maps.front().first;
     h.hi = h.maps.back().first + h.maps.back().second.size;
     plan.moved += taken;
@@ -281,7 +306,7 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
   return plan;
 }
 
-vpmm_status Pool::defragment(uint64_t bytes, Stream s, RegionIt* out) {
+vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out) {
   // A. Choose the hole and the plan. Prefer the smallest hole that fits the
   // request; if a free region of the caller's stream ends right where the hole
   // starts, it joins the span in place and less has to move.
@@ -289,7 +314,7 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, RegionIt* out) {
   uint64_t hole_va = 0;
   bool have_hole = false;
   auto h = m_.holes_by_size.lower_bound({bytes, 0});
-  if (h != m_.holes_by_size.end()) {
+  if (!exact && h != m_.holes_by_size.end()) {
     RegionIt hole = m_.regions.find(h->second);
     uint64_t prefix_va = UINT64_MAX, prefix = 0;
     if (hole != m_.regions.begin()) {
@@ -300,14 +325,14 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, RegionIt* out) {
         prefix = pv->second.size;
       }
     }
-    plan = plan_harvest(m_, bytes - prefix, s, prefix_va);
+    plan = plan_harvest(m_, bytes - prefix, s, prefix_va, false);
     if (plan.span() <= hole->second.size) {
       hole_va = hole->first;
       have_hole = true;
     }
   }
   if (!have_hole) {
-    plan = plan_harvest(m_, bytes, s, UINT64_MAX);
+    plan = plan_harvest(m_, bytes, s, UINT64_MAX, exact);
     auto h2 = m_.holes_by_size.lower_bound({plan.span(), 0});
     if (h2 != m_.holes_by_size.end()) {
       hole_va = h2->second;
@@ -423,7 +448,8 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, RegionIt* out) {
   // fresh free point makes any later event cover those waits.
   span.seq = plan.moved ? ++m_.streams[s].free_seq : 0;
   m_.erase(hole);
-  RegionIt res = m_.coalesce(m_.insert(hole_va, span));
+  RegionIt res = m_.insert(hole_va, span);
+  if (!exact) res = m_.coalesce(res);  // exact spans stay on their handle boundaries
 
   if (plan.moved) {
     ++c_.n_defrag;
@@ -489,17 +515,41 @@ void Pool::note_peaks() {
 // Page-level malloc/free
 // ---------------------------------------------------------------------------
 
+uint64_t Pool::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
+  // Sliding window over the whole handles inside [va, va+size): the first run
+  // of adjacent handles that adds up to exactly `bytes`.
+  auto maps = m_.whole_mappings_in(va, size);
+  size_t lo = 0;
+  uint64_t sum = 0;
+  for (size_t hi = 0; hi < maps.size(); ++hi) {
+    if (hi > lo && maps[hi - 1].first + maps[hi - 1].second.size != maps[hi].first) {
+      lo = hi;
+      sum = 0;
+    }
+    sum += maps[hi].second.size;
+    while (sum > bytes) sum -= maps[lo++].second.size;
+    if (sum == bytes) return maps[lo].first - va;
+  }
+  return UINT64_MAX;
+}
+
 vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
-                              RegionIt* out) {
+                              const Attrs& a, RegionIt* out) {
   reap_zombies();
-  RegionIt r = best_fit_same_stream(bytes, s);
+  const bool exact = a.tag != 0;
+  RegionIt r = best_fit_same_stream(bytes, s, exact);
   if (r == m_.regions.end()) {
-    r = best_fit_completed_other(bytes, s);
+    r = best_fit_completed_other(bytes, s, exact);
     if (r != m_.regions.end()) ++c_.n_cross_stream_reuse;
   }
   if (r == m_.regions.end()) {
-    vpmm_status st = defragment(bytes, s, &r);
+    vpmm_status st = defragment(bytes, s, exact, &r);
     if (st != VPMM_OK) return st;
+  }
+  if (exact) {
+    // Start on the handle run that fits exactly; the head stays free.
+    uint64_t off = exact_run(r->first, r->second.size, bytes);
+    if (off != 0 && off != UINT64_MAX) r = m_.split(r, off);
   }
   if (r->second.size > bytes) m_.split(r, bytes);  // the tail keeps stream, event, id
   Region live;
@@ -509,6 +559,8 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   live.stream = s;
   live.id = next_id_++;
   live.requested = requested;
+  live.tag = a.tag;
+  live.flags = a.flags;
   uint64_t va = r->first;
   m_.erase(r);
   *out = m_.insert(va, live);
@@ -533,14 +585,21 @@ void Pool::free_pages(RegionIt it, Stream s) {
 // Public operations
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::malloc(uint64_t size, Stream s, void** out) {
+vpmm_status Pool::malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, void** out) {
   if (!backend_->stream_valid(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_malloc: stream %p is not a valid %s stream", s,
                 backend_->name());
   const uint64_t page = opt_.page_size;
   std::lock_guard<std::mutex> lock(mu_);
+  Attrs a;
+  a.flags = flags;
+  if (tag) {
+    vpmm_status st = intern_tag(tag, &a.tag);
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_malloc");
+  }
+  if (a.tag == 0) a.flags = 0;  // flags only mean something for pausable memory
   if (size <= opt_.small_size && opt_.small_size >= kSmallMinimum) {
-    vpmm_status st = small_->malloc(size, s, out);
+    vpmm_status st = small_->malloc(size, s, a, out);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_malloc");
     ++c_.n_malloc;
     ++c_.n_small_malloc;
@@ -554,7 +613,7 @@ vpmm_status Pool::malloc(uint64_t size, Stream s, void** out) {
                 size, page);
   uint64_t bytes = (size + page - 1) / page * page;
   RegionIt r;
-  vpmm_status st = alloc_pages(bytes, s, Kind::Live, size, &r);
+  vpmm_status st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
   if (st != VPMM_OK)
     return fail_context(st, "vpmm_pool_malloc");
   ++c_.n_malloc;
@@ -597,8 +656,17 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     free_pages(it, s);
     return VPMM_OK;
   }
+  if (it != m_.regions.end() && it->second.kind == Kind::Paused && !it->second.was_small) {
+    // Freeing a paused allocation returns its VA and drops its backup.
+    c_.requested -= it->second.requested;
+    --c_.n_live;
+    ++c_.n_free;
+    drop_paused(it);
+    return VPMM_OK;
+  }
   RegionIt in = it != m_.regions.end() ? it : m_.find_containing(va);
-  if (in != m_.regions.end() && in->second.kind == Kind::Small) {
+  if (in != m_.regions.end() &&
+      (in->second.kind == Kind::Small || (in->second.kind == Kind::Paused && in->second.was_small))) {
     uint64_t freed_request = 0;
     vpmm_status st = small_->free(in, va, s, &freed_request);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
@@ -614,7 +682,8 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   RegionIt it = m_.find_containing(va);
-  if (it != m_.regions.end() && it->second.kind == Kind::Live) {
+  bool paused_page = it != m_.regions.end() && it->second.kind == Kind::Paused && !it->second.was_small;
+  if (it != m_.regions.end() && (it->second.kind == Kind::Live || paused_page)) {
     if (va >= it->first + it->second.requested)
       return fail(VPMM_ERR_UNKNOWN_POINTER,
                   "vpmm_pool_lookup: pointer %p is in the page padding after the allocation at "
@@ -624,7 +693,7 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
     if (size) *size = it->second.requested;
     return VPMM_OK;
   }
-  if (it != m_.regions.end() && it->second.kind == Kind::Small) {
+  if (it != m_.regions.end() && (it->second.kind == Kind::Small || it->second.kind == Kind::Paused)) {
     uint64_t b = 0, sz = 0;
     if (small_->lookup(it, va, &b, &sz)) {
       if (base) *base = reinterpret_cast<void*>(b);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -25,6 +26,14 @@
 namespace vpmm {
 
 class SmallAllocator;
+class PinnedCache;
+
+// Per-allocation attributes as the core sees them: the tag interned to an
+// index (0 = untagged, not pausable) and the VPMM_ALLOC_* flags.
+struct Attrs {
+  uint32_t tag = 0;
+  uint32_t flags = 0;
+};
 
 struct PoolOptions {
   uint64_t page_size = 0;
@@ -32,6 +41,7 @@ struct PoolOptions {
   uint64_t initial_pages = 0;
   uint64_t max_handle_size = 0;  // 0 = one handle per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
+  uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
 };
 
 struct PoolCounters {
@@ -41,6 +51,7 @@ struct PoolCounters {
   uint64_t requested = 0, n_live = 0;
   uint64_t n_small_malloc = 0, n_cross_stream_reuse = 0, n_stream_waits = 0;
   uint64_t n_events_recorded = 0, n_zombies_reaped = 0;
+  uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
 };
 
 class Pool {
@@ -51,11 +62,17 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  vpmm_status malloc(uint64_t size, Stream s, void** out);
+  vpmm_status malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, void** out);
   vpmm_status free(void* ptr, Stream s);
   vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
   vpmm_status stream_synchronize(Stream s);
   vpmm_status stream_retire(Stream s);
+
+  // Pause/resume by tag (NULL = every tag); see vpmm.h for the contract.
+  vpmm_status pause(const char* tag);
+  vpmm_status resume(const char* tag);
+  vpmm_status trim(uint64_t keep_bytes);
+  vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
 
   void stats(vpmm_stats* out);             // fills a full-size struct
   std::vector<vpmm_region> snapshot();     // every region, ascending VA
@@ -70,14 +87,19 @@ class Pool {
 
   // --- page-level operations; the caller holds mu_ ---
   // Hands out `bytes` (page multiple) as a region of `kind` on stream s.
-  vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, RegionIt* out);
+  // A tagged request (a.tag != 0) gets a range made of whole handles only.
+  vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
+                          RegionIt* out);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
 
   void reap_zombies();
-  RegionIt best_fit_same_stream(uint64_t bytes, Stream s);
-  RegionIt best_fit_completed_other(uint64_t bytes, Stream s);
-  vpmm_status defragment(uint64_t bytes, Stream s, RegionIt* out);
+  RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
+  RegionIt best_fit_completed_other(uint64_t bytes, Stream s, bool exact);
+  vpmm_status defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out);
+  // Offset of a run of whole handles inside [va, va+size) that adds up to
+  // exactly `bytes`; UINT64_MAX when there is none.
+  uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;
 
   // Events: free regions record lazily (a free costs no driver call); the
   // event is recorded the first time another stream or an unmap needs it.
@@ -89,6 +111,17 @@ class Pool {
   vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
   void release_handles(const std::vector<Mapping>& hs);
   void note_peaks();
+  // Tags: interned on first use, never forgotten (ids stay valid in regions).
+  vpmm_status intern_tag(const char* tag, uint32_t* id);
+  vpmm_status find_tag(const char* call, const char* tag, uint32_t* id);  // tag NULL -> 0 = all
+  static bool tag_matches(uint32_t region_tag, uint32_t want) {
+    return region_tag != 0 && (want == 0 || region_tag == want);
+  }
+  vpmm_status copy_stream(Stream* out);
+  // Turns a Paused region back into a hole (free of a paused allocation).
+  void drop_paused(RegionIt it);
+  // Releases whole handles of free regions until free bytes <= keep.
+  vpmm_status release_free(uint64_t keep_bytes, bool wait);
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
 
   std::unique_ptr<Backend> backend_;
@@ -99,6 +132,11 @@ class Pool {
   uint64_t next_id_ = 0;
   std::unique_ptr<SmallAllocator> small_;
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
+  std::vector<std::string> tag_names_{""};            // [0] = untagged
+  std::unordered_map<std::string, uint32_t> tag_ids_;
+  std::unique_ptr<PinnedCache> pinned_;
+  Stream copy_stream_ = nullptr;
+  bool have_copy_stream_ = false;
 };
 
 }  // namespace vpmm

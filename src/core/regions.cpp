@@ -16,6 +16,7 @@ uint64_t* total_for(Totals& t, Kind k) {
     case Kind::Free: return &t.free;
     case Kind::Hole: return &t.hole;
     case Kind::Zombie: return &t.zombie;
+    case Kind::Paused: return &t.paused;
   }
   return &t.hole;
 }
@@ -251,6 +252,7 @@ std::string RegionMap::check(uint64_t page) const {
   if (sum.free != totals.free) return bad("free total %" PRIu64 " != sum %" PRIu64, totals.free, sum.free);
   if (sum.hole != totals.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals.hole, sum.hole);
   if (sum.zombie != totals.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals.zombie, sum.zombie);
+  if (sum.paused != totals.paused) return bad("paused total %" PRIu64 " != sum %" PRIu64, totals.paused, sum.paused);
   if (primary != totals.mapped) return bad("mapped total %" PRIu64 " != mapping sum %" PRIu64, totals.mapped, primary);
   if (chunk_bytes != totals.reserved) return bad("reserved total %" PRIu64 " != chunk sum %" PRIu64, totals.reserved, chunk_bytes);
   return "";

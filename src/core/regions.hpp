@@ -47,7 +47,9 @@ class Event {
 };
 using EventRef = std::shared_ptr<Event>;
 
-enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5 };
+// Live/Small/Free are mapped; Hole/Paused are reserved VA with nothing mapped;
+// Zombie is an old VA still mapped after a remap.
+enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6 };
 
 struct Region {
   uint64_t size = 0;
@@ -59,6 +61,11 @@ struct Region {
   EventRef event;           // free/zombie: materialised event (may be null for free: lazy)
   uint64_t requested = 0;   // live: bytes asked for
   void* owner = nullptr;    // small: the Slab serving this region
+  uint32_t tag = 0;         // live/small/paused: index into the pool's tag table (0 = none)
+  uint32_t flags = 0;       // live/small/paused: VPMM_ALLOC_* flags
+  bool was_small = false;   // paused: the region was a small-object slab
+  void* backup = nullptr;   // paused with VPMM_ALLOC_HOST_BACKUP: pinned copy of the bytes
+  uint64_t backup_size = 0; // bytes of the pinned buffer (>= size)
 };
 
 struct Mapping {
@@ -87,7 +94,7 @@ struct StreamState {
 };
 
 struct Totals {
-  uint64_t live = 0, small = 0, free = 0, hole = 0, zombie = 0, mapped = 0, reserved = 0;
+  uint64_t live = 0, small = 0, free = 0, hole = 0, zombie = 0, paused = 0, mapped = 0, reserved = 0;
 };
 
 class RegionMap {

@@ -19,6 +19,8 @@ struct SmallAllocator::Slab {
   uint32_t n_used = 0;
   uint32_t n_pending = 0;
   Stream stream = nullptr;
+  Attrs attrs;
+  bool paused = false;
   bool available = false;              // listed in avail_[stream][cls]
   std::vector<uint32_t> free_list;     // block indexes ready for reuse
   std::vector<uint64_t> requested;     // per block: bytes asked for, 0 = not live
@@ -48,13 +50,19 @@ uint32_t SmallAllocator::class_of(uint64_t size) const {
   return static_cast<uint32_t>(it - class_size_.begin());
 }
 
-vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, Slab** out) {
+SmallAllocator::Lists& SmallAllocator::lists_for(Stream s, const Attrs& a) {
+  Lists& l = a.tag == 0 ? avail_[s] : tagged_avail_[std::make_tuple(s, a.tag, a.flags)];
+  if (l.size() < class_size_.size()) l.resize(class_size_.size());
+  return l;
+}
+
+vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out) {
   const uint64_t page = pool_.options().page_size;
   const uint64_t block = class_size_[cls];
   uint64_t bytes = (2 * block + page - 1) / page * page;
   if (bytes < page) bytes = page;
   RegionIt r;
-  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, &r);
+  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, a, &r);
   if (st != VPMM_OK) return st;
   std::unique_ptr<Slab> slab(new Slab);
   slab->va = r->first;
@@ -63,6 +71,7 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, Slab** out) {
   slab->cls = cls;
   slab->n_blocks = static_cast<uint32_t>(bytes / block);
   slab->stream = s;
+  slab->attrs = a;
   slab->requested.assign(slab->n_blocks, 0);
   slab->free_list.reserve(slab->n_blocks);
   for (uint32_t i = slab->n_blocks; i-- > 0;) slab->free_list.push_back(i);  // low blocks first
@@ -73,10 +82,8 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, Slab** out) {
 }
 
 void SmallAllocator::make_available(Slab* slab) {
-  if (slab->available || slab->free_list.empty()) return;
-  auto& per_class = avail_[slab->stream];
-  if (per_class.size() < class_size_.size()) per_class.resize(class_size_.size());
-  per_class[slab->cls].push_back(slab);
+  if (slab->available || slab->paused || slab->free_list.empty()) return;
+  lists_for(slab->stream, slab->attrs)[slab->cls].push_back(slab);
   slab->available = true;
 }
 
@@ -101,18 +108,16 @@ void SmallAllocator::drain_pending() {
   for (Slab* s : empties) give_back_if_empty(s);
 }
 
-vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, void** out) {
+vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, void** out) {
   if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "size 0 is not allowed");
   if (!pending_.empty()) drain_pending();
   const uint32_t cls = class_of(size);
-  auto& per_class = avail_[s];
-  if (per_class.size() < class_size_.size()) per_class.resize(class_size_.size());
-  auto& list = per_class[cls];
+  auto& list = lists_for(s, a)[cls];
   Slab* slab = nullptr;
   if (!list.empty()) {
     slab = list.back();
   } else {
-    vpmm_status st = new_slab(cls, s, &slab);
+    vpmm_status st = new_slab(cls, s, a, &slab);
     if (st != VPMM_OK) return st;
     make_available(slab);
   }
@@ -140,7 +145,7 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   if (slab->requested[b] == 0)
     return fail(VPMM_ERR_UNKNOWN_POINTER, "pointer 0x%" PRIx64 " is not allocated (already freed?)", va);
   EventRef ev;
-  if (s != slab->stream) {
+  if (s != slab->stream && !slab->paused) {
     // Another stream may still use the block: reuse waits for its event.
     EventHandle h = 0;
     vpmm_status st = pool_.backend().event_record(s, &h);
@@ -165,13 +170,52 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
 
 void SmallAllocator::give_back_if_empty(Slab* slab) {
   if (slab->n_used != 0 || slab->n_pending != 0) return;
-  auto& list = avail_[slab->stream][slab->cls];
+  if (slab->paused) {  // nothing left to resume: its VA goes back to the pool
+    retire_slab(slab);
+    return;
+  }
+  auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
   if (list.size() <= 1) return;  // keep the last slab of this (stream, class)
-  list.erase(std::find(list.begin(), list.end(), slab));
+  retire_slab(slab);
+}
+
+void SmallAllocator::retire_slab(Slab* slab) {
+  if (slab->available) {
+    auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
+    list.erase(std::find(list.begin(), list.end(), slab));
+  }
   RegionIt r = pool_.m_.regions.find(slab->va);
   Stream s = slab->stream;
+  bool paused = slab->paused;
   slabs_.erase(slab->va);
-  pool_.free_pages(r, s);
+  if (paused)
+    pool_.drop_paused(r);
+  else
+    pool_.free_pages(r, s);
+}
+
+void SmallAllocator::release_empty_slabs() {
+  if (!pending_.empty()) drain_pending();
+  std::vector<Slab*> empties;
+  for (auto& kv : slabs_)
+    if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
+  for (Slab* s : empties) retire_slab(s);
+}
+
+void SmallAllocator::on_pause(void* p) {
+  Slab* slab = static_cast<Slab*>(p);
+  if (slab->available) {
+    auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
+    list.erase(std::find(list.begin(), list.end(), slab));
+    slab->available = false;
+  }
+  slab->paused = true;
+}
+
+void SmallAllocator::on_resume(void* p) {
+  Slab* slab = static_cast<Slab*>(p);
+  slab->paused = false;
+  make_available(slab);
 }
 
 bool SmallAllocator::lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const {
@@ -191,7 +235,8 @@ std::string SmallAllocator::check() const {
   for (const auto& kv : slabs_) {
     const Slab& s = *kv.second;
     auto r = pool_.m_.regions.find(s.va);
-    if (r == pool_.m_.regions.end() || r->second.kind != Kind::Small || r->second.size != s.bytes ||
+    Kind want = s.paused ? Kind::Paused : Kind::Small;
+    if (r == pool_.m_.regions.end() || r->second.kind != want || r->second.size != s.bytes ||
         r->second.owner != &s) {
       std::snprintf(buf, sizeof buf, "small slab 0x%" PRIx64 " has no matching Small region", s.va);
       return buf;
@@ -207,7 +252,8 @@ std::string SmallAllocator::check() const {
   }
   uint64_t small_regions = 0;
   for (const auto& r : pool_.m_.regions)
-    if (r.second.kind == Kind::Small) ++small_regions;
+    if (r.second.kind == Kind::Small || (r.second.kind == Kind::Paused && r.second.was_small))
+      ++small_regions;
   if (small_regions != slabs_.size()) return "small regions and slabs differ in number";
   if (live != live_bytes_) return "small live bytes drifted from the slabs";
   return "";

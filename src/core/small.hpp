@@ -17,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,17 +29,23 @@
 namespace vpmm {
 
 class Pool;
+struct Attrs;
 
 class SmallAllocator {
  public:
   explicit SmallAllocator(Pool& pool);
   ~SmallAllocator();
 
-  vpmm_status malloc(uint64_t size, Stream s, void** out);
+  vpmm_status malloc(uint64_t size, Stream s, const Attrs& a, void** out);
   // `slab_region` is the Small region containing va.
   vpmm_status free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested);
   bool lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const;
   uint64_t live_bytes() const { return live_bytes_; }
+  // A paused slab serves no allocation until resumed (its pages are gone).
+  void on_pause(void* slab);
+  void on_resume(void* slab);
+  // Gives every fully free slab back to the pool (trim).
+  void release_empty_slabs();
   std::string check() const;
 
  private:
@@ -48,14 +56,20 @@ class SmallAllocator {
     EventRef event;
   };
   uint32_t class_of(uint64_t size) const;
-  vpmm_status new_slab(uint32_t cls, Stream s, Slab** out);
+  vpmm_status new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out);
   void give_back_if_empty(Slab* slab);
   void drain_pending();
   void make_available(Slab* slab);
+  using Lists = std::vector<std::vector<Slab*>>;  // [class] -> slabs with free blocks
+  Lists& lists_for(Stream s, const Attrs& a);
+  void retire_slab(Slab* slab);
 
   Pool& pool_;
   std::vector<uint64_t> class_size_;
-  std::unordered_map<Stream, std::vector<std::vector<Slab*>>> avail_;  // [stream][class]
+  // Untagged slabs by stream (the hot path); tagged ones by (stream, tag,
+  // flags) so a pause of one tag never touches blocks of another.
+  std::unordered_map<Stream, Lists> avail_;
+  std::map<std::tuple<Stream, uint32_t, uint32_t>, Lists> tagged_avail_;
   std::unordered_map<uint64_t, std::unique_ptr<Slab>> slabs_;          // by slab VA
   std::vector<Pending> pending_;
   uint64_t live_bytes_ = 0;

@@ -2,6 +2,7 @@
 // incrementally by RegionMap, so a stats call costs O(streams), never a scan.
 #include <cstring>
 
+#include "core/backup.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
 
@@ -43,6 +44,13 @@ void Pool::stats(vpmm_stats* out) {
   s.n_events_recorded = c_.n_events_recorded;
   s.n_zombies_reaped = c_.n_zombies_reaped;
   s.n_live = c_.n_live;
+  s.paused_bytes = t.paused;
+  s.backup_bytes = c_.backup_bytes;
+  s.backup_cache_bytes = pinned_->cached_bytes();
+  s.n_pause = c_.n_pause;
+  s.n_resume = c_.n_resume;
+  s.n_trim = c_.n_trim;
+  s.bytes_trimmed = c_.bytes_trimmed;
   *out = s;
 }
 

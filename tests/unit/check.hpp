@@ -92,13 +92,15 @@ inline int run_all(int argc, char** argv) {
 namespace vt {
 inline std::string show(const std::string& s) { return "\"" + s + "\""; }
 inline std::string show(const char* s) { return s ? show(std::string(s)) : "NULL"; }
-template <typename T>
-std::string show(const T& v) {
-  return std::to_string(v);
-}
 inline std::string show(const void* p) {
   char b[32];
   std::snprintf(b, sizeof b, "%p", p);
   return b;
+}
+inline std::string show(void* p) { return show(static_cast<const void*>(p)); }
+inline std::string show(std::nullptr_t) { return "nullptr"; }
+template <typename T>
+std::string show(const T& v) {
+  return std::to_string(v);
 }
 }  // namespace vt

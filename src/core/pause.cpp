@@ -1,0 +1,425 @@
+// Tags, pause, resume and trim.
+//
+// A tagged allocation owns whole physical handles (alloc_pages' exact mode),
+// so pausing it unmaps and releases exactly its handles and nothing else; its
+// region becomes Kind::Paused, which no other path (best fit, harvest, trim,
+// holes) ever looks at, so its VA is never handed out. Resume creates fresh
+// handles at the same VA.
+//
+// Failure rules: pause is all-or-nothing for the host backups (pinned buffers
+// and the D2H copies complete before anything is unmapped); resume is
+// transactional per batch: every allocation it could map gets its backup
+// copied back and is committed only after the copies completed; one that
+// could not be mapped (out of memory) stays paused with its backup intact.
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/backup.hpp"
+#include "core/error.hpp"
+#include "core/pool.hpp"
+#include "core/small.hpp"
+
+namespace vpmm {
+
+namespace {
+constexpr size_t kMaxTagLength = 63;
+}
+
+vpmm_status Pool::intern_tag(const char* tag, uint32_t* id) {
+  if (!tag || !*tag) {
+    *id = 0;
+    return VPMM_OK;
+  }
+  size_t n = strnlen(tag, kMaxTagLength + 1);
+  if (n > kMaxTagLength)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "tag \"%.20s...\" is longer than %zu bytes", tag,
+                kMaxTagLength);
+  auto it = tag_ids_.find(tag);
+  if (it != tag_ids_.end()) {
+    *id = it->second;
+    return VPMM_OK;
+  }
+  uint32_t nid = static_cast<uint32_t>(tag_names_.size());
+  tag_names_.emplace_back(tag);
+  tag_ids_.emplace(tag, nid);
+  *id = nid;
+  return VPMM_OK;
+}
+
+vpmm_status Pool::find_tag(const char* call, const char* tag, uint32_t* id) {
+  if (!tag) {
+    *id = 0;
+    return VPMM_OK;
+  }
+  auto it = tag_ids_.find(tag);
+  if (it == tag_ids_.end())
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.64s\" was never used by this pool", call, tag);
+  *id = it->second;
+  return VPMM_OK;
+}
+
+vpmm_status Pool::copy_stream(Stream* out) {
+  if (!have_copy_stream_) {
+    vpmm_status st = backend_->stream_create(&copy_stream_);
+    if (st != VPMM_OK) return st;
+    have_copy_stream_ = true;
+  }
+  *out = copy_stream_;
+  return VPMM_OK;
+}
+
+void Pool::drop_paused(RegionIt it) {
+  if (it->second.backup) {
+    pinned_->put(it->second.backup, it->second.backup_size);
+    c_.backup_bytes -= it->second.size;
+  }
+  Region hole;
+  hole.size = it->second.size;
+  hole.kind = Kind::Hole;
+  hole.chunk = it->second.chunk;
+  uint64_t va = it->first;
+  m_.erase(it);
+  m_.coalesce(m_.insert(va, hole));
+}
+
+// ---------------------------------------------------------------------------
+// Pause
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::pause(const char* tag) {
+  const char* call = "vpmm_pool_pause";
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t want = 0;
+  vpmm_status st = find_tag(call, tag, &want);
+  if (st != VPMM_OK) return st;
+  std::vector<uint64_t> targets;
+  for (auto& kv : m_.regions) {
+    const Region& r = kv.second;
+    if ((r.kind == Kind::Live || r.kind == Kind::Small) && tag_matches(r.tag, want))
+      targets.push_back(kv.first);
+  }
+  if (targets.empty())
+    return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is active", call, tag ? tag : "(any)");
+
+  // 1. Pinned buffers for every backup, before anything changes.
+  struct Backup {
+    uint64_t va;
+    void* buf;
+    uint64_t size;
+  };
+  std::vector<Backup> backups;
+  auto give_back_buffers = [&] {
+    for (const Backup& b : backups) pinned_->put(b.buf, b.size);
+  };
+  for (uint64_t va : targets) {
+    const Region& r = m_.regions.find(va)->second;
+    if (!(r.flags & VPMM_ALLOC_HOST_BACKUP)) continue;
+    void* buf = nullptr;
+    uint64_t got = 0;
+    st = pinned_->get(r.size, &buf, &got);
+    if (st != VPMM_OK) {
+      give_back_buffers();
+      return fail_context(st, call);
+    }
+    backups.push_back({va, buf, got});
+  }
+
+  // 2. Order after the work queued on each allocation's stream: the copy
+  // stream waits on the GPU; without backups the CPU waits before unmapping.
+  std::vector<Stream> streams;
+  for (uint64_t va : targets) {
+    Stream s = m_.regions.find(va)->second.stream;
+    if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+  }
+  Stream cs = nullptr;
+  if (!backups.empty() && (st = copy_stream(&cs)) != VPMM_OK) {
+    give_back_buffers();
+    return fail_context(st, call);
+  }
+  std::vector<EventRef> waits;
+  for (Stream s : streams) {
+    EventHandle h = 0;
+    st = backend_->event_record(s, &h);
+    if (st != VPMM_OK) break;
+    ++c_.n_events_recorded;
+    waits.push_back(std::make_shared<Event>(backend_.get(), h));
+    st = backups.empty() ? backend_->event_sync(h) : backend_->stream_wait(cs, h);
+    if (st != VPMM_OK) break;
+  }
+  // 3. Copies, batched back to back on the copy stream, then one wait.
+  for (size_t i = 0; st == VPMM_OK && i < backups.size(); ++i) {
+    const Region& r = m_.regions.find(backups[i].va)->second;
+    st = backend_->copy_d2h(backups[i].buf, backups[i].va, r.size, cs);
+  }
+  if (st == VPMM_OK && !backups.empty()) {
+    EventHandle h = 0;
+    st = backend_->event_record(cs, &h);
+    if (st == VPMM_OK) {
+      ++c_.n_events_recorded;
+      Event done(backend_.get(), h);
+      st = backend_->event_sync(h);
+    }
+  }
+  if (st != VPMM_OK) {
+    give_back_buffers();
+    return fail_context(st, call);
+  }
+
+  // 4. Release the physical memory. A region whose unmap fails stays active
+  // (its data is still there) and the call reports the error.
+  vpmm_status result = VPMM_OK;
+  size_t bi = 0;
+  for (uint64_t va : targets) {
+    RegionIt it = m_.regions.find(va);
+    Region& r = it->second;
+    Backup* b = (bi < backups.size() && backups[bi].va == va) ? &backups[bi++] : nullptr;
+    auto maps = m_.whole_mappings_in(va, r.size);
+    uint64_t covered = 0;
+    for (const auto& mp : maps) covered += mp.second.size;
+    if (covered != r.size) {
+      result = fail(VPMM_ERR_INTERNAL, "%s: allocation 0x%" PRIx64 " does not own whole handles", call, va);
+      if (b) pinned_->put(b->buf, b->size);
+      continue;
+    }
+    size_t done = 0;
+    for (; done < maps.size(); ++done)
+      if ((st = backend_->unmap(maps[done].first, maps[done].second.size)) != VPMM_OK) break;
+    if (done < maps.size()) {
+      // Re-map what was unmapped so the allocation stays whole and active.
+      for (size_t i = 0; i < done; ++i) backend_->map(maps[i].first, maps[i].second.size, maps[i].second.handle);
+      if (done) backend_->set_access(maps[0].first, covered);
+      result = fail_context(st, call);
+      if (b) pinned_->put(b->buf, b->size);
+      continue;
+    }
+    for (const auto& mp : maps) {
+      backend_->release(mp.second.handle, mp.second.size);  // unmapped: nothing can use it
+      m_.mappings.erase(mp.first);
+    }
+    m_.totals.mapped -= r.size;
+    Region p = r;
+    p.kind = Kind::Paused;
+    p.was_small = r.kind == Kind::Small;
+    p.backup = b ? b->buf : nullptr;
+    p.backup_size = b ? b->size : 0;
+    if (p.backup) c_.backup_bytes += p.size;
+    if (p.was_small) small_->on_pause(p.owner);
+    m_.erase(it);
+    m_.insert(va, p);
+    ++c_.n_pause;
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+// Resume
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::resume(const char* tag) {
+  const char* call = "vpmm_pool_resume";
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t want = 0;
+  vpmm_status st = find_tag(call, tag, &want);
+  if (st != VPMM_OK) return st;
+  std::vector<uint64_t> targets;
+  for (auto& kv : m_.regions)
+    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) targets.push_back(kv.first);
+  if (targets.empty())
+    return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is paused", call, tag ? tag : "(any)");
+
+  // 1. Map fresh handles at each paused VA until memory runs out.
+  struct Mapped {
+    uint64_t va;
+    std::vector<Mapping> handles;
+  };
+  std::vector<Mapped> mapped;
+  vpmm_status shortfall = VPMM_OK;
+  for (uint64_t va : targets) {
+    const Region& r = m_.regions.find(va)->second;
+    std::vector<Mapping> hs;
+    uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : r.size;
+    st = create_handles(r.size, cap, &hs);
+    if (st == VPMM_ERR_OUT_OF_MEMORY) {
+      // Cached free pages may be what stands in the way: give them back once.
+      release_free(0, true);
+      st = create_handles(r.size, cap, &hs);
+    }
+    if (st != VPMM_OK) {
+      shortfall = st;
+      break;
+    }
+    uint64_t cur = va;
+    size_t n = 0;
+    for (; n < hs.size(); ++n) {
+      if ((st = backend_->map(cur, hs[n].size, hs[n].handle)) != VPMM_OK) break;
+      cur += hs[n].size;
+    }
+    if (st == VPMM_OK) st = backend_->set_access(va, r.size);
+    if (st != VPMM_OK) {
+      cur = va;
+      for (size_t i = 0; i < n; ++i) {
+        backend_->unmap(cur, hs[i].size);
+        cur += hs[i].size;
+      }
+      release_handles(hs);
+      shortfall = st;
+      break;
+    }
+    mapped.push_back({va, std::move(hs)});
+  }
+
+  // 2. Restore backups of everything mapped, then wait once.
+  Stream cs = nullptr;
+  bool any_backup = false;
+  for (const Mapped& m : mapped)
+    if (m_.regions.find(m.va)->second.backup) any_backup = true;
+  st = VPMM_OK;
+  if (any_backup) {
+    st = copy_stream(&cs);
+    for (size_t i = 0; st == VPMM_OK && i < mapped.size(); ++i) {
+      const Region& r = m_.regions.find(mapped[i].va)->second;
+      if (r.backup) st = backend_->copy_h2d(mapped[i].va, r.backup, r.size, cs);
+    }
+    if (st == VPMM_OK) {
+      EventHandle h = 0;
+      st = backend_->event_record(cs, &h);
+      if (st == VPMM_OK) {
+        ++c_.n_events_recorded;
+        Event done(backend_.get(), h);
+        st = backend_->event_sync(h);
+      }
+    }
+  }
+  if (st != VPMM_OK) {
+    // Undo this batch: everything stays paused with its backup.
+    for (const Mapped& m : mapped) {
+      uint64_t cur = m.va;
+      for (const Mapping& h : m.handles) {
+        backend_->unmap(cur, h.size);
+        cur += h.size;
+      }
+      release_handles(m.handles);
+    }
+    return fail_context(st, call);
+  }
+
+  // 3. Commit.
+  for (const Mapped& m : mapped) {
+    RegionIt it = m_.regions.find(m.va);
+    Region r = it->second;
+    uint64_t cur = m.va;
+    for (const Mapping& h : m.handles) {
+      m_.mappings.emplace(cur, h);
+      cur += h.size;
+    }
+    c_.handles_created += m.handles.size();
+    m_.totals.mapped += r.size;
+    if (r.backup) {
+      pinned_->put(r.backup, r.backup_size);
+      c_.backup_bytes -= r.size;
+    }
+    r.backup = nullptr;
+    r.backup_size = 0;
+    r.kind = r.was_small ? Kind::Small : Kind::Live;
+    if (r.was_small) small_->on_resume(r.owner);
+    r.was_small = false;
+    m_.erase(it);
+    m_.insert(m.va, r);
+    ++c_.n_resume;
+  }
+  note_peaks();
+  if (shortfall != VPMM_OK)
+    return fail_context(shortfall, call);  // the rest stays paused; call again later
+  return VPMM_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Trim
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::release_free(uint64_t keep, bool wait) {
+  reap_zombies();
+  small_->release_empty_slabs();
+  if (m_.totals.free <= keep) return VPMM_OK;
+  // Oldest first: their events are the likeliest to have completed.
+  std::vector<std::pair<uint64_t, uint64_t>> order;  // (id, va)
+  for (auto& kv : m_.streams)
+    for (const auto& e : kv.second.free_by_size) order.emplace_back(std::get<1>(e), std::get<2>(e));
+  std::sort(order.begin(), order.end());
+  vpmm_status result = VPMM_OK;
+  for (const auto& o : order) {
+    if (m_.totals.free <= keep) break;
+    RegionIt it = m_.regions.find(o.second);
+    auto maps = m_.whole_mappings_in(it->first, it->second.size);
+    if (maps.empty()) continue;
+    bool done = false;
+    vpmm_status st = is_complete(it->second, &done);
+    if (st == VPMM_OK && !done) {
+      if (!wait) continue;
+      EventRef ev;
+      event_of(it->second, &ev);
+      st = backend_->event_sync(ev->handle());
+      if (st == VPMM_OK) ev->mark_done();
+    }
+    if (st != VPMM_OK) {
+      result = st;
+      continue;  // e.g. a held host stream: leave that region cached
+    }
+    // Release a contiguous run of whole handles from the region's front.
+    uint64_t lo = maps.front().first, hi = lo;
+    for (const auto& mp : maps) {
+      if (m_.totals.free - (hi - lo) <= keep) break;
+      if (backend_->unmap(mp.first, mp.second.size) != VPMM_OK) break;
+      backend_->release(mp.second.handle, mp.second.size);
+      m_.mappings.erase(mp.first);
+      hi += mp.second.size;
+    }
+    if (hi == lo) continue;
+    if (lo > it->first) it = m_.split(it, lo - it->first);
+    if (hi < it->first + it->second.size) m_.split(it, hi - it->first);
+    Region hole;
+    hole.size = hi - lo;
+    hole.kind = Kind::Hole;
+    hole.chunk = it->second.chunk;
+    m_.erase(it);
+    m_.coalesce(m_.insert(lo, hole));
+    m_.totals.mapped -= hi - lo;
+    c_.bytes_trimmed += hi - lo;
+  }
+  return result;
+}
+
+vpmm_status Pool::trim(uint64_t keep_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++c_.n_trim;
+  vpmm_status st = release_free(keep_bytes, true);
+  if (st != VPMM_OK) return fail_context(st, "vpmm_pool_trim");
+  return VPMM_OK;
+}
+
+vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t want = 0;
+  vpmm_status st = find_tag("vpmm_pool_tag_stats", tag, &want);
+  if (st != VPMM_OK) return st;
+  vpmm_tag_stats t;
+  std::memset(&t, 0, sizeof t);
+  t.struct_size = sizeof t;
+  for (const auto& kv : m_.regions) {
+    const Region& r = kv.second;
+    if (!tag_matches(r.tag, want)) continue;
+    if (r.kind == Kind::Live || r.kind == Kind::Small) {
+      t.live_bytes += r.size;
+      ++t.n_live;
+    } else if (r.kind == Kind::Paused) {
+      t.paused_bytes += r.size;
+      t.backup_bytes += r.backup ? r.size : 0;
+      ++t.n_paused;
+    }
+  }
+  *out = t;
+  return VPMM_OK;
+}
+
+}  // namespace vpmm

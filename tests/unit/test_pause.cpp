@@ -1,0 +1,336 @@
+// Pause/resume by tag, host backups, scopes, trim and per-tag stats on the
+// host backend. Paused VA is really unmapped there (a touch faults), so these
+// tests prove both that memory is released and that addresses are kept.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "pool_util.hpp"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+
+vpmm_pool* pool_with(uint64_t capacity, uint64_t va_pages = 512) {
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = va_pages;
+  s.capacity = capacity;
+  return vt::make_host_pool(s);
+}
+
+void* alloc(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags, vpmm_stream s = nullptr) {
+  vpmm_alloc_attrs a;
+  a.struct_size = sizeof a;
+  a.flags = flags;
+  a.tag = tag;
+  void* out = nullptr;
+  vpmm_status st = vpmm_pool_malloc_ex(p, size, s, &a, &out);
+  if (st != VPMM_OK) std::printf("  malloc_ex(%llu, %s) failed: %s\n", (unsigned long long)size, tag ? tag : "-", vpmm_last_error());
+  return out;
+}
+
+// True when touching p kills a child process with SIGSEGV/SIGBUS.
+bool touch_faults(void* p) {
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    volatile char c = *static_cast<volatile char*>(p);
+    (void)c;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
+}
+
+vpmm_tag_stats tag_stats(vpmm_pool* p, const char* tag) {
+  vpmm_tag_stats t;
+  std::memset(&t, 0, sizeof t);
+  t.struct_size = sizeof t;
+  vpmm_pool_tag_stats(p, tag, &t);
+  return t;
+}
+
+}  // namespace
+
+TEST("pause releases memory, keeps addresses; resume with backup restores bytes") {
+  vpmm_pool* p = pool_with(64 << 20);
+  CHECK(p != nullptr);
+  void* a = alloc(p, 3 * kPage, "weights", VPMM_ALLOC_HOST_BACKUP);
+  void* b = alloc(p, 1000, "weights", VPMM_ALLOC_HOST_BACKUP);  // small, same tag
+  void* c = alloc(p, 2 * kPage, "kv", 0);
+  void* u = alloc(p, kPage, nullptr, 0);  // untagged: never paused
+  vt::fill(a, 3 * kPage, 1);
+  vt::fill(b, 1000 / 8 * 8, 2);
+  vt::fill(c, 2 * kPage, 3);
+  vt::fill(u, kPage, 4);
+  vpmm_stats before = vt::stats(p);
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    CHECK_OK(vpmm_pool_pause(p, "weights"));
+    CHECK_OK(vpmm_pool_check(p));
+    vpmm_stats st = vt::stats(p);
+    // 3 pages + one small slab page released
+    CHECK_EQ(st.mapped_bytes, before.mapped_bytes - 4 * kPage);
+    CHECK_EQ(st.paused_bytes, 4 * kPage);
+    CHECK_EQ(st.backup_bytes, 4 * kPage);
+    CHECK(touch_faults(a));
+    CHECK(touch_faults(b));
+    CHECK(vt::verify(c, 2 * kPage, 3));  // other tags untouched
+    CHECK(vt::verify(u, kPage, 4));
+    CHECK_EQ(vpmm_pool_pause(p, "weights"), VPMM_NO_OP);  // already paused
+    CHECK_OK(vpmm_pool_resume(p, "weights"));
+    CHECK_EQ(vpmm_pool_resume(p, "weights"), VPMM_NO_OP);
+    CHECK_OK(vpmm_pool_check(p));
+    CHECK(vt::verify(a, 3 * kPage, 1));
+    CHECK(vt::verify(b, 1000 / 8 * 8, 2));
+    CHECK_EQ(vt::stats(p).mapped_bytes, before.mapped_bytes);
+    void* base = nullptr;
+    uint64_t size = 0;
+    CHECK_OK(vpmm_pool_lookup(p, static_cast<char*>(a) + 5, &base, &size));
+    CHECK_EQ(base, a);
+    CHECK_EQ(size, 3 * kPage);
+  }
+  // The pinned backup buffers were reused, not re-pinned each cycle.
+  CHECK(vt::stats(p).backup_cache_bytes >= 4 * kPage);
+  vpmm_pool_destroy(p);
+}
+
+TEST("pause without backup: memory is released and resumes (contents undefined)") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void* a = alloc(p, 8 * kPage, "kv", 0);
+  vt::fill(a, 8 * kPage, 9);
+  uint64_t mapped = vt::stats(p).mapped_bytes;
+  CHECK_OK(vpmm_pool_pause(p, "kv"));
+  CHECK_EQ(vt::stats(p).mapped_bytes, mapped - 8 * kPage);
+  CHECK_EQ(vt::stats(p).backup_bytes, uint64_t(0));
+  CHECK(touch_faults(a));
+  CHECK_OK(vpmm_pool_resume(p, "kv"));
+  std::memset(a, 0x5A, 8 * kPage);  // writable again at the same address
+  CHECK_EQ(static_cast<unsigned char*>(a)[8 * kPage - 1], 0x5A);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("NULL tag pauses and resumes every tag; unknown tag is an error") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void* a = alloc(p, kPage, "x", VPMM_ALLOC_HOST_BACKUP);
+  void* b = alloc(p, kPage, "y", VPMM_ALLOC_HOST_BACKUP);
+  vt::fill(a, kPage, 1);
+  vt::fill(b, kPage, 2);
+  CHECK_EQ(vpmm_pool_pause(p, "nosuchtag"), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "nosuchtag") != nullptr);
+  CHECK_OK(vpmm_pool_pause(p, nullptr));
+  CHECK_EQ(tag_stats(p, "x").n_paused, uint64_t(1));
+  CHECK_EQ(tag_stats(p, "y").n_paused, uint64_t(1));
+  CHECK_EQ(tag_stats(p, nullptr).paused_bytes, 2 * kPage);
+  CHECK_OK(vpmm_pool_resume(p, "x"));
+  CHECK_EQ(tag_stats(p, "x").n_live, uint64_t(1));
+  CHECK_EQ(tag_stats(p, "y").n_paused, uint64_t(1));
+  CHECK_OK(vpmm_pool_resume(p, nullptr));
+  CHECK(vt::verify(a, kPage, 1) && vt::verify(b, kPage, 2));
+  vpmm_pool_destroy(p);
+}
+
+TEST("nested region scopes tag plain mallocs and restore on pop") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void *outer = nullptr, *inner = nullptr, *after = nullptr, *none = nullptr;
+  CHECK_OK(vpmm_region_push("outer", VPMM_ALLOC_HOST_BACKUP));
+  CHECK_OK(vpmm_pool_malloc(p, kPage, nullptr, &outer));
+  CHECK_OK(vpmm_region_push("inner", 0));
+  CHECK_OK(vpmm_pool_malloc(p, kPage, nullptr, &inner));
+  CHECK_OK(vpmm_region_pop());
+  CHECK_OK(vpmm_pool_malloc(p, kPage, nullptr, &after));
+  CHECK_OK(vpmm_region_pop());
+  CHECK_OK(vpmm_pool_malloc(p, kPage, nullptr, &none));
+  CHECK_EQ(vpmm_region_pop(), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(tag_stats(p, "outer").n_live, uint64_t(2));
+  CHECK_EQ(tag_stats(p, "inner").n_live, uint64_t(1));
+  vt::fill(after, kPage, 7);
+  CHECK_OK(vpmm_pool_pause(p, "outer"));
+  CHECK(touch_faults(outer) && touch_faults(after));
+  CHECK(!touch_faults(inner) && !touch_faults(none));
+  CHECK_OK(vpmm_pool_resume(p, "outer"));
+  CHECK(vt::verify(after, kPage, 7));  // outer scope carried the backup flag
+  vpmm_pool_destroy(p);
+}
+
+TEST("free while paused returns the VA and drops the backup") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void* a = alloc(p, 4 * kPage, "t", VPMM_ALLOC_HOST_BACKUP);
+  void* s = alloc(p, 512, "t", VPMM_ALLOC_HOST_BACKUP);
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  CHECK_OK(vpmm_pool_free(p, s, nullptr));
+  CHECK_EQ(vpmm_pool_free(p, a, nullptr), VPMM_ERR_UNKNOWN_POINTER);
+  vpmm_stats st = vt::stats(p);
+  CHECK_EQ(st.paused_bytes, uint64_t(0));
+  CHECK_EQ(st.backup_bytes, uint64_t(0));
+  CHECK_EQ(st.n_live, uint64_t(0));
+  CHECK_EQ(st.requested_bytes, uint64_t(0));
+  CHECK_EQ(vpmm_pool_resume(p, "t"), VPMM_NO_OP);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("resume out of memory leaves the rest paused with backups; retry works") {
+  // 16 pages of capacity; pause 12 pages in 3 allocations, fill memory with
+  // untagged data, resume fails part-way, free some, retry succeeds.
+  vpmm_pool* p = pool_with(16 * kPage);
+  std::vector<void*> t;
+  for (int i = 0; i < 3; ++i) {
+    t.push_back(alloc(p, 4 * kPage, "t", VPMM_ALLOC_HOST_BACKUP));
+    vt::fill(t.back(), 4 * kPage, 100 + i);
+  }
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  void* hog = alloc(p, 10 * kPage, nullptr, 0);  // leaves 6 pages: one resume fits
+  CHECK(hog != nullptr);
+  vt::fill(hog, 10 * kPage, 55);
+  vpmm_status st = vpmm_pool_resume(p, "t");
+  CHECK_EQ(st, VPMM_ERR_OUT_OF_MEMORY);
+  CHECK(std::strlen(vpmm_last_error()) > 0);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_tag_stats ts = tag_stats(p, "t");
+  CHECK_EQ(ts.n_live, uint64_t(1));
+  CHECK_EQ(ts.n_paused, uint64_t(2));
+  CHECK_EQ(ts.backup_bytes, 8 * kPage);
+  CHECK(vt::verify(t[0], 4 * kPage, 100));  // the one resumed is valid
+  CHECK(touch_faults(t[1]) && touch_faults(t[2]));
+  CHECK(vt::verify(hog, 10 * kPage, 55));
+  CHECK_OK(vpmm_pool_free(p, hog, nullptr));
+  CHECK_OK(vpmm_pool_resume(p, "t"));  // cached free pages are trimmed to make room
+  for (int i = 0; i < 3; ++i) CHECK(vt::verify(t[i], 4 * kPage, 100 + i));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("pause waits for work queued on the allocation's stream") {
+  vpmm_pool* p = pool_with(64 << 20);
+  vpmm_stream s = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&s));
+  void* a = alloc(p, kPage, "t", VPMM_ALLOC_HOST_BACKUP, s);
+  // A host "kernel" on s writes the pattern; pause must back up its result.
+  struct Job {
+    void* p;
+  } job{a};
+  CHECK_OK(vpmm_host_stream_launch(
+      s, [](void* u) { vt::fill(static_cast<Job*>(u)->p, kPage, 77); }, &job));
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  CHECK(vt::verify(a, kPage, 77));
+  CHECK_OK(vpmm_pool_free(p, a, s));
+  vpmm_pool_destroy(p);
+  CHECK_OK(vpmm_host_stream_destroy(s));
+}
+
+TEST("pause with frees pending on a held stream: paused memory is never reused") {
+  vpmm_pool* p = pool_with(64 << 20);
+  vpmm_stream held = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&held));
+  void* x = alloc(p, 4 * kPage, nullptr, 0, held);
+  void* a = alloc(p, 4 * kPage, "t", VPMM_ALLOC_HOST_BACKUP);
+  vt::fill(a, 4 * kPage, 5);
+  CHECK_OK(vpmm_host_stream_hold(held));
+  CHECK_OK(vpmm_pool_free(p, x, held));  // pending free on a held stream
+  // Pausing needs only the allocation's own stream to be idle.
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  // Allocations while paused never land on the paused VA.
+  std::vector<void*> others;
+  for (int i = 0; i < 8; ++i) {
+    void* o = alloc(p, 2 * kPage, nullptr, 0);
+    CHECK(o != nullptr);
+    uint64_t lo = reinterpret_cast<uint64_t>(o), alo = reinterpret_cast<uint64_t>(a);
+    CHECK(lo + 2 * kPage <= alo || lo >= alo + 4 * kPage);
+    others.push_back(o);
+  }
+  CHECK_OK(vpmm_host_stream_release(held));
+  uint64_t paused = vt::stats(p).paused_bytes;
+  CHECK_OK(vpmm_pool_trim(p, 0));  // trim (which waits on events) leaves paused memory alone
+  CHECK_EQ(vt::stats(p).paused_bytes, paused);
+  CHECK_EQ(vt::stats(p).free_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  CHECK(vt::verify(a, 4 * kPage, 5));
+  for (void* o : others) CHECK_OK(vpmm_pool_free(p, o, nullptr));
+  vpmm_pool_destroy(p);
+  CHECK_OK(vpmm_host_stream_destroy(held));
+}
+
+TEST("trim gives free cached pages back and keeps what is asked") {
+  vpmm_pool* p = pool_with(64 << 20);
+  std::vector<void*> v;
+  for (int i = 0; i < 8; ++i) v.push_back(alloc(p, 2 * kPage, nullptr, 0));
+  void* keep = alloc(p, kPage, nullptr, 0);
+  vt::fill(keep, kPage, 3);
+  for (void* x : v) CHECK_OK(vpmm_pool_free(p, x, nullptr));
+  vpmm_stats st = vt::stats(p);
+  CHECK_EQ(st.free_bytes, 16 * kPage);
+  CHECK_OK(vpmm_pool_trim(p, 4 * kPage));
+  st = vt::stats(p);
+  CHECK(st.free_bytes <= 4 * kPage);
+  CHECK_EQ(st.mapped_bytes, st.live_bytes + st.free_bytes);
+  CHECK(st.bytes_trimmed >= 12 * kPage);
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  CHECK_EQ(vt::stats(p).free_bytes, uint64_t(0));
+  CHECK(vt::verify(keep, kPage, 3));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("tagged allocations own whole handles even when reusing freed memory") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void* big = alloc(p, 8 * kPage, nullptr, 0);  // one 8-page handle
+  CHECK_OK(vpmm_pool_free(p, big, nullptr));
+  void* t = alloc(p, 2 * kPage, "t", VPMM_ALLOC_HOST_BACKUP);  // cannot carve a shared handle
+  vt::fill(t, 2 * kPage, 8);
+  void* u = alloc(p, 2 * kPage, nullptr, 0);
+  vt::fill(u, 2 * kPage, 9);
+  uint64_t mapped = vt::stats(p).mapped_bytes;
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_EQ(vt::stats(p).mapped_bytes, mapped - 2 * kPage);  // exactly its own pages
+  CHECK(vt::verify(u, 2 * kPage, 9));
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  CHECK(vt::verify(t, 2 * kPage, 8));
+  // Free + malloc of the same tagged size reuses its handle in place.
+  CHECK_OK(vpmm_pool_free(p, t, nullptr));
+  uint64_t created = vt::stats(p).handles_created;
+  void* t2 = alloc(p, 2 * kPage, "t", 0);
+  CHECK_EQ(t2, t);
+  CHECK_EQ(vt::stats(p).handles_created, created);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("bad attributes and scopes are rejected") {
+  vpmm_pool* p = pool_with(64 << 20);
+  vpmm_alloc_attrs a;
+  a.struct_size = sizeof a;
+  a.flags = 0x80;
+  a.tag = "x";
+  void* out = nullptr;
+  CHECK_EQ(vpmm_pool_malloc_ex(p, kPage, nullptr, &a, &out), VPMM_ERR_INVALID_ARGUMENT);
+  a.flags = 0;
+  a.struct_size = 1;
+  CHECK_EQ(vpmm_pool_malloc_ex(p, kPage, nullptr, &a, &out), VPMM_ERR_INVALID_ARGUMENT);
+  std::string long_tag(100, 'z');
+  a.struct_size = sizeof a;
+  a.tag = long_tag.c_str();
+  CHECK_EQ(vpmm_pool_malloc_ex(p, kPage, nullptr, &a, &out), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_region_push(long_tag.c_str(), 0), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_region_push("ok", 0x40), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(out, nullptr);
+  CHECK_EQ(vpmm_pool_pause(nullptr, "x"), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_pool_resume(p, "never"), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_tag_stats ts;
+  ts.struct_size = 0;
+  CHECK_EQ(vpmm_pool_tag_stats(p, nullptr, &ts), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vt::stats(p).n_live, uint64_t(0));
+  vpmm_pool_destroy(p);
+}
+
+TEST_MAIN()
