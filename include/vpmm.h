@@ -123,6 +123,12 @@ typedef struct vpmm_config {
                             * whole pages. env VPMM_SMALL_SIZE. See docs/design.md. */
   uint64_t backup_cache_size; /* pinned host bytes kept cached for pause backups after a resume
                                * (0 = keep everything pinned so far). env VPMM_BACKUP_CACHE_SIZE */
+  uint64_t memory_limit;   /* hard cap on mapped (physical) bytes; 0 = none. env VPMM_MEMORY_LIMIT
+                            * ("8G", or "80%" of device memory = memory_limit_fraction) */
+  double memory_limit_fraction; /* cap as a fraction of the device's total memory (0 = none);
+                                 * the smaller of the two caps wins */
+  double watermark_trigger; /* pressure starts when mapped >= trigger x capacity (0 = 0.85) */
+  double watermark_stop;    /* pressure ends when mapped <= stop x capacity (0 = 0.65) */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -210,10 +216,13 @@ VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream
 /* Flags of an allocation. */
 #define VPMM_ALLOC_HOST_BACKUP 1u /* pause copies the bytes to pinned host memory, resume restores them */
 
+typedef struct vpmm_reservation vpmm_reservation;
+
 typedef struct vpmm_alloc_attrs {
   uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */
   uint32_t flags;       /* VPMM_ALLOC_* */
   const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
+  vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
 } vpmm_alloc_attrs;
 
 /* vpmm_pool_malloc with attributes. attrs may be NULL (= the calling thread's
@@ -277,6 +286,60 @@ typedef struct vpmm_tag_stats {
 VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_tag_stats* out);
 
 /* ------------------------------------------------------------------------ */
+/* Limits, reservations, watermarks and out-of-memory recovery               */
+/* ------------------------------------------------------------------------ */
+/* Capacity is config.memory_limit (or its fraction of device memory), else the
+ * device's total memory (host backend: host_capacity). Mapped bytes never
+ * exceed an explicit limit. A reservation promises bytes of capacity to its
+ * owner: unreserved allocations and other reservations cannot take them. */
+
+#define VPMM_RESERVE_TRY 0u   /* fail at once with OUT_OF_MEMORY if the bytes are not available */
+#define VPMM_RESERVE_BLOCK 1u /* wait until releases make them available (timeout in _ex) */
+#define VPMM_RESERVE_UPTO 2u  /* reserve what is available, up to bytes (at least 1 byte) */
+/* What an allocation beyond its reservation does (default: fails with OUT_OF_MEMORY): */
+#define VPMM_RESERVE_OVERDRAFT_IGNORE 0x10u /* allowed; counts against capacity as unreserved */
+#define VPMM_RESERVE_OVERDRAFT_GROW 0x20u   /* the reservation grows by 1.25x the shortfall if it can */
+
+/* Reserve `bytes` of the pool's capacity. *out is owned by the caller until
+ * vpmm_reservation_release. BLOCK waits without a timeout.
+ * Errors: INVALID_ARGUMENT (bytes 0, unknown flags, two modes), OUT_OF_MEMORY
+ * (TRY/UPTO: nothing available; BLOCK: more than the whole capacity),
+ * VPMM_ERR_WRONG_STATE (BLOCK: timed out, in _ex). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_reserve(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                                       vpmm_reservation** out);
+/* vpmm_pool_reserve with a timeout for VPMM_RESERVE_BLOCK (UINT64_MAX = none). */
+VPMM_API vpmm_status vpmm_pool_reserve_ex(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                                          uint64_t timeout_ns, vpmm_reservation** out);
+/* Size and bytes currently charged. Either out may be NULL.
+ * Errors: INVALID_ARGUMENT (null pool, unknown/released reservation). */
+VPMM_API vpmm_status vpmm_reservation_info(vpmm_pool* pool, const vpmm_reservation* res,
+                                           uint64_t* size, uint64_t* used);
+/* Release a reservation and wake blocked reservers. Allocations still charged
+ * to it are uncharged (they stay valid and count as unreserved).
+ * Errors: INVALID_ARGUMENT (null pool, unknown or already released reservation). */
+VPMM_API vpmm_status vpmm_reservation_release(vpmm_pool* pool, vpmm_reservation* res);
+
+/* Change the hard limit (0 = none). A limit below the mapped bytes first trims
+ * free cached memory; if that is not enough the call fails with WRONG_STATE
+ * and the old limit stays. Errors: INVALID_ARGUMENT, WRONG_STATE. */
+VPMM_API vpmm_status vpmm_pool_set_limit(vpmm_pool* pool, uint64_t bytes);
+
+/* Called, without the pool lock held, when a malloc (or resume) runs out of
+ * memory after the pool released what it could: `bytes` is the request. The
+ * callback may free, pause or spill, and returns non-zero to ask for a retry
+ * (at most 8 per call), zero to let the call fail. NULL removes it. */
+typedef int (*vpmm_oom_fn)(vpmm_pool* pool, uint64_t bytes, void* user);
+VPMM_API vpmm_status vpmm_pool_set_oom_callback(vpmm_pool* pool, vpmm_oom_fn fn, void* user);
+
+/* Called, without the pool lock held, when mapped bytes cross the trigger
+ * watermark upward (under_pressure = 1) or fall to the stop watermark
+ * (under_pressure = 0). NULL removes it. */
+typedef void (*vpmm_pressure_fn)(vpmm_pool* pool, int under_pressure, uint64_t mapped_bytes,
+                                 void* user);
+VPMM_API vpmm_status vpmm_pool_set_pressure_callback(vpmm_pool* pool, vpmm_pressure_fn fn,
+                                                     void* user);
+
+/* ------------------------------------------------------------------------ */
 /* Observability                                                             */
 /* ------------------------------------------------------------------------ */
 typedef struct vpmm_stats {
@@ -318,6 +381,15 @@ typedef struct vpmm_stats {
   uint64_t n_resume;           /* allocations resumed over the pool's life */
   uint64_t n_trim;             /* trim calls */
   uint64_t bytes_trimmed;      /* physical bytes given back by trim */
+  uint64_t capacity_bytes;     /* the limit in force: memory_limit, else device total memory */
+  uint64_t reserved_bytes;     /* sum of live reservations' sizes */
+  uint64_t reservation_used_bytes; /* bytes of live allocations charged to reservations */
+  uint64_t available_bytes;    /* what a new reservation or unreserved allocation may still take */
+  uint64_t watermark_trigger_bytes;
+  uint64_t watermark_stop_bytes;
+  uint64_t under_pressure;     /* 1 between crossing the trigger and falling below the stop mark */
+  uint64_t n_oom;              /* allocations that failed with OUT_OF_MEMORY */
+  uint64_t n_oom_recovered;    /* allocations that succeeded after the OOM callback asked to retry */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set; at

@@ -3,6 +3,7 @@
 // translation between the public structs and the core. All policy lives in
 // src/core/.
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -135,9 +136,13 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     c.max_handle_size = opt.max_handle_size;
     c.small_size = opt.small_size;
     c.backup_cache_size = opt.backup_cache_size;
+    c.memory_limit = opt.memory_limit;
+    c.watermark_trigger = opt.watermark_trigger;
+    c.watermark_stop = opt.watermark_stop;
     c.config_error = 0;
     shell->config = c;
     shell->pool = std::move(pool);
+    shell->pool->set_handle(shell.get());
     *out = shell.release();
     return VPMM_OK;
   });
@@ -170,11 +175,13 @@ thread_local std::vector<Scope>* t_scopes = nullptr;
 constexpr uint32_t kKnownFlags = VPMM_ALLOC_HOST_BACKUP;
 
 vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
-                        const char* tag, uint32_t flags, void** out) {
+                        const char* tag, uint32_t flags, vpmm_reservation* res, void** out) {
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
-  return guarded(call, [&] { return pool->pool->malloc(size, stream, tag, flags, out); });
+  return guarded(call, [&] {
+    return pool->pool->malloc(size, stream, tag, flags, reinterpret_cast<vpmm::Reservation*>(res), out);
+  });
 }
 }  // namespace
 
@@ -182,24 +189,26 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
                                       void** out) {
   if (t_scopes && !t_scopes->empty()) {
     const Scope& sc = t_scopes->back();
-    return malloc_with("vpmm_pool_malloc", pool, size, stream, sc.tag, sc.flags, out);
+    return malloc_with("vpmm_pool_malloc", pool, size, stream, sc.tag, sc.flags, nullptr, out);
   }
-  return malloc_with("vpmm_pool_malloc", pool, size, stream, nullptr, 0, out);
+  return malloc_with("vpmm_pool_malloc", pool, size, stream, nullptr, 0, nullptr, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out) {
   const char* call = "vpmm_pool_malloc_ex";
   if (!attrs) return vpmm_pool_malloc(pool, size, stream, out);
-  if (attrs->struct_size < sizeof(vpmm_alloc_attrs) - sizeof(void*) || attrs->struct_size > 4096)
+  const uint32_t min_size = offsetof(vpmm_alloc_attrs, tag) + sizeof(const char*);
+  if (attrs->struct_size < min_size || attrs->struct_size > 4096)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
                       "%s: attrs->struct_size %u is not a vpmm_alloc_attrs size (expected %u)", call,
                       attrs->struct_size, (unsigned)sizeof(vpmm_alloc_attrs));
   if (attrs->flags & ~kKnownFlags)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: attrs->flags 0x%x has unknown bits", call,
                       attrs->flags);
-  const char* tag = attrs->struct_size >= sizeof(vpmm_alloc_attrs) ? attrs->tag : nullptr;
-  return malloc_with(call, pool, size, stream, tag, attrs->flags, out);
+  vpmm_reservation* res = attrs->struct_size >= offsetof(vpmm_alloc_attrs, reservation) + sizeof(void*)
+                             ? attrs->reservation : nullptr;
+  return malloc_with(call, pool, size, stream, attrs->tag, attrs->flags, res, out);
 }
 
 VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
@@ -250,6 +259,64 @@ VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
   const char* call = "vpmm_pool_trim";
   VPMM_CHECK_POOL(call, pool);
   return guarded(call, [&] { return pool->pool->trim(keep_bytes); });
+}
+
+VPMM_API vpmm_status vpmm_pool_reserve_ex(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                                          uint64_t timeout_ns, vpmm_reservation** out) {
+  const char* call = "vpmm_pool_reserve";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, out);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm::Reservation* r = nullptr;
+    vpmm_status st = pool->pool->reserve(bytes, flags, timeout_ns, &r);
+    if (st == VPMM_OK) *out = reinterpret_cast<vpmm_reservation*>(r);
+    return st;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_reserve(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                                       vpmm_reservation** out) {
+  return vpmm_pool_reserve_ex(pool, bytes, flags, UINT64_MAX, out);
+}
+
+VPMM_API vpmm_status vpmm_reservation_info(vpmm_pool* pool, const vpmm_reservation* res,
+                                           uint64_t* size, uint64_t* used) {
+  const char* call = "vpmm_reservation_info";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] {
+    return pool->pool->reservation_info(reinterpret_cast<const vpmm::Reservation*>(res), size, used);
+  });
+}
+
+VPMM_API vpmm_status vpmm_reservation_release(vpmm_pool* pool, vpmm_reservation* res) {
+  const char* call = "vpmm_reservation_release";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] {
+    return pool->pool->release_reservation(reinterpret_cast<vpmm::Reservation*>(res));
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_set_limit(vpmm_pool* pool, uint64_t bytes) {
+  const char* call = "vpmm_pool_set_limit";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm_status st = pool->pool->set_limit(bytes);
+    if (st == VPMM_OK) pool->config.memory_limit = bytes;
+    return st;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_set_oom_callback(vpmm_pool* pool, vpmm_oom_fn fn, void* user) {
+  VPMM_CHECK_POOL("vpmm_pool_set_oom_callback", pool);
+  pool->pool->set_oom_callback(fn, user);
+  return VPMM_OK;
+}
+
+VPMM_API vpmm_status vpmm_pool_set_pressure_callback(vpmm_pool* pool, vpmm_pressure_fn fn,
+                                                     void* user) {
+  VPMM_CHECK_POOL("vpmm_pool_set_pressure_callback", pool);
+  pool->pool->set_pressure_callback(fn, user);
+  return VPMM_OK;
 }
 
 VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_tag_stats* out) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cinttypes>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -23,6 +24,7 @@ const EnvOption kEnv[] = {
     {"VPMM_MAX_HANDLE_SIZE", "largest physical handle created on growth"},
     {"VPMM_SMALL_SIZE", "largest request served from shared pages"},
     {"VPMM_BACKUP_CACHE_SIZE", "pinned host bytes kept for pause backups"},
+    {"VPMM_MEMORY_LIMIT", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
 };
 constexpr int kEnvCount = sizeof kEnv / sizeof kEnv[0];
 
@@ -38,6 +40,19 @@ bool parse_backend(const char* v, int32_t* out) {
       return true;
     }
   return false;
+}
+
+// "8G" = bytes; "80%" = a fraction of device memory.
+bool parse_limit(const char* v, vpmm_config* c) {
+  size_t n = std::strlen(v);
+  if (n > 1 && v[n - 1] == '%') {
+    char* end = nullptr;
+    double pct = std::strtod(v, &end);
+    if (end != v + n - 1 || !(pct > 0.0 && pct <= 100.0)) return false;
+    c->memory_limit_fraction = pct / 100.0;
+    return true;
+  }
+  return parse_size(v, &c->memory_limit);
 }
 
 bool parse_int(const char* v, int32_t* out) {
@@ -99,6 +114,7 @@ int32_t config_apply_env(vpmm_config* c) {
       case 6: ok = parse_size(v, &c->max_handle_size); break;
       case 7: ok = parse_size(v, &c->small_size); break;
       case 8: ok = parse_size(v, &c->backup_cache_size); break;
+      case 9: ok = parse_limit(v, c); break;
     }
     if (!ok) return i + 1;
   }
@@ -138,7 +154,7 @@ vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* ou
   return VPMM_OK;
 }
 
-vpmm_status config_resolve(const vpmm_config& c, const Backend& b, PoolOptions* out) {
+vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
   const char* call = "vpmm_pool_create";
   PoolOptions o;
   const uint64_t g = b.granularity();
@@ -168,6 +184,28 @@ vpmm_status config_resolve(const vpmm_config& c, const Backend& b, PoolOptions* 
                 "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64, call, o.small_size,
                 o.page_size);
   o.backup_cache_size = c.backup_cache_size;
+  if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: memory_limit_fraction %g is not within [0, 1]", call,
+                c.memory_limit_fraction);
+  o.watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : 0.85;
+  o.watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : 0.65;
+  if (!(o.watermark_trigger > 0.0 && o.watermark_trigger <= 1.0) ||
+      !(o.watermark_stop >= 0.0 && o.watermark_stop <= o.watermark_trigger))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: watermarks trigger %g / stop %g must satisfy 0 <= stop <= trigger <= 1", call,
+                o.watermark_trigger, o.watermark_stop);
+  uint64_t free_b = 0, total = 0;
+  if (b.mem_info(&free_b, &total) == VPMM_OK) o.device_total = total;
+  o.memory_limit = c.memory_limit;
+  if (c.memory_limit_fraction > 0.0 && o.device_total) {
+    uint64_t f = static_cast<uint64_t>(c.memory_limit_fraction * static_cast<double>(o.device_total));
+    if (o.memory_limit == 0 || f < o.memory_limit) o.memory_limit = f;
+  }
+  if (o.memory_limit) o.memory_limit = std::max(o.page_size, o.memory_limit / o.page_size * o.page_size);
+  if (o.memory_limit && o.initial_pages * o.page_size > o.memory_limit)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: initial_pages %" PRIu64 " x page_size %" PRIu64 " exceed memory_limit %" PRIu64,
+                call, o.initial_pages, o.page_size, o.memory_limit);
   *out = o;
   return VPMM_OK;
 }

@@ -32,6 +32,6 @@ vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* ou
 
 // Resolves 0 = "backend default" fields and checks every value against the
 // backend's granularity. Messages name the field and the value.
-vpmm_status config_resolve(const vpmm_config& c, const Backend& b, PoolOptions* out);
+vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out);
 
 }  // namespace vpmm

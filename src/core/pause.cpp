@@ -87,9 +87,8 @@ void Pool::drop_paused(RegionIt it) {
 // Pause
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::pause(const char* tag) {
+vpmm_status Pool::pause_locked(const char* tag) {
   const char* call = "vpmm_pool_pause";
-  std::lock_guard<std::mutex> lock(mu_);
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
@@ -216,9 +215,8 @@ vpmm_status Pool::pause(const char* tag) {
 // Resume
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::resume(const char* tag) {
+vpmm_status Pool::resume_locked(const char* tag) {
   const char* call = "vpmm_pool_resume";
-  std::lock_guard<std::mutex> lock(mu_);
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
@@ -390,12 +388,39 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
   return result;
 }
 
-vpmm_status Pool::trim(uint64_t keep_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+vpmm_status Pool::trim_locked(uint64_t keep_bytes) {
   ++c_.n_trim;
   vpmm_status st = release_free(keep_bytes, true);
   if (st != VPMM_OK) return fail_context(st, "vpmm_pool_trim");
   return VPMM_OK;
+}
+
+// Pause, resume and trim change mapped bytes: report watermark crossings
+// once the pool lock is released.
+template <typename F>
+vpmm_status Pool::locked_with_pressure(F&& f) {
+  vpmm_status st;
+  int transition;
+  uint64_t mapped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    st = f();
+    transition = take_transition();
+    mapped = m_.totals.mapped;
+  }
+  if (transition >= 0) report_pressure(transition, mapped);
+  res_cv_.notify_all();
+  return st;
+}
+
+vpmm_status Pool::pause(const char* tag) {
+  return locked_with_pressure([&] { return pause_locked(tag); });
+}
+vpmm_status Pool::resume(const char* tag) {
+  return locked_with_pressure([&] { return resume_locked(tag); });
+}
+vpmm_status Pool::trim(uint64_t keep_bytes) {
+  return locked_with_pressure([&] { return trim_locked(keep_bytes); });
 }
 
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {

@@ -28,6 +28,10 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
   p->small_.reset(new SmallAllocator(*p));
   p->pinned_.reset(new PinnedCache(*p->backend_, opt.backup_cache_size));
+  p->lim_.trigger_fraction = opt.watermark_trigger;
+  p->lim_.stop_fraction = opt.watermark_stop;
+  p->lim_.limit = opt.memory_limit;
+  p->lim_.set_capacity(opt.memory_limit ? opt.memory_limit : opt.device_total);
   std::lock_guard<std::mutex> lock(p->mu_);
   uint64_t va = 0, size = 0;
   vpmm_status st = p->reserve_chunk(opt.page_size, &va, &size);
@@ -101,6 +105,8 @@ Pool::~Pool() {
     if (kv.second.kind == Kind::Paused && kv.second.backup)
       pinned_->put(kv.second.backup, kv.second.backup_size);
   pinned_.reset();
+  for (Reservation* r : lim_.reservations) delete r;
+  lim_.reservations.clear();
   m_.regions.clear();  // drops the events while the backend still exists
   m_.streams.clear();
   if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
@@ -483,6 +489,11 @@ vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size
 }
 
 vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out) {
+  if (lim_.limit && m_.totals.mapped + bytes > lim_.limit)
+    return fail(VPMM_ERR_OUT_OF_MEMORY,
+                "growing by %" PRIu64 " bytes would exceed the memory limit (%" PRIu64 " of %" PRIu64
+                " bytes mapped)",
+                bytes, m_.totals.mapped, lim_.limit);
   max_handle = std::max<uint64_t>(opt_.page_size, max_handle / opt_.page_size * opt_.page_size);
   std::vector<Mapping> hs;
   hs.reserve(bytes / max_handle + 1);
@@ -585,42 +596,82 @@ void Pool::free_pages(RegionIt it, Stream s) {
 // Public operations
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, void** out) {
-  if (!backend_->stream_valid(s))
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_malloc: stream %p is not a valid %s stream", s,
-                backend_->name());
+vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res,
+                               void** out) {
   const uint64_t page = opt_.page_size;
-  std::lock_guard<std::mutex> lock(mu_);
-  Attrs a;
-  a.flags = flags;
-  if (tag) {
-    vpmm_status st = intern_tag(tag, &a.tag);
-    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_malloc");
-  }
-  if (a.tag == 0) a.flags = 0;  // flags only mean something for pausable memory
-  if (size <= opt_.small_size && opt_.small_size >= kSmallMinimum) {
-    vpmm_status st = small_->malloc(size, s, a, out);
-    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_malloc");
-    ++c_.n_malloc;
-    ++c_.n_small_malloc;
-    ++c_.n_live;
-    c_.requested += size;
-    return VPMM_OK;
-  }
-  if (size > UINT64_MAX - (page - 1))
+  const bool small = size <= opt_.small_size && opt_.small_size >= kSmallMinimum;
+  if (!small && size > UINT64_MAX - (page - 1))
     return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "vpmm_pool_malloc: size %" PRIu64 " overflows when rounded up to the page size %" PRIu64,
-                size, page);
-  uint64_t bytes = (size + page - 1) / page * page;
-  RegionIt r;
-  vpmm_status st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
-  if (st != VPMM_OK)
-    return fail_context(st, "vpmm_pool_malloc");
+                "size %" PRIu64 " overflows when rounded up to the page size %" PRIu64, size, page);
+  const uint64_t bytes = small ? small_charge(size) : (size + page - 1) / page * page;
+  vpmm_status st = admit(bytes, res);
+  if (st != VPMM_OK) return st;
+  for (int attempt = 0;; ++attempt) {
+    if (small) {
+      st = small_->malloc(size, s, a, res, out);
+    } else {
+      RegionIt r;
+      st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
+      if (st == VPMM_OK) {
+        r->second.res = res;
+        r->second.charge = bytes;
+        *out = reinterpret_cast<void*>(r->first);
+      }
+    }
+    // Out of memory: empty small-object slabs are the only cached memory that
+    // growth could not already harvest; give them back once and retry.
+    if (st != VPMM_ERR_OUT_OF_MEMORY || attempt > 0) break;
+    small_->release_empty_slabs();
+  }
+  if (st != VPMM_OK) {
+    uncharge(bytes, res);
+    return st;
+  }
   ++c_.n_malloc;
   ++c_.n_live;
+  if (small) ++c_.n_small_malloc;
   c_.requested += size;
-  *out = reinterpret_cast<void*>(r->first);
   return VPMM_OK;
+}
+
+vpmm_status Pool::malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, Reservation* res,
+                         void** out) {
+  const char* call = "vpmm_pool_malloc";
+  if (!backend_->stream_valid(s))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: stream %p is not a valid %s stream", call, s,
+                backend_->name());
+  for (int retries = 0;; ++retries) {
+    vpmm_status st;
+    int transition;
+    vpmm_oom_fn oom;
+    void* oom_user;
+    uint64_t mapped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Attrs a;
+      a.flags = flags;
+      st = tag ? intern_tag(tag, &a.tag) : VPMM_OK;
+      if (a.tag == 0) a.flags = 0;  // flags only mean something for pausable memory
+      if (st == VPMM_OK && res && !lim_.reservations.count(res))
+        st = fail(VPMM_ERR_INVALID_ARGUMENT, "reservation %p is not a live reservation of this pool",
+                  static_cast<void*>(res));
+      if (st == VPMM_OK) st = malloc_locked(size, s, a, res, out);
+      if (st == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
+      if (st == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
+      transition = take_transition();
+      mapped = m_.totals.mapped;
+      oom = oom_fn_;
+      oom_user = oom_user_;
+    }
+    if (transition >= 0) report_pressure(transition, mapped);
+    if (st == VPMM_ERR_OUT_OF_MEMORY && oom && retries < 8) {
+      // The user may spill, free or pause, then ask for another try. The
+      // message of this failure is kept in case it says no.
+      if (oom(handle_, size, oom_user) != 0) continue;
+      fail(VPMM_ERR_OUT_OF_MEMORY, "out of memory for %" PRIu64 " bytes (the OOM callback declined to retry)", size);
+    }
+    return st == VPMM_OK ? st : fail_context(st, call);
+  }
 }
 
 vpmm_status Pool::fail_unknown_pointer(const char* call, const void* ptr) {
@@ -649,27 +700,28 @@ vpmm_status Pool::free(void* ptr, Stream s) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   RegionIt it = m_.regions.find(va);
-  if (it != m_.regions.end() && it->second.kind == Kind::Live) {
+  if (it != m_.regions.end() &&
+      (it->second.kind == Kind::Live || (it->second.kind == Kind::Paused && !it->second.was_small))) {
     c_.requested -= it->second.requested;
     --c_.n_live;
     ++c_.n_free;
-    free_pages(it, s);
-    return VPMM_OK;
-  }
-  if (it != m_.regions.end() && it->second.kind == Kind::Paused && !it->second.was_small) {
-    // Freeing a paused allocation returns its VA and drops its backup.
-    c_.requested -= it->second.requested;
-    --c_.n_live;
-    ++c_.n_free;
-    drop_paused(it);
+    uncharge(it->second.charge, it->second.res);
+    if (it->second.kind == Kind::Live)
+      free_pages(it, s);
+    else
+      drop_paused(it);  // freeing a paused allocation returns its VA and drops its backup
+    res_cv_.notify_all();
     return VPMM_OK;
   }
   RegionIt in = it != m_.regions.end() ? it : m_.find_containing(va);
   if (in != m_.regions.end() &&
       (in->second.kind == Kind::Small || (in->second.kind == Kind::Paused && in->second.was_small))) {
     uint64_t freed_request = 0;
-    vpmm_status st = small_->free(in, va, s, &freed_request);
+    Reservation* res = nullptr;
+    vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
+    uncharge(small_charge(freed_request), res);
+    res_cv_.notify_all();
     c_.requested -= freed_request;
     --c_.n_live;
     ++c_.n_free;

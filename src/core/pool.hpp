@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/limits.hpp"
 #include "core/regions.hpp"
 
 namespace vpmm {
@@ -42,6 +44,9 @@ struct PoolOptions {
   uint64_t max_handle_size = 0;  // 0 = one handle per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
   uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
+  uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
+  uint64_t device_total = 0;       // device memory (capacity when there is no limit)
+  double watermark_trigger = 0.85, watermark_stop = 0.65;
 };
 
 struct PoolCounters {
@@ -62,7 +67,8 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  vpmm_status malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, void** out);
+  vpmm_status malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, Reservation* res,
+                     void** out);
   vpmm_status free(void* ptr, Stream s);
   vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
   vpmm_status stream_synchronize(Stream s);
@@ -73,6 +79,15 @@ class Pool {
   vpmm_status resume(const char* tag);
   vpmm_status trim(uint64_t keep_bytes);
   vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
+
+  // Limits and reservations (limits.cpp).
+  vpmm_status reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out);
+  vpmm_status reservation_info(const Reservation* r, uint64_t* size, uint64_t* used);
+  vpmm_status release_reservation(Reservation* r);
+  vpmm_status set_limit(uint64_t bytes);
+  void set_oom_callback(vpmm_oom_fn fn, void* user);
+  void set_pressure_callback(vpmm_pressure_fn fn, void* user);
+  void set_handle(vpmm_pool* h) { handle_ = h; }
 
   void stats(vpmm_stats* out);             // fills a full-size struct
   std::vector<vpmm_region> snapshot();     // every region, ascending VA
@@ -111,6 +126,19 @@ class Pool {
   vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
   void release_handles(const std::vector<Mapping>& hs);
   void note_peaks();
+  vpmm_status malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
+  // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
+  vpmm_status admit(uint64_t charge, Reservation* res);
+  void uncharge(uint64_t charge, Reservation* res);
+  static uint64_t small_charge(uint64_t requested) { return (requested + 255) / 256 * 256; }
+  // Reports a pending watermark crossing; call without mu_ held.
+  void report_pressure(int transition, uint64_t mapped);
+  int take_transition() {
+    lim_.observe(m_.totals.mapped);
+    int t = lim_.pending_transition;
+    lim_.pending_transition = -1;
+    return t;
+  }
   // Tags: interned on first use, never forgotten (ids stay valid in regions).
   vpmm_status intern_tag(const char* tag, uint32_t* id);
   vpmm_status find_tag(const char* call, const char* tag, uint32_t* id);  // tag NULL -> 0 = all
@@ -118,6 +146,11 @@ class Pool {
     return region_tag != 0 && (want == 0 || region_tag == want);
   }
   vpmm_status copy_stream(Stream* out);
+  vpmm_status pause_locked(const char* tag);
+  vpmm_status resume_locked(const char* tag);
+  vpmm_status trim_locked(uint64_t keep_bytes);
+  template <typename F>
+  vpmm_status locked_with_pressure(F&& f);
   // Turns a Paused region back into a hole (free of a paused allocation).
   void drop_paused(RegionIt it);
   // Releases whole handles of free regions until free bytes <= keep.
@@ -137,6 +170,13 @@ class Pool {
   std::unique_ptr<PinnedCache> pinned_;
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
+  LimitState lim_;
+  std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
+  vpmm_oom_fn oom_fn_ = nullptr;
+  void* oom_user_ = nullptr;
+  vpmm_pressure_fn pressure_fn_ = nullptr;
+  void* pressure_user_ = nullptr;
+  vpmm_pool* handle_ = nullptr;  // the C handle passed to callbacks
 };
 
 }  // namespace vpmm

@@ -66,6 +66,8 @@ struct Region {
   bool was_small = false;   // paused: the region was a small-object slab
   void* backup = nullptr;   // paused with VPMM_ALLOC_HOST_BACKUP: pinned copy of the bytes
   uint64_t backup_size = 0; // bytes of the pinned buffer (>= size)
+  struct Reservation* res = nullptr;  // live/paused: charged reservation (null: unreserved)
+  uint64_t charge = 0;      // live/paused: bytes charged at malloc
 };
 
 struct Mapping {

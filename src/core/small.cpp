@@ -24,6 +24,7 @@ struct SmallAllocator::Slab {
   bool available = false;              // listed in avail_[stream][cls]
   std::vector<uint32_t> free_list;     // block indexes ready for reuse
   std::vector<uint64_t> requested;     // per block: bytes asked for, 0 = not live
+  std::vector<Reservation*> res;       // per block charged reservation (empty until one is)
 };
 
 namespace {
@@ -108,7 +109,8 @@ void SmallAllocator::drain_pending() {
   for (Slab* s : empties) give_back_if_empty(s);
 }
 
-vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, void** out) {
+vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Reservation* res,
+                                   void** out) {
   if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "size 0 is not allowed");
   if (!pending_.empty()) drain_pending();
   const uint32_t cls = class_of(size);
@@ -124,6 +126,10 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, void
   uint32_t b = slab->free_list.back();
   slab->free_list.pop_back();
   slab->requested[b] = size;
+  if (res || !slab->res.empty()) {
+    if (slab->res.empty()) slab->res.assign(slab->n_blocks, nullptr);
+    slab->res[b] = res;
+  }
   ++slab->n_used;
   live_bytes_ += slab->block;
   if (slab->free_list.empty()) {
@@ -134,7 +140,8 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, void
   return VPMM_OK;
 }
 
-vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested) {
+vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested,
+                                 Reservation** res) {
   Slab* slab = static_cast<Slab*>(slab_region->second.owner);
   uint64_t off = va - slab->va;
   if (off % slab->block != 0 || off / slab->block >= slab->n_blocks)
@@ -154,6 +161,8 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
     ev = std::make_shared<Event>(&pool_.backend(), h);
   }
   *requested = slab->requested[b];
+  *res = slab->res.empty() ? nullptr : slab->res[b];
+  if (!slab->res.empty()) slab->res[b] = nullptr;
   slab->requested[b] = 0;
   --slab->n_used;
   live_bytes_ -= slab->block;
@@ -200,6 +209,17 @@ void SmallAllocator::release_empty_slabs() {
   for (auto& kv : slabs_)
     if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
   for (Slab* s : empties) retire_slab(s);
+}
+
+uint64_t SmallAllocator::forget_reservation(Reservation* res) {
+  uint64_t bytes = 0;
+  for (auto& kv : slabs_)
+    for (size_t b = 0; b < kv.second->res.size(); ++b)
+      if (kv.second->res[b] == res) {
+        kv.second->res[b] = nullptr;
+        bytes += (kv.second->requested[b] + 255) / 256 * 256;  // Pool::small_charge
+      }
+  return bytes;
 }
 
 void SmallAllocator::on_pause(void* p) {

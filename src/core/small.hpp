@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/limits.hpp"
 #include "core/regions.hpp"
 
 namespace vpmm {
@@ -36,9 +37,13 @@ class SmallAllocator {
   explicit SmallAllocator(Pool& pool);
   ~SmallAllocator();
 
-  vpmm_status malloc(uint64_t size, Stream s, const Attrs& a, void** out);
+  vpmm_status malloc(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
   // `slab_region` is the Small region containing va.
-  vpmm_status free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested);
+  vpmm_status free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested,
+                   Reservation** res);
+  // Drops every block's link to `res` (the reservation is being released).
+  // Returns the bytes those blocks were charged.
+  uint64_t forget_reservation(Reservation* res);
   bool lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const;
   uint64_t live_bytes() const { return live_bytes_; }
   // A paused slab serves no allocation until resumed (its pages are gone).

@@ -100,6 +100,10 @@ inline std::string show(const void* p) {
 inline std::string show(void* p) { return show(static_cast<const void*>(p)); }
 inline std::string show(std::nullptr_t) { return "nullptr"; }
 template <typename T>
+std::string show(T* p) {
+  return show(static_cast<const void*>(p));
+}
+template <typename T>
 std::string show(const T& v) {
   return std::to_string(v);
 }

@@ -26,6 +26,7 @@ vpmm_pool* pool_with(uint64_t capacity, uint64_t va_pages = 512) {
 
 void* alloc(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags, vpmm_stream s = nullptr) {
   vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.flags = flags;
   a.tag = tag;
@@ -309,6 +310,7 @@ TEST("tagged allocations own whole handles even when reusing freed memory") {
 TEST("bad attributes and scopes are rejected") {
   vpmm_pool* p = pool_with(64 << 20);
   vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.flags = 0x80;
   a.tag = "x";

@@ -1,0 +1,150 @@
+// FaultBackend: a Backend decorator that forwards every call to an inner
+// backend and fails a chosen call with a chosen status. It is how the tests
+// prove "a failed call leaves the pool as it was" for every backend call a
+// pool operation makes (tests/unit/test_fault_injection.cpp), and how the
+// fuzzers reach error paths that a healthy host backend never takes.
+//
+// Counting. Every do_* call and stream_create/stream_destroy is one call, of
+// one kind: the Op of backend.hpp, or kStreamCreate/kStreamDestroy. Calls are
+// numbered from 1 since the last arm()/reset(), globally and per kind. Calls
+// made while counting is paused (set_counting(false)) are forwarded and not
+// numbered, so a test can snapshot the pool (snapshot() queries events)
+// between "before" and "after" without moving the numbering.
+//
+// Failing. A FaultPlan names the nth call (1-based) of a kind (kAny: of any
+// kind) and the status to return (VPMM_ERR_OUT_OF_MEMORY or VPMM_ERR_BACKEND
+// in practice). A failed call does not reach the inner backend; it sets the
+// thread-local message ("fault injection: map call #3 failed ...") with
+// vpmm::fail, as a driver failure would. `persistent` fails every matching
+// call from the nth on (a driver that stays broken); `one_in` > 0 instead
+// fails each matching call with probability 1/one_in from a seeded PRNG (the
+// fuzzers' mode).
+//
+// Ownership. The pool owns its Backend through a unique_ptr and destroys it
+// with itself, but a leak test must read the live-object counters after the
+// pool is gone. So the inner backend is shared: the test keeps a
+// std::shared_ptr<Backend> to it and reads inner->counters() after the pool
+// (and with it the FaultBackend) was destroyed:
+//
+//   std::shared_ptr<Backend> host = make_shared_host_backend(params, &st);
+//   auto fb = std::make_unique<FaultBackend>(host);
+//   FaultBackend* fault = fb.get();          // valid while the pool lives
+//   Pool::create(std::move(fb), opt, &pool);
+//   ... fault->arm({n, FaultBackend::kAny, VPMM_ERR_OUT_OF_MEMORY}); ...
+//   pool.reset();
+//   live_counts_zero(host->counters());      // true when nothing leaked
+//
+// Thread safety: every method may be called from any thread (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace vpmm {
+
+struct FaultPlan {
+  uint64_t nth = 0;    // 1-based index of the matching call to fail; 0 = none
+  int kind = -1;       // FaultBackend::kAny or an Op / kStream* value
+  vpmm_status status = VPMM_ERR_OUT_OF_MEMORY;
+  bool persistent = false;  // also fail every later matching call
+  uint32_t one_in = 0;      // > 0: random mode, each matching call fails with p = 1/one_in
+  uint64_t seed = 1;        // PRNG seed of the random mode
+};
+
+class FaultBackend final : public Backend {
+ public:
+  static constexpr int kAny = -1;
+  static constexpr int kStreamCreate = static_cast<int>(Op::count_);
+  static constexpr int kStreamDestroy = kStreamCreate + 1;
+  static constexpr int kKinds = kStreamDestroy + 1;
+  // "map", "stream_create", "any", ...
+  static const char* kind_name(int kind);
+
+  explicit FaultBackend(std::shared_ptr<Backend> inner);
+  ~FaultBackend() override;
+
+  // Replaces the plan and zeroes the call numbering.
+  void arm(const FaultPlan& plan);
+  // No more faults; numbering goes on.
+  void disarm();
+  // Zeroes the call numbering (the plan stays).
+  void reset();
+  // Paused counting: calls are forwarded, neither numbered nor failed.
+  void set_counting(bool on);
+
+  uint64_t calls() const;          // numbered calls since arm()/reset(), all kinds
+  uint64_t calls(int kind) const;  // of one kind
+  uint64_t injected() const;       // faults injected since arm()/reset()
+  // The most recent injected fault: its kind (kAny when none yet) and its
+  // global call number.
+  int last_fault_kind() const;
+  uint64_t last_fault_call() const;
+  // Kind of every numbered call so far, in order ("reserve map set_access"),
+  // capped at the first 4096 calls: a readable trace for test failures.
+  std::string trace() const;
+
+  Backend& inner() { return *inner_; }
+  const std::shared_ptr<Backend>& inner_shared() const { return inner_; }
+
+  // Identity: the inner backend's.
+  const char* name() const override { return inner_->name(); }
+  uint64_t granularity() const override { return inner_->granularity(); }
+  uint64_t recommended_page_size() const override { return inner_->recommended_page_size(); }
+  uint64_t default_va_size() const override { return inner_->default_va_size(); }
+  uint32_t capabilities() const override { return inner_->capabilities(); }
+  int device() const override { return inner_->device(); }
+  bool stream_valid(Stream s) const override { return inner_->stream_valid(s); }
+  vpmm_status stream_create(Stream* out) override;
+  vpmm_status stream_destroy(Stream s) override;
+
+ protected:
+  vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
+  vpmm_status do_unreserve(uint64_t va, uint64_t size) override;
+  vpmm_status do_create(uint64_t size, PhysHandle* out) override;
+  vpmm_status do_release(PhysHandle h, uint64_t size) override;
+  vpmm_status do_map(uint64_t va, uint64_t size, PhysHandle h) override;
+  vpmm_status do_unmap(uint64_t va, uint64_t size) override;
+  vpmm_status do_set_access(uint64_t va, uint64_t size) override;
+  vpmm_status do_event_record(Stream s, EventHandle* out) override;
+  vpmm_status do_event_query(EventHandle e, bool* done) override;
+  vpmm_status do_event_destroy(EventHandle e) override;
+  vpmm_status do_stream_wait(Stream s, EventHandle e) override;
+  vpmm_status do_event_sync(EventHandle e) override;
+  vpmm_status do_stream_sync(Stream s) override;
+  vpmm_status do_copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) override;
+  vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override;
+  vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override;
+  vpmm_status do_host_free_pinned(void* p, uint64_t size) override;
+  vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
+
+ private:
+  // Numbers the call; returns VPMM_OK to forward it, else the injected
+  // status (the message is already set).
+  vpmm_status enter(int kind);
+
+  std::shared_ptr<Backend> inner_;
+  mutable std::mutex mu_;
+  FaultPlan plan_;
+  bool counting_ = true;
+  uint64_t calls_ = 0;
+  uint64_t kind_calls_[kKinds] = {};
+  uint64_t injected_ = 0;
+  int last_kind_ = kAny;
+  uint64_t last_call_ = 0;
+  uint64_t rng_ = 0;
+  std::string trace_;
+};
+
+// A host backend the caller shares with a FaultBackend (see above).
+std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_status* st);
+
+// True when every live-object counter of `c` is zero (nothing leaked).
+bool live_counts_zero(const BackendCounters& c);
+// "handles 0, handle_bytes 0, reservations 0, mappings 0, events 0, host_buffers 0".
+std::string live_counts(const BackendCounters& c);
+
+}  // namespace vpmm
