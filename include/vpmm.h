@@ -430,7 +430,7 @@ typedef int (*vpmm_region_fn)(const vpmm_region* region, void* user);
 VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_fn fn, void* user);
 
 /* Human-readable dump: the stats, then every region in the seed notation
- * ([X] live, [-X] free, [*X] hole, [~X] zombie, sizes in pages). Writes at most
+ * ([X] live, [-X] free, [*X] hole, [~X] zombie, [sX] small slab, [pX] paused; sizes in pages). Writes at most
  * capacity bytes including the NUL into buf; *needed (may be NULL) receives the
  * full length + 1. Errors: INVALID_ARGUMENT. */
 VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capacity,

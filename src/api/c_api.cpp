@@ -483,7 +483,8 @@ std::string dump_text(vpmm::Pool& p) {
       out += line;
     }
     const char* mark = r.kind == VPMM_REGION_LIVE ? "" : r.kind == VPMM_REGION_FREE ? "-"
-                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~" : "s";
+                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~"
+                     : r.kind == VPMM_REGION_PAUSED ? "p" : "s";
     std::snprintf(line, sizeof line, "[%s%" PRIu64 "]", mark, r.size / s.page_size);
     out += line;
   }

@@ -572,9 +572,8 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   live.requested = requested;
   live.tag = a.tag;
   live.flags = a.flags;
-  uint64_t va = r->first;
-  m_.erase(r);
-  *out = m_.insert(va, live);
+  m_.retag(r, live);
+  *out = r;
   note_peaks();
   return VPMM_OK;
 }
@@ -587,9 +586,8 @@ void Pool::free_pages(RegionIt it, Stream s) {
   fr.stream = s;
   fr.id = next_id_++;
   fr.seq = ++m_.streams[s].free_seq;
-  uint64_t va = it->first;
-  m_.erase(it);
-  m_.coalesce(m_.insert(va, fr));
+  m_.retag(it, fr);
+  m_.coalesce(it);
 }
 
 // ---------------------------------------------------------------------------

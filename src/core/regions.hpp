@@ -113,6 +113,13 @@ class RegionMap {
   // Region insertion/removal keeps indexes and totals in step.
   RegionIt insert(uint64_t va, const Region& r);
   void erase(RegionIt it);
+  // Replaces a region's fields in place (same start and size): no node is
+  // allocated or freed, which keeps malloc/free off the heap.
+  void retag(RegionIt it, const Region& r) {
+    unindex(it);
+    it->second = r;
+    index(it);
+  }
   // Changes the size of a region in place (its start stays).
   void resize(RegionIt it, uint64_t new_size);
   // Splits `it` at offset `at` (0 < at < size); returns the tail. Both halves

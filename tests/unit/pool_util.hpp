@@ -58,7 +58,8 @@ inline std::string layout(vpmm_pool* p) {
       chunk = r.chunk;
     }
     const char* mark = r.kind == VPMM_REGION_LIVE ? "" : r.kind == VPMM_REGION_FREE ? "-"
-                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~" : "s";
+                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~"
+                     : r.kind == VPMM_REGION_PAUSED ? "p" : "s";
     out += "[" + std::string(mark) + std::to_string(r.size / st.page_size) + "]";
   }
   return out;
