@@ -452,6 +452,24 @@ VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config);
 VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
 
 /* ------------------------------------------------------------------------ */
+/* Default pools and allocator hooks                                         */
+/* ------------------------------------------------------------------------ */
+/* The process-wide pool of `device`, created on first use from
+ * vpmm_config_init() (VPMM_* environment applies) and never destroyed, for
+ * hooks that carry no user data. The pool is owned by the library.
+ * Errors: INVALID_ARGUMENT (null out, device outside 0..63), those of
+ * vpmm_pool_create. Thread safe. */
+VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);
+
+/* PyTorch CUDAPluggableAllocator entry points over the default pools:
+ *   torch.cuda.memory.CUDAPluggableAllocator("libvpmm.so", "vpmm_torch_malloc", "vpmm_torch_free")
+ * malloc returns NULL on failure (PyTorch then raises OutOfMemoryError); the
+ * reason is in vpmm_last_error(). Allocations made inside a
+ * vpmm_region_push scope are tagged (pausable). Thread safe. */
+VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream);
+VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
+
+/* ------------------------------------------------------------------------ */
 /* Host backend streams (testing and CPU-only use)                           */
 /* ------------------------------------------------------------------------ */
 /* Host streams are process-wide (not tied to a pool) and usable only with

@@ -1,0 +1,61 @@
+// Default pools and allocator hooks for callers that carry no user data:
+// PyTorch's CUDAPluggableAllocator (malloc/free by device and stream), CuPy
+// and XLA-style custom allocators. One pool per device, created on first use
+// from vpmm_config_init() (so VPMM_* environment variables apply), destroyed
+// never: allocator hooks can be called until process exit.
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <cstddef>
+
+#include "core/error.hpp"
+#include "vpmm.h"
+
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_mu;
+vpmm_pool* g_pools[kMaxDevices] = {};
+}  // namespace
+
+extern "C" {
+
+/* See vpmm.h. */
+VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
+  if (!out) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: out is NULL");
+  if (device < 0 || device >= kMaxDevices)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: device %d is outside 0..%d",
+                      device, kMaxDevices - 1);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_pools[device]) {
+    vpmm_config c;
+    vpmm_config_init(&c);
+    c.device = device;
+    vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
+    if (st != VPMM_OK) return st;
+  }
+  *out = g_pools[device];
+  return VPMM_OK;
+}
+
+/* PyTorch CUDAPluggableAllocator entry points (see vpmm.h). */
+VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream) {
+  vpmm_pool* pool = nullptr;
+  void* p = nullptr;
+  if (size <= 0) {
+    vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_torch_malloc: size %td is not positive", size);
+    return nullptr;
+  }
+  if (vpmm_default_pool(device, &pool) != VPMM_OK) return nullptr;
+  if (vpmm_pool_malloc(pool, static_cast<uint64_t>(size), stream, &p) != VPMM_OK) return nullptr;
+  return p;
+}
+
+VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream) {
+  (void)size;
+  vpmm_pool* pool = nullptr;
+  if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
+  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK)
+    std::fprintf(stderr, "libvpmm: vpmm_torch_free: %s\n", vpmm_last_error());
+}
+
+}  // extern "C"
