@@ -86,6 +86,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
 
 Pool::~Pool() {
   std::lock_guard<std::mutex> lock(mu_);
+  small_->wait_pending();
   small_.reset();
   // Work queued before a free or a remap may still touch pool memory: wait
   // for it before unmapping (cuMemUnmap does not wait for kernels).
@@ -344,6 +345,13 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out
       hole_va = h2->second;
       have_hole = true;
     }
+  }
+
+  // Empty small-object slabs are cached free memory in disguise: rather than
+  // grow, give them back and plan again (they become harvestable free pages).
+  if (plan.shortfall && small_->has_empty_slabs()) {
+    small_->release_empty_slabs();
+    return defragment(bytes, s, exact, out);
   }
 
   // B. Events: zombies need the event of each moved region; a pending foreign

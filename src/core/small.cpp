@@ -222,6 +222,18 @@ uint64_t SmallAllocator::forget_reservation(Reservation* res) {
   return bytes;
 }
 
+void SmallAllocator::wait_pending() {
+  for (Pending& pd : pending_)
+    if (!pd.event->done_cached() && pool_.backend().event_sync(pd.event->handle()) == VPMM_OK)
+      pd.event->mark_done();
+}
+
+bool SmallAllocator::has_empty_slabs() const {
+  for (const auto& kv : slabs_)
+    if (kv.second->n_used == 0 && kv.second->n_pending == 0 && !kv.second->paused) return true;
+  return false;
+}
+
 void SmallAllocator::on_pause(void* p) {
   Slab* slab = static_cast<Slab*>(p);
   if (slab->available) {

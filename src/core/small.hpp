@@ -51,6 +51,10 @@ class SmallAllocator {
   void on_resume(void* slab);
   // Gives every fully free slab back to the pool (trim).
   void release_empty_slabs();
+  bool has_empty_slabs() const;
+  // Blocks until the events of blocks freed on foreign streams complete
+  // (pool destruction: queued work may still write those blocks).
+  void wait_pending();
   std::string check() const;
 
  private:

@@ -331,6 +331,14 @@ vpmm_status event_record(vpmm_stream s, uint64_t* out) {
           ev->stream = st;
           ev->seq = st->enqueued;
         }
+      } else if (st->holds > 0) {
+        // Held while work is queued or still running: the event marks the
+        // hold point, so it stays pending until the release even if the
+        // item running now finishes first.
+        vpmm_status st_push = push_locked(st, Task{}, who, s);
+        if (st_push != VPMM_OK) return st_push;
+        ev->stream = st;
+        ev->seq = st->enqueued;
       } else {
         ev->stream = st;
         ev->seq = st->enqueued;  // the last item queued so far
