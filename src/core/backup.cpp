@@ -3,8 +3,15 @@
 
 namespace vpmm {
 
+namespace {
+// Unpinning is retried once: a buffer given up on here would leak.
+void unpin(Backend& b, void* p, uint64_t size) {
+  if (b.host_free_pinned(p, size) != VPMM_OK) b.host_free_pinned(p, size);
+}
+}  // namespace
+
 PinnedCache::~PinnedCache() {
-  for (auto& kv : free_) backend_.host_free_pinned(kv.second, kv.first);
+  for (auto& kv : free_) unpin(backend_, kv.second, kv.first);
 }
 
 vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got) {
@@ -19,7 +26,7 @@ vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got) {
   vpmm_status st = backend_.host_alloc_pinned(size, out);
   if (st == VPMM_ERR_OUT_OF_MEMORY && !free_.empty()) {
     // Unpin what does not fit and try once more.
-    for (auto& kv : free_) backend_.host_free_pinned(kv.second, kv.first);
+    for (auto& kv : free_) unpin(backend_, kv.second, kv.first);
     free_.clear();
     cached_ = 0;
     st = backend_.host_alloc_pinned(size, out);
@@ -30,7 +37,7 @@ vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got) {
 
 void PinnedCache::put(void* p, uint64_t size) {
   if (limit_ != 0 && cached_ + size > limit_) {
-    backend_.host_free_pinned(p, size);
+    unpin(backend_, p, size);
     return;
   }
   free_.emplace(size, p);

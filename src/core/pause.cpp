@@ -193,7 +193,7 @@ vpmm_status Pool::pause_locked(const char* tag) {
       continue;
     }
     for (const auto& mp : maps) {
-      backend_->release(mp.second.handle, mp.second.size);  // unmapped: nothing can use it
+      release_handle(mp.second);  // unmapped: nothing can use it
       m_.mappings.erase(mp.first);
     }
     m_.totals.mapped -= r.size;
@@ -337,6 +337,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
 // ---------------------------------------------------------------------------
 
 vpmm_status Pool::release_free(uint64_t keep, bool wait) {
+  retry_orphans();
   reap_zombies();
   small_->release_empty_slabs();
   if (m_.totals.free <= keep) return VPMM_OK;
@@ -368,8 +369,12 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
     uint64_t lo = maps.front().first, hi = lo;
     for (const auto& mp : maps) {
       if (m_.totals.free - (hi - lo) <= keep) break;
-      if (backend_->unmap(mp.first, mp.second.size) != VPMM_OK) break;
-      backend_->release(mp.second.handle, mp.second.size);
+      vpmm_status us = backend_->unmap(mp.first, mp.second.size);
+      if (us != VPMM_OK) {
+        result = us;  // the rest of this region stays mapped and free
+        break;
+      }
+      release_handle(mp.second);
       m_.mappings.erase(mp.first);
       hi += mp.second.size;
     }

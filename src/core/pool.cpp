@@ -56,14 +56,17 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
     st = p->create_handles(bytes, opt.max_handle_size ? opt.max_handle_size : opt.page_size, &hs);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
     uint64_t cur = va;
-    for (const Mapping& h : hs) {
-      st = p->backend_->map(cur, h.size, h.handle);
+    size_t n = 0;
+    for (; n < hs.size(); ++n) {
+      st = p->backend_->map(cur, hs[n].size, hs[n].handle);
       if (st != VPMM_OK) break;
-      p->m_.mappings.emplace(cur, h);
-      cur += h.size;
+      p->m_.mappings.emplace(cur, hs[n]);
+      cur += hs[n].size;
     }
+    for (size_t i = n; i < hs.size(); ++i) p->release_handle(hs[i]);  // never mapped
     if (st == VPMM_OK) st = p->backend_->set_access(va, bytes);
-    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");  // dtor cleans up
+    // The destructor unmaps and releases what was mapped, and the chunk.
+    if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
     p->m_.totals.mapped += bytes;
     p->c_.pages_created += opt.initial_pages;
     p->c_.handles_created += hs.size();
@@ -97,11 +100,18 @@ Pool::~Pool() {
       if (event_of(r, &ev) == VPMM_OK && ev && !ev->done_cached()) backend_->event_sync(ev->handle());
     }
   }
-  for (auto& z : m_.zombie_mappings) backend_->unmap(z.first, z.second.size);
+  // A failing driver call is retried once: destroy is the last chance to
+  // give memory back.
+  auto twice = [](auto&& f) {
+    if (f() != VPMM_OK) f();
+  };
+  for (auto& z : m_.zombie_mappings) twice([&] { return backend_->unmap(z.first, z.second.size); });
   for (auto& mp : m_.mappings) {
-    backend_->unmap(mp.first, mp.second.size);
-    backend_->release(mp.second.handle, mp.second.size);
+    twice([&] { return backend_->unmap(mp.first, mp.second.size); });
+    release_handle(mp.second);
   }
+  retry_orphans();
+  for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
   for (auto& kv : m_.regions)
     if (kv.second.kind == Kind::Paused && kv.second.backup)
       pinned_->put(kv.second.backup, kv.second.backup_size);
@@ -111,7 +121,7 @@ Pool::~Pool() {
   m_.regions.clear();  // drops the events while the backend still exists
   m_.streams.clear();
   if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
-  for (const Chunk& c : m_.chunks) backend_->unreserve(c.va, c.size);
+  for (const Chunk& c : m_.chunks) twice([&] { return backend_->unreserve(c.va, c.size); });
 }
 
 // ---------------------------------------------------------------------------
@@ -522,7 +532,20 @@ vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vecto
 }
 
 void Pool::release_handles(const std::vector<Mapping>& hs) {
-  for (const Mapping& h : hs) backend_->release(h.handle, h.size);
+  for (const Mapping& h : hs) release_handle(h);
+}
+
+void Pool::release_handle(const Mapping& h) {
+  // An unmapped handle nobody uses: if the driver refuses to release it now,
+  // keep it and try again at the next trim or at destroy rather than leak it.
+  if (backend_->release(h.handle, h.size) != VPMM_OK) orphans_.push_back(h);
+}
+
+void Pool::retry_orphans() {
+  size_t kept = 0;
+  for (const Mapping& h : orphans_)
+    if (backend_->release(h.handle, h.size) != VPMM_OK) orphans_[kept++] = h;
+  orphans_.resize(kept);
 }
 
 void Pool::note_peaks() {

@@ -125,6 +125,8 @@ class Pool {
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
   vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
   void release_handles(const std::vector<Mapping>& hs);
+  void release_handle(const Mapping& h);  // unmapped handle; kept as an orphan if refused
+  void retry_orphans();
   void note_peaks();
   vpmm_status malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
   // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
@@ -171,6 +173,7 @@ class Pool {
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
   LimitState lim_;
+  std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
   vpmm_oom_fn oom_fn_ = nullptr;
   void* oom_user_ = nullptr;

@@ -32,7 +32,10 @@ namespace vpmm {
 class Event {
  public:
   Event(Backend* b, EventHandle h) : backend_(b), handle_(h) {}
-  ~Event() { backend_->event_destroy(handle_); }
+  // Retried once: there is no later point at which to give the event back.
+  ~Event() {
+    if (backend_->event_destroy(handle_) != VPMM_OK) backend_->event_destroy(handle_);
+  }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   EventHandle handle() const { return handle_; }
