@@ -347,7 +347,8 @@ typedef struct vpmm_stats {
   uint32_t reserved0;
   uint64_t mapped_bytes;       /* physical memory owned by the pool (pages x page_size) */
   uint64_t reserved_va_bytes;  /* VA chunks reserved */
-  uint64_t live_bytes;         /* page-rounded bytes of live regions (small-object pages included) */
+  uint64_t live_bytes;         /* page-rounded bytes of live regions (small-object pages in use
+                                * included; an empty cached slab counts as free) */
   uint64_t requested_bytes;    /* sum of sizes callers asked for, over live allocations */
   uint64_t free_bytes;         /* mapped bytes in free regions (reusable) */
   uint64_t hole_bytes;         /* reserved VA with nothing mapped */
@@ -407,13 +408,15 @@ typedef struct vpmm_region {
   uint64_t va;         /* start address */
   uint64_t size;       /* bytes (page multiple) */
   int32_t kind;        /* VPMM_REGION_* */
-  int32_t event_pending; /* free/zombie: 1 if its event has not completed (0 when unknown yet) */
+  int32_t event_pending; /* free/zombie: 1 if its event has not completed (0 when not recorded
+                          * yet); small: 1 if blocks wait for another stream's event */
   uint64_t chunk_offset; /* va minus the start of its VA chunk */
   uint32_t chunk;      /* index of the VA chunk, in reservation order */
   uint32_t handles;    /* physical handles mapped in this region (0 for holes) */
   vpmm_stream stream;  /* live: allocating stream; free: freeing stream; else NULL */
   uint64_t id;         /* free: creation order; live: allocation order */
-  uint64_t requested;  /* live: bytes asked for; small pages: bytes in use */
+  uint64_t requested;  /* live: bytes asked for; small pages: bytes asked for by their live
+                        * blocks (0 with event_pending 0: an empty cached slab, counted as free) */
 } vpmm_region;
 
 /* Copy every region of the pool, in ascending VA order, into buf (up to

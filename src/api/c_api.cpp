@@ -121,14 +121,15 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     bp.host_capacity = c.host_capacity;
     st = VPMM_OK;
     std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, bp, &st);
-    if (!backend) return st != VPMM_OK ? st : vpmm::fail(VPMM_ERR_BACKEND, "%s: no backend", call);
+    if (!backend)
+      return st != VPMM_OK ? vpmm::fail_context(st, call) : vpmm::fail(VPMM_ERR_BACKEND, "%s: no backend", call);
     vpmm::PoolOptions opt;
     st = vpmm::config_resolve(c, *backend, &opt);
     if (st != VPMM_OK) return st;
     std::string bname = backend->name();
     std::unique_ptr<vpmm::Pool> pool;
     st = vpmm::Pool::create(std::move(backend), opt, &pool);
-    if (st != VPMM_OK) return st;
+    if (st != VPMM_OK) return std::strncmp(vpmm_last_error(), call, std::strlen(call)) == 0 ? st : vpmm::fail_context(st, call);
     std::unique_ptr<vpmm_pool> shell(new vpmm_pool);
     c.backend = bname == "cuda" ? VPMM_BACKEND_CUDA : bname == "hip" ? VPMM_BACKEND_HIP : VPMM_BACKEND_HOST;
     c.page_size = opt.page_size;
@@ -181,24 +182,30 @@ vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_s
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
   return guarded(call, [&] {
-    return pool->pool->malloc(size, stream, tag, flags, reinterpret_cast<vpmm::Reservation*>(res), out);
+    return pool->pool->malloc(call, size, stream, tag, flags,
+                              reinterpret_cast<vpmm::Reservation*>(res), out);
   });
 }
 }  // namespace
 
-VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
-                                      void** out) {
+vpmm_status malloc_scoped(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                          void** out) {
   if (t_scopes && !t_scopes->empty()) {
     const Scope& sc = t_scopes->back();
-    return malloc_with("vpmm_pool_malloc", pool, size, stream, sc.tag, sc.flags, nullptr, out);
+    return malloc_with(call, pool, size, stream, sc.tag, sc.flags, nullptr, out);
   }
-  return malloc_with("vpmm_pool_malloc", pool, size, stream, nullptr, 0, nullptr, out);
+  return malloc_with(call, pool, size, stream, nullptr, 0, nullptr, out);
+}
+
+VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                      void** out) {
+  return malloc_scoped("vpmm_pool_malloc", pool, size, stream, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out) {
   const char* call = "vpmm_pool_malloc_ex";
-  if (!attrs) return vpmm_pool_malloc(pool, size, stream, out);
+  if (!attrs) return malloc_scoped(call, pool, size, stream, out);
   const uint32_t min_size = offsetof(vpmm_alloc_attrs, tag) + sizeof(const char*);
   if (attrs->struct_size < min_size || attrs->struct_size > 4096)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
@@ -262,22 +269,28 @@ VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
   return guarded(call, [&] { return pool->pool->trim(keep_bytes); });
 }
 
-VPMM_API vpmm_status vpmm_pool_reserve_ex(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
-                                          uint64_t timeout_ns, vpmm_reservation** out) {
-  const char* call = "vpmm_pool_reserve";
+namespace {
+vpmm_status reserve_with(const char* call, vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                         uint64_t timeout_ns, vpmm_reservation** out) {
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
   return guarded(call, [&]() -> vpmm_status {
     vpmm::Reservation* r = nullptr;
     vpmm_status st = pool->pool->reserve(bytes, flags, timeout_ns, &r);
     if (st == VPMM_OK) *out = reinterpret_cast<vpmm_reservation*>(r);
-    return st;
+    return st == VPMM_OK ? st : vpmm::fail_context(st, call);
   });
+}
+}  // namespace
+
+VPMM_API vpmm_status vpmm_pool_reserve_ex(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
+                                          uint64_t timeout_ns, vpmm_reservation** out) {
+  return reserve_with("vpmm_pool_reserve_ex", pool, bytes, flags, timeout_ns, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_reserve(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
                                        vpmm_reservation** out) {
-  return vpmm_pool_reserve_ex(pool, bytes, flags, UINT64_MAX, out);
+  return reserve_with("vpmm_pool_reserve", pool, bytes, flags, UINT64_MAX, out);
 }
 
 VPMM_API vpmm_status vpmm_reservation_info(vpmm_pool* pool, const vpmm_reservation* res,

@@ -62,7 +62,7 @@ void Pool::uncharge(uint64_t charge, Reservation* res) {
 }
 
 vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out) {
-  const char* call = "vpmm_pool_reserve";
+  const char* call = "reserve";
   if (bytes == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: bytes 0 is not allowed", call);
   if (flags & ~kKnownReserveFlags)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);

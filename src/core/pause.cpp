@@ -339,6 +339,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
 vpmm_status Pool::release_free(uint64_t keep, bool wait) {
   retry_orphans();
   reap_zombies();
+  merge_completed_straddles(nullptr);
   small_->release_empty_slabs();
   if (m_.totals.free <= keep) return VPMM_OK;
   // Oldest first: their events are the likeliest to have completed.

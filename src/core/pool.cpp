@@ -18,6 +18,7 @@ namespace vpmm {
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
 constexpr uint64_t kSmallMinimum = 256;  // small_size below this disables small blocks
+constexpr vpmm_status kRetryPhase1 = -100;  // internal: defragment freed memory, run Phase 1 again
 }  // namespace
 
 Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
@@ -323,7 +324,56 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
   return plan;
 }
 
-vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out) {
+bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
+  // A handle can straddle two adjacent free regions of different streams (a
+  // growth handle freed on A, half reused and freed on B). Neither region
+  // holds it whole, so it could be neither moved nor trimmed. Once both
+  // regions' events completed their streams no longer matter: merge them into
+  // one clean region.
+  bool changed = false;
+  for (auto it = m_.regions.begin(); it != m_.regions.end();) {
+    auto nx = std::next(it);
+    if (nx == m_.regions.end()) break;
+    const Region &a = it->second, &b = nx->second;
+    bool candidate = a.kind == Kind::Free && b.kind == Kind::Free && a.stream != b.stream &&
+                     a.chunk == b.chunk && it->first + a.size == nx->first;
+    if (candidate) {
+      auto mp = m_.mappings.upper_bound(nx->first);
+      candidate = mp != m_.mappings.begin() &&
+                  std::prev(mp)->first < nx->first &&
+                  std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
+    }
+    bool done_a = false, done_b = false;
+    if (candidate && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
+        is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
+      if (journal) journal->push_back({it->first, it->second, nx->first, nx->second});
+      Region merged = it->second;
+      merged.size += nx->second.size;
+      merged.id = std::max(merged.id, nx->second.id);
+      merged.seq = 0;  // nothing pending on either stream
+      merged.event.reset();
+      m_.erase(nx);
+      m_.retag(it, merged);
+      changed = true;
+      continue;  // it may straddle its new neighbour too
+    }
+    it = nx;
+  }
+  return changed;
+}
+
+void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
+  for (auto u = journal.rbegin(); u != journal.rend(); ++u) {
+    RegionIt it = m_.regions.find(u->left_va);
+    m_.split(it, u->left.size);
+    m_.retag(m_.regions.find(u->left_va), u->left);
+    m_.retag(m_.regions.find(u->right_va), u->right);
+  }
+}
+
+vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
+                             RegionIt* out) {
+  if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
   // A. Choose the hole and the plan. Prefer the smallest hole that fits the
   // request; if a free region of the caller's stream ends right where the hole
   // starts, it joins the span in place and less has to move.
@@ -342,8 +392,8 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out
         prefix = pv->second.size;
       }
     }
-    plan = plan_harvest(m_, bytes - prefix, s, prefix_va, false);
-    if (plan.span() <= hole->second.size) {
+    plan = plan_harvest(m_, bytes - std::min(prefix, bytes - opt_.page_size), s, prefix_va, false);
+    if (plan.span() > 0 && plan.span() <= hole->second.size) {
       hole_va = hole->first;
       have_hole = true;
     }
@@ -357,12 +407,7 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out
     }
   }
 
-  // Empty small-object slabs are cached free memory in disguise: rather than
-  // grow, give them back and plan again (they become harvestable free pages).
-  if (plan.shortfall && small_->has_empty_slabs()) {
-    small_->release_empty_slabs();
-    return defragment(bytes, s, exact, out);
-  }
+
 
   // B. Events: zombies need the event of each moved region; a pending foreign
   // one also makes the caller's stream wait on the GPU (the CPU never blocks).
@@ -550,7 +595,7 @@ void Pool::retry_orphans() {
 
 void Pool::note_peaks() {
   c_.peak_mapped = std::max(c_.peak_mapped, m_.totals.mapped);
-  c_.peak_live = std::max(c_.peak_live, m_.totals.live + m_.totals.small);
+  c_.peak_live = std::max(c_.peak_live, m_.totals.live + m_.totals.small - small_->empty_bytes());
 }
 
 // ---------------------------------------------------------------------------
@@ -585,7 +630,17 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
     if (r != m_.regions.end()) ++c_.n_cross_stream_reuse;
   }
   if (r == m_.regions.end()) {
-    vpmm_status st = defragment(bytes, s, exact, &r);
+    std::vector<MergeUndo> merges;
+    vpmm_status st = defragment(bytes, s, exact, &merges, &r);
+    if (st == kRetryPhase1) {
+      // Phase 2 merged free regions that straddled a handle: one of them may
+      // now fit in place, with no remap at all.
+      r = best_fit_same_stream(bytes, s, exact);
+      if (r == m_.regions.end()) r = best_fit_completed_other(bytes, s, exact);
+      if (r == m_.regions.end()) st = defragment(bytes, s, exact, nullptr, &r);
+      else st = VPMM_OK;
+      if (st != VPMM_OK) undo_merges(merges);  // a failed malloc changes nothing
+    }
     if (st != VPMM_OK) return st;
   }
   if (exact) {
@@ -635,22 +690,16 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   const uint64_t bytes = small ? small_charge(size) : (size + page - 1) / page * page;
   vpmm_status st = admit(bytes, res);
   if (st != VPMM_OK) return st;
-  for (int attempt = 0;; ++attempt) {
-    if (small) {
-      st = small_->malloc(size, s, a, res, out);
-    } else {
-      RegionIt r;
-      st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
-      if (st == VPMM_OK) {
-        r->second.res = res;
-        r->second.charge = bytes;
-        *out = reinterpret_cast<void*>(r->first);
-      }
+  if (small) {
+    st = small_->malloc(size, s, a, res, out);
+  } else {
+    RegionIt r;
+    st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
+    if (st == VPMM_OK) {
+      r->second.res = res;
+      r->second.charge = bytes;
+      *out = reinterpret_cast<void*>(r->first);
     }
-    // Out of memory: empty small-object slabs are the only cached memory that
-    // growth could not already harvest; give them back once and retry.
-    if (st != VPMM_ERR_OUT_OF_MEMORY || attempt > 0) break;
-    small_->release_empty_slabs();
   }
   if (st != VPMM_OK) {
     uncharge(bytes, res);
@@ -658,14 +707,16 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   }
   ++c_.n_malloc;
   ++c_.n_live;
-  if (small) ++c_.n_small_malloc;
+  if (small) {
+    ++c_.n_small_malloc;
+    note_peaks();  // a slab taken back from the empty cache is live again
+  }
   c_.requested += size;
   return VPMM_OK;
 }
 
-vpmm_status Pool::malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, Reservation* res,
-                         void** out) {
-  const char* call = "vpmm_pool_malloc";
+vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* tag, uint32_t flags,
+                         Reservation* res, void** out) {
   if (!backend_->stream_valid(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: stream %p is not a valid %s stream", call, s,
                 backend_->name());

@@ -67,8 +67,9 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  vpmm_status malloc(uint64_t size, Stream s, const char* tag, uint32_t flags, Reservation* res,
-                     void** out);
+  // `call` names the public function in error messages.
+  vpmm_status malloc(const char* call, uint64_t size, Stream s, const char* tag, uint32_t flags,
+                     Reservation* res, void** out);
   vpmm_status free(void* ptr, Stream s);
   vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
   vpmm_status stream_synchronize(Stream s);
@@ -111,7 +112,19 @@ class Pool {
   void reap_zombies();
   RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
   RegionIt best_fit_completed_other(uint64_t bytes, Stream s, bool exact);
-  vpmm_status defragment(uint64_t bytes, Stream s, bool exact, RegionIt* out);
+  // With `merges`, it may first merge completed free regions that straddle a
+  // handle (recorded there so a later failure can undo them) and ask for
+  // Phase 1 again (kRetryPhase1).
+  struct MergeUndo {
+    uint64_t left_va;
+    Region left;
+    uint64_t right_va;
+    Region right;
+  };
+  vpmm_status defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
+                         RegionIt* out);
+  bool merge_completed_straddles(std::vector<MergeUndo>* journal);
+  void undo_merges(const std::vector<MergeUndo>& journal);
   // Offset of a run of whole handles inside [va, va+size) that adds up to
   // exactly `bytes`; UINT64_MAX when there is none.
   uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;

@@ -18,6 +18,7 @@ struct SmallAllocator::Slab {
   uint32_t n_blocks = 0;
   uint32_t n_used = 0;
   uint32_t n_pending = 0;
+  uint64_t requested_sum = 0;          // bytes asked for over live blocks
   Stream stream = nullptr;
   Attrs attrs;
   bool paused = false;
@@ -77,6 +78,7 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
   slab->free_list.reserve(slab->n_blocks);
   for (uint32_t i = slab->n_blocks; i-- > 0;) slab->free_list.push_back(i);  // low blocks first
   r->second.owner = slab.get();
+  empty_bytes_ += bytes;  // empty until its first block is handed out
   *out = slab.get();
   slabs_.emplace(slab->va, std::move(slab));
   return VPMM_OK;
@@ -89,6 +91,7 @@ void SmallAllocator::make_available(Slab* slab) {
 }
 
 void SmallAllocator::drain_pending() {
+  std::vector<Slab*> became_empty;
   size_t kept = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     bool done = false;
@@ -100,13 +103,11 @@ void SmallAllocator::drain_pending() {
     --slab->n_pending;
     slab->free_list.push_back(pending_[i].block);
     make_available(slab);
+    if (is_empty(slab)) became_empty.push_back(slab);
   }
   pending_.resize(kept);
-  // Slabs may have become empty; give them back outside the loop above.
-  std::vector<Slab*> empties;
-  for (auto& kv : slabs_)
-    if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
-  for (Slab* s : empties) give_back_if_empty(s);
+  // Outside the loop above: giving a slab back may retire another one.
+  for (Slab* s : became_empty) on_empty(s);
 }
 
 vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Reservation* res,
@@ -123,9 +124,15 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Rese
     if (st != VPMM_OK) return st;
     make_available(slab);
   }
+  if (is_empty(slab)) {  // a cached empty slab (or a new one) goes back to work
+    empty_bytes_ -= slab->bytes;
+    auto c = cached_empty_.find(slab->stream);
+    if (c != cached_empty_.end() && c->second == slab) cached_empty_.erase(c);
+  }
   uint32_t b = slab->free_list.back();
   slab->free_list.pop_back();
   slab->requested[b] = size;
+  slab->requested_sum += size;
   if (res || !slab->res.empty()) {
     if (slab->res.empty()) slab->res.assign(slab->n_blocks, nullptr);
     slab->res[b] = res;
@@ -163,6 +170,7 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   *requested = slab->requested[b];
   *res = slab->res.empty() ? nullptr : slab->res[b];
   if (!slab->res.empty()) slab->res[b] = nullptr;
+  slab->requested_sum -= slab->requested[b];
   slab->requested[b] = 0;
   --slab->n_used;
   live_bytes_ -= slab->block;
@@ -173,22 +181,28 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   }
   slab->free_list.push_back(b);
   make_available(slab);
-  give_back_if_empty(slab);
+  if (is_empty(slab)) on_empty(slab);
   return VPMM_OK;
 }
 
-void SmallAllocator::give_back_if_empty(Slab* slab) {
-  if (slab->n_used != 0 || slab->n_pending != 0) return;
+void SmallAllocator::on_empty(Slab* slab) {
+  empty_bytes_ += slab->bytes;
   if (slab->paused) {  // nothing left to resume: its VA goes back to the pool
     retire_slab(slab);
     return;
   }
-  auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
-  if (list.size() <= 1) return;  // keep the last slab of this (stream, class)
-  retire_slab(slab);
+  // Keep one empty slab per stream, the most recent: alloc/free loops reuse
+  // it without touching the page level, and the cache stays bounded.
+  Slab*& cached = cached_empty_[slab->stream];
+  Slab* old = cached;
+  cached = slab;
+  if (old && old != slab) retire_slab(old);
 }
 
 void SmallAllocator::retire_slab(Slab* slab) {
+  if (is_empty(slab)) empty_bytes_ -= slab->bytes;
+  auto c = cached_empty_.find(slab->stream);
+  if (c != cached_empty_.end() && c->second == slab) cached_empty_.erase(c);
   if (slab->available) {
     auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
     list.erase(std::find(list.begin(), list.end(), slab));
@@ -228,10 +242,14 @@ void SmallAllocator::wait_pending() {
       pd.event->mark_done();
 }
 
-bool SmallAllocator::has_empty_slabs() const {
-  for (const auto& kv : slabs_)
-    if (kv.second->n_used == 0 && kv.second->n_pending == 0 && !kv.second->paused) return true;
-  return false;
+bool SmallAllocator::is_empty(const Slab* s) { return s->n_used == 0 && s->n_pending == 0; }
+
+bool SmallAllocator::has_pending(const void* slab) const {
+  return static_cast<const Slab*>(slab)->n_pending != 0;
+}
+
+uint64_t SmallAllocator::requested_in(const void* slab) const {
+  return static_cast<const Slab*>(slab)->requested_sum;
 }
 
 void SmallAllocator::on_pause(void* p) {
@@ -288,6 +306,12 @@ std::string SmallAllocator::check() const {
       ++small_regions;
   if (small_regions != slabs_.size()) return "small regions and slabs differ in number";
   if (live != live_bytes_) return "small live bytes drifted from the slabs";
+  uint64_t empty = 0;
+  for (const auto& kv : slabs_)
+    if (is_empty(kv.second.get())) empty += kv.second->bytes;
+  if (empty != empty_bytes_) return "small empty-slab bytes drifted from the slabs";
+  for (const auto& kv : cached_empty_)
+    if (!slabs_.count(kv.second->va) || !is_empty(kv.second)) return "a cached empty slab is not an empty slab";
   return "";
 }
 

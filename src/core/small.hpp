@@ -51,7 +51,10 @@ class SmallAllocator {
   void on_resume(void* slab);
   // Gives every fully free slab back to the pool (trim).
   void release_empty_slabs();
-  bool has_empty_slabs() const;
+  // Bytes of slabs with no block in use or pending: cached free memory.
+  uint64_t empty_bytes() const { return empty_bytes_; }
+  uint64_t requested_in(const void* slab) const;  // bytes asked for in a slab
+  bool has_pending(const void* slab) const;       // blocks waiting on a foreign event
   // Blocks until the events of blocks freed on foreign streams complete
   // (pool destruction: queued work may still write those blocks).
   void wait_pending();
@@ -66,7 +69,8 @@ class SmallAllocator {
   };
   uint32_t class_of(uint64_t size) const;
   vpmm_status new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out);
-  void give_back_if_empty(Slab* slab);
+  void on_empty(Slab* slab);
+  static bool is_empty(const Slab* s);
   void drain_pending();
   void make_available(Slab* slab);
   using Lists = std::vector<std::vector<Slab*>>;  // [class] -> slabs with free blocks
@@ -82,6 +86,8 @@ class SmallAllocator {
   std::unordered_map<uint64_t, std::unique_ptr<Slab>> slabs_;          // by slab VA
   std::vector<Pending> pending_;
   uint64_t live_bytes_ = 0;
+  uint64_t empty_bytes_ = 0;
+  std::unordered_map<Stream, Slab*> cached_empty_;  // at most one empty slab kept per stream
 };
 
 }  // namespace vpmm

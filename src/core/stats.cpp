@@ -16,9 +16,10 @@ void Pool::stats(vpmm_stats* out) {
   const Totals& t = m_.totals;
   s.mapped_bytes = t.mapped;
   s.reserved_va_bytes = t.reserved;
-  s.live_bytes = t.live + t.small;
+  // Empty small-object slabs are cached memory, not live: they count as free.
+  s.live_bytes = t.live + t.small - small_->empty_bytes();
   s.requested_bytes = c_.requested;
-  s.free_bytes = t.free;
+  s.free_bytes = t.free + small_->empty_bytes();
   s.hole_bytes = t.hole;
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
@@ -85,6 +86,10 @@ std::vector<vpmm_region> Pool::snapshot() {
       x.handles = m_.count_mappings_in(m_.zombie_mappings, kv.first, r.size);
     }
     if (r.kind == Kind::Live) x.requested = r.requested;
+    if (r.kind == Kind::Small) {
+      x.requested = small_->requested_in(r.owner);
+      x.event_pending = small_->has_pending(r.owner) ? 1 : 0;
+    }
     if ((r.kind == Kind::Free || r.kind == Kind::Zombie) && r.event && !r.event->done_cached()) {
       bool done = true;
       if (backend_->event_query(r.event->handle(), &done) == VPMM_OK) {

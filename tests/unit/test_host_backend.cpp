@@ -51,9 +51,11 @@ int g_fail = 0;
     }                                                                                      \
   } while (0)
 
-// Status check that also requires a message naming the failure.
+// Status check that also requires a message naming the failure (the
+// message is cleared first, so a stale one from an earlier call cannot pass).
 #define CHECK_ST(expr, want)                                                               \
   do {                                                                                     \
+    vpmm::fail(VPMM_OK, "%s", "");                                                         \
     vpmm_status st_ = (expr);                                                              \
     if (st_ == (want) && (st_ == VPMM_OK || vpmm::last_error()[0] != '\0')) {              \
       ++g_pass;                                                                            \

@@ -34,82 +34,82 @@ uint64_t next_random(uint64_t* state) {
 }
 }  // namespace
 
-const char* FaultBackend::kind_name(int kind) {
-  if (kind == kAny) return "any";
-  if (kind == kStreamCreate) return "stream_create";
-  if (kind == kStreamDestroy) return "stream_destroy";
+const char* fault_kind_name(int kind) {
+  if (kind == kFaultAny) return "any";
+  if (kind == kFaultStreamCreate) return "stream_create";
+  if (kind == kFaultStreamDestroy) return "stream_destroy";
   return op_name(static_cast<Op>(kind));
 }
 
-FaultBackend::FaultBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
+// ---------------------------------------------------------------------------
+// FaultControl
+// ---------------------------------------------------------------------------
 
-FaultBackend::~FaultBackend() = default;
-
-void FaultBackend::arm(const FaultPlan& plan) {
+void FaultControl::arm(const FaultPlan& plan) {
   std::lock_guard<std::mutex> lk(mu_);
   plan_ = plan;
   rng_ = plan.seed;
   calls_ = 0;
   for (uint64_t& c : kind_calls_) c = 0;
   injected_ = 0;
-  last_kind_ = kAny;
+  last_kind_ = kFaultAny;
   last_call_ = 0;
   trace_.clear();
 }
 
-void FaultBackend::disarm() {
+void FaultControl::disarm() {
   std::lock_guard<std::mutex> lk(mu_);
   plan_.nth = 0;
   plan_.one_in = 0;
 }
 
-void FaultBackend::reset() {
+void FaultControl::reset() {
   std::lock_guard<std::mutex> lk(mu_);
   calls_ = 0;
   for (uint64_t& c : kind_calls_) c = 0;
   injected_ = 0;
-  last_kind_ = kAny;
+  last_kind_ = kFaultAny;
   last_call_ = 0;
   trace_.clear();
 }
 
-void FaultBackend::set_counting(bool on) {
+void FaultControl::set_counting(bool on) {
   std::lock_guard<std::mutex> lk(mu_);
   counting_ = on;
 }
 
-uint64_t FaultBackend::calls() const {
+uint64_t FaultControl::calls() const {
   std::lock_guard<std::mutex> lk(mu_);
   return calls_;
 }
 
-uint64_t FaultBackend::calls(int kind) const {
+uint64_t FaultControl::calls(int kind) const {
   std::lock_guard<std::mutex> lk(mu_);
-  if (kind == kAny) return calls_;
-  return kind >= 0 && kind < kKinds ? kind_calls_[kind] : 0;
+  if (kind == kFaultAny) return calls_;
+  return kind >= 0 && kind < kFaultKinds ? kind_calls_[kind] : 0;
 }
 
-uint64_t FaultBackend::injected() const {
+uint64_t FaultControl::injected() const {
   std::lock_guard<std::mutex> lk(mu_);
   return injected_;
 }
 
-int FaultBackend::last_fault_kind() const {
+int FaultControl::last_fault_kind() const {
   std::lock_guard<std::mutex> lk(mu_);
   return last_kind_;
 }
 
-uint64_t FaultBackend::last_fault_call() const {
+uint64_t FaultControl::last_fault_call() const {
   std::lock_guard<std::mutex> lk(mu_);
   return last_call_;
 }
 
-std::string FaultBackend::trace() const {
+std::string FaultControl::trace() const {
   std::lock_guard<std::mutex> lk(mu_);
   return trace_;
 }
 
-vpmm_status FaultBackend::enter(int kind) {
+vpmm_status FaultControl::enter(int kind) {
   uint64_t global = 0, nth = 0;
   vpmm_status status = VPMM_OK;
   {
@@ -119,10 +119,10 @@ vpmm_status FaultBackend::enter(int kind) {
     const uint64_t of_kind = ++kind_calls_[kind];
     if (global <= kTraceCalls) {
       if (!trace_.empty()) trace_ += ' ';
-      trace_ += kind_name(kind);
+      trace_ += fault_kind_name(kind);
     }
-    if (plan_.kind != kAny && plan_.kind != kind) return VPMM_OK;
-    nth = plan_.kind == kAny ? global : of_kind;
+    if (plan_.kind != kFaultAny && plan_.kind != kind) return VPMM_OK;
+    nth = plan_.kind == kFaultAny ? global : of_kind;
     bool hit = false;
     if (plan_.one_in > 0)
       hit = next_random(&rng_) % plan_.one_in == 0;
@@ -135,12 +135,21 @@ vpmm_status FaultBackend::enter(int kind) {
     status = plan_.status;
   }
   return fail(status, "fault injection: %s call #%" PRIu64 " (call #%" PRIu64 " overall) failed with %s",
-              kind_name(kind), nth, global, status_name(status));
+              fault_kind_name(kind), nth, global, status_name(status));
 }
+
+// ---------------------------------------------------------------------------
+// FaultBackend
+// ---------------------------------------------------------------------------
+
+FaultBackend::FaultBackend(std::shared_ptr<Backend> inner, std::shared_ptr<FaultControl> control)
+    : inner_(std::move(inner)), ctl_(control ? std::move(control) : std::make_shared<FaultControl>()) {}
+
+FaultBackend::~FaultBackend() = default;
 
 #define VPMM_FAULT_FORWARD(kind, call)                \
   do {                                                \
-    vpmm_status fst_ = enter(static_cast<int>(kind)); \
+    vpmm_status fst_ = ctl_->enter(static_cast<int>(kind)); \
     if (fst_ != VPMM_OK) return fst_;                 \
     return inner_->call;                              \
   } while (0)

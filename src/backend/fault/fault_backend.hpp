@@ -27,12 +27,14 @@
 // (and with it the FaultBackend) was destroyed:
 //
 //   std::shared_ptr<Backend> host = make_shared_host_backend(params, &st);
-//   auto fb = std::make_unique<FaultBackend>(host);
-//   FaultBackend* fault = fb.get();          // valid while the pool lives
-//   Pool::create(std::move(fb), opt, &pool);
-//   ... fault->arm({n, FaultBackend::kAny, VPMM_ERR_OUT_OF_MEMORY}); ...
+//   auto ctl = std::make_shared<FaultControl>();
+//   Pool::create(std::make_unique<FaultBackend>(host, ctl), opt, &pool);
+//   ... ctl->arm({n, kFaultAny, VPMM_ERR_OUT_OF_MEMORY}); ...
 //   pool.reset();
 //   live_counts_zero(host->counters());      // true when nothing leaked
+//
+// The plan and the numbering live in a FaultControl that may be shared too,
+// so they can be read after a failed Pool::create destroyed the backend.
 //
 // Thread safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -48,30 +50,31 @@ namespace vpmm {
 
 struct FaultPlan {
   uint64_t nth = 0;    // 1-based index of the matching call to fail; 0 = none
-  int kind = -1;       // FaultBackend::kAny or an Op / kStream* value
+  int kind = -1;       // kFaultAny or an Op / kFaultStream* value
   vpmm_status status = VPMM_ERR_OUT_OF_MEMORY;
   bool persistent = false;  // also fail every later matching call
   uint32_t one_in = 0;      // > 0: random mode, each matching call fails with p = 1/one_in
   uint64_t seed = 1;        // PRNG seed of the random mode
 };
 
-class FaultBackend final : public Backend {
+// Call kinds: the values of Op, plus the two stream calls, plus "any".
+constexpr int kFaultAny = -1;
+constexpr int kFaultStreamCreate = static_cast<int>(Op::count_);
+constexpr int kFaultStreamDestroy = kFaultStreamCreate + 1;
+constexpr int kFaultKinds = kFaultStreamDestroy + 1;
+// "map", "stream_create", "any", ...
+const char* fault_kind_name(int kind);
+
+// The plan and the numbering, shared between a FaultBackend and whoever
+// drives it; it outlives the backend (a failed Pool::create destroys the
+// backend it was given, and the test still wants to know what was injected).
+class FaultControl {
  public:
-  static constexpr int kAny = -1;
-  static constexpr int kStreamCreate = static_cast<int>(Op::count_);
-  static constexpr int kStreamDestroy = kStreamCreate + 1;
-  static constexpr int kKinds = kStreamDestroy + 1;
-  // "map", "stream_create", "any", ...
-  static const char* kind_name(int kind);
-
-  explicit FaultBackend(std::shared_ptr<Backend> inner);
-  ~FaultBackend() override;
-
-  // Replaces the plan and zeroes the call numbering.
+  // Replaces the plan and zeroes the numbering.
   void arm(const FaultPlan& plan);
   // No more faults; numbering goes on.
   void disarm();
-  // Zeroes the call numbering (the plan stays).
+  // Zeroes the numbering (the plan stays).
   void reset();
   // Paused counting: calls are forwarded, neither numbered nor failed.
   void set_counting(bool on);
@@ -79,13 +82,49 @@ class FaultBackend final : public Backend {
   uint64_t calls() const;          // numbered calls since arm()/reset(), all kinds
   uint64_t calls(int kind) const;  // of one kind
   uint64_t injected() const;       // faults injected since arm()/reset()
-  // The most recent injected fault: its kind (kAny when none yet) and its
-  // global call number.
+  // The most recent injected fault: its kind (kFaultAny when none yet) and
+  // its global call number.
   int last_fault_kind() const;
   uint64_t last_fault_call() const;
   // Kind of every numbered call so far, in order ("reserve map set_access"),
   // capped at the first 4096 calls: a readable trace for test failures.
   std::string trace() const;
+
+  // Numbers a call of `kind`; returns VPMM_OK to forward it, else the
+  // injected status (the thread-local message is already set).
+  vpmm_status enter(int kind);
+
+ private:
+  mutable std::mutex mu_;
+  FaultPlan plan_;
+  bool counting_ = true;
+  uint64_t calls_ = 0;
+  uint64_t kind_calls_[kFaultKinds] = {};
+  uint64_t injected_ = 0;
+  int last_kind_ = kFaultAny;
+  uint64_t last_call_ = 0;
+  uint64_t rng_ = 0;
+  std::string trace_;
+};
+
+class FaultBackend final : public Backend {
+ public:
+  static constexpr int kAny = kFaultAny;
+  static constexpr int kStreamCreate = kFaultStreamCreate;
+  static constexpr int kStreamDestroy = kFaultStreamDestroy;
+
+  // control may be null: the backend then makes its own.
+  explicit FaultBackend(std::shared_ptr<Backend> inner,
+                        std::shared_ptr<FaultControl> control = nullptr);
+  ~FaultBackend() override;
+
+  FaultControl& control() { return *ctl_; }
+  const std::shared_ptr<FaultControl>& control_shared() const { return ctl_; }
+  // Shorthands for control().
+  void arm(const FaultPlan& plan) { ctl_->arm(plan); }
+  void disarm() { ctl_->disarm(); }
+  uint64_t calls() const { return ctl_->calls(); }
+  uint64_t injected() const { return ctl_->injected(); }
 
   Backend& inner() { return *inner_; }
   const std::shared_ptr<Backend>& inner_shared() const { return inner_; }
@@ -122,21 +161,8 @@ class FaultBackend final : public Backend {
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
 
  private:
-  // Numbers the call; returns VPMM_OK to forward it, else the injected
-  // status (the message is already set).
-  vpmm_status enter(int kind);
-
   std::shared_ptr<Backend> inner_;
-  mutable std::mutex mu_;
-  FaultPlan plan_;
-  bool counting_ = true;
-  uint64_t calls_ = 0;
-  uint64_t kind_calls_[kKinds] = {};
-  uint64_t injected_ = 0;
-  int last_kind_ = kAny;
-  uint64_t last_call_ = 0;
-  uint64_t rng_ = 0;
-  std::string trace_;
+  std::shared_ptr<FaultControl> ctl_;
 };
 
 // A host backend the caller shares with a FaultBackend (see above).

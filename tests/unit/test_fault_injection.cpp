@@ -1,0 +1,922 @@
+// Fault injection: every backend call that a pool operation makes is failed
+// once, and the pool must survive it.
+//
+// Each scenario is a row of the table at the bottom: pool options, a setup
+// (built with faults off) and one operation. The operation is first run
+// unfaulted to count its backend calls (FaultControl numbers them); then,
+// for every N in 1..count and for both injected statuses (OUT_OF_MEMORY and
+// BACKEND), a fresh pool is built, call N of the operation fails, and:
+//
+//  - either the operation returned an error: the status is the injected one
+//    (a failed VA reservation is reported as OUT_OF_MEMORY, see
+//    Pool::reserve_chunk), vpmm_last_error names the injected fault, and the
+//    region dump and the stats are those from before the call. Tolerated
+//    differences, none of which changes what a caller can observe: event
+//    counters (n_events_recorded, n_stream_waits: a GPU-side wait cannot be
+//    taken back and is harmless), zombies reaped by Phase 0 before the
+//    failing call (zombie -> hole, n_zombies_reaped), event_pending flags
+//    (events are recorded lazily), n_oom, the pinned backup cache, and
+//    empty small-object slabs given back by the retry after OUT_OF_MEMORY
+//    (small -> free: cached memory, no allocation changes);
+//  - or it succeeded, which is allowed only where the failed call was not
+//    essential (an event query or record the pool can do without, a zombie
+//    unmap retried later: then the zombie remains, an event destroy, a
+//    release/unmap during cleanup) or where the pool retried after an
+//    OUT_OF_MEMORY (its documented reaction);
+//  - in both cases check() holds and every live allocation (and, after a
+//    final resume, every paused one: its host backup) holds its bytes;
+//  - once faults stop the pool keeps working: a failed operation succeeds
+//    when repeated, malloc/free succeed, everything is freed;
+//  - after the pool is destroyed the host backend's live counters (handles,
+//    mappings, reservations, events, pinned buffers) are all zero.
+//
+// The scenarios use the core API (Pool with a FaultBackend around a shared
+// host backend); the C API adds no backend calls of its own.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/fault/fault_backend.hpp"
+#include "backend/host/host_streams.hpp"
+#include "check.hpp"
+#include "core/error.hpp"
+#include "core/pool.hpp"
+#include "pool_util.hpp"
+
+using vpmm::Backend;
+using vpmm::FaultBackend;
+using vpmm::FaultControl;
+using vpmm::FaultPlan;
+using vpmm::Pool;
+using vpmm::PoolOptions;
+using vpmm::Stream;
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+
+vpmm_status pool_malloc(Pool& p, uint64_t size, Stream s, const char* tag, uint32_t flags,
+                        void** out) {
+  return p.malloc("vpmm_pool_malloc", size, s, tag, flags, nullptr, out);
+}
+
+// n_oom exists once limits are in; zero it where it does.
+template <class S>
+auto zero_oom(S& s, int) -> decltype(s.n_oom, void()) {
+  s.n_oom = 0;
+}
+template <class S>
+void zero_oom(S&, long) {}
+
+// ---------------------------------------------------------------------------
+// The world a scenario runs in
+// ---------------------------------------------------------------------------
+
+struct Alloc {
+  void* p = nullptr;
+  uint64_t size = 0;
+  uint64_t seed = 0;
+  Stream stream = nullptr;
+  bool pausable_without_backup = false;  // tagged, no VPMM_ALLOC_HOST_BACKUP
+  bool discarded = false;  // was paused without a backup: its bytes are gone by design
+};
+
+struct Ctx {
+  std::shared_ptr<Backend> host;
+  std::shared_ptr<FaultControl> ctl = std::make_shared<FaultControl>();
+  std::unique_ptr<Pool> pool;
+  PoolOptions opt;
+  std::vector<Alloc> live;
+  std::vector<Stream> streams;  // host streams made for the scenario
+  std::vector<Stream> held;     // holds to undo before the pool is destroyed
+  uint64_t next_seed = 1;
+  bool pool_destroyed = false;  // the operation was the destroy
+
+  std::unique_ptr<Backend> backend() { return std::unique_ptr<Backend>(new FaultBackend(host, ctl)); }
+  vpmm_status create_pool() { return Pool::create(backend(), opt, &pool); }
+
+  // malloc + fill with a pattern + remember. Sizes are multiples of 8.
+  vpmm_status alloc(uint64_t size, Stream s = nullptr, const char* tag = nullptr, uint32_t flags = 0) {
+    void* p = nullptr;
+    vpmm_status st = pool_malloc(*pool, size, s, tag, flags, &p);
+    if (st != VPMM_OK) return st;
+    Alloc a;
+    a.p = p;
+    a.size = size;
+    a.seed = next_seed++;
+    a.stream = s;
+    a.pausable_without_backup = tag && *tag && !(flags & VPMM_ALLOC_HOST_BACKUP);
+    vt::fill(p, size, a.seed);
+    live.push_back(a);
+    return VPMM_OK;
+  }
+  // Frees live[i] on stream s; forgets it on success.
+  vpmm_status release(size_t i, Stream s) {
+    vpmm_status st = pool->free(live[i].p, s);
+    if (st == VPMM_OK) live.erase(live.begin() + static_cast<long>(i));
+    return st;
+  }
+  Stream stream(size_t i) {
+    while (streams.size() <= i) {
+      Stream s = nullptr;
+      CHECK_OK(vpmm::host::stream_create(&s));
+      streams.push_back(s);
+    }
+    return streams[i];
+  }
+  void hold(Stream s) {
+    CHECK_OK(vpmm::host::stream_hold(s));
+    held.push_back(s);
+  }
+  void release_holds() {
+    for (Stream s : held) CHECK_OK(vpmm::host::stream_release(s));
+    held.clear();
+    for (Stream s : streams) CHECK_OK(vpmm::host::stream_synchronize(s));
+  }
+};
+
+// Is the allocation's memory paused (not mapped)? Then its bytes cannot be
+// read until resume.
+bool is_paused(const std::vector<vpmm_region>& regions, const Alloc& a) {
+  uint64_t va = reinterpret_cast<uint64_t>(a.p);
+  for (const vpmm_region& r : regions)
+    if (va >= r.va && va < r.va + r.size) return r.kind == VPMM_REGION_PAUSED;
+  return false;
+}
+
+// Every readable live allocation holds its pattern. Returns the first bad one.
+// An allocation paused without a backup has lost its bytes by design: it is
+// not checked again.
+std::string data_errors(Ctx& c, const std::vector<vpmm_region>& regions) {
+  for (Alloc& a : c.live) {
+    if (is_paused(regions, a)) {
+      if (a.pausable_without_backup) a.discarded = true;
+      continue;
+    }
+    if (a.discarded) continue;
+    if (!vt::verify(a.p, a.size, a.seed)) {
+      char b[96];
+      std::snprintf(b, sizeof b, "allocation %p (%" PRIu64 " bytes) lost its bytes", a.p, a.size);
+      return b;
+    }
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+// State capture and comparison
+// ---------------------------------------------------------------------------
+
+struct State {
+  std::vector<vpmm_region> regions;
+  vpmm_stats stats;
+};
+
+State capture(Ctx& c) {
+  c.ctl->set_counting(false);  // snapshot() queries events: not part of the operation
+  State s;
+  s.regions = c.pool->snapshot();
+  std::memset(&s.stats, 0, sizeof s.stats);
+  c.pool->stats(&s.stats);
+  c.ctl->set_counting(true);
+  return s;
+}
+
+bool mapped_kind(int32_t k) { return k != VPMM_REGION_HOLE && k != VPMM_REGION_ZOMBIE; }
+
+std::string region_text(const vpmm_region& r) {
+  char b[160];
+  std::snprintf(b, sizeof b, "{va +0x%" PRIx64 " chunk %u size %" PRIu64 " kind %d handles %u id %" PRIu64
+                " requested %" PRIu64 "}",
+                r.chunk_offset, r.chunk, r.size, r.kind, r.handles, r.id, r.requested);
+  return b;
+}
+
+bool same_region(const vpmm_region& x, const vpmm_region& y) {
+  return x.va == y.va && x.size == y.size && x.kind == y.kind && x.chunk == y.chunk &&
+         x.chunk_offset == y.chunk_offset && x.handles == y.handles && x.stream == y.stream &&
+         x.id == y.id && x.requested == y.requested;
+}
+
+// Pages [va, va+size) of every region whose kind is in `kinds`.
+std::map<uint64_t, uint64_t> pages_of(const std::vector<vpmm_region>& rs,
+                                      std::initializer_list<int32_t> kinds) {
+  std::map<uint64_t, uint64_t> out;
+  for (const vpmm_region& r : rs)
+    for (int32_t k : kinds)
+      if (r.kind == k) out[r.va] = r.size;
+  return out;
+}
+
+bool covered_by(uint64_t va, uint64_t size, const std::map<uint64_t, uint64_t>& m) {
+  uint64_t cur = va, end = va + size;
+  while (cur < end) {
+    auto it = m.upper_bound(cur);
+    if (it == m.begin()) return false;
+    --it;
+    if (it->first + it->second <= cur) return false;
+    cur = it->first + it->second;
+  }
+  return true;
+}
+
+// What a failed operation may have done anyway, by contract.
+enum class Partial {
+  none,    // nothing (housekeeping aside)
+  pause,   // some targets paused (live/small -> paused): the unmap of another failed
+  resume,  // some targets resumed (paused -> live/small): vpmm.h, vpmm_pool_resume
+  trim,    // some free memory released (free -> hole)
+};
+
+// "" when `after` equals `before` up to the tolerated differences listed at
+// the top of this file and the partial progress `p` allows; else the first
+// difference.
+std::string diff_state(const State& before, const State& after, Partial p) {
+  // Region kinds a region may turn into (and come from) under `p`.
+  auto may_become = [p](int32_t from, int32_t to) {
+    // Any operation that ran out of memory may give back empty small slabs
+    // (Pool::malloc_locked, release_empty_slabs) before it fails.
+    if (from == VPMM_REGION_SMALL && to == VPMM_REGION_FREE) return true;
+    switch (p) {
+      case Partial::pause:
+        return (from == VPMM_REGION_LIVE || from == VPMM_REGION_SMALL) && to == VPMM_REGION_PAUSED;
+      case Partial::resume:
+        return from == VPMM_REGION_PAUSED && (to == VPMM_REGION_LIVE || to == VPMM_REGION_SMALL);
+      case Partial::trim:
+        return from == VPMM_REGION_FREE && (to == VPMM_REGION_HOLE || to == VPMM_REGION_FREE);
+      case Partial::none:
+        break;
+    }
+    return false;
+  };
+  bool moved = false;  // partial progress happened
+  // 1. Mapped regions (live, small, free, paused) are identical, or made a
+  //    transition the contract allows.
+  for (const vpmm_region& x : before.regions) {
+    if (!mapped_kind(x.kind)) continue;
+    bool same = false;
+    for (const vpmm_region& y : after.regions)
+      if (y.va == x.va && same_region(x, y)) same = true;
+    if (same) continue;
+    // Every page of x now lies in regions x may have become (a free region
+    // may also have merged with a neighbour that became free).
+    std::vector<int32_t> to_kinds;
+    for (int32_t to : {VPMM_REGION_LIVE, VPMM_REGION_SMALL, VPMM_REGION_PAUSED, VPMM_REGION_HOLE,
+                       VPMM_REGION_FREE})
+      if (may_become(x.kind, to) || (x.kind == VPMM_REGION_FREE && to == VPMM_REGION_FREE))
+        to_kinds.push_back(to);
+    std::map<uint64_t, uint64_t> dest;
+    for (int32_t to : to_kinds) {
+      auto m = pages_of(after.regions, {to});
+      dest.insert(m.begin(), m.end());
+    }
+    bool ok = !to_kinds.empty() && covered_by(x.va, x.size, dest);
+    if (x.kind == VPMM_REGION_SMALL && x.requested != 0 && p != Partial::pause)
+      ok = false;  // a slab still in use never becomes free
+    if (!ok) return "region " + region_text(x) + " changed";
+    moved = true;
+  }
+  for (const vpmm_region& y : after.regions) {
+    if (!mapped_kind(y.kind)) continue;
+    bool same = false;
+    for (const vpmm_region& x : before.regions)
+      if (x.va == y.va && same_region(x, y)) same = true;
+    if (same) continue;
+    std::map<uint64_t, uint64_t> src;
+    for (int32_t from : {VPMM_REGION_LIVE, VPMM_REGION_SMALL, VPMM_REGION_PAUSED, VPMM_REGION_FREE})
+      if (may_become(from, y.kind) || (from == VPMM_REGION_FREE && y.kind == VPMM_REGION_FREE)) {
+        auto m = pages_of(before.regions, {from});
+        src.insert(m.begin(), m.end());
+      }
+    if (!covered_by(y.va, y.size, src)) return "region " + region_text(y) + " appeared";
+    moved = true;
+  }
+  // 2. Zombies may only have become holes; holes stay holes (trim: free
+  //    pages may have become holes too).
+  auto zb = pages_of(before.regions, {VPMM_REGION_ZOMBIE});
+  auto holes_from = p == Partial::trim
+                        ? pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE, VPMM_REGION_FREE})
+                        : pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE});
+  for (const vpmm_region& r : after.regions) {
+    if (r.kind == VPMM_REGION_ZOMBIE && !covered_by(r.va, r.size, zb))
+      return "zombie " + region_text(r) + " is new";
+    if (r.kind == VPMM_REGION_HOLE && !covered_by(r.va, r.size, holes_from))
+      return "hole " + region_text(r) + " is new";
+  }
+  // 3. Stats, less the tolerated counters. After partial progress only the
+  //    counts of allocations are compared.
+  vpmm_stats x = before.stats, y = after.stats;
+  if (moved) {
+    if (x.n_malloc != y.n_malloc || x.n_free != y.n_free || x.n_live != y.n_live ||
+        x.requested_bytes != y.requested_bytes || x.reserved_va_bytes != y.reserved_va_bytes)
+      return "allocation counts changed";
+    if (p == Partial::none &&
+        (x.mapped_bytes != y.mapped_bytes || x.live_bytes + x.free_bytes != y.live_bytes + y.free_bytes))
+      return "mapped bytes changed";
+    return "";
+  }
+  for (vpmm_stats* s : {&x, &y}) {
+    s->n_events_recorded = 0;
+    s->n_stream_waits = 0;
+    s->n_zombies_reaped = 0;
+    s->backup_cache_bytes = 0;
+    if (p == Partial::trim) s->n_trim = 0;  // counts calls, failed ones too
+    zero_oom(*s, 0);
+  }
+  if (x.zombie_bytes + x.hole_bytes != y.zombie_bytes + y.hole_bytes)
+    return "zombie + hole bytes changed";
+  x.zombie_bytes = y.zombie_bytes = x.hole_bytes = y.hole_bytes = 0;
+  static const struct {
+    const char* name;
+    size_t off;
+  } named[] = {
+#define F(f) {#f, offsetof(vpmm_stats, f)}
+      F(mapped_bytes), F(reserved_va_bytes), F(live_bytes), F(requested_bytes), F(free_bytes),
+      F(peak_mapped_bytes), F(peak_live_bytes), F(n_malloc), F(n_free), F(n_defrag), F(n_grow),
+      F(pages_created), F(bytes_remapped), F(handles), F(handles_created), F(va_chunks),
+      F(largest_free_bytes), F(small_bytes), F(small_live_bytes), F(n_small_malloc),
+      F(n_cross_stream_reuse), F(n_live), F(paused_bytes), F(backup_bytes), F(n_pause),
+      F(n_resume), F(n_trim), F(bytes_trimmed),
+#undef F
+  };
+  const auto* xb = reinterpret_cast<const unsigned char*>(&x);
+  const auto* yb = reinterpret_cast<const unsigned char*>(&y);
+  for (size_t off = 8; off + 8 <= sizeof x; off += 8) {
+    uint64_t u, v;
+    std::memcpy(&u, xb + off, 8);
+    std::memcpy(&v, yb + off, 8);
+    if (u == v) continue;
+    const char* name = nullptr;
+    for (const auto& n : named)
+      if (n.off == off) name = n.name;
+    std::string field = name ? name : "field@" + std::to_string(off);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "stats.%s changed: %" PRIu64 " -> %" PRIu64, field.c_str(), u, v);
+    return buf;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------
+
+struct Scenario {
+  const char* name = "";
+  PoolOptions opt;
+  uint64_t capacity = 64ull << 20;
+  std::function<void(Ctx&)> setup;      // faults off; the pool exists unless creates_pool
+  std::function<vpmm_status(Ctx&)> op;  // the faulted operation
+  // Extra post-condition when the operation returned VPMM_OK.
+  std::function<std::string(Ctx&)> on_success;
+  Partial partial = Partial::none;
+  bool creates_pool = false;   // the operation is Pool::create
+  bool destroys_pool = false;  // the operation is the destroy (cannot report failure)
+};
+
+PoolOptions options(uint64_t va_pages = 64, uint64_t initial = 0, uint64_t max_handle = 0,
+                    uint64_t small = 0) {
+  PoolOptions o;
+  o.page_size = kPage;
+  o.va_size = va_pages * kPage;
+  o.initial_pages = initial;
+  o.max_handle_size = max_handle;
+  o.small_size = small;
+  return o;
+}
+
+// Kinds whose failure an operation may absorb and still succeed.
+bool non_essential(int kind) {
+  using vpmm::Op;
+  switch (kind) {
+    case static_cast<int>(Op::event_query):    // completion unknown: treated as pending
+    case static_cast<int>(Op::event_record):   // Phase 1 probe: region skipped
+    case static_cast<int>(Op::event_destroy):  // nothing to undo
+    case static_cast<int>(Op::unmap):          // zombie kept, unmapped later
+    case static_cast<int>(Op::release):
+    case static_cast<int>(Op::unreserve):
+    case static_cast<int>(Op::host_free):
+    case vpmm::kFaultStreamDestroy:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Kinds whose calls undo or tear down (never failed "from then on": a
+// rollback that cannot run leaks by necessity).
+bool rollback_kind(int kind) {
+  using vpmm::Op;
+  return kind == static_cast<int>(Op::unmap) || kind == static_cast<int>(Op::release) ||
+         kind == static_cast<int>(Op::unreserve) || kind == static_cast<int>(Op::event_destroy) ||
+         kind == static_cast<int>(Op::host_free) || kind == vpmm::kFaultStreamDestroy;
+}
+
+// The kinds of a FaultControl trace, in order.
+std::vector<int> trace_kinds(const std::string& trace) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < trace.size()) {
+    size_t j = trace.find(' ', i);
+    if (j == std::string::npos) j = trace.size();
+    std::string name = trace.substr(i, j - i);
+    for (int k = 0; k < vpmm::kFaultKinds; ++k)
+      if (name == vpmm::fault_kind_name(k)) out.push_back(k);
+    i = j + 1;
+  }
+  return out;
+}
+
+struct Tally {
+  uint64_t points = 0, errors = 0, absorbed = 0, retried = 0, failing = 0;
+  std::map<std::string, std::string> outcomes;  // kind -> "E" error / "A" absorbed / "R" retried, per point
+};
+Tally g_total;
+
+// Builds the world up to the operation. False if the setup itself failed.
+bool build(const Scenario& sc, Ctx& c) {
+  vpmm::BackendParams bp;
+  bp.host_capacity = sc.capacity;
+  vpmm_status st = VPMM_OK;
+  c.host = vpmm::make_shared_host_backend(bp, &st);
+  if (!c.host) return false;
+  c.opt = sc.opt;
+  c.ctl->arm(FaultPlan{});  // no faults during the setup
+  if (!sc.creates_pool) {
+    vpmm_status cs = c.create_pool();
+    if (cs != VPMM_OK) {
+      std::printf("  %s: pool creation failed: %s\n", sc.name, vpmm::last_error());
+      return false;
+    }
+  }
+  int before = vt::case_failures();
+  if (sc.setup) sc.setup(c);
+  return vt::case_failures() == before;
+}
+
+// Marks allocations paused without a backup (their bytes are gone).
+void note_discarded(Ctx& c) {
+  if (!c.pool) return;
+  c.ctl->set_counting(false);
+  data_errors(c, c.pool->snapshot());
+}
+
+// Everything after the operation: recovery, cleanup, destroy, leak check.
+void finish(const Scenario& sc, Ctx& c, vpmm_status op_status, const char* where) {
+  c.ctl->disarm();
+  c.ctl->set_counting(false);
+  c.release_holds();
+  if (!c.pool_destroyed && op_status != VPMM_OK) {
+    // The failed operation succeeds once the backend does.
+    vpmm_status again = sc.op(c);
+    if (again != VPMM_OK)
+      std::printf("  %s [%s]: retry failed: %s\n", sc.name, where, vpmm::last_error());
+    CHECK_OK(again);
+    note_discarded(c);
+  }
+  if (c.pool) {
+    // Backups of anything paused come back byte-exact.
+    vpmm_status rs = c.pool->resume(nullptr);
+    CHECK(rs == VPMM_OK || rs == VPMM_NO_OP);
+    std::string bad = data_errors(c, c.pool->snapshot());
+    if (!bad.empty()) std::printf("  %s [%s]: %s\n", sc.name, where, bad.c_str());
+    CHECK(bad.empty());
+    // The pool keeps working.
+    void* p = nullptr;
+    CHECK_OK(pool_malloc(*c.pool, 3 * kPage, nullptr, nullptr, 0, &p));
+    if (p) vt::fill(p, 3 * kPage, 99);
+    CHECK_OK(c.pool->free(p, nullptr));
+    while (!c.live.empty()) CHECK_OK(c.release(c.live.size() - 1, c.live.back().stream));
+    std::string e = c.pool->check();
+    if (!e.empty()) std::printf("  %s [%s]: check after cleanup: %s\n", sc.name, where, e.c_str());
+    CHECK_EQ(e, std::string());
+    c.pool.reset();
+  }
+  for (Stream s : c.streams) CHECK_OK(vpmm::host::stream_destroy(s));
+  c.streams.clear();
+  bool clean = vpmm::live_counts_zero(c.host->counters());
+  if (!clean)
+    std::printf("  %s [%s]: leaked after destroy: %s\n", sc.name, where,
+                vpmm::live_counts(c.host->counters()).c_str());
+  CHECK(clean);
+}
+
+void run_scenario(const Scenario& sc) {
+  // 1. Unfaulted: count the operation's backend calls. The same captures as
+  //    in the faulted runs (a snapshot caches completed events).
+  uint64_t count = 0;
+  std::string trace;
+  State ref;  // after the unfaulted operation
+  {
+    Ctx c;
+    CHECK(build(sc, c));
+    if (!c.host) return;
+    if (c.pool) capture(c);
+    c.ctl->arm(FaultPlan{});
+    vpmm_status st = sc.op(c);
+    count = c.ctl->calls();
+    trace = c.ctl->trace();
+    if (sc.destroys_pool) c.pool_destroyed = true;
+    if (st != VPMM_OK) std::printf("  %s: unfaulted operation failed: %s\n", sc.name, vpmm::last_error());
+    CHECK_OK(st);
+    if (c.pool) {
+      ref = capture(c);
+      CHECK_EQ(c.pool->check(), std::string());
+      if (sc.on_success) CHECK_EQ(sc.on_success(c), std::string());
+    }
+    note_discarded(c);
+    finish(sc, c, VPMM_OK, "unfaulted");
+  }
+  CHECK(count > 0);
+  Tally t;
+  // 2. Fail each call once, with each status.
+  // Modes: call N fails once with OUT_OF_MEMORY, once with BACKEND, and
+  // (so that the pool's retry after OUT_OF_MEMORY fails too) every call of
+  // call N's kind from that one on fails with OUT_OF_MEMORY. The last mode
+  // skips the kinds that rollbacks and cleanups use themselves.
+  std::vector<int> kinds = trace_kinds(trace);
+  struct Mode {
+    vpmm_status status;
+    bool persistent;
+    const char* name;
+  };
+  for (const Mode& mode : {Mode{VPMM_ERR_OUT_OF_MEMORY, false, "OOM once"},
+                           Mode{VPMM_ERR_BACKEND, false, "BACKEND once"},
+                           Mode{VPMM_ERR_OUT_OF_MEMORY, true, "OOM from then on"}}) {
+    const vpmm_status inject = mode.status;
+    for (uint64_t n = 1; n <= count; ++n) {
+      FaultPlan plan{n, vpmm::kFaultAny, inject};
+      if (mode.persistent) {
+        if (n > kinds.size() || rollback_kind(kinds[n - 1])) continue;
+        plan.kind = kinds[n - 1];
+        plan.nth = 0;
+        for (uint64_t i = 0; i < n; ++i) plan.nth += kinds[i] == plan.kind;
+        plan.persistent = true;
+      }
+      const int failures_before = vt::case_failures();
+      Ctx c;
+      if (!build(sc, c)) {
+        CHECK(false);
+        return;
+      }
+      State before;
+      if (c.pool) before = capture(c);
+      c.ctl->arm(plan);
+      vpmm::fail(VPMM_OK, "%s", "");
+      vpmm_status st = sc.op(c);
+      std::string msg = vpmm::last_error();
+      c.ctl->disarm();
+      const int kind = c.ctl->last_fault_kind();
+      const bool continued = c.ctl->calls() > n;
+      if (sc.destroys_pool) c.pool_destroyed = true;
+      char where[128];
+      std::snprintf(where, sizeof where, "call %" PRIu64 "/%" PRIu64 " %s, %s", n, count,
+                    vpmm::fault_kind_name(kind), mode.name);
+      // The same prefix of calls as the unfaulted run: the fault was injected.
+      const bool injected = mode.persistent ? c.ctl->injected() >= 1 : c.ctl->injected() == 1;
+      if (!injected)
+        std::printf("  %s [%s]: %" PRIu64 " faults injected (trace: %s)\n", sc.name, where,
+                    c.ctl->injected(), c.ctl->trace().c_str());
+      CHECK(injected);
+      ++t.points;
+      char outcome = 'E';
+      if (st != VPMM_OK) {
+        ++t.errors;
+        vpmm_status want = kind == static_cast<int>(vpmm::Op::reserve) ? VPMM_ERR_OUT_OF_MEMORY : inject;
+        if (st != want)
+          std::printf("  %s [%s]: returned %s\n", sc.name, where, vpmm_status_string(st));
+        CHECK_EQ(st, want);
+        if (msg.find("fault injection") == std::string::npos)
+          std::printf("  %s [%s]: message does not name the fault: \"%s\"\n", sc.name, where, msg.c_str());
+        CHECK(msg.find("fault injection") != std::string::npos);
+        if (c.pool) {
+          State after = capture(c);
+          std::string d = diff_state(before, after, sc.partial);
+          if (!d.empty()) std::printf("  %s [%s]: pool changed: %s\n", sc.name, where, d.c_str());
+          CHECK_EQ(d, std::string());
+        }
+      } else if (sc.destroys_pool || non_essential(kind)) {
+        // Absorbed: the operation did without the call.
+        ++t.absorbed;
+        outcome = 'A';
+        if (kind == static_cast<int>(vpmm::Op::unmap) && c.pool && sc.partial == Partial::none) {
+          // A zombie whose unmap failed stays a zombie (retried later).
+          State after = capture(c);
+          if (after.stats.zombie_bytes <= ref.stats.zombie_bytes)
+            std::printf("  %s [%s]: failed unmap left no zombie\n", sc.name, where);
+          CHECK(after.stats.zombie_bytes > ref.stats.zombie_bytes);
+        }
+      } else {
+        // An essential call failed and the operation still succeeded: only
+        // right for a retry after OUT_OF_MEMORY (a failed VA reservation
+        // is reported as one).
+        ++t.retried;
+        outcome = 'R';
+        bool ok = continued && (inject == VPMM_ERR_OUT_OF_MEMORY ||
+                                kind == static_cast<int>(vpmm::Op::reserve));
+        if (!ok)
+          std::printf("  %s [%s]: succeeded although an essential call failed (trace: %s)\n",
+                      sc.name, where, c.ctl->trace().c_str());
+        CHECK(ok);
+      }
+      if (st == VPMM_OK && c.pool && sc.on_success) {
+        c.ctl->set_counting(false);
+        std::string e = sc.on_success(c);
+        if (!e.empty()) std::printf("  %s [%s]: succeeded, but %s\n", sc.name, where, e.c_str());
+        CHECK_EQ(e, std::string());
+      }
+      t.outcomes[vpmm::fault_kind_name(kind)] += outcome;
+      if (c.pool) {
+        std::string e = c.pool->check();
+        if (!e.empty()) std::printf("  %s [%s]: check: %s\n", sc.name, where, e.c_str());
+        CHECK_EQ(e, std::string());
+        c.ctl->set_counting(false);
+        std::string bad = data_errors(c, c.pool->snapshot());
+        if (!bad.empty()) std::printf("  %s [%s]: %s\n", sc.name, where, bad.c_str());
+        CHECK(bad.empty());
+      }
+      finish(sc, c, st, where);
+      if (vt::case_failures() != failures_before) {
+        ++t.failing;
+        std::printf("  %s [%s]: unfaulted trace: %s\n", sc.name, where, trace.c_str());
+      }
+    }
+  }
+  std::string by_kind;
+  for (const auto& kv : t.outcomes) {
+    size_t e = 0, a = 0, r = 0;
+    for (char ch : kv.second) (ch == 'E' ? e : ch == 'A' ? a : r) += 1;
+    char b[96];
+    std::snprintf(b, sizeof b, " %s:%zuE/%zuA/%zuR", kv.first.c_str(), e, a, r);
+    by_kind += b;
+  }
+  std::printf("  %s: %" PRIu64 " calls, %" PRIu64 " fault points (%" PRIu64 " errors, %" PRIu64
+              " absorbed, %" PRIu64 " retried), %" PRIu64 " failing\n   by kind (Error/Absorbed/Retried):%s\n",
+              sc.name, count, t.points, t.errors, t.absorbed, t.retried, t.failing, by_kind.c_str());
+  g_total.points += t.points;
+  g_total.errors += t.errors;
+  g_total.absorbed += t.absorbed;
+  g_total.retried += t.retried;
+  g_total.failing += t.failing;
+}
+// ---------------------------------------------------------------------------
+// The table
+// ---------------------------------------------------------------------------
+
+std::vector<Scenario> scenarios() {
+  std::vector<Scenario> v;
+  auto add = [&](Scenario s) { v.push_back(std::move(s)); };
+
+  // (a) growth from empty
+  {
+    Scenario s;
+    s.name = "a1 growth from empty";
+    s.opt = options();
+    s.op = [](Ctx& c) { return c.alloc(3 * kPage); };
+    add(s);
+    s.name = "a2 growth, one handle per page";
+    s.opt = options(64, 0, kPage);
+    s.op = [](Ctx& c) { return c.alloc(4 * kPage); };
+    add(s);
+    s.name = "a3 growth into a new VA chunk";
+    s.opt = options(4, 0, kPage);
+    s.setup = [](Ctx& c) { CHECK_OK(c.alloc(3 * kPage)); };
+    s.op = [](Ctx& c) { return c.alloc(6 * kPage); };
+    add(s);
+  }
+  // (b) the walkthrough: PAGES = 11 + X, +10 > +1 > -10 > +4 > +11 (faulted)
+  auto walkthrough = [] {
+    return [](Ctx& c) {
+      CHECK_OK(c.alloc(10 * kPage));
+      CHECK_OK(c.alloc(1 * kPage));
+      CHECK_OK(c.release(0, nullptr));
+      CHECK_OK(c.alloc(4 * kPage));
+    };
+  };
+  {
+    Scenario s;
+    s.name = "b1 walkthrough case C (defrag + grow)";
+    s.opt = options(64, 11 + 4);
+    s.setup = walkthrough();
+    s.op = [](Ctx& c) { return c.alloc(11 * kPage); };
+    add(s);
+    s.name = "b2 walkthrough case B (defrag only)";
+    s.opt = options(64, 11 + 7);
+    s.setup = walkthrough();
+    add(s);
+    s.name = "b3 walkthrough case D (split leftover + grow)";
+    s.opt = options(64, 11 + 2);
+    s.setup = walkthrough();
+    add(s);
+    s.name = "b4 growth sequence, one handle per page";
+    s.opt = options(64, 0, kPage);
+    s.setup = walkthrough();
+    add(s);
+  }
+  // (c) several streams, a held one: Phase 2 waits on the GPU, zombies pend.
+  auto held_setup = [](Ctx& c) {
+    Stream a = c.stream(0), b = c.stream(1);
+    CHECK_OK(c.alloc(2 * kPage, a));
+    CHECK_OK(c.alloc(4 * kPage, b));
+    c.hold(b);
+    CHECK_OK(c.release(1, b));  // free on the held stream: its event stays pending
+  };
+  {
+    Scenario s;
+    s.name = "c1 harvest a held stream's region";
+    s.opt = options();
+    s.setup = held_setup;
+    s.op = [](Ctx& c) { return c.alloc(6 * kPage, c.stream(0)); };
+    add(s);
+    s.name = "c2 malloc while zombies are pending";
+    s.setup = [held_setup](Ctx& c) {
+      held_setup(c);
+      CHECK_OK(c.alloc(6 * kPage, c.stream(0)));
+    };
+    s.op = [](Ctx& c) { return c.alloc(2 * kPage, c.stream(2)); };
+    add(s);
+    s.name = "c3 release, then reap zombies";
+    s.setup = [held_setup](Ctx& c) {
+      held_setup(c);
+      CHECK_OK(c.alloc(6 * kPage, c.stream(0)));
+      c.release_holds();
+    };
+    s.op = [](Ctx& c) { return c.alloc(1 * kPage, c.stream(0)); };
+    add(s);
+    s.name = "c4 cross-stream reuse of a completed region";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(4 * kPage, c.stream(1)));
+      CHECK_OK(c.release(0, c.stream(1)));
+    };
+    s.op = [](Ctx& c) { return c.alloc(3 * kPage, c.stream(0)); };
+    add(s);
+    s.name = "c5 retire a stream with lazy free regions";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(4 * kPage, c.stream(1)));
+      CHECK_OK(c.alloc(2 * kPage, c.stream(1)));
+      CHECK_OK(c.release(0, c.stream(1)));
+      c.hold(c.stream(1));
+    };
+    s.op = [](Ctx& c) { return c.pool->stream_retire(c.stream(1)); };
+    add(s);
+  }
+  // (d) small allocations
+  {
+    Scenario s;
+    s.name = "d1 small malloc, new slab";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(1000));
+      CHECK_OK(c.alloc(1000));
+    };
+    s.op = [](Ctx& c) { return c.alloc(3000); };
+    add(s);
+    s.name = "d2 small free on another stream";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(1000, c.stream(0)));
+      CHECK_OK(c.alloc(1000, c.stream(0)));
+    };
+    s.op = [](Ctx& c) { return c.release(0, c.stream(1)); };
+    add(s);
+    s.name = "d3 small malloc with pending foreign frees";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(1000, c.stream(0)));
+      CHECK_OK(c.alloc(1000, c.stream(0)));
+      c.hold(c.stream(1));
+      CHECK_OK(c.release(0, c.stream(1)));
+    };
+    s.op = [](Ctx& c) { return c.alloc(2000, c.stream(0)); };
+    add(s);
+    s.name = "d4 page malloc beside small slabs";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(1000));
+      CHECK_OK(c.alloc(5000));
+      CHECK_OK(c.release(0, nullptr));
+    };
+    s.op = [](Ctx& c) { return c.alloc(2 * kPage); };
+    add(s);
+    // The pool's only slab emptied; a request of another class needs a new
+    // slab: growth gives the empty one back and plans again (f712b37).
+    s.name = "d5 small malloc after the only slab emptied";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(832));
+      CHECK_OK(c.release(0, nullptr));
+    };
+    s.op = [](Ctx& c) { return c.alloc(1030); };
+    add(s);
+  }
+  // (e) pool creation with initial pages
+  {
+    Scenario s;
+    s.name = "e1 create, 6 initial pages (a handle each)";
+    s.opt = options(64, 6);
+    s.creates_pool = true;
+    s.op = [](Ctx& c) { return c.create_pool(); };
+    add(s);
+    s.name = "e2 create, 6 initial pages (2-page handles)";
+    s.opt = options(64, 6, 2 * kPage);
+    add(s);
+    s.name = "e3 create, no initial pages";
+    s.opt = options(64, 0);
+    add(s);
+  }
+  // (f) destroy with everything in it
+  {
+    Scenario s;
+    s.name = "f1 destroy a busy pool";
+    s.opt = options(64, 4, 0, kPage / 2);
+    s.destroys_pool = true;
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0), b = c.stream(1);
+      CHECK_OK(c.alloc(2 * kPage, a));
+      CHECK_OK(c.alloc(4 * kPage, b));
+      CHECK_OK(c.alloc(1000, a));
+      CHECK_OK(c.alloc(3 * kPage, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.pool->pause("w"));
+      c.hold(b);
+      CHECK_OK(c.release(1, b));
+      CHECK_OK(c.alloc(6 * kPage, a));  // harvests b's region: a pending zombie
+    };
+    s.op = [](Ctx& c) {
+      c.release_holds();
+      c.pool.reset();
+      c.live.clear();
+      return VPMM_OK;
+    };
+    add(s);
+  }
+  // Pause, resume, trim.
+  {
+    Scenario s;
+    s.name = "g1 pause with host backups";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", 0));
+      CHECK_OK(c.alloc(2 * kPage));
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w"); };
+    s.partial = Partial::pause;
+    add(s);
+    s.name = "g2 resume with host backups";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage));
+      CHECK_OK(c.pool->pause("w"));
+    };
+    s.op = [](Ctx& c) { return c.pool->resume("w"); };
+    s.partial = Partial::resume;
+    add(s);
+    s.name = "g3 trim free memory";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage));
+      CHECK_OK(c.alloc(2 * kPage));
+      CHECK_OK(c.alloc(2 * kPage, c.stream(0)));
+      CHECK_OK(c.release(0, nullptr));
+      CHECK_OK(c.release(1, c.stream(0)));
+    };
+    s.op = [](Ctx& c) { return c.pool->trim(0); };
+    s.partial = Partial::trim;
+    // vpmm.h: trim releases "until at most keep_bytes stay mapped in free regions".
+    s.on_success = [](Ctx& c) -> std::string {
+      vpmm_stats st;
+      c.pool->stats(&st);
+      return st.free_bytes == 0 ? "" : "trim(0) returned VPMM_OK with " + std::to_string(st.free_bytes) +
+                                           " free bytes still mapped";
+    };
+    add(s);
+  }
+  return v;
+}
+
+}  // namespace
+
+// One test per row, then the total.
+const bool g_registered = [] {
+  static std::vector<Scenario> table = scenarios();
+  static std::vector<std::string> names;
+  names.reserve(table.size());
+  for (const Scenario& sc : table) {
+    names.push_back(std::string("fault: ") + sc.name);
+    const Scenario* row = &sc;
+    vt::cases().push_back({names.back().c_str(), [row] { run_scenario(*row); }});
+  }
+  return true;
+}();
+
+TEST("fault points covered") {
+  std::printf("fault points covered: %" PRIu64 " (%" PRIu64 " errors, %" PRIu64 " absorbed, %" PRIu64
+              " retried after OUT_OF_MEMORY); %" PRIu64 " failing\n",
+              g_total.points, g_total.errors, g_total.absorbed, g_total.retried, g_total.failing);
+  CHECK(g_total.points > 0);
+}
+
+TEST_MAIN()
