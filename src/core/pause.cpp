@@ -69,6 +69,16 @@ vpmm_status Pool::copy_stream(Stream* out) {
   return VPMM_OK;
 }
 
+vpmm_status Pool::drain_stream(Stream s) {
+  // An event rather than a stream sync: only the work queued so far counts.
+  EventHandle h = 0;
+  vpmm_status st = backend_->event_record(s, &h);
+  if (st != VPMM_OK) return st;
+  ++c_.n_events_recorded;
+  Event done(backend_.get(), h);
+  return backend_->event_sync(h);
+}
+
 void Pool::drop_paused(RegionIt it) {
   if (it->second.backup) {
     pinned_->put(it->second.backup, it->second.backup_size);
@@ -151,15 +161,7 @@ vpmm_status Pool::pause_locked(const char* tag) {
     const Region& r = m_.regions.find(backups[i].va)->second;
     st = backend_->copy_d2h(backups[i].buf, backups[i].va, r.size, cs);
   }
-  if (st == VPMM_OK && !backups.empty()) {
-    EventHandle h = 0;
-    st = backend_->event_record(cs, &h);
-    if (st == VPMM_OK) {
-      ++c_.n_events_recorded;
-      Event done(backend_.get(), h);
-      st = backend_->event_sync(h);
-    }
-  }
+  if (st == VPMM_OK && !backups.empty()) st = drain_stream(cs);
   if (st != VPMM_OK) {
     give_back_buffers();
     return fail_context(st, call);
@@ -279,15 +281,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
       const Region& r = m_.regions.find(mapped[i].va)->second;
       if (r.backup) st = backend_->copy_h2d(mapped[i].va, r.backup, r.size, cs);
     }
-    if (st == VPMM_OK) {
-      EventHandle h = 0;
-      st = backend_->event_record(cs, &h);
-      if (st == VPMM_OK) {
-        ++c_.n_events_recorded;
-        Event done(backend_.get(), h);
-        st = backend_->event_sync(h);
-      }
-    }
+    if (st == VPMM_OK) st = drain_stream(cs);
   }
   if (st != VPMM_OK) {
     // Undo this batch: everything stays paused with its backup.

@@ -161,6 +161,7 @@ class Pool {
     return region_tag != 0 && (want == 0 || region_tag == want);
   }
   vpmm_status copy_stream(Stream* out);
+  vpmm_status drain_stream(Stream s);  // CPU waits for what is queued on s now
   vpmm_status pause_locked(const char* tag);
   vpmm_status resume_locked(const char* tag);
   vpmm_status trim_locked(uint64_t keep_bytes);
