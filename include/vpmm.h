@@ -207,7 +207,9 @@ VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream strea
  * records the events it still needs now, while the stream exists. Afterwards
  * the stream must not be passed to the pool again. Streams that live as long
  * as the pool (the default stream, per-thread streams, framework stream
- * pools) never need it. Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+ * pools) never need it. Without it the pool notices the vanished stream when
+ * recording fails and falls back to one device-wide synchronisation (correct,
+ * but it blocks the CPU once). Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream);
 
 /* ------------------------------------------------------------------------ */

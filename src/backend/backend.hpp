@@ -100,6 +100,9 @@ class Backend {
   // (bindings, the replay tool): non-blocking on CUDA, a host stream on host.
   virtual vpmm_status stream_create(Stream* out) = 0;
   virtual vpmm_status stream_destroy(Stream s) = 0;
+  // Waits for all work on the device (the fallback when a stream the pool
+  // needs an event from no longer exists).
+  virtual vpmm_status device_sync() = 0;
 
   const BackendCounters& counters() const { return counters_; }
 

@@ -137,11 +137,23 @@ vpmm_status Pool::event_of(Region& r, EventRef* out) {
     return VPMM_OK;
   }
   StreamState& st = m_.streams[r.stream];
+  if (r.seq <= st.clean_upto) {  // freed before a device-wide synchronisation
+    out->reset();
+    return VPMM_OK;
+  }
   if (st.last_event && st.last_event_seq >= r.seq) {
     r.event = st.last_event;
   } else {
     EventHandle h = 0;
     vpmm_status s = backend_->event_record(r.stream, &h);
+    if (s == VPMM_ERR_INVALID_ARGUMENT && backend_->device_sync() == VPMM_OK) {
+      // The stream is gone (destroyed without vpmm_pool_stream_retire). Work
+      // queued on it still completes, and the device is now idle: every
+      // region it freed is clean.
+      st.clean_upto = st.free_seq;
+      out->reset();
+      return VPMM_OK;
+    }
     if (s != VPMM_OK) return s;
     ++c_.n_events_recorded;
     try {

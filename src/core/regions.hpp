@@ -96,6 +96,7 @@ struct StreamState {
   uint64_t free_seq = 0;        // bumped on every free on this stream
   EventRef last_event;          // the newest event recorded on this stream by the pool
   uint64_t last_event_seq = 0;  // free_seq when last_event was recorded
+  uint64_t clean_upto = 0;      // frees up to this seq need no event (device synchronised)
 };
 
 struct Totals {

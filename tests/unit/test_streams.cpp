@@ -759,4 +759,26 @@ TEST("destroy waits for work pending on a small block freed on a foreign stream"
   CHECK_OK(vpmm_host_stream_destroy(b));
 }
 
+// A stream destroyed without vpmm_pool_stream_retire: the pool cannot record
+// its lazy event any more, falls back to a device-wide synchronisation, and
+// the memory freed on it is reused instead of failing every later malloc.
+TEST("a stream destroyed without retire: its freed memory is still reused") {
+  vpmm_pool* p = pool_with(0);
+  if (!p) return;
+  vpmm_stream a = new_stream(), b = new_stream();
+  void* x = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, a, &x));
+  CHECK_OK(vpmm_pool_free(p, x, a));
+  CHECK_OK(vpmm_host_stream_destroy(a));  // no retire
+  uint64_t mapped = vt::stats(p).mapped_bytes;
+  void* y = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, b, &y));
+  CHECK_EQ(y, x);  // reused in place, nothing new mapped
+  CHECK_EQ(vt::stats(p).mapped_bytes, mapped);
+  CHECK_OK(vpmm_pool_free(p, y, b));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+  CHECK_OK(vpmm_host_stream_destroy(b));
+}
+
 TEST_MAIN()

@@ -392,6 +392,14 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
+  vpmm_status device_sync() override {
+    CtxScope scope(d_, ctx_);
+    if (vpmm_status st = scope.enter("cuCtxSynchronize", ordinal_)) return st;
+    CUresult r = d_->CtxSynchronize();
+    if (r != CUDA_SUCCESS) return cu_fail(status_of(r, Blame::backend), r, "cuCtxSynchronize()");
+    return VPMM_OK;
+  }
+
   vpmm_status stream_destroy(Stream s) override {
     if (s == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda stream_destroy: the default stream cannot be destroyed");
     if (!d_->StreamDestroy) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_destroy: cuStreamDestroy not loaded");

@@ -87,6 +87,7 @@ void load() {
        true},
       {"cuCtxGetCurrent", "cuCtxGetCurrent", slot(&d.CtxGetCurrent), true},
       {"cuCtxSetCurrent", "cuCtxSetCurrent", slot(&d.CtxSetCurrent), true},
+      {"cuCtxSynchronize", "cuCtxSynchronize", slot(&d.CtxSynchronize), true},
       {"cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity",
        slot(&d.MemGetAllocationGranularity), true},
       {"cuMemCreate", "cuMemCreate", slot(&d.MemCreate), true},

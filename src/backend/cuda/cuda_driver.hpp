@@ -39,6 +39,7 @@ using FnDevicePrimaryCtxRetain = CUresult(CUDAAPI*)(CUcontext* ctx, CUdevice dev
 using FnDevicePrimaryCtxRelease = CUresult(CUDAAPI*)(CUdevice dev);
 using FnCtxGetCurrent = CUresult(CUDAAPI*)(CUcontext* ctx);
 using FnCtxSetCurrent = CUresult(CUDAAPI*)(CUcontext ctx);
+using FnCtxSynchronize = CUresult(CUDAAPI*)(void);
 using FnMemGetAllocationGranularity = CUresult(CUDAAPI*)(size_t* granularity,
                                                          const CUmemAllocationProp* prop,
                                                          CUmemAllocationGranularity_flags option);
@@ -84,6 +85,7 @@ struct Driver {
   FnDevicePrimaryCtxRelease DevicePrimaryCtxRelease;
   FnCtxGetCurrent CtxGetCurrent;
   FnCtxSetCurrent CtxSetCurrent;
+  FnCtxSynchronize CtxSynchronize;
   FnMemGetAllocationGranularity MemGetAllocationGranularity;
   FnMemCreate MemCreate;
   FnMemRelease MemRelease;

@@ -139,6 +139,7 @@ class FaultBackend final : public Backend {
   bool stream_valid(Stream s) const override { return inner_->stream_valid(s); }
   vpmm_status stream_create(Stream* out) override;
   vpmm_status stream_destroy(Stream s) override;
+  vpmm_status device_sync() override { return inner_->device_sync(); }  // not a fault point
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;

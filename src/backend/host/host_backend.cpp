@@ -114,6 +114,9 @@ class HostBackend final : public Backend {
   bool stream_valid(Stream s) const override { return host::stream_is_valid(s); }
   vpmm_status stream_create(Stream* out) override { return host::stream_create(out); }
   vpmm_status stream_destroy(Stream s) override { return host::stream_destroy(s); }
+  // A destroyed host stream drained its work, and live ones are synchronised
+  // through their own events: nothing device-wide is left to wait for.
+  vpmm_status device_sync() override { return VPMM_OK; }
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
