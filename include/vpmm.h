@@ -187,7 +187,8 @@ VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** b
                                       uint64_t* size);
 
 /* Block the calling thread until all work queued on `stream` completes.
- * Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+ * Errors: INVALID_ARGUMENT, BACKEND, WRONG_STATE (a held host stream, which
+ * would never complete). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream);
 
 /* Create a stream of the pool's backend (a non-blocking CUstream on CUDA, a
@@ -253,16 +254,18 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * and are never handed to anybody else; touching them faults until resume.
  * Returns VPMM_NO_OP when nothing with that tag was active.
  * Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
- * host memory for a backup: nothing with that tag is paused), BACKEND.
+ * host memory for a backup: nothing with that tag is paused), BACKEND (a
+ * wait or copy failed: nothing is paused; or an unmap failed: that allocation
+ * stays active and intact while the others are paused; call again).
  * Thread safe; blocks the calling thread (and other pool calls) while it runs. */
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back. Returns VPMM_NO_OP
- * when nothing with that tag was paused. On OUT_OF_MEMORY the allocations
- * already resumed stay valid and every other one stays paused with its
- * backup intact: call again later. Errors: INVALID_ARGUMENT (unknown tag),
- * OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
+ * when nothing with that tag was paused. On OUT_OF_MEMORY or BACKEND the
+ * allocations already resumed stay valid and every other one stays paused
+ * with its backup intact: call again later. Errors: INVALID_ARGUMENT
+ * (unknown tag), OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
 
 /* Give free cached physical memory back to the driver (what

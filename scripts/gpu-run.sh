@@ -125,7 +125,7 @@ if (( BUILD_OK )); then
     if (( ${#MESON[@]} )); then
       boxed 240 "${MESON[@]}" test -C "$BUILD" --suite gpu -v --no-rebuild
       echo "meson test --suite gpu: exit $?"
-      boxed 120 "${MESON[@]}" test -C "$BUILD" --suite unit --no-rebuild
+      boxed 120 "${MESON[@]}" test -C "$BUILD" --suite unit --no-rebuild --print-errorlogs
       echo "meson test --suite unit: exit $?"
     else
       rcs=0

@@ -167,6 +167,7 @@ class Builder {
 
 // One native line (comment already stripped, not blank).
 bool native_line(Builder& b, uint32_t line, const std::vector<std::string>& f) {
+  if (f.empty()) return b.fail(line, "a line of separators only: no operation");
   const std::string verb = lower(f[0]);
   auto extra = [&](size_t max_fields) {
     return b.fail(line, "unexpected field '" + f[max_fields] + "' after " + verb + " (at most " +

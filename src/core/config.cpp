@@ -74,7 +74,9 @@ bool parse_size(const char* text, uint64_t* out) {
   if (!std::isdigit(static_cast<unsigned char>(*text))) return false;  // rejects "", "-1", "+1"
   errno = 0;
   char* end = nullptr;
-  unsigned long long v = std::strtoull(text, &end, 0);
+  // Decimal, or hex with 0x: never octal ("010" is ten, "08" is eight).
+  const bool hex = text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  unsigned long long v = std::strtoull(text, &end, hex ? 16 : 10);
   if (errno == ERANGE || end == text) return false;
   uint64_t mult = 1;
   switch (std::toupper(static_cast<unsigned char>(*end))) {

@@ -556,7 +556,10 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<M
 vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size) {
   uint64_t want = std::max(opt_.va_size, min_bytes);
   want = (want + opt_.page_size - 1) / opt_.page_size * opt_.page_size;
-  vpmm_status st = backend_->reserve(want, opt_.page_size, va);
+  // Alignment must be a power of two: the largest one dividing the page.
+  uint64_t align = opt_.page_size & (~opt_.page_size + 1);
+  vpmm_status st = backend_->reserve(want, align, va);
+  // With a valid alignment, a refusal means no VA of that size is to be had.
   if (st == VPMM_ERR_BACKEND || st == VPMM_ERR_INVALID_ARGUMENT) st = VPMM_ERR_OUT_OF_MEMORY;
   if (st != VPMM_OK) return fail_context(st, "reserving a VA chunk");
   *size = want;

@@ -161,7 +161,9 @@ std::string RegionMap::check(uint64_t page) const {
       if (it == regions.end() || it->first != cursor)
         return bad("gap or overlap at 0x%" PRIx64 " in chunk %" PRIu64, cursor, c);
       const Region& r = it->second;
-      if (r.size == 0 || r.size % page || it->first % page)
+      // Pages are counted from the chunk start: a page size that is no power
+      // of two cannot be aligned in absolute addresses.
+      if (r.size == 0 || r.size % page || (it->first - chunks[c].va) % page)
         return bad("region 0x%" PRIx64 " size %" PRIu64 " not page aligned", it->first, r.size);
       if (r.chunk != c) return bad("region 0x%" PRIx64 " claims chunk %" PRIu64, it->first, r.chunk);
       if (cursor + r.size > end) return bad("region 0x%" PRIx64 " straddles chunk end (size %" PRIu64 ")", it->first, r.size);

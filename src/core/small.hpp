@@ -51,6 +51,9 @@ class SmallAllocator {
   void on_resume(void* slab);
   // Gives every fully free slab back to the pool (trim).
   void release_empty_slabs();
+  void settle() {
+    if (!pending_.empty()) drain_pending();
+  }
   // Bytes of slabs with no block in use or pending: cached free memory.
   uint64_t empty_bytes() const { return empty_bytes_; }
   uint64_t requested_in(const void* slab) const;  // bytes asked for in a slab

@@ -10,6 +10,9 @@ namespace vpmm {
 
 void Pool::stats(vpmm_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Small blocks freed on another stream return to their slabs once that
+  // stream's event completed; settle them so the counts are current.
+  small_->settle();
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;

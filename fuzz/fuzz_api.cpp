@@ -1,0 +1,456 @@
+// fuzz_api: every exported function with hostile arguments.
+//
+// Values passed are only those the contract allows: pools that are NULL,
+// live or destroyed (a destroyed pool's shell stays readable by design), never
+// a garbage vpmm_pool* (undefined behaviour); data pointers (free, lookup)
+// that are anything at all: the pool looks them up, it never dereferences
+// them; streams that are NULL, live, destroyed or garbage (the host backend
+// checks them against its registry); reservations that are live, released
+// or garbage (checked against the pool's set); struct_size values anywhere
+// within a buffer that really is that large; strings of any bytes.
+//
+// For every call: the status is one the function documents, an error leaves
+// a message and the out-parameters untouched, and both pools still pass
+// vpmm_pool_check with their allocation counts unchanged by a failed call.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "fuzz_common.hpp"
+#include "vpmm.h"
+
+namespace {
+
+constexpr size_t kBuf = 70000;  // > the largest struct_size any call accepts (65536)
+alignas(16) unsigned char g_buf[kBuf];
+constexpr uint64_t kSentinel = 0x5a5a5a5a5a5a5a5aull;
+
+struct Pools {
+  vpmm_pool* p[3] = {};  // two live pools and a destroyed one
+  std::vector<void*> ptrs[2];
+  std::vector<vpmm_reservation*> res[2];
+  std::vector<vpmm_reservation*> released;
+  std::vector<vpmm_stream> streams;       // live host streams
+  std::vector<vpmm_stream> dead_streams;  // destroyed values
+  int scopes = 0;
+};
+
+void noop_kernel(void*) {}
+int oom_no(vpmm_pool*, uint64_t, void*) { return 0; }
+void pressure_fn(vpmm_pool*, int, uint64_t, void*) {}
+int visit_count(const vpmm_region*, void* u) { return ++*static_cast<int*>(u) > 1000; }
+
+vpmm_pool* pick_pool(fz::Reader& in, Pools& w, int* idx) {
+  int k = in.u8() % 4;
+  *idx = k < 3 ? k : -1;
+  return k < 3 ? w.p[k] : nullptr;
+}
+
+void* pick_ptr(fz::Reader& in, Pools& w) {
+  switch (in.u8() % 7) {
+    case 0: return nullptr;
+    case 1:
+    case 2: {
+      auto& v = w.ptrs[in.u8() % 2];
+      if (v.empty()) return nullptr;
+      return v[in.u16() % v.size()];
+    }
+    case 3: {  // interior or one-past
+      auto& v = w.ptrs[in.u8() % 2];
+      if (v.empty()) return nullptr;
+      return static_cast<char*>(v[in.u16() % v.size()]) + in.size_like() % (1u << 22);
+    }
+    case 4: return g_buf + in.u16() % 64;  // memory the pool never saw
+    default: return reinterpret_cast<void*>(static_cast<uintptr_t>(in.u64()));  // garbage value
+  }
+}
+
+vpmm_stream pick_stream(fz::Reader& in, Pools& w) {
+  switch (in.u8() % 5) {
+    case 0: return nullptr;
+    case 1:
+      if (!w.streams.empty()) return w.streams[in.u8() % w.streams.size()];
+      return nullptr;
+    case 2:
+      if (!w.dead_streams.empty()) return w.dead_streams[in.u8() % w.dead_streams.size()];
+      return nullptr;
+    case 3: return reinterpret_cast<vpmm_stream>(g_buf + 128);
+    default: return reinterpret_cast<vpmm_stream>(static_cast<uintptr_t>(in.u64()));
+  }
+}
+
+vpmm_reservation* pick_res(fz::Reader& in, Pools& w, int pool_idx) {
+  switch (in.u8() % 4) {
+    case 0: return nullptr;
+    case 1:
+      if (pool_idx >= 0 && pool_idx < 2 && !w.res[pool_idx].empty())
+        return w.res[pool_idx][in.u8() % w.res[pool_idx].size()];
+      return nullptr;
+    case 2:
+      if (!w.released.empty()) return w.released[in.u8() % w.released.size()];
+      return nullptr;
+    default: return reinterpret_cast<vpmm_reservation*>(static_cast<uintptr_t>(in.u64()));
+  }
+}
+
+// A NUL-terminated string of any bytes, or NULL.
+const char* pick_tag(fz::Reader& in, std::string* storage) {
+  uint8_t k = in.u8() % 6;
+  if (k == 0) return nullptr;
+  if (k == 1) return "a";
+  if (k == 2) return "";
+  *storage = in.str(90);
+  return storage->c_str();
+}
+
+bool one_of(vpmm_status st, std::initializer_list<vpmm_status> ok) {
+  for (vpmm_status s : ok)
+    if (st == s) return true;
+  return false;
+}
+
+struct Counts {
+  uint64_t n_live, requested, n_malloc, n_free, n_pause, n_resume;
+};
+Counts counts(vpmm_pool* p) {
+  vpmm_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  FZ_CHECK(vpmm_pool_stats(p, &s) == VPMM_OK, "stats");
+  return {s.n_live, s.requested_bytes, s.n_malloc, s.n_free, s.n_pause, s.n_resume};
+}
+bool same(const Counts& a, const Counts& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fz::Reader in(data, size);
+  Pools w;
+  vpmm_config c;
+  vpmm_config_init(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = 16 << 10;
+  c.va_size = 64 * c.page_size;
+  c.host_capacity = 4 << 20;
+  for (int i = 0; i < 3; ++i) FZ_CHECK(vpmm_pool_create(&c, &w.p[i]) == VPMM_OK, "create");
+  FZ_CHECK(vpmm_pool_destroy(w.p[2]) == VPMM_OK, "destroy");
+  for (int i = 0; i < 2; ++i) {
+    vpmm_stream s = nullptr;
+    FZ_CHECK(vpmm_host_stream_create(&s) == VPMM_OK, "stream");
+    w.streams.push_back(s);
+  }
+
+  const vpmm_status A = VPMM_ERR_INVALID_ARGUMENT;
+  int ops = 0;
+  while (!in.empty() && ops++ < 200) {
+    const uint8_t fn = in.u8();
+    int pi = -1;
+    vpmm_pool* pool = pick_pool(in, w, &pi);
+    const bool live = pi == 0 || pi == 1;
+    Counts before[2] = {counts(w.p[0]), counts(w.p[1])};
+    vpmm_status st = VPMM_OK;
+    std::string s1;
+    std::memset(g_buf, 0, 4096);
+    switch (fn % 32) {
+      case 0: {  // malloc
+        uint64_t sz = in.size_like() % ((in.u8() & 1) ? (8u << 20) : UINT64_MAX);
+        void* out = reinterpret_cast<void*>(kSentinel);
+        void** outp = (in.u8() % 8) ? &out : nullptr;
+        st = vpmm_pool_malloc(pool, sz, pick_stream(in, w), outp);
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY}), "malloc -> %d", st);
+        if (st == VPMM_OK) w.ptrs[pi].push_back(out);
+        else FZ_CHECK(out == reinterpret_cast<void*>(kSentinel), "malloc wrote *out on error");
+        break;
+      }
+      case 1: {  // malloc_ex with attrs of any size
+        vpmm_alloc_attrs* a = reinterpret_cast<vpmm_alloc_attrs*>(g_buf);
+        a->struct_size = (in.u8() & 1) ? sizeof *a : in.u16() % 4200;
+        a->flags = (in.u8() & 1) ? VPMM_ALLOC_HOST_BACKUP : in.u32();
+        a->tag = pick_tag(in, &s1);
+        a->reservation = pick_res(in, w, pi);
+        uint64_t sz = in.size_like() % (1u << 20);
+        void* out = reinterpret_cast<void*>(kSentinel);
+        st = vpmm_pool_malloc_ex(pool, sz, pick_stream(in, w), (in.u8() % 8) ? a : nullptr, &out);
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY}), "malloc_ex -> %d", st);
+        if (st == VPMM_OK) w.ptrs[pi].push_back(out);
+        else FZ_CHECK(out == reinterpret_cast<void*>(kSentinel), "malloc_ex wrote *out on error");
+        break;
+      }
+      case 2:
+      case 3: {  // free: anything at all
+        void* p = pick_ptr(in, w);
+        st = vpmm_pool_free(pool, p, pick_stream(in, w));
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNKNOWN_POINTER, VPMM_ERR_BACKEND}), "free -> %d", st);
+        if (st == VPMM_OK && p && live) {
+          auto& v = w.ptrs[pi];
+          bool found = false;
+          for (size_t i = 0; i < v.size(); ++i)
+            if (v[i] == p) {
+              v.erase(v.begin() + static_cast<long>(i));
+              found = true;
+              break;
+            }
+          FZ_CHECK(found, "free of %p succeeded on a pool that never returned it", p);
+        }
+        break;
+      }
+      case 4: {  // lookup
+        void* base = reinterpret_cast<void*>(kSentinel);
+        uint64_t sz = kSentinel;
+        uint8_t m = in.u8();
+        st = vpmm_pool_lookup(pool, pick_ptr(in, w), (m & 1) ? &base : nullptr, (m & 2) ? &sz : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNKNOWN_POINTER}), "lookup -> %d", st);
+        if (st != VPMM_OK)
+          FZ_CHECK(base == reinterpret_cast<void*>(kSentinel) && sz == kSentinel, "lookup wrote outs on error");
+        break;
+      }
+      case 5: {  // stats with any struct_size within the buffer
+        vpmm_stats* s = reinterpret_cast<vpmm_stats*>(g_buf);
+        uint32_t ss = (in.u8() & 1) ? sizeof(vpmm_stats) : in.u32() % 70000;
+        std::memset(g_buf, 0xab, kBuf);
+        s->struct_size = ss;
+        st = vpmm_pool_stats(pool, (in.u8() % 8) ? s : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "stats -> %d", st);
+        if (st == VPMM_OK) {
+          FZ_CHECK(s->struct_size == ss, "stats changed struct_size");
+          for (size_t i = ss < 8 ? 8 : ss; i < kBuf; ++i)
+            FZ_CHECK(g_buf[i] == 0xab, "stats wrote byte %zu beyond struct_size %u", i, ss);
+        }
+        break;
+      }
+      case 6: {  // dump with any capacity
+        size_t cap = in.u16() % 300;
+        size_t count = kSentinel;
+        bool nullbuf = (in.u8() % 8) == 0;
+        st = vpmm_pool_dump(pool, nullbuf ? nullptr : reinterpret_cast<vpmm_region*>(g_buf), cap,
+                            (in.u8() % 8) ? &count : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "dump -> %d", st);
+        break;
+      }
+      case 7: {  // dump_text
+        size_t cap = in.u16() % 8192;
+        size_t needed = kSentinel;
+        bool nullbuf = (in.u8() % 8) == 0;
+        std::memset(g_buf, 0xcd, 8200);
+        st = vpmm_pool_dump_text(pool, nullbuf ? nullptr : reinterpret_cast<char*>(g_buf), cap,
+                                 (in.u8() % 2) ? &needed : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "dump_text -> %d", st);
+        if (st == VPMM_OK && !nullbuf && cap > 0) {
+          FZ_CHECK(std::memchr(g_buf, 0, cap) != nullptr, "dump_text left no NUL within capacity");
+          FZ_CHECK(g_buf[cap] == 0xcd, "dump_text wrote past capacity");
+        }
+        break;
+      }
+      case 8: {  // get_config
+        vpmm_config* cfg = reinterpret_cast<vpmm_config*>(g_buf);
+        uint32_t ss = (in.u8() & 1) ? sizeof(vpmm_config) : in.u32() % 70000;
+        std::memset(g_buf, 0xab, kBuf);
+        cfg->struct_size = ss;
+        st = vpmm_pool_get_config(pool, (in.u8() % 8) ? cfg : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "get_config -> %d", st);
+        if (st == VPMM_OK)
+          for (size_t i = ss < 4 ? 4 : ss; i < kBuf; ++i)
+            FZ_CHECK(g_buf[i] == 0xab, "get_config wrote byte %zu beyond struct_size %u", i, ss);
+        break;
+      }
+      case 9: {  // tag_stats
+        vpmm_tag_stats* t = reinterpret_cast<vpmm_tag_stats*>(g_buf);
+        t->struct_size = (in.u8() & 1) ? sizeof *t : in.u32() % 4200;
+        st = vpmm_pool_tag_stats(pool, pick_tag(in, &s1), (in.u8() % 8) ? t : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "tag_stats -> %d", st);
+        break;
+      }
+      case 10: {  // pause / resume with any tag (no stream is ever held here)
+        const char* tag = pick_tag(in, &s1);
+        st = (in.u8() & 1) ? vpmm_pool_pause(pool, tag) : vpmm_pool_resume(pool, tag);
+        FZ_CHECK(one_of(st, {VPMM_OK, VPMM_NO_OP, A, VPMM_ERR_OUT_OF_MEMORY}), "pause/resume -> %d", st);
+        break;
+      }
+      case 11:
+        st = vpmm_pool_trim(pool, in.size_like());
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "trim -> %d", st);
+        break;
+      case 12: {  // reserve
+        vpmm_reservation* r = reinterpret_cast<vpmm_reservation*>(kSentinel);
+        uint32_t flags = (in.u8() & 1) ? in.u8() % 4 : in.u32();
+        if (flags & VPMM_RESERVE_BLOCK) flags &= ~VPMM_RESERVE_BLOCK;  // BLOCK without a timeout may wait forever
+        st = vpmm_pool_reserve_ex(pool, in.size_like(), flags | ((in.u8() & 1) ? VPMM_RESERVE_BLOCK : 0),
+                                  in.u32() % 1000, (in.u8() % 8) ? &r : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY, VPMM_ERR_WRONG_STATE}), "reserve -> %d", st);
+        if (st == VPMM_OK) w.res[pi].push_back(r);
+        else FZ_CHECK(r == reinterpret_cast<vpmm_reservation*>(kSentinel), "reserve wrote *out on error");
+        break;
+      }
+      case 13: {  // reservation info / release with any reservation value
+        vpmm_reservation* r = pick_res(in, w, pi);
+        if (in.u8() & 1) {
+          uint64_t a = kSentinel, b = kSentinel;
+          st = vpmm_reservation_info(pool, r, &a, &b);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "reservation_info -> %d", st);
+        } else {
+          st = vpmm_reservation_release(pool, r);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "reservation_release -> %d", st);
+          if (st == VPMM_OK) {
+            for (auto& v : w.res)
+              for (size_t i = 0; i < v.size(); ++i)
+                if (v[i] == r) v.erase(v.begin() + static_cast<long>(i--));
+            w.released.push_back(r);
+          }
+        }
+        break;
+      }
+      case 14:
+        st = vpmm_pool_set_limit(pool, in.size_like());
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_WRONG_STATE}), "set_limit -> %d", st);
+        break;
+      case 15:
+        st = (in.u8() & 1) ? vpmm_pool_set_oom_callback(pool, (in.u8() & 1) ? oom_no : nullptr, nullptr)
+                           : vpmm_pool_set_pressure_callback(pool, (in.u8() & 1) ? pressure_fn : nullptr,
+                                                             nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "set callback -> %d", st);
+        break;
+      case 16:
+        st = vpmm_pool_check(pool);
+        FZ_CHECK(live ? st == VPMM_OK : st == A, "check -> %d", st);
+        break;
+      case 17: {
+        int n = 0;
+        st = vpmm_pool_visit(pool, (in.u8() % 8) ? visit_count : nullptr, &n);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "visit -> %d", st);
+        break;
+      }
+      case 18:
+        st = vpmm_pool_stream_synchronize(pool, pick_stream(in, w));
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND, VPMM_ERR_WRONG_STATE}), "pool sync -> %d", st);
+        break;
+      case 19:
+        st = vpmm_pool_stream_retire(pool, pick_stream(in, w));
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND}), "retire -> %d", st);
+        break;
+      case 20: {  // pool stream create / destroy
+        if (in.u8() & 1) {
+          vpmm_stream s = reinterpret_cast<vpmm_stream>(kSentinel);
+          st = vpmm_pool_stream_create(pool, (in.u8() % 8) ? &s : nullptr);
+          FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNSUPPORTED, VPMM_ERR_BACKEND}), "stream_create -> %d", st);
+          if (st == VPMM_OK) w.streams.push_back(s);
+        } else {
+          bool from_list = !w.streams.empty() && (in.u8() & 1);
+          size_t i = from_list ? in.u8() % w.streams.size() : 0;
+          vpmm_stream s = from_list ? w.streams[i] : pick_stream(in, w);
+          st = vpmm_pool_stream_destroy(pool, s);
+          FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND}), "stream_destroy -> %d", st);
+          if (st == VPMM_OK) {
+            for (size_t k = 0; k < w.streams.size(); ++k)
+              if (w.streams[k] == s) w.streams.erase(w.streams.begin() + static_cast<long>(k--));
+            w.dead_streams.push_back(s);
+          }
+        }
+        break;
+      }
+      case 21: {  // host streams with any value
+        vpmm_stream s = pick_stream(in, w);
+        switch (in.u8() % 5) {
+          case 0: {
+            // hold, then everything that must not block on a held stream
+            st = vpmm_host_stream_hold(s);
+            FZ_CHECK(one_of(st, {VPMM_OK, A}), "hold -> %d", st);
+            if (st == VPMM_OK) {
+              FZ_CHECK(vpmm_host_stream_synchronize(s) == VPMM_ERR_WRONG_STATE, "sync of a held stream");
+              FZ_CHECK(vpmm_host_stream_release(s) == VPMM_OK, "release");
+            }
+            break;
+          }
+          case 1:
+            st = vpmm_host_stream_release(s);
+            FZ_CHECK(one_of(st, {A, VPMM_ERR_WRONG_STATE}), "release of a stream not held -> %d", st);
+            break;
+          case 2:
+            st = vpmm_host_stream_launch(s, (in.u8() % 8) ? noop_kernel : nullptr, nullptr);
+            FZ_CHECK(one_of(st, {VPMM_OK, A}), "launch -> %d", st);
+            break;
+          case 3:
+            st = vpmm_host_stream_synchronize(s);
+            FZ_CHECK(one_of(st, {VPMM_OK, A}), "host sync -> %d", st);
+            break;
+          default: {
+            bool known = false;
+            for (vpmm_stream k : w.streams) known |= k == s;
+            if (known) break;  // live streams are destroyed through the list only
+            st = vpmm_host_stream_destroy(s);
+            FZ_CHECK(st == A, "destroy of NULL or an unknown stream -> %d", st);
+          }
+        }
+        break;
+      }
+      case 22: {  // scopes
+        if (in.u8() & 1) {
+          st = vpmm_region_push(pick_tag(in, &s1), (in.u8() & 1) ? VPMM_ALLOC_HOST_BACKUP : in.u32());
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "push -> %d", st);
+          if (st == VPMM_OK) ++w.scopes;
+        } else {
+          st = vpmm_region_pop();
+          FZ_CHECK(st == (w.scopes ? VPMM_OK : VPMM_ERR_WRONG_STATE), "pop -> %d", st);
+          if (st == VPMM_OK) --w.scopes;
+        }
+        break;
+      }
+      case 23: {
+        const char* s = vpmm_status_string(static_cast<vpmm_status>(in.u32()));
+        FZ_CHECK(s && *s, "status string");
+        FZ_CHECK(vpmm_last_error() != nullptr, "last_error");
+        FZ_CHECK(vpmm_version() && vpmm_abi_version() == VPMM_ABI_VERSION, "version");
+        const char* bn = vpmm_pool_backend_name(pool);
+        FZ_CHECK(live ? bn != nullptr : bn == nullptr, "backend_name");
+        break;
+      }
+      case 24: {  // pool create with a config of any struct_size
+        vpmm_config* cfg = reinterpret_cast<vpmm_config*>(g_buf);
+        vpmm_config_init(cfg);
+        cfg->backend = VPMM_BACKEND_HOST;
+        cfg->host_capacity = 1 << 20;
+        cfg->page_size = 16 << 10;
+        cfg->va_size = cfg->page_size * 16;
+        if (in.u8() & 1) cfg->struct_size = in.u32() % 70000;
+        vpmm_pool* np = reinterpret_cast<vpmm_pool*>(kSentinel);
+        st = vpmm_pool_create((in.u8() % 8) ? cfg : nullptr, (in.u8() % 8) ? &np : nullptr);
+        FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNSUPPORTED, VPMM_ERR_OUT_OF_MEMORY, VPMM_ERR_BACKEND}),
+                 "create -> %d", st);
+        if (st == VPMM_OK) FZ_CHECK(vpmm_pool_destroy(np) == VPMM_OK, "destroy");
+        else FZ_CHECK(np == reinterpret_cast<vpmm_pool*>(kSentinel), "create wrote *out on error");
+        break;
+      }
+      case 25:  // destroy of NULL or of the destroyed pool
+        st = vpmm_pool_destroy((in.u8() & 1) ? nullptr : w.p[2]);
+        FZ_CHECK(one_of(st, {VPMM_OK, A}), "destroy -> %d", st);
+        break;
+      default: {  // free a pool allocation correctly (keeps the pools from filling up)
+        int k = in.u8() % 2;
+        if (!w.ptrs[k].empty()) {
+          size_t i = in.u16() % w.ptrs[k].size();
+          FZ_CHECK(vpmm_pool_free(w.p[k], w.ptrs[k][i], nullptr) == VPMM_OK, "free");
+          w.ptrs[k].erase(w.ptrs[k].begin() + static_cast<long>(i));
+        }
+        st = VPMM_OK;
+        break;
+      }
+    }
+    if (st != VPMM_OK && st != VPMM_NO_OP)
+      FZ_CHECK(vpmm_last_error()[0] != '\0', "status %d without a message (fn %u)", st, fn % 32);
+    for (int k = 0; k < 2; ++k) {
+      FZ_CHECK(vpmm_pool_check(w.p[k]) == VPMM_OK, "pool %d invariants (fn %u)", k, fn % 32);
+      if (st != VPMM_OK && st != VPMM_NO_OP)
+        FZ_CHECK(same(before[k], counts(w.p[k])), "failed call (fn %u, status %d) changed pool %d", fn % 32,
+                 st, k);
+    }
+  }
+
+  while (w.scopes-- > 0) vpmm_region_pop();
+  for (int k = 0; k < 2; ++k) {
+    for (void* p : w.ptrs[k]) FZ_CHECK(vpmm_pool_free(w.p[k], p, nullptr) == VPMM_OK, "free");
+    for (vpmm_reservation* r : w.res[k]) FZ_CHECK(vpmm_reservation_release(w.p[k], r) == VPMM_OK, "release");
+    FZ_CHECK(vpmm_pool_check(w.p[k]) == VPMM_OK, "check");
+  }
+  for (vpmm_stream s : w.streams) FZ_CHECK(vpmm_host_stream_destroy(s) == VPMM_OK, "stream destroy");
+  for (int k = 0; k < 2; ++k) FZ_CHECK(vpmm_pool_destroy(w.p[k]) == VPMM_OK, "destroy");
+  return 0;
+}

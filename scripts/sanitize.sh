@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds the library and the unit suite under ASan+UBSan (build-asan/) and,
+# separately, TSan (build-tsan/), and runs `meson test --suite unit` in each.
+# Fails on any sanitizer report and on any failing test; at the end it says
+# which (a sanitizer report is named as such, apart from plain test failures).
+#
+#   scripts/sanitize.sh            # both
+#   scripts/sanitize.sh asan       # one of asan, tsan
+#   SANITIZE_JOBS=2 scripts/sanitize.sh
+#
+# Notes
+#  - UBSan halts on the first report (halt_on_error) with a stack trace;
+#    ASan checks leaks at exit (detect_leaks=1).
+#  - TSan needs the address-space layout it was built for. Kernels with a
+#    large mmap randomisation (vm.mmap_rnd_bits > 28) break it ("unexpected
+#    memory mapping", "FATAL: ThreadSanitizer"); the script probes a TSan
+#    binary first and, if that fails, runs the suite under
+#    `setarch $(uname -m) -R` (ASLR off for the tests only).
+#  - python_binding runs the uninstrumented interpreter against the
+#    instrumented libvpmm.so: under ASan it runs with the ASan runtime
+#    preloaded (leak checks off: CPython keeps memory until exit); under TSan
+#    it is skipped (TSan cannot be preloaded into a running interpreter).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${SANITIZE_JOBS:-$(nproc)}
+WHICH=("$@")
+[[ ${#WHICH[@]} -eq 0 ]] && WHICH=(asan tsan)
+
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# handle_segv=0 (ASan and TSan): several tests touch unmapped pool memory in a
+# forked child on purpose and expect it to die by SIGSEGV (a real crash still
+# fails its test, without the sanitizer's report).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=0:strict_string_checks=1:detect_stack_use_after_return=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-handle_segv=0:second_deadlock_stack=1:history_size=4}
+
+# Sanitizer reports look like these in the test logs.
+REPORT_RE='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|ThreadSanitizer: reported|FATAL: ThreadSanitizer|ERROR: UndefinedBehaviorSanitizer'
+
+configure() {  # dir, sanitizer
+  local dir=$1 san=$2
+  if [[ ! -f $dir/build.ninja ]]; then
+    meson setup "$dir" --buildtype debug -Db_sanitize="$san" -Db_lundef=false \
+      -Dgpu_tests=disabled >/dev/null
+  fi
+}
+
+tsan_wrapper() {  # prints the wrapper TSan binaries need here ("" or setarch)
+  local probe=$ROOT/build-tsan/tsan-probe
+  printf '#include <thread>\nint x; int main(){ std::thread t([]{ x = 1; }); t.join(); return x - 1; }\n' >"$probe.cpp"
+  c++ -fsanitize=thread -g "$probe.cpp" -o "$probe" 2>/dev/null || { echo ""; return; }
+  if "$probe" >/dev/null 2>&1; then
+    echo ""
+  elif setarch "$(uname -m)" -R "$probe" >/dev/null 2>&1; then
+    echo "setarch $(uname -m) -R"
+  else
+    echo ""
+  fi
+}
+
+list_unit_tests() {  # names of the unit suite's tests ("proj:suite / name" or "name")
+  meson test -C "$1" --list --suite unit 2>/dev/null | grep -v '^ninja' | sed 's|.* / ||'
+}
+
+declare -A result
+reports=()
+failures=()
+for kind in "${WHICH[@]}"; do
+  case $kind in
+    asan) dir=$ROOT/build-asan san=address,undefined ;;
+    tsan) dir=$ROOT/build-tsan san=thread ;;
+    *) echo "sanitize.sh: unknown '$kind' (asan or tsan)" >&2; exit 2 ;;
+  esac
+  start=$(date +%s)
+  echo "== $kind: configure + build ($dir)"
+  configure "$dir" "$san"
+  ninja -C "$dir" -j "$JOBS" >/dev/null
+  wrapper=()
+  if [[ $kind == tsan ]]; then
+    w=$(tsan_wrapper)
+    if [[ -n $w ]]; then
+      echo "   TSan needs ASLR off here: running the tests under '$w'"
+      wrapper=(--wrapper "$w")
+    fi
+  fi
+  echo "== $kind: meson test --suite unit"
+  # Every unit test but the Python one, which runs apart (see the top).
+  mapfile -t tests < <(list_unit_tests "$dir" | grep -vx python_binding)
+  if [[ ${#tests[@]} -eq 0 ]]; then
+    echo "sanitize.sh: no unit tests found in $dir" >&2
+    exit 2
+  fi
+  set +e
+  meson test -C "$dir" --num-processes "$JOBS" --print-errorlogs "${wrapper[@]}" "${tests[@]}" \
+    >"$dir/sanitize.log" 2>&1
+  rc=$?
+  set -e
+  if list_unit_tests "$dir" | grep -qx python_binding; then
+    if [[ $kind == asan ]]; then
+      libasan=$(c++ -print-file-name=libasan.so)
+      set +e
+      LD_PRELOAD=$libasan ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
+        meson test -C "$dir" --no-rebuild --print-errorlogs --logbase pylog python_binding \
+        >>"$dir/sanitize.log" 2>&1
+      prc=$?
+      set -e
+      [[ $prc -ne 0 ]] && rc=$prc
+      cat "$dir/meson-logs/pylog.txt" >>"$dir/meson-logs/testlog.txt" 2>/dev/null || true
+    else
+      echo "   python_binding skipped under TSan (an interpreter cannot load TSan late)"
+    fi
+  fi
+  log=$dir/meson-logs/testlog.txt
+  # (meson repeats failures at the end: print each line once)
+  grep -E '^ *[0-9]+/[0-9]+ ' "$dir/sanitize.log" | awk '!seen[$0]++' | sed 's/^/   /' || true
+  if grep -qE "$REPORT_RE" "$log" 2>/dev/null; then
+    reports+=("$kind")
+    echo "   sanitizer reports in $log:"
+    grep -nE "$REPORT_RE" "$log" | head -n 20 | sed 's/^/     /'
+  fi
+  if [[ $rc -ne 0 ]]; then
+    failures+=("$kind")
+    grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$dir/sanitize.log" | awk '!seen[$0]++' |
+      sed 's/^/   failed: /' || true
+  fi
+  result[$kind]="exit $rc, $(( $(date +%s) - start ))s"
+done
+
+echo
+echo "sanitize summary:"
+for kind in "${WHICH[@]}"; do echo "  $kind: ${result[$kind]}"; done
+status=0
+if [[ ${#reports[@]} -ne 0 ]]; then
+  echo "SANITIZER REPORTS: ${reports[*]}"
+  status=1
+fi
+if [[ ${#failures[@]} -ne 0 ]]; then
+  echo "FAILING TESTS: ${failures[*]} (see build-*/meson-logs/testlog.txt)"
+  status=1
+fi
+[[ $status == 0 ]] && echo "clean: no sanitizer reports, every unit test passed"
+exit $status
