@@ -158,6 +158,11 @@ if (( BUILD_OK && BENCH )); then
     echo "bench_vpmm: exit $?"
   } > "$OUT/bench.log" 2>&1
   say "bench_vpmm: $(tail -1 "$OUT/bench.log") ($(( $(date +%s) - START )) s)"
+  if [ -x "$BUILD/bench/bench_pause_resume" ]; then
+    { echo "### bench_pause_resume"; boxed 150 "$BUILD/bench/bench_pause_resume"; echo "bench_pause_resume: exit $?"; } \
+      >> "$OUT/bench.log" 2>&1
+    grep -E "^PAUSE |bench_pause_resume: exit" "$OUT/bench.log" | tee -a "$SUM"
+  fi
   if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
     TD=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
     ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')

@@ -1,0 +1,182 @@
+// Pause/resume on the H100: kernels write and verify the data, the driver
+// sees the memory come back (cudaMemGetInfo), addresses stay the same, out of
+// memory in the middle of a resume leaves the rest paused with intact
+// backups, and a pause never waits for unrelated streams.
+#include <vector>
+
+#include "gpu_util.cuh"
+
+using namespace gt;
+
+namespace {
+
+vpmm_pool* pool_with_limit(uint64_t limit) {
+  vpmm_config c;
+  vpmm_config_init(&c);
+  c.backend = VPMM_BACKEND_CUDA;
+  c.memory_limit = limit;
+  vpmm_pool* p = nullptr;
+  vpmm_status st = vpmm_pool_create(&c, &p);
+  if (st != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
+  return p;
+}
+
+void* tagged(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags, cudaStream_t s = nullptr) {
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = tag;
+  a.flags = flags;
+  void* out = nullptr;
+  vpmm_status st = vpmm_pool_malloc_ex(p, size, s, &a, &out);
+  if (st != VPMM_OK) std::printf("  malloc_ex(%llu): %s\n", (unsigned long long)size, vpmm_last_error());
+  return out;
+}
+
+uint64_t device_free() {
+  size_t f = 0, t = 0;
+  cudaMemGetInfo(&f, &t);
+  return f;
+}
+
+}  // namespace
+
+GPU_TEST("pause with backup: driver sees the memory free; resume restores bytes at the same VA") {
+  vpmm_pool* p = pool_with_limit(0);
+  CHECK(p != nullptr);
+  if (!p) return;
+  std::vector<void*> w;
+  for (int i = 0; i < 4; ++i) w.push_back(tagged(p, 256 * MiB, "weights", VPMM_ALLOC_HOST_BACKUP));
+  void* small = tagged(p, 4096, "weights", VPMM_ALLOC_HOST_BACKUP);
+  for (size_t i = 0; i < w.size(); ++i) fill(w[i], 256 * MiB, 10 + i, nullptr);
+  fill(small, 4096, 99, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  Counters bad(8);
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    uint64_t before = device_free();
+    CHECK_OK(vpmm_pool_pause(p, "weights"));
+    uint64_t after = device_free();
+    CHECK_MSG(after >= before + 1024 * MiB, "cycle %d: free grew by %llu MiB only", cycle,
+              (unsigned long long)((after - before) >> 20));
+    CHECK_EQ(stats(p).paused_bytes, 1024 * MiB + 2 * MiB);
+    CHECK(check_pool(p, "paused"));
+    CHECK_OK(vpmm_pool_resume(p, "weights"));
+    CHECK(device_free() + 1000 * MiB <= after);
+    for (size_t i = 0; i < w.size(); ++i) verify(w[i], 256 * MiB, 10 + i, bad.d + i, nullptr);
+    verify(small, 4096, 99, bad.d + 7, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < 8; ++i) CHECK_EQ(bad.h[i], 0ull);
+    void* base = nullptr;
+    CHECK_OK(vpmm_pool_lookup(p, static_cast<char*>(w[2]) + 100, &base, nullptr));
+    CHECK_EQ(base, w[2]);
+  }
+  CHECK(check_pool(p, "end"));
+  vpmm_pool_destroy(p);
+}
+
+GPU_TEST("pause without backup releases memory; resumed memory is usable; free while paused") {
+  vpmm_pool* p = pool_with_limit(0);
+  if (!p) return;
+  void* kv = tagged(p, 512 * MiB, "kv", 0);
+  void* gone = tagged(p, 128 * MiB, "kv", 0);
+  uint64_t before = device_free();
+  CHECK_OK(vpmm_pool_pause(p, "kv"));
+  CHECK(device_free() >= before + 640 * MiB);
+  CHECK_OK(vpmm_pool_free(p, gone, nullptr));  // VA returned, nothing to restore
+  CHECK_EQ(stats(p).paused_bytes, 512 * MiB);
+  CHECK_OK(vpmm_pool_resume(p, "kv"));
+  Counters bad(1);
+  fill(kv, 512 * MiB, 5, nullptr);
+  verify(kv, 512 * MiB, 5, bad.d, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_EQ(bad.h[0], 0ull);
+  CHECK(check_pool(p, "end"));
+  vpmm_pool_destroy(p);
+}
+
+GPU_TEST("nested scopes and mixed tags pause independently") {
+  vpmm_pool* p = pool_with_limit(0);
+  if (!p) return;
+  void *a = nullptr, *b = nullptr;
+  CHECK_OK(vpmm_region_push("outer", VPMM_ALLOC_HOST_BACKUP));
+  CHECK_OK(vpmm_pool_malloc(p, 64 * MiB, nullptr, &a));
+  CHECK_OK(vpmm_region_push("inner", VPMM_ALLOC_HOST_BACKUP));
+  CHECK_OK(vpmm_pool_malloc(p, 64 * MiB, nullptr, &b));
+  CHECK_OK(vpmm_region_pop());
+  CHECK_OK(vpmm_region_pop());
+  fill(a, 64 * MiB, 1, nullptr);
+  fill(b, 64 * MiB, 2, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_OK(vpmm_pool_pause(p, "inner"));
+  Counters bad(2);
+  verify(a, 64 * MiB, 1, bad.d, nullptr);  // outer still active
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_EQ(bad.h[0], 0ull);
+  CHECK_OK(vpmm_pool_pause(p, "outer"));
+  CHECK_OK(vpmm_pool_resume(p, nullptr));
+  verify(a, 64 * MiB, 1, bad.d, nullptr);
+  verify(b, 64 * MiB, 2, bad.d + 1, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_EQ(bad.h[0], 0ull);
+  CHECK_EQ(bad.h[1], 0ull);
+  vpmm_pool_destroy(p);
+}
+
+GPU_TEST("resume out of memory: the rest stays paused with backups; retry restores all") {
+  vpmm_pool* p = pool_with_limit(1024 * MiB);
+  if (!p) return;
+  std::vector<void*> t;
+  for (int i = 0; i < 3; ++i) {
+    t.push_back(tagged(p, 256 * MiB, "t", VPMM_ALLOC_HOST_BACKUP));
+    fill(t.back(), 256 * MiB, 40 + i, nullptr);
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  void* filler = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 600 * MiB, nullptr, &filler));  // room for one resume
+  CHECK_EQ(vpmm_pool_resume(p, "t"), VPMM_ERR_OUT_OF_MEMORY);
+  vpmm_tag_stats ts;
+  std::memset(&ts, 0, sizeof ts);
+  ts.struct_size = sizeof ts;
+  CHECK_OK(vpmm_pool_tag_stats(p, "t", &ts));
+  CHECK_EQ(ts.n_live, 1ull);
+  CHECK_EQ(ts.n_paused, 2ull);
+  CHECK_EQ(ts.backup_bytes, 512 * MiB);
+  CHECK(stats(p).mapped_bytes <= 1024 * MiB);
+  CHECK(check_pool(p, "partial resume"));
+  CHECK_OK(vpmm_pool_free(p, filler, nullptr));
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  Counters bad(3);
+  for (int i = 0; i < 3; ++i) verify(t[i], 256 * MiB, 40 + i, bad.d + i, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  for (int i = 0; i < 3; ++i) CHECK_EQ(bad.h[i], 0ull);
+  vpmm_pool_destroy(p);
+}
+
+GPU_TEST("pause waits for its own stream only, not for a busy unrelated stream") {
+  vpmm_pool* p = pool_with_limit(0);
+  if (!p) return;
+  cudaStream_t mine = new_stream(), other = new_stream();
+  void* a = tagged(p, 64 * MiB, "t", VPMM_ALLOC_HOST_BACKUP, mine);
+  fill(a, 64 * MiB, 7, mine);
+  Gate gate;
+  gate_kernel<<<1, 1, 0, other>>>(gate.flag(), 5000000000ull, gate.timeout_flag());  // busy until opened
+  double t0 = now_ms();
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  double ms = now_ms() - t0;
+  CHECK_MSG(ms < 1000.0, "pause took %.1f ms while an unrelated stream was busy", ms);
+  gate.open();
+  CUDA_OK(cudaStreamSynchronize(other));
+  CHECK_MSG(!gate.timed_out(), "the gate timed out: pause waited for the unrelated stream");
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  Counters bad(1);
+  verify(a, 64 * MiB, 7, bad.d, mine);
+  CUDA_OK(cudaStreamSynchronize(mine));
+  CHECK_EQ(bad.h[0], 0ull);
+  CHECK_OK(vpmm_pool_free(p, a, mine));
+  vpmm_pool_destroy(p);
+  cudaStreamDestroy(mine);
+  cudaStreamDestroy(other);
+}
+
+GPU_TEST_MAIN()
