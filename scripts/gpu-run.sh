@@ -84,7 +84,7 @@ plain_build() {
   local NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90
             -gencode arch=compute_80,code=compute_80 -Iinclude -I"$CUDA_HOME/include"
             -L"$babs" -lvpmm -Xlinker -rpath -Xlinker "$babs")
-  for t in walkthrough streams zombie growth small oom split_handle; do
+  for t in walkthrough streams zombie growth small oom split_handle pause_resume; do
     nvcc "${NV[@]}" "tests/gpu/test_gpu_$t.cu" -o "$BUILD/tests/gpu/test_gpu_$t" >> "$OUT/build.log" 2>&1 || ok=0
   done
   nvcc "${NV[@]}" bench/bench_vpmm.cu -o "$BUILD/bench/bench_vpmm" -ldl >> "$OUT/build.log" 2>&1 || ok=0
@@ -197,7 +197,7 @@ fi
 # ------------------------------------------------------------------ compute-sanitizer
 if (( BUILD_OK && SAN )) && command -v compute-sanitizer >/dev/null 2>&1; then
   : > "$OUT/sanitizer.log"
-  for t in smoke_backend walkthrough streams zombie growth small split_handle oom; do
+  for t in smoke_backend walkthrough streams zombie growth small split_handle oom pause_resume; do
     exe="$BUILD/tests/gpu/test_gpu_$t"
     [ -x "$exe" ] || continue
     one="$OUT/.san_$t"

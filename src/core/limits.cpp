@@ -118,7 +118,8 @@ vpmm_status Pool::release_reservation(Reservation* r) {
     for (auto& kv : m_.regions)
       if (kv.second.res == r) {
         kv.second.res = nullptr;
-        lim_.unreserved_live += kv.second.charge;
+        // A paused allocation holds no charge until it is resumed.
+        if (kv.second.kind != Kind::Paused) lim_.unreserved_live += kv.second.charge;
       }
     lim_.unreserved_live += small_->forget_reservation(r);
     lim_.reservations.erase(r);

@@ -69,6 +69,31 @@ vpmm_status Pool::copy_stream(Stream* out) {
   return VPMM_OK;
 }
 
+void Pool::release_charges(const Region& r) {
+  if (r.was_small || r.kind == Kind::Small)
+    small_->for_each_charge(r.owner, [&](Reservation* res, uint64_t b) { uncharge(b, res); });
+  else
+    uncharge(r.charge, r.res);
+}
+
+vpmm_status Pool::retake_charges(const Region& r) {
+  // All or nothing: a region is resumed only if its whole charge fits.
+  std::vector<std::pair<Reservation*, uint64_t>> taken;
+  vpmm_status st = VPMM_OK;
+  auto take = [&](Reservation* res, uint64_t b) {
+    if (st != VPMM_OK) return;
+    st = admit(b, res);
+    if (st == VPMM_OK) taken.emplace_back(res, b);
+  };
+  if (r.was_small)
+    small_->for_each_charge(r.owner, take);
+  else
+    take(r.res, r.charge);
+  if (st != VPMM_OK)
+    for (const auto& t : taken) uncharge(t.second, t.first);
+  return st;
+}
+
 vpmm_status Pool::drain_stream(Stream s) {
   // An event rather than a stream sync: only the work queued so far counts.
   EventHandle h = 0;
@@ -199,6 +224,9 @@ vpmm_status Pool::pause_locked(const char* tag) {
       m_.mappings.erase(mp.first);
     }
     m_.totals.mapped -= r.size;
+    // Paused memory holds no physical memory: its capacity charge goes away
+    // until resume takes it again.
+    release_charges(r);
     Region p = r;
     p.kind = Kind::Paused;
     p.was_small = r.kind == Kind::Small;
@@ -237,6 +265,11 @@ vpmm_status Pool::resume_locked(const char* tag) {
   vpmm_status shortfall = VPMM_OK;
   for (uint64_t va : targets) {
     const Region& r = m_.regions.find(va)->second;
+    st = retake_charges(r);
+    if (st != VPMM_OK) {
+      shortfall = st;
+      break;
+    }
     std::vector<Mapping> hs;
     uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : r.size;
     st = create_handles(r.size, cap, &hs);
@@ -246,6 +279,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
       st = create_handles(r.size, cap, &hs);
     }
     if (st != VPMM_OK) {
+      release_charges(r);
       shortfall = st;
       break;
     }
@@ -263,6 +297,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
         cur += hs[i].size;
       }
       release_handles(hs);
+      release_charges(r);
       shortfall = st;
       break;
     }
@@ -286,6 +321,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
   if (st != VPMM_OK) {
     // Undo this batch: everything stays paused with its backup.
     for (const Mapped& m : mapped) {
+      release_charges(m_.regions.find(m.va)->second);
       uint64_t cur = m.va;
       for (const Mapping& h : m.handles) {
         backend_->unmap(cur, h.size);

@@ -800,7 +800,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     c_.requested -= it->second.requested;
     --c_.n_live;
     ++c_.n_free;
-    uncharge(it->second.charge, it->second.res);
+    if (it->second.kind == Kind::Live) uncharge(it->second.charge, it->second.res);  // paused: none held
     if (it->second.kind == Kind::Live)
       free_pages(it, s);
     else
@@ -815,7 +815,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     Reservation* res = nullptr;
     vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
-    uncharge(small_charge(freed_request), res);
+    if (in->second.kind == Kind::Small) uncharge(small_charge(freed_request), res);  // paused: none held
     res_cv_.notify_all();
     c_.requested -= freed_request;
     --c_.n_live;

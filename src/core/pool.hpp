@@ -162,6 +162,10 @@ class Pool {
   }
   vpmm_status copy_stream(Stream* out);
   vpmm_status drain_stream(Stream s);  // CPU waits for what is queued on s now
+  // Capacity charges of a live or paused region (pause gives them back,
+  // resume takes them again).
+  void release_charges(const Region& r);
+  vpmm_status retake_charges(const Region& r);
   vpmm_status pause_locked(const char* tag);
   vpmm_status resume_locked(const char* tag);
   vpmm_status trim_locked(uint64_t keep_bytes);

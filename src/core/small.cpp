@@ -231,7 +231,7 @@ uint64_t SmallAllocator::forget_reservation(Reservation* res) {
     for (size_t b = 0; b < kv.second->res.size(); ++b)
       if (kv.second->res[b] == res) {
         kv.second->res[b] = nullptr;
-        bytes += (kv.second->requested[b] + 255) / 256 * 256;  // Pool::small_charge
+        if (!kv.second->paused) bytes += (kv.second->requested[b] + 255) / 256 * 256;  // Pool::small_charge
       }
   return bytes;
 }
@@ -243,6 +243,11 @@ void SmallAllocator::wait_pending() {
 }
 
 bool SmallAllocator::is_empty(const Slab* s) { return s->n_used == 0 && s->n_pending == 0; }
+uint32_t SmallAllocator::slab_blocks(const Slab* s) { return s->n_blocks; }
+uint64_t SmallAllocator::slab_requested(const Slab* s, uint32_t b) { return s->requested[b]; }
+Reservation* SmallAllocator::slab_res(const Slab* s, uint32_t b) {
+  return s->res.empty() ? nullptr : s->res[b];
+}
 
 bool SmallAllocator::has_pending(const void* slab) const {
   return static_cast<const Slab*>(slab)->n_pending != 0;

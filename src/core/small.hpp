@@ -42,8 +42,12 @@ class SmallAllocator {
   vpmm_status free(RegionIt slab_region, uint64_t va, Stream s, uint64_t* requested,
                    Reservation** res);
   // Drops every block's link to `res` (the reservation is being released).
-  // Returns the bytes those blocks were charged.
+  // Returns the bytes those blocks were charged (blocks of paused slabs hold
+  // no charge while paused and count nothing).
   uint64_t forget_reservation(Reservation* res);
+  // Calls fn(reservation, bytes) for the charge of every live block of a slab.
+  template <typename F>
+  void for_each_charge(const void* slab, F&& fn) const;
   bool lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const;
   uint64_t live_bytes() const { return live_bytes_; }
   // A paused slab serves no allocation until resumed (its pages are gone).
@@ -74,6 +78,9 @@ class SmallAllocator {
   vpmm_status new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out);
   void on_empty(Slab* slab);
   static bool is_empty(const Slab* s);
+  static uint32_t slab_blocks(const Slab* s);
+  static uint64_t slab_requested(const Slab* s, uint32_t b);
+  static Reservation* slab_res(const Slab* s, uint32_t b);
   void drain_pending();
   void make_available(Slab* slab);
   using Lists = std::vector<std::vector<Slab*>>;  // [class] -> slabs with free blocks
@@ -92,5 +99,14 @@ class SmallAllocator {
   uint64_t empty_bytes_ = 0;
   std::unordered_map<Stream, Slab*> cached_empty_;  // at most one empty slab kept per stream
 };
+
+template <typename F>
+void SmallAllocator::for_each_charge(const void* p, F&& fn) const {
+  const Slab* slab = static_cast<const Slab*>(p);
+  for (uint32_t b = 0; b < slab_blocks(slab); ++b) {
+    uint64_t req = slab_requested(slab, b);
+    if (req) fn(slab_res(slab, b), (req + 255) / 256 * 256);  // Pool::small_charge
+  }
+}
 
 }  // namespace vpmm

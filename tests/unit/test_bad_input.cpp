@@ -497,6 +497,8 @@ TEST("bad configurations are rejected, naming the field; *out is untouched") {
 TEST("CUDA backend without a GPU: UNSUPPORTED or BACKEND with a message") {
   for (bool via_env : {false, true}) {
     vpmm_config c = host_config();
+    c.page_size = 0;  // backend defaults: a GPU machine must get a working pool
+    c.va_size = 0;
     if (via_env) {
       setenv("VPMM_BACKEND", "cuda", 1);
       vpmm_config_init(&c);

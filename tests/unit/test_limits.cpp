@@ -236,4 +236,33 @@ TEST("VPMM_MEMORY_LIMIT accepts bytes and a percentage, rejects junk") {
   unsetenv("VPMM_MEMORY_LIMIT");
 }
 
+TEST("paused memory gives its capacity back until resume takes it again") {
+  vpmm_pool* p = limited_pool(10);
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = "t";
+  a.flags = VPMM_ALLOC_HOST_BACKUP;
+  void *t1 = nullptr, *t2 = nullptr, *filler = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(p, 4 * kPage, nullptr, &a, &t1));
+  CHECK_OK(vpmm_pool_malloc_ex(p, 4 * kPage, nullptr, &a, &t2));
+  vt::fill(t1, 4 * kPage, 1);
+  vt::fill(t2, 4 * kPage, 2);
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_EQ(vt::stats(p).available_bytes, 10 * kPage);
+  CHECK_OK(vpmm_pool_malloc(p, 5 * kPage, nullptr, &filler));  // fits only because of the pause
+  CHECK_EQ(vpmm_pool_resume(p, "t"), VPMM_ERR_OUT_OF_MEMORY);   // one of two fits
+  CHECK_EQ(vt::stats(p).paused_bytes, 4 * kPage);
+  CHECK(vt::stats(p).mapped_bytes <= 10 * kPage);
+  CHECK_OK(vpmm_pool_free(p, filler, nullptr));
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  CHECK(vt::verify(t1, 4 * kPage, 1) && vt::verify(t2, 4 * kPage, 2));
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_OK(vpmm_pool_free(p, t1, nullptr));  // free while paused releases no charge twice
+  CHECK_OK(vpmm_pool_free(p, t2, nullptr));
+  CHECK_EQ(vt::stats(p).available_bytes, 10 * kPage);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 TEST_MAIN()
