@@ -56,12 +56,15 @@ GPU_TEST("pause with backup: driver sees the memory free; resume restores bytes 
     uint64_t before = device_free();
     CHECK_OK(vpmm_pool_pause(p, "weights"));
     uint64_t after = device_free();
-    CHECK_MSG(after >= before + 1024 * MiB, "cycle %d: free grew by %llu MiB only", cycle,
-              (unsigned long long)((after - before) >> 20));
+    // compute-sanitizer keeps its own device allocations, which moves the
+    // driver's free count: the memory check is made in plain runs only.
+    if (!under_sanitizer())
+      CHECK_MSG(after >= before + 1024 * MiB, "cycle %d: free grew by %llu MiB only", cycle,
+                (unsigned long long)((after - before) >> 20));
     CHECK_EQ(stats(p).paused_bytes, 1024 * MiB + 2 * MiB);
     CHECK(check_pool(p, "paused"));
     CHECK_OK(vpmm_pool_resume(p, "weights"));
-    CHECK(device_free() + 1000 * MiB <= after);
+    if (!under_sanitizer()) CHECK(device_free() + 1000 * MiB <= after);
     for (size_t i = 0; i < w.size(); ++i) verify(w[i], 256 * MiB, 10 + i, bad.d + i, nullptr);
     verify(small, 4096, 99, bad.d + 7, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
@@ -81,7 +84,7 @@ GPU_TEST("pause without backup releases memory; resumed memory is usable; free w
   void* gone = tagged(p, 128 * MiB, "kv", 0);
   uint64_t before = device_free();
   CHECK_OK(vpmm_pool_pause(p, "kv"));
-  CHECK(device_free() >= before + 640 * MiB);
+  if (!under_sanitizer()) CHECK(device_free() >= before + 640 * MiB);
   CHECK_OK(vpmm_pool_free(p, gone, nullptr));  // VA returned, nothing to restore
   CHECK_EQ(stats(p).paused_bytes, 512 * MiB);
   CHECK_OK(vpmm_pool_resume(p, "kv"));
