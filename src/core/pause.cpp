@@ -369,8 +369,8 @@ vpmm_status Pool::resume_locked(const char* tag) {
 vpmm_status Pool::release_free(uint64_t keep, bool wait) {
   retry_orphans();
   reap_zombies();
-  merge_completed_straddles(nullptr);
   small_->release_empty_slabs();
+  merge_completed_straddles(nullptr);  // after the slabs: they may free a straddled handle's rest
   if (m_.totals.free <= keep) return VPMM_OK;
   // Oldest first: their events are the likeliest to have completed.
   std::vector<std::pair<uint64_t, uint64_t>> order;  // (id, va)
