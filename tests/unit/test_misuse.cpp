@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+#include <atomic>
+#include <thread>
 
 #include "check.hpp"
 #include "core/error.hpp"
@@ -420,6 +422,186 @@ TEST("row 48: a pool call from inside a vpmm_pool_visit callback works (no deadl
   CHECK_EQ(ctx.st, VPMM_OK);
   CHECK_OK(vpmm_pool_free(p, x, nullptr));
   CHECK_OK(vpmm_pool_destroy(p));
+}
+
+// ---------------------------------------------------------------------------
+// Rows 49-60: pause/resume, reservations and limits.
+// ---------------------------------------------------------------------------
+namespace {
+vpmm_pool* misuse_pool(uint64_t limit_pages = 0) {
+  vpmm_config c;
+  vpmm_config_init(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = kPage;
+  c.va_size = 256 * kPage;
+  c.host_capacity = 64 << 20;
+  c.memory_limit = limit_pages * kPage;
+  vpmm_pool* p = nullptr;
+  vpmm_pool_create(&c, &p);
+  return p;
+}
+void* tag_alloc(vpmm_pool* p, uint64_t size, const char* tag, vpmm_reservation* r = nullptr,
+                vpmm_status* st_out = nullptr) {
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = tag;
+  a.flags = tag ? VPMM_ALLOC_HOST_BACKUP : 0;
+  a.reservation = r;
+  void* out = nullptr;
+  vpmm_status st = vpmm_pool_malloc_ex(p, size, nullptr, &a, &out);
+  if (st_out) *st_out = st;
+  return out;
+}
+}  // namespace
+
+TEST("row 49: pause of a tag the pool never saw is INVALID_ARGUMENT naming it") {
+  vpmm_pool* p = misuse_pool();
+  tag_alloc(p, kPage, "known");
+  CHECK_EQ(vpmm_pool_pause(p, "typo"), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "typo") != nullptr);
+  CHECK_EQ(vt::stats(p).paused_bytes, uint64_t(0));
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 50: pause of what is paused and resume of what is active are VPMM_NO_OP") {
+  vpmm_pool* p = misuse_pool();
+  void* a = tag_alloc(p, kPage, "t");
+  vt::fill(a, kPage, 3);
+  CHECK_EQ(vpmm_pool_resume(p, "t"), VPMM_NO_OP);
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_EQ(vpmm_pool_pause(p, "t"), VPMM_NO_OP);
+  CHECK_OK(vpmm_pool_resume(p, "t"));
+  CHECK(vt::verify(a, kPage, 3));
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 51: resume racing pause from another thread: each call OK or NO_OP, data intact") {
+  vpmm_pool* p = misuse_pool();
+  void* a = tag_alloc(p, 4 * kPage, "t");
+  vt::fill(a, 4 * kPage, 7);
+  std::atomic<int> bad{0};
+  std::thread other([&] {
+    for (int i = 0; i < 200; ++i) {
+      vpmm_status st = vpmm_pool_resume(p, "t");
+      if (st != VPMM_OK && st != VPMM_NO_OP) ++bad;
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    vpmm_status st = vpmm_pool_pause(p, "t");
+    if (st != VPMM_OK && st != VPMM_NO_OP) ++bad;
+  }
+  other.join();
+  vpmm_status st = vpmm_pool_resume(p, "t");
+  CHECK(st == VPMM_OK || st == VPMM_NO_OP);
+  CHECK_EQ(bad.load(), 0);
+  CHECK(vt::verify(a, 4 * kPage, 7));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 52: free of a paused allocation is OK; its VA is returned, a second free UNKNOWN_POINTER") {
+  vpmm_pool* p = misuse_pool();
+  void* a = tag_alloc(p, 2 * kPage, "t");
+  CHECK_OK(vpmm_pool_pause(p, "t"));
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  CHECK_EQ(vpmm_pool_free(p, a, nullptr), VPMM_ERR_UNKNOWN_POINTER);
+  CHECK_EQ(vt::stats(p).paused_bytes, uint64_t(0));
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 53: an allocation overdrawing its reservation (default policy) is OUT_OF_MEMORY") {
+  vpmm_pool* p = misuse_pool(16);
+  vpmm_reservation* r = nullptr;
+  CHECK_OK(vpmm_pool_reserve(p, 2 * kPage, VPMM_RESERVE_TRY, &r));
+  vpmm_status st = VPMM_OK;
+  CHECK(tag_alloc(p, 3 * kPage, nullptr, r, &st) == nullptr);
+  CHECK_EQ(st, VPMM_ERR_OUT_OF_MEMORY);
+  uint64_t used = 1;
+  CHECK_OK(vpmm_reservation_info(p, r, nullptr, &used));
+  CHECK_EQ(used, uint64_t(0));
+  vpmm_reservation_release(p, r);
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 54: releasing a reservation twice, or using it after release, is INVALID_ARGUMENT") {
+  vpmm_pool* p = misuse_pool(16);
+  vpmm_reservation* r = nullptr;
+  CHECK_OK(vpmm_pool_reserve(p, 2 * kPage, VPMM_RESERVE_TRY, &r));
+  CHECK_OK(vpmm_reservation_release(p, r));
+  CHECK_EQ(vpmm_reservation_release(p, r), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_status st = VPMM_OK;
+  CHECK(tag_alloc(p, kPage, nullptr, r, &st) == nullptr);
+  CHECK_EQ(st, VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_reservation_info(p, r, nullptr, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 55: a reservation of another pool is INVALID_ARGUMENT") {
+  vpmm_pool* p = misuse_pool(16);
+  vpmm_pool* q = misuse_pool(16);
+  vpmm_reservation* r = nullptr;
+  CHECK_OK(vpmm_pool_reserve(q, kPage, VPMM_RESERVE_TRY, &r));
+  vpmm_status st = VPMM_OK;
+  CHECK(tag_alloc(p, kPage, nullptr, r, &st) == nullptr);
+  CHECK_EQ(st, VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_reservation_release(p, r), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_OK(vpmm_reservation_release(q, r));
+  vpmm_pool_destroy(p);
+  vpmm_pool_destroy(q);
+}
+
+TEST("row 56: a limit below what live memory needs is WRONG_STATE; the old limit stays") {
+  vpmm_pool* p = misuse_pool(32);
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 8 * kPage, nullptr, &a));
+  CHECK_EQ(vpmm_pool_set_limit(p, 4 * kPage), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vt::stats(p).capacity_bytes, 32 * kPage);
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 57: vpmm_region_pop with no open scope is WRONG_STATE") {
+  CHECK_EQ(vpmm_region_pop(), VPMM_ERR_WRONG_STATE);
+  CHECK(std::strstr(vpmm_last_error(), "vpmm_region_pop") != nullptr);
+}
+
+TEST("row 58: unknown allocation flags or a tag over 63 bytes are INVALID_ARGUMENT") {
+  vpmm_pool* p = misuse_pool();
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.flags = 0x100;
+  void* out = nullptr;
+  CHECK_EQ(vpmm_pool_malloc_ex(p, kPage, nullptr, &a, &out), VPMM_ERR_INVALID_ARGUMENT);
+  std::string long_tag(64, 'x');
+  a.flags = 0;
+  a.tag = long_tag.c_str();
+  CHECK_EQ(vpmm_pool_malloc_ex(p, kPage, nullptr, &a, &out), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_region_push(long_tag.c_str(), 0), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(out, nullptr);
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 59: a blocking reservation larger than the whole capacity is OUT_OF_MEMORY at once") {
+  vpmm_pool* p = misuse_pool(8);
+  vpmm_reservation* r = nullptr;
+  CHECK_EQ(vpmm_pool_reserve(p, 9 * kPage, VPMM_RESERVE_BLOCK, &r), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_EQ(r, nullptr);
+  vpmm_pool_destroy(p);
+}
+
+TEST("row 60: pause/resume/trim/tag stats on a NULL or destroyed pool are INVALID_ARGUMENT") {
+  vpmm_pool* p = misuse_pool();
+  vpmm_pool_destroy(p);
+  vpmm_tag_stats ts;
+  std::memset(&ts, 0, sizeof ts);
+  ts.struct_size = sizeof ts;
+  for (vpmm_pool* q : {static_cast<vpmm_pool*>(nullptr), p}) {
+    CHECK_EQ(vpmm_pool_pause(q, "t"), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(vpmm_pool_resume(q, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(vpmm_pool_trim(q, 0), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(vpmm_pool_tag_stats(q, nullptr, &ts), VPMM_ERR_INVALID_ARGUMENT);
+  }
 }
 
 TEST_MAIN()
