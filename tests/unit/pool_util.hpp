@@ -2,7 +2,9 @@
 // layout in the seed's notation, and byte patterns that prove data survives.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -89,6 +91,28 @@ inline bool verify(const void* p, uint64_t n, uint64_t seed) {
   for (uint64_t i = 0; i < n / 8; ++i)
     if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
   return true;
+}
+
+// Name of the vpmm_stats field at 8-byte word i (for readable diffs).
+inline std::string stat_name(size_t i) {
+#define VT_F(f) {offsetof(vpmm_stats, f) / 8, #f},
+  static const std::pair<size_t, const char*> names[] = {
+      VT_F(mapped_bytes) VT_F(reserved_va_bytes) VT_F(live_bytes) VT_F(requested_bytes)
+      VT_F(free_bytes) VT_F(hole_bytes) VT_F(zombie_bytes) VT_F(peak_mapped_bytes)
+      VT_F(peak_live_bytes) VT_F(n_malloc) VT_F(n_free) VT_F(n_defrag) VT_F(n_grow)
+      VT_F(pages_created) VT_F(bytes_remapped) VT_F(page_size) VT_F(handles) VT_F(handles_created)
+      VT_F(va_chunks) VT_F(largest_free_bytes) VT_F(small_bytes) VT_F(small_live_bytes)
+      VT_F(n_small_malloc) VT_F(n_cross_stream_reuse) VT_F(n_stream_waits) VT_F(n_events_recorded)
+      VT_F(n_zombies_reaped) VT_F(n_live) VT_F(paused_bytes) VT_F(backup_bytes)
+      VT_F(backup_cache_bytes) VT_F(n_pause) VT_F(n_resume) VT_F(n_trim) VT_F(bytes_trimmed)
+      VT_F(capacity_bytes) VT_F(reserved_bytes) VT_F(reservation_used_bytes) VT_F(available_bytes)
+      VT_F(watermark_trigger_bytes) VT_F(watermark_stop_bytes) VT_F(under_pressure) VT_F(n_oom)
+      VT_F(n_oom_recovered)
+  };
+#undef VT_F
+  for (const auto& n : names)
+    if (n.first == i) return n.second;
+  return "word " + std::to_string(i);
 }
 
 }  // namespace vt

@@ -24,34 +24,6 @@ constexpr uint64_t kPage = 64 << 10;
 
 // --- pool snapshots ---------------------------------------------------------
 
-// Zeroes n_oom where the header has it (a failed malloc counts itself there).
-template <class S>
-auto clear_oom(S& s, int) -> decltype(s.n_oom = 0, void()) {
-  s.n_oom = 0;
-}
-template <class S>
-void clear_oom(S&, long) {}
-
-// Name of the vpmm_stats field at 8-byte word i (for readable diffs).
-std::string stat_name(size_t i) {
-#define VT_F(f) {offsetof(vpmm_stats, f) / 8, #f},
-  static const std::pair<size_t, const char*> names[] = {
-      VT_F(mapped_bytes) VT_F(reserved_va_bytes) VT_F(live_bytes) VT_F(requested_bytes)
-      VT_F(free_bytes) VT_F(hole_bytes) VT_F(zombie_bytes) VT_F(peak_mapped_bytes)
-      VT_F(peak_live_bytes) VT_F(n_malloc) VT_F(n_free) VT_F(n_defrag) VT_F(n_grow)
-      VT_F(pages_created) VT_F(bytes_remapped) VT_F(page_size) VT_F(handles) VT_F(handles_created)
-      VT_F(va_chunks) VT_F(largest_free_bytes) VT_F(small_bytes) VT_F(small_live_bytes)
-      VT_F(n_small_malloc) VT_F(n_cross_stream_reuse) VT_F(n_stream_waits) VT_F(n_events_recorded)
-      VT_F(n_zombies_reaped) VT_F(n_live) VT_F(paused_bytes) VT_F(backup_bytes)
-      VT_F(backup_cache_bytes) VT_F(n_pause) VT_F(n_resume) VT_F(n_trim) VT_F(bytes_trimmed)
-      VT_F(capacity_bytes) VT_F(reserved_bytes) VT_F(reservation_used_bytes) VT_F(available_bytes)
-      VT_F(watermark_trigger_bytes) VT_F(watermark_stop_bytes) VT_F(under_pressure)
-  };
-#undef VT_F
-  for (const auto& n : names)
-    if (n.first == i) return n.second;
-  return "word " + std::to_string(i);
-}
 
 struct Snap {
   vpmm_stats st;
@@ -63,7 +35,7 @@ Snap take(vpmm_pool* p) {
   s.st = vt::stats(p);
   s.st.n_events_recorded = 0;  // lazy events may be recorded by a failed malloc
   s.st.n_stream_waits = 0;
-  clear_oom(s.st, 0);
+  s.st.n_oom = 0;
   s.regs = vt::regions(p);
   return s;
 }
@@ -75,7 +47,7 @@ std::string same(const Snap& a, const Snap& b) {
     const uint64_t* y = reinterpret_cast<const uint64_t*>(&b.st);
     for (size_t i = 0; i < sizeof a.st / 8; ++i)
       if (x[i] != y[i])
-        diff += " [" + stat_name(i) + ": " + std::to_string(x[i]) + " -> " +
+        diff += " [" + vt::stat_name(i) + ": " + std::to_string(x[i]) + " -> " +
                 std::to_string(y[i]) + "]";
     return diff;
   }
