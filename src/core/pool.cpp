@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <functional>
 #include <new>
 
 #include "core/backup.hpp"
@@ -78,7 +79,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
     fr.size = bytes;
     fr.kind = Kind::Free;
     fr.chunk = 0;
-    fr.stream = nullptr;
+    fr.stream = clean_stream();  // never used: any stream may take it without waiting
     fr.id = p->next_id_++;
     p->m_.erase(it);
     p->m_.insert(va, fr);
@@ -224,17 +225,27 @@ void Pool::reap_zombies() {
   }
 }
 
+// The best candidate of one stream's index: (size, id, va), or none.
+static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(
+    RegionMap& m, Stream s, uint64_t bytes, bool exact,
+    const std::function<bool(uint64_t, uint64_t)>& exact_ok) {
+  auto st = m.streams.find(s);
+  if (st == m.streams.end()) return nullptr;
+  auto& idx = st->second.free_by_size;
+  auto it = idx.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
+  for (int probed = 0; it != idx.end() && probed < kOtherStreamProbe; ++it, ++probed)
+    if (!exact || exact_ok(std::get<2>(*it), std::get<0>(*it))) return &*it;
+  return nullptr;
+}
+
 RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
-  auto st = m_.streams.find(s);
-  if (st == m_.streams.end()) return m_.regions.end();
-  auto it = st->second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
-  if (it == st->second.free_by_size.end()) return m_.regions.end();
-  if (!exact) return m_.regions.find(std::get<2>(*it));
-  for (int probed = 0; it != st->second.free_by_size.end() && probed < kOtherStreamProbe;
-       ++it, ++probed)
-    if (exact_run(std::get<2>(*it), std::get<0>(*it), bytes) != UINT64_MAX)
-      return m_.regions.find(std::get<2>(*it));
-  return m_.regions.end();
+  auto ok = [&](uint64_t va, uint64_t size) { return exact_run(va, size, bytes) != UINT64_MAX; };
+  const auto* own = fit_in(m_, s, bytes, exact, ok);
+  // Never-used memory is as good as the caller's own: no event to wait for.
+  const auto* clean = m_.streams.count(clean_stream()) ? fit_in(m_, clean_stream(), bytes, exact, ok)
+                                                      : nullptr;
+  const auto* best = !own ? clean : !clean ? own : (*clean < *own ? clean : own);
+  return best ? m_.regions.find(std::get<2>(*best)) : m_.regions.end();
 }
 
 RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
@@ -398,7 +409,8 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<M
     uint64_t prefix_va = UINT64_MAX, prefix = 0;
     if (hole != m_.regions.begin()) {
       RegionIt pv = std::prev(hole);
-      if (pv->second.kind == Kind::Free && pv->second.stream == s &&
+      if (pv->second.kind == Kind::Free &&
+          (pv->second.stream == s || pv->second.stream == clean_stream()) &&
           pv->second.chunk == hole->second.chunk && pv->first + pv->second.size == hole->first) {
         prefix_va = pv->first;
         prefix = pv->second.size;

@@ -8,6 +8,11 @@
 
 namespace vpmm {
 
+Stream clean_stream() {
+  static char key;
+  return &key;
+}
+
 namespace {
 uint64_t* total_for(Totals& t, Kind k) {
   switch (k) {
@@ -74,11 +79,14 @@ RegionIt RegionMap::coalesce(RegionIt it) {
   auto mergeable = [&](const Region& a, const Region& b) {
     if (a.kind != b.kind || a.chunk != b.chunk) return false;
     if (a.kind == Kind::Hole) return true;
-    return a.kind == Kind::Free && a.stream == b.stream;
+    return a.kind == Kind::Free &&
+           (a.stream == b.stream || a.stream == clean_stream() || b.stream == clean_stream());
   };
   // Same-stream merge keeps the newest free point: on one stream an event
-  // recorded after the later free also covers the earlier one.
+  // recorded after the later free also covers the earlier one. Clean memory
+  // joins the used side and takes its stream.
   auto absorb = [&](Region& into, const Region& from) {
+    if (into.stream == clean_stream()) into.stream = from.stream;
     if (from.seq > into.seq || (from.seq == into.seq && !into.event)) {
       into.seq = from.seq;
       into.event = from.event;

@@ -84,6 +84,11 @@ struct Chunk {
 };
 
 using RegionIt = std::map<uint64_t, Region>::iterator;
+
+// The stream key of memory no stream has used yet (initial pages): no event
+// to wait for, so it is every stream's "own" memory: best fit on any stream
+// considers it, and it merges with any stream's free neighbour.
+Stream clean_stream();
 using SizeIndex = std::set<std::pair<uint64_t, uint64_t>>;  // holes: (size, va)
 // Free regions of one stream: (size, id, va). Among equal sizes the oldest
 // region wins: its event is the likeliest to have completed, and it matches

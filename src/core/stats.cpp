@@ -83,7 +83,7 @@ std::vector<vpmm_region> Pool::snapshot() {
     x.chunk_offset = kv.first - m_.chunks[r.chunk].va;
     if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free) {
       x.handles = m_.count_mappings_in(m_.mappings, kv.first, r.size);
-      x.stream = r.stream;
+      x.stream = r.stream == clean_stream() ? nullptr : r.stream;  // never used: no stream
       x.id = r.id;
     } else if (r.kind == Kind::Zombie) {
       x.handles = m_.count_mappings_in(m_.zombie_mappings, kv.first, r.size);

@@ -22,7 +22,7 @@ struct Result {
   vpmm_status check = -1;
 };
 
-Result run_case(uint64_t x) {
+Result run_case(uint64_t x, vpmm_stream s = nullptr) {
   Result res;
   vt::HostPoolSpec spec;
   spec.page = kPage;
@@ -32,14 +32,14 @@ Result run_case(uint64_t x) {
   CHECK(p != nullptr);
   if (!p) return res;
   void *a10 = nullptr, *a1 = nullptr, *a4 = nullptr, *a11 = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, nullptr, &a10));
-  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &a1));
+  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, s, &a10));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, s, &a1));
   vt::fill(a1, kPage, 1);
-  CHECK_OK(vpmm_pool_free(p, a10, nullptr));
-  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &a4));
+  CHECK_OK(vpmm_pool_free(p, a10, s));
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, s, &a4));
   vt::fill(a4, 4 * kPage, 4);
   CHECK_OK(vpmm_pool_check(p));
-  CHECK_OK(vpmm_pool_malloc(p, 11 * kPage, nullptr, &a11));
+  CHECK_OK(vpmm_pool_malloc(p, 11 * kPage, s, &a11));
   vt::fill(a11, 11 * kPage, 11);  // every page of the new allocation is writable
   res.check = vpmm_pool_check(p);
   res.layout = vt::layout(p);
@@ -54,9 +54,9 @@ Result run_case(uint64_t x) {
                 vt::verify(a11, 11 * kPage, 11);
   CHECK_EQ(st.live_bytes, 16 * kPage);
   CHECK_EQ(st.requested_bytes, 16 * kPage);
-  CHECK_OK(vpmm_pool_free(p, a1, nullptr));
-  CHECK_OK(vpmm_pool_free(p, a4, nullptr));
-  CHECK_OK(vpmm_pool_free(p, a11, nullptr));
+  CHECK_OK(vpmm_pool_free(p, a1, s));
+  CHECK_OK(vpmm_pool_free(p, a4, s));
+  CHECK_OK(vpmm_pool_free(p, a11, s));
   CHECK_OK(vpmm_pool_check(p));
   CHECK_EQ(vt::stats(p).live_bytes, uint64_t(0));
   CHECK_OK(vpmm_pool_destroy(p));
@@ -168,6 +168,21 @@ TEST("growth from empty, one handle per page: page-exact remap") {
 
 TEST("growth from empty, one handle per growth: partial handles stay") {
   growth_sequence(0, "[4][-6][1][11]" + hole(kVaPages - 22), 22);
+}
+
+// The same five calls on a stream of the caller's (not the default stream):
+// initial pages were used by no stream, so they serve any stream as its own
+// and the layouts are the seed's.
+TEST("cases A-D on a non-default stream give the same layouts") {
+  vpmm_stream st = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&st));
+  for (uint64_t x : {12u, 7u, 4u, 2u}) {
+    Result a = run_case(x, nullptr), b = run_case(x, st);
+    CHECK_EQ(b.layout, a.layout);
+    CHECK_EQ(b.mapped_pages, a.mapped_pages);
+    CHECK(b.data_ok);
+  }
+  CHECK_OK(vpmm_host_stream_destroy(st));
 }
 
 TEST_MAIN()
