@@ -825,9 +825,10 @@ vpmm_status Pool::free(void* ptr, Stream s) {
       (in->second.kind == Kind::Small || (in->second.kind == Kind::Paused && in->second.was_small))) {
     uint64_t freed_request = 0;
     Reservation* res = nullptr;
+    const bool paused = in->second.kind == Kind::Paused;  // `in` may be gone after the free
     vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
-    if (in->second.kind == Kind::Small) uncharge(small_charge(freed_request), res);  // paused: none held
+    if (!paused) uncharge(small_charge(freed_request), res);  // paused: none held
     res_cv_.notify_all();
     c_.requested -= freed_request;
     --c_.n_live;
