@@ -130,6 +130,9 @@ vpmm_status Pool::pause_locked(const char* tag) {
   std::vector<uint64_t> targets;
   for (auto& kv : m_.regions) {
     const Region& r = kv.second;
+    // An empty cached slab holds no allocation: nothing to pause or back up.
+    if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
+      continue;
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && tag_matches(r.tag, want))
       targets.push_back(kv.first);
   }

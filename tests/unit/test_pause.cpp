@@ -335,4 +335,15 @@ TEST("bad attributes and scopes are rejected") {
   vpmm_pool_destroy(p);
 }
 
+TEST("a tag whose only slab is cached empty has nothing to pause") {
+  vpmm_pool* p = pool_with(64 << 20);
+  void* x = alloc(p, 4096, "e", VPMM_ALLOC_HOST_BACKUP);
+  CHECK_OK(vpmm_pool_free(p, x, nullptr));
+  CHECK_EQ(vpmm_pool_pause(p, "e"), VPMM_NO_OP);
+  CHECK_EQ(vt::stats(p).paused_bytes, uint64_t(0));
+  CHECK_EQ(vt::stats(p).backup_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 TEST_MAIN()
