@@ -1,6 +1,8 @@
 // Pause/resume throughput on one GPU, against the ceilings that matter:
-//  1. with host backup: GB/s of pause (D2H) and resume (H2D) for 16 GiB,
-//     against a plain pinned cudaMemcpyAsync measured in the same run;
+//  1. with host backup: GB/s of pause (D2H) and resume (H2D) for 16 GiB held
+//     as 64 x 256 MiB and as 4096 x 4 MiB, against a plain pinned
+//     cudaMemcpyAsync measured in the same run, and against one handle per
+//     allocation with a blocking copy each (torch_memory_saver's way);
 //  2. without backup: pause and resume time of 16 GiB held as 64 x 256 MiB
 //     and 4096 x 4 MiB, against one-handle-per-allocation driver calls
 //     (unmap + release per handle, create + map + set-access per handle),
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -172,6 +175,102 @@ Cycle driver_cycles(uint64_t n, uint64_t size, int cycles) {
   return c;
 }
 
+// One handle per allocation with a host backup, as torch_memory_saver does
+// it (a blocking cudaMemcpy per allocation, then unmap + release; resume:
+// create + map + set-access, then a blocking copy back), but with its pinned
+// buffers registered once up front (torch_memory_saver pins at every pause,
+// which this leaves out in its favour).
+Cycle driver_backup_cycles(uint64_t n, uint64_t size, int cycles) {
+  CUdevice dev;
+  CK(cuDeviceGet(&dev, 0));
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUmemAccessDesc acc;
+  std::memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  char* host = static_cast<char*>(std::aligned_alloc(2 * MiB, n * size));
+  CK(cudaHostRegister(host, n * size, cudaHostRegisterPortable));
+  std::vector<CUdeviceptr> va(n);
+  std::vector<CUmemGenericAllocationHandle> h(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    CK(cuMemAddressReserve(&va[i], size, 0, 0, 0));
+    CK(cuMemCreate(&h[i], size, &prop, 0));
+    CK(cuMemMap(va[i], size, 0, h[i], 0));
+    CK(cuMemSetAccess(va[i], size, &acc, 1));
+  }
+  Cycle c;
+  std::vector<double> ps, rs;
+  for (int k = 0; k < cycles + 1; ++k) {
+    double t0 = now_ms();
+    for (uint64_t i = 0; i < n; ++i) {
+      CK(cudaMemcpy(host + i * size, reinterpret_cast<void*>(va[i]), size, cudaMemcpyDeviceToHost));
+      CK(cuMemUnmap(va[i], size));
+      CK(cuMemRelease(h[i]));
+    }
+    double t1 = now_ms();
+    for (uint64_t i = 0; i < n; ++i) {
+      CK(cuMemCreate(&h[i], size, &prop, 0));
+      CK(cuMemMap(va[i], size, 0, h[i], 0));
+      CK(cuMemSetAccess(va[i], size, &acc, 1));
+      CK(cudaMemcpy(reinterpret_cast<void*>(va[i]), host + i * size, size, cudaMemcpyHostToDevice));
+    }
+    double t2 = now_ms();
+    if (k == 0) continue;
+    ps.push_back(t1 - t0);
+    rs.push_back(t2 - t1);
+  }
+  c.pause = median(ps);
+  c.resume = median(rs);
+  for (uint64_t i = 0; i < n; ++i) {
+    cuMemUnmap(va[i], size);
+    cuMemRelease(h[i]);
+    cuMemAddressFree(va[i], size);
+  }
+  cudaHostUnregister(host);
+  std::free(host);
+  return c;
+}
+
+// Pinning cost of one 4 GiB buffer both ways (what a first pause waits for).
+void pin_cost(double* host_alloc_ms, double* register_ms) {
+  const uint64_t n = 4 * GiB;
+  double t0 = now_ms();
+  void* a = nullptr;
+  CK(cudaHostAlloc(&a, n, cudaHostAllocPortable));
+  double t1 = now_ms();
+  CK(cudaFreeHost(a));
+  void* b = std::aligned_alloc(2 * MiB, n);
+  double t2 = now_ms();
+  CK(cudaHostRegister(b, n, cudaHostRegisterPortable));
+  double t3 = now_ms();
+  CK(cudaHostUnregister(b));
+  std::free(b);
+  *host_alloc_ms = t1 - t0;
+  *register_ms = t3 - t2;
+}
+
+struct Shape {
+  uint64_t n, size;
+  const char* name;
+  double target;  // without backup: vpmm / one-handle-per-allocation
+};
+const Shape kShapes[] = {{64, 256 * MiB, "64x256MiB", 1.25}, {4096, 4 * MiB, "4096x4MiB", 2.0}};
+
+// Bytes survived every cycle: each allocation's last 4 KiB holds its index.
+bool data_intact(const std::vector<void*>& v, uint64_t size) {
+  std::vector<unsigned char> probe(4096);
+  bool ok = true;
+  for (size_t i = 0; i < v.size(); ++i) {
+    CK(cudaMemcpy(probe.data(), static_cast<char*>(v[i]) + size - 4096, 4096, cudaMemcpyDeviceToHost));
+    ok &= probe[0] == (i & 0xff) && probe[4095] == (i & 0xff);
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main() {
@@ -184,37 +283,35 @@ int main() {
   double lim_d2h = 0, lim_h2d = 0;
   copy_limit(&lim_d2h, &lim_h2d);
   std::printf("PAUSE limit_d2h_gbps %.2f\nPAUSE limit_h2d_gbps %.2f\n", lim_d2h, lim_h2d);
+  double pin_alloc = 0, pin_register = 0;
+  pin_cost(&pin_alloc, &pin_register);
+  std::printf("PAUSE pin_4GiB_hostalloc_ms %.1f\nPAUSE pin_4GiB_register_ms %.1f\n", pin_alloc,
+              pin_register);
 
   const int kCycles = 3;
-  // 1. With backup, 16 GiB in 64 x 256 MiB.
-  {
+  const double bytes = 16.0 * GiB;
+  // 1. With backup, 16 GiB in each shape, against the pinned copy limit and
+  //    against one handle per allocation with blocking copies.
+  for (const Shape& sh : kShapes) {
     vpmm_pool* p = cuda_pool();
-    auto v = tagged_allocs(p, 64, 256 * MiB, "b", VPMM_ALLOC_HOST_BACKUP);
+    auto v = tagged_allocs(p, sh.n, sh.size, "b", VPMM_ALLOC_HOST_BACKUP);
     Cycle c = pause_cycles(p, "b", kCycles);
-    const double bytes = 16.0 * GiB;
-    double d2h = bytes / c.pause / 1e6, h2d = bytes / c.resume / 1e6;
-    std::printf("PAUSE backup_pause_gbps %.2f\nPAUSE backup_resume_gbps %.2f\n", d2h, h2d);
-    std::printf("PAUSE backup_pause_pct_of_limit %.1f\nPAUSE backup_resume_pct_of_limit %.1f\n",
-                100 * d2h / lim_d2h, 100 * h2d / lim_h2d);
-    std::printf("PAUSE backup_first_pause_ms %.1f\nPAUSE backup_first_resume_ms %.1f\n",
-                c.first_pause, c.first_resume);
-    // Bytes survived every cycle.
-    std::vector<unsigned char> probe(4096);
-    bool ok = true;
-    for (size_t i = 0; i < v.size(); ++i) {
-      CK(cudaMemcpy(probe.data(), static_cast<char*>(v[i]) + 256 * MiB - 4096, 4096, cudaMemcpyDeviceToHost));
-      ok &= probe[0] == (i & 0xff) && probe[4095] == (i & 0xff);
-    }
-    std::printf("PAUSE backup_data_intact %d\n", ok ? 1 : 0);
+    bool ok = data_intact(v, sh.size);
     vpmm_pool_destroy(p);
+    Cycle d = driver_backup_cycles(sh.n, sh.size, kCycles);
+    double d2h = bytes / c.pause / 1e6, h2d = bytes / c.resume / 1e6;
+    std::printf("PAUSE %s_backup_pause_gbps %.2f\nPAUSE %s_backup_resume_gbps %.2f\n", sh.name, d2h,
+                sh.name, h2d);
+    std::printf("PAUSE %s_backup_pause_pct_of_limit %.1f\nPAUSE %s_backup_resume_pct_of_limit %.1f\n",
+                sh.name, 100 * d2h / lim_d2h, sh.name, 100 * h2d / lim_h2d);
+    std::printf("PAUSE %s_backup_first_pause_ms %.1f\nPAUSE %s_backup_first_resume_ms %.1f\n",
+                sh.name, c.first_pause, sh.name, c.first_resume);
+    std::printf("PAUSE %s_backup_driver_pause_gbps %.2f\nPAUSE %s_backup_driver_resume_gbps %.2f\n",
+                sh.name, bytes / d.pause / 1e6, sh.name, bytes / d.resume / 1e6);
+    std::printf("PAUSE %s_backup_data_intact %d\n", sh.name, ok ? 1 : 0);
   }
   // 2. Without backup against one handle per allocation.
-  struct Shape {
-    uint64_t n, size;
-    const char* name;
-    double target;
-  } shapes[] = {{64, 256 * MiB, "64x256MiB", 1.25}, {4096, 4 * MiB, "4096x4MiB", 2.0}};
-  for (const Shape& sh : shapes) {
+  for (const Shape& sh : kShapes) {
     vpmm_pool* p = cuda_pool();
     auto v = tagged_allocs(p, sh.n, sh.size, "n", 0);
     Cycle c = pause_cycles(p, "n", kCycles);

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Builds bench/results/<device>.md from the RESULT lines of the benchmark logs.
 
-Usage: report.py --out FILE --command "CMD" LOG [LOG...]
+Usage: report.py --out FILE --command "CMD" [--findings MD] LOG [LOG...]
 
 Each benchmark program (bench_vpmm, bench_torch) prints one line
-`RESULT {json}` per measurement (bench/bench_common.hpp). This script only
+`RESULT {json}` per measurement (bench/bench_common.hpp); bench_pause_resume
+prints `PAUSE key value` lines. This script only
 formats: it computes ratios and compares against the project's targets
 (hot path pair < 0.15 us; fragmentation ratio <= 1.02; growth within 2x of a
-single cuMemCreate + map + set-access) and says whether each is met. It never
+single cuMemCreate + map + set-access; pause/resume with backup >= 85% of the
+pinned copy limit, without backup within 1.25x / 2x of one handle per
+allocation) and says whether each is met. It never
 fails on missing data: absent measurements show as "n/a".
 """
 import argparse
@@ -25,6 +28,81 @@ HOT_ALLOCS = ["vpmm", "torch_native", "torch_expandable", "cudaMallocAsync", "cu
 HOT_CASES = ["4KiB", "1MiB", "2MiB", "64MiB", "churn"]
 FRAG_ALLOCS = ["vpmm_growth_handles", "vpmm_page_handles", "torch_native", "torch_expandable",
                "cudaMallocAsync"]
+
+
+def load_pause(paths):
+    """The `PAUSE key value` lines of bench_pause_resume, as a dict."""
+    vals = {}
+    for p in paths:
+        try:
+            with open(p, errors="replace") as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 3 and parts[0] == "PAUSE":
+                        try:
+                            vals[parts[1]] = float(parts[2])
+                        except ValueError:
+                            pass
+        except OSError:
+            pass
+    return vals
+
+
+PAUSE_TARGET_PCT = 85.0
+PAUSE_SHAPES = [("64x256MiB", "64 x 256 MiB", 1.25), ("4096x4MiB", "4096 x 4 MiB", 2.0)]
+
+
+def pause_section(v, w):
+    """Section 5 from the PAUSE lines (absent values show as n/a)."""
+    def g(k, f="%.2f"):
+        return "n/a" if k not in v else f % v[k]
+
+    def met(ok):
+        return "met" if ok else "**not met**"
+
+    w("## 5. Pause and resume (bench/bench_pause_resume.cu, same run)")
+    w("")
+    w("16 GiB per shape. Medians of 3 cycles after a first cycle that pins the backup buffers. "
+      "Pinned copy limit: one 4 GiB cudaMemcpyAsync each way, same run: D2H %s GB/s, H2D %s GB/s. "
+      "Pinning 4 GiB: cudaHostAlloc %s ms, cudaHostRegister %s ms (libvpmm registers)."
+      % (g("limit_d2h_gbps"), g("limit_h2d_gbps"), g("pin_4GiB_hostalloc_ms", "%.0f"),
+         g("pin_4GiB_register_ms", "%.0f")))
+    w("")
+    w("With host backup (`VPMM_ALLOC_HOST_BACKUP`). \"per-allocation\" is one handle per "
+      "allocation with a blocking cudaMemcpy each (torch_memory_saver's way, its buffers pinned "
+      "once up front):")
+    w("")
+    w("| shape | | libvpmm GB/s | share of the pinned limit | target >= %.0f%% | per-allocation GB/s | "
+      "libvpmm / per-allocation | first cycle ms (pins) | data intact |" % PAUSE_TARGET_PCT)
+    w("|---|---|---|---|---|---|---|---|---|")
+    for key, name, _ in PAUSE_SHAPES:
+        for op, lim in (("pause", "d2h"), ("resume", "h2d")):
+            mine = v.get("%s_backup_%s_gbps" % (key, op))
+            pct = v.get("%s_backup_%s_pct_of_limit" % (key, op))
+            drv = v.get("%s_backup_driver_%s_gbps" % (key, op))
+            w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, op, g("%s_backup_%s_gbps" % (key, op)),
+                "n/a" if pct is None else "**%.1f%%**" % pct,
+                "n/a" if pct is None else met(pct >= PAUSE_TARGET_PCT),
+                g("%s_backup_driver_%s_gbps" % (key, op)),
+                "n/a" if not (mine and drv) else "%.2fx" % (mine / drv),
+                g("%s_backup_first_%s_ms" % (key, op), "%.0f"),
+                "n/a" if "%s_backup_data_intact" % key not in v else
+                ("yes" if v["%s_backup_data_intact" % key] == 1 else "**no**")))
+    w("")
+    w("Without backup, against one handle per allocation with the driver API (unmap + release per "
+      "handle to pause; create + map + set-access per handle to resume), ms:")
+    w("")
+    w("| shape | vpmm pause | vpmm resume | driver pause | driver resume | vpmm / driver (pause + resume) | target |")
+    w("|---|---|---|---|---|---|---|")
+    for key, name, target in PAUSE_SHAPES:
+        r = v.get("%s_ratio" % key)
+        w("| %s | %s | %s | %s | %s | %s | <= %.2fx (%s) |" % (
+            name, g("%s_vpmm_pause_ms" % key), g("%s_vpmm_resume_ms" % key),
+            g("%s_driver_pause_ms" % key), g("%s_driver_resume_ms" % key),
+            "n/a" if r is None else "**%.2fx**" % r, target,
+            "n/a" if r is None else met(r <= target)))
+    w("")
 
 
 def load(paths):
@@ -71,6 +149,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="scripts/gpu-run.sh")
+    ap.add_argument("--findings", help="hand-written markdown appended after the tables")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
     rows = load(a.logs)
@@ -256,6 +335,13 @@ def main():
     if hs:
         w("libvpmm pool counters after the hot-path runs: %s" % hs.get("extra", ""))
         w("")
+    pause_section(load_pause(a.logs), w)
+    if a.findings:
+        try:
+            with open(a.findings) as f:
+                w(f.read().rstrip("\n"))
+        except OSError:
+            pass
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
     print("\n".join(out))

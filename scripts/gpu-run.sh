@@ -159,7 +159,7 @@ if (( BUILD_OK && BENCH )); then
   } > "$OUT/bench.log" 2>&1
   say "bench_vpmm: $(tail -1 "$OUT/bench.log") ($(( $(date +%s) - START )) s)"
   if [ -x "$BUILD/bench/bench_pause_resume" ]; then
-    { echo "### bench_pause_resume"; boxed 150 "$BUILD/bench/bench_pause_resume"; echo "bench_pause_resume: exit $?"; } \
+    { echo "### bench_pause_resume"; boxed 200 "$BUILD/bench/bench_pause_resume"; echo "bench_pause_resume: exit $?"; } \
       >> "$OUT/bench.log" 2>&1
     grep -E "^PAUSE |bench_pause_resume: exit" "$OUT/bench.log" | tee -a "$SUM"
   fi
@@ -188,7 +188,7 @@ if (( BUILD_OK && BENCH )); then
     say "bench_torch: skipped (no torch)"
   fi
   mkdir -p bench/results
-  python3 bench/report.py --out "$OUT/h100.md" \
+  python3 bench/report.py --out "$OUT/h100.md" --findings bench/results/h100-findings.md \
     --command "scripts/gpu-run.sh $*  (bench_vpmm $QUICK; bench_torch native and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)" \
     "$OUT/bench.log" > /dev/null 2>> "$OUT/bench.log" && cp "$OUT/h100.md" bench/results/h100.md
   say "report: $OUT/h100.md"

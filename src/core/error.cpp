@@ -41,4 +41,15 @@ vpmm_status fail_context(vpmm_status status, const char* context) {
 
 const char* last_error() { return t_error; }
 
+void FirstFailure::note(vpmm_status s) {
+  if (s == VPMM_OK || st_ != VPMM_OK) return;
+  st_ = s;
+  std::snprintf(msg_, sizeof msg_, "%s", t_error);
+}
+
+vpmm_status FirstFailure::finish() {
+  if (st_ != VPMM_OK) std::snprintf(t_error, kErrorCapacity, "%s", msg_);
+  return st_;
+}
+
 }  // namespace vpmm

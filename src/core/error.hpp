@@ -20,4 +20,20 @@ vpmm_status fail_context(vpmm_status status, const char* context);
 
 const char* last_error();
 
+// The first failure of a call that goes on after failing (pause, resume):
+// later best-effort steps may fail too and overwrite the thread-local
+// message; finish() puts the first one back. Never allocates.
+class FirstFailure {
+ public:
+  // Records s with the current message if it is a failure and the first one.
+  void note(vpmm_status s);
+  bool failed() const { return st_ != VPMM_OK; }
+  // VPMM_OK if nothing failed; else the first status, its message restored.
+  vpmm_status finish();
+
+ private:
+  vpmm_status st_ = VPMM_OK;
+  char msg_[512] = "";
+};
+
 }  // namespace vpmm

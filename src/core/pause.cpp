@@ -94,14 +94,20 @@ vpmm_status Pool::retake_charges(const Region& r) {
   return st;
 }
 
-vpmm_status Pool::drain_stream(Stream s) {
-  // An event rather than a stream sync: only the work queued so far counts.
+vpmm_status Pool::record_event(Stream s, EventRef* out) {
   EventHandle h = 0;
   vpmm_status st = backend_->event_record(s, &h);
   if (st != VPMM_OK) return st;
   ++c_.n_events_recorded;
-  Event done(backend_.get(), h);
-  return backend_->event_sync(h);
+  *out = std::make_shared<Event>(backend_.get(), h);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::drain_stream(Stream s) {
+  // An event rather than a stream sync: only the work queued so far counts.
+  EventRef done;
+  vpmm_status st = record_event(s, &done);
+  return st == VPMM_OK ? backend_->event_sync(done->handle()) : st;
 }
 
 void Pool::drop_paused(RegionIt it) {
@@ -122,247 +128,310 @@ void Pool::drop_paused(RegionIt it) {
 // Pause
 // ---------------------------------------------------------------------------
 
+vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* backup,
+                                        uint64_t backup_size) {
+  RegionIt it = m_.regions.find(va);
+  Region& r = it->second;
+  auto maps = m_.whole_mappings_in(va, r.size);
+  uint64_t covered = 0;
+  for (const auto& mp : maps) covered += mp.second.size;
+  if (covered != r.size)
+    return fail(VPMM_ERR_INTERNAL, "%s: allocation 0x%" PRIx64 " does not own whole handles", call, va);
+  vpmm_status st = VPMM_OK;
+  size_t done = 0;
+  for (; done < maps.size(); ++done)
+    if ((st = backend_->unmap(maps[done].first, maps[done].second.size)) != VPMM_OK) break;
+  if (done < maps.size()) {
+    // Re-map what was unmapped so the allocation stays whole and active.
+    for (size_t i = 0; i < done; ++i) backend_->map(maps[i].first, maps[i].second.size, maps[i].second.handle);
+    if (done) backend_->set_access(maps[0].first, covered);
+    return fail_context(st, call);
+  }
+  for (const auto& mp : maps) {
+    release_handle(mp.second);  // unmapped: nothing can use it
+    m_.mappings.erase(mp.first);
+  }
+  m_.totals.mapped -= r.size;
+  // Paused memory holds no physical memory: its capacity charge goes away
+  // until resume takes it again.
+  release_charges(r);
+  Region p = r;
+  p.kind = Kind::Paused;
+  p.was_small = r.kind == Kind::Small;
+  p.backup = backup;
+  p.backup_size = backup ? backup_size : 0;
+  if (p.backup) c_.backup_bytes += p.size;
+  if (p.was_small) small_->on_pause(p.owner);
+  m_.erase(it);
+  m_.insert(va, p);
+  ++c_.n_pause;
+  return VPMM_OK;
+}
+
+// Pause is a pipeline: every D2H copy is queued at once on the copy stream,
+// in batches that each end with an event, and the CPU unmaps and releases a
+// batch's handles as soon as that event completes, while the copy engine
+// works on the next batch. So the per-handle driver calls (tens of us each,
+// notes/h100-measurements.md) hide behind the copies instead of adding to
+// them. An allocation is released only after its own backup is complete, so
+// any failure leaves each allocation either paused with a whole backup or
+// active and untouched.
 vpmm_status Pool::pause_locked(const char* tag) {
   const char* call = "vpmm_pool_pause";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
-  std::vector<uint64_t> targets;
+  std::vector<uint64_t> plain, backed;  // targets without and with a host backup
   for (auto& kv : m_.regions) {
     const Region& r = kv.second;
     // An empty cached slab holds no allocation: nothing to pause or back up.
     if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
       continue;
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && tag_matches(r.tag, want))
-      targets.push_back(kv.first);
+      (r.flags & VPMM_ALLOC_HOST_BACKUP ? backed : plain).push_back(kv.first);
   }
-  if (targets.empty())
+  if (plain.empty() && backed.empty())
     return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is active", call, tag ? tag : "(any)");
 
-  // 1. Pinned buffers for every backup, before anything changes.
-  struct Backup {
-    uint64_t va;
-    void* buf;
+  // 1. Pinned buffers for every backup, before anything changes: no host
+  // memory means nothing is paused.
+  struct Buffer {
+    void* p;
     uint64_t size;
   };
-  std::vector<Backup> backups;
-  auto give_back_buffers = [&] {
-    for (const Backup& b : backups) pinned_->put(b.buf, b.size);
-  };
-  for (uint64_t va : targets) {
-    const Region& r = m_.regions.find(va)->second;
-    if (!(r.flags & VPMM_ALLOC_HOST_BACKUP)) continue;
-    void* buf = nullptr;
-    uint64_t got = 0;
-    st = pinned_->get(r.size, &buf, &got);
+  std::vector<Buffer> bufs;
+  bufs.reserve(backed.size());
+  for (uint64_t va : backed) {
+    Buffer b{nullptr, 0};
+    st = pinned_->get(m_.regions.find(va)->second.size, &b.p, &b.size);
     if (st != VPMM_OK) {
-      give_back_buffers();
+      for (const Buffer& x : bufs) pinned_->put(x.p, x.size);
       return fail_context(st, call);
     }
-    backups.push_back({va, buf, got});
+    bufs.push_back(b);
+  }
+  // Buffers [from, end) go back to the cache once no copy can write them.
+  Stream cs = nullptr;
+  auto give_back = [&](size_t from) {
+    if (from < bufs.size() && cs) backend_->stream_sync(cs);
+    for (size_t i = from; i < bufs.size(); ++i) pinned_->put(bufs[i].p, bufs[i].size);
+  };
+  if (!backed.empty() && (st = copy_stream(&cs)) != VPMM_OK) {
+    give_back(0);
+    return fail_context(st, call);
   }
 
   // 2. Order after the work queued on each allocation's stream: the copy
-  // stream waits on the GPU; without backups the CPU waits before unmapping.
+  // stream waits on the GPU (and `ready` marks that point for the targets
+  // without a backup); without any backup the CPU waits.
   std::vector<Stream> streams;
-  for (uint64_t va : targets) {
-    Stream s = m_.regions.find(va)->second.stream;
-    if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
-  }
-  Stream cs = nullptr;
-  if (!backups.empty() && (st = copy_stream(&cs)) != VPMM_OK) {
-    give_back_buffers();
-    return fail_context(st, call);
-  }
-  std::vector<EventRef> waits;
+  for (const auto* list : {&plain, &backed})
+    for (uint64_t va : *list) {
+      Stream s = m_.regions.find(va)->second.stream;
+      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    }
   for (Stream s : streams) {
     EventHandle h = 0;
-    st = backend_->event_record(s, &h);
-    if (st != VPMM_OK) break;
+    if ((st = backend_->event_record(s, &h)) != VPMM_OK) break;
     ++c_.n_events_recorded;
-    waits.push_back(std::make_shared<Event>(backend_.get(), h));
-    st = backups.empty() ? backend_->event_sync(h) : backend_->stream_wait(cs, h);
+    Event ev(backend_.get(), h);
+    st = backed.empty() ? backend_->event_sync(h) : backend_->stream_wait(cs, h);
     if (st != VPMM_OK) break;
   }
-  // 3. Copies, batched back to back on the copy stream, then one wait.
-  for (size_t i = 0; st == VPMM_OK && i < backups.size(); ++i) {
-    const Region& r = m_.regions.find(backups[i].va)->second;
-    st = backend_->copy_d2h(backups[i].buf, backups[i].va, r.size, cs);
-  }
-  if (st == VPMM_OK && !backups.empty()) st = drain_stream(cs);
+  EventRef ready;
+  if (st == VPMM_OK && !backed.empty()) st = record_event(cs, &ready);
   if (st != VPMM_OK) {
-    give_back_buffers();
+    give_back(0);
     return fail_context(st, call);
   }
 
-  // 4. Release the physical memory. A region whose unmap fails stays active
-  // (its data is still there) and the call reports the error.
-  vpmm_status result = VPMM_OK;
-  size_t bi = 0;
-  for (uint64_t va : targets) {
-    RegionIt it = m_.regions.find(va);
-    Region& r = it->second;
-    Backup* b = (bi < backups.size() && backups[bi].va == va) ? &backups[bi++] : nullptr;
-    auto maps = m_.whole_mappings_in(va, r.size);
-    uint64_t covered = 0;
-    for (const auto& mp : maps) covered += mp.second.size;
-    if (covered != r.size) {
-      result = fail(VPMM_ERR_INTERNAL, "%s: allocation 0x%" PRIx64 " does not own whole handles", call, va);
-      if (b) pinned_->put(b->buf, b->size);
-      continue;
+  // 3. Queue every copy; batch k is backups [ends[k-1], ends[k]) and is
+  // complete when done[k] is. A copy that cannot be queued ends the pipeline:
+  // it and every later allocation stay active.
+  std::vector<size_t> ends;
+  std::vector<EventRef> done;
+  vpmm_status copy_st = VPMM_OK;
+  uint64_t batch_bytes = 0;
+  const uint64_t batch_limit = opt_.pause_batch_bytes ? opt_.pause_batch_bytes : kPauseBatchBytes;
+  size_t queued = 0;
+  for (; queued < backed.size(); ++queued) {
+    uint64_t size = m_.regions.find(backed[queued])->second.size;
+    copy_st = backend_->copy_d2h(bufs[queued].p, backed[queued], size, cs);
+    if (copy_st != VPMM_OK) break;
+    batch_bytes += size;
+    if (batch_bytes >= batch_limit || queued + 1 == backed.size()) {
+      EventRef ev;
+      if ((copy_st = record_event(cs, &ev)) != VPMM_OK) break;
+      ends.push_back(queued + 1);
+      done.push_back(std::move(ev));
+      batch_bytes = 0;
     }
-    size_t done = 0;
-    for (; done < maps.size(); ++done)
-      if ((st = backend_->unmap(maps[done].first, maps[done].second.size)) != VPMM_OK) break;
-    if (done < maps.size()) {
-      // Re-map what was unmapped so the allocation stays whole and active.
-      for (size_t i = 0; i < done; ++i) backend_->map(maps[i].first, maps[i].second.size, maps[i].second.handle);
-      if (done) backend_->set_access(maps[0].first, covered);
-      result = fail_context(st, call);
-      if (b) pinned_->put(b->buf, b->size);
-      continue;
-    }
-    for (const auto& mp : maps) {
-      release_handle(mp.second);  // unmapped: nothing can use it
-      m_.mappings.erase(mp.first);
-    }
-    m_.totals.mapped -= r.size;
-    // Paused memory holds no physical memory: its capacity charge goes away
-    // until resume takes it again.
-    release_charges(r);
-    Region p = r;
-    p.kind = Kind::Paused;
-    p.was_small = r.kind == Kind::Small;
-    p.backup = b ? b->buf : nullptr;
-    p.backup_size = b ? b->size : 0;
-    if (p.backup) c_.backup_bytes += p.size;
-    if (p.was_small) small_->on_pause(p.owner);
-    m_.erase(it);
-    m_.insert(va, p);
-    ++c_.n_pause;
   }
-  return result;
+  if (copy_st != VPMM_OK) copy_st = fail_context(copy_st, call);
+
+  // 4. Release. An allocation whose unmap fails stays active (its data is
+  // still there); the others go on and the call reports the error.
+  FirstFailure result;
+  result.note(copy_st);
+  if (!plain.empty() && ready) {
+    st = backend_->event_sync(ready->handle());
+    if (st != VPMM_OK) {
+      give_back(0);
+      return fail_context(st, call);
+    }
+  }
+  for (uint64_t va : plain) result.note(release_paused_target(call, va, nullptr, 0));
+  size_t next = 0;  // first backup not yet released or given back
+  for (size_t k = 0; k < ends.size(); ++k) {
+    st = backend_->event_sync(done[k]->handle());
+    if (st != VPMM_OK) {
+      result.note(fail_context(st, call));
+      break;  // this batch's backups may be incomplete: the rest stays active
+    }
+    for (; next < ends[k]; ++next)
+      if ((st = release_paused_target(call, backed[next], bufs[next].p, bufs[next].size)) != VPMM_OK) {
+        result.note(st);
+        pinned_->put(bufs[next].p, bufs[next].size);  // its copy completed
+      }
+  }
+  give_back(next);
+  return result.finish();
 }
 
 // ---------------------------------------------------------------------------
 // Resume
 // ---------------------------------------------------------------------------
 
+vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) {
+  vpmm_status st = retake_charges(r);
+  if (st != VPMM_OK) return st;
+  std::vector<Mapping> hs;
+  uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : r.size;
+  st = create_handles(r.size, cap, &hs);
+  if (st == VPMM_ERR_OUT_OF_MEMORY) {
+    // Cached free pages may be what stands in the way: give them back once.
+    release_free(0, true);
+    st = create_handles(r.size, cap, &hs);
+  }
+  if (st != VPMM_OK) {
+    release_charges(r);
+    return st;
+  }
+  uint64_t cur = va;
+  size_t n = 0;
+  for (; n < hs.size(); ++n) {
+    if ((st = backend_->map(cur, hs[n].size, hs[n].handle)) != VPMM_OK) break;
+    cur += hs[n].size;
+  }
+  if (st == VPMM_OK) st = backend_->set_access(va, r.size);
+  if (st != VPMM_OK) {
+    FirstFailure first;  // the undo below must not overwrite the message
+    first.note(st);
+    unmap_handles(va, hs.data(), n);
+    release_handles(hs);
+    release_charges(r);
+    return first.finish();
+  }
+  *out = std::move(hs);
+  return VPMM_OK;
+}
+
+void Pool::unmap_handles(uint64_t va, const Mapping* hs, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    backend_->unmap(va, hs[i].size);
+    va += hs[i].size;
+  }
+}
+
+// Resume is a pipeline too: each allocation's H2D copy is queued right after
+// its handles are mapped, so the copy engine restores one allocation while
+// the CPU creates and maps the next; the CPU waits once, at the end. An
+// allocation is committed only after that wait succeeded; one that could not
+// be mapped or copied stays paused with its backup, and so does every
+// allocation after it (call again later).
 vpmm_status Pool::resume_locked(const char* tag) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> targets;
+  bool any_backup = false;
   for (auto& kv : m_.regions)
-    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) targets.push_back(kv.first);
+    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) {
+      targets.push_back(kv.first);
+      any_backup |= kv.second.backup != nullptr;
+    }
   if (targets.empty())
     return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is paused", call, tag ? tag : "(any)");
+  Stream cs = nullptr;
+  if (any_backup && (st = copy_stream(&cs)) != VPMM_OK) return fail_context(st, call);
 
-  // 1. Map fresh handles at each paused VA until memory runs out.
   struct Mapped {
     uint64_t va;
     std::vector<Mapping> handles;
   };
   std::vector<Mapped> mapped;
-  vpmm_status shortfall = VPMM_OK;
+  mapped.reserve(targets.size());
+  FirstFailure stop;  // why the pipeline stopped early (the rest stays paused)
   for (uint64_t va : targets) {
     const Region& r = m_.regions.find(va)->second;
-    st = retake_charges(r);
-    if (st != VPMM_OK) {
-      shortfall = st;
-      break;
-    }
     std::vector<Mapping> hs;
-    uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : r.size;
-    st = create_handles(r.size, cap, &hs);
-    if (st == VPMM_ERR_OUT_OF_MEMORY) {
-      // Cached free pages may be what stands in the way: give them back once.
-      release_free(0, true);
-      st = create_handles(r.size, cap, &hs);
-    }
-    if (st != VPMM_OK) {
-      release_charges(r);
-      shortfall = st;
-      break;
-    }
-    uint64_t cur = va;
-    size_t n = 0;
-    for (; n < hs.size(); ++n) {
-      if ((st = backend_->map(cur, hs[n].size, hs[n].handle)) != VPMM_OK) break;
-      cur += hs[n].size;
-    }
-    if (st == VPMM_OK) st = backend_->set_access(va, r.size);
-    if (st != VPMM_OK) {
-      cur = va;
-      for (size_t i = 0; i < n; ++i) {
-        backend_->unmap(cur, hs[i].size);
-        cur += hs[i].size;
-      }
+    st = map_paused_target(r, va, &hs);
+    if (st == VPMM_OK && r.backup && (st = backend_->copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
+      // Not queued: nothing writes this allocation, which stays paused.
+      stop.note(st);
+      unmap_handles(va, hs.data(), hs.size());
       release_handles(hs);
       release_charges(r);
-      shortfall = st;
+    }
+    if (st != VPMM_OK) {
+      stop.note(st);
       break;
     }
     mapped.push_back({va, std::move(hs)});
   }
 
-  // 2. Restore backups of everything mapped, then wait once.
-  Stream cs = nullptr;
-  bool any_backup = false;
-  for (const Mapped& m : mapped)
-    if (m_.regions.find(m.va)->second.backup) any_backup = true;
-  st = VPMM_OK;
-  if (any_backup) {
-    st = copy_stream(&cs);
-    for (size_t i = 0; st == VPMM_OK && i < mapped.size(); ++i) {
-      const Region& r = m_.regions.find(mapped[i].va)->second;
-      if (r.backup) st = backend_->copy_h2d(mapped[i].va, r.backup, r.size, cs);
-    }
-    if (st == VPMM_OK) st = drain_stream(cs);
-  }
-  if (st != VPMM_OK) {
-    // Undo this batch: everything stays paused with its backup.
+  // Every queued copy completes before anything is committed.
+  if (cs && !mapped.empty() && (st = drain_stream(cs)) != VPMM_OK) {
+    FirstFailure drain;
+    drain.note(fail_context(st, call));
+    backend_->stream_sync(cs);  // nothing may still write what is unmapped next
     for (const Mapped& m : mapped) {
       release_charges(m_.regions.find(m.va)->second);
-      uint64_t cur = m.va;
-      for (const Mapping& h : m.handles) {
-        backend_->unmap(cur, h.size);
-        cur += h.size;
-      }
+      unmap_handles(m.va, m.handles.data(), m.handles.size());
       release_handles(m.handles);
     }
-    return fail_context(st, call);
+    return drain.finish();  // everything stays paused with its backup
   }
 
-  // 3. Commit.
-  for (const Mapped& m : mapped) {
-    RegionIt it = m_.regions.find(m.va);
-    Region r = it->second;
-    uint64_t cur = m.va;
-    for (const Mapping& h : m.handles) {
-      m_.mappings.emplace(cur, h);
-      cur += h.size;
-    }
-    c_.handles_created += m.handles.size();
-    m_.totals.mapped += r.size;
-    if (r.backup) {
-      pinned_->put(r.backup, r.backup_size);
-      c_.backup_bytes -= r.size;
-    }
-    r.backup = nullptr;
-    r.backup_size = 0;
-    r.kind = r.was_small ? Kind::Small : Kind::Live;
-    if (r.was_small) small_->on_resume(r.owner);
-    r.was_small = false;
-    m_.erase(it);
-    m_.insert(m.va, r);
-    ++c_.n_resume;
-  }
+  for (const Mapped& m : mapped) commit_resumed(m.va, m.handles);
   note_peaks();
-  if (shortfall != VPMM_OK)
-    return fail_context(shortfall, call);  // the rest stays paused; call again later
-  return VPMM_OK;
+  if (!stop.failed()) return VPMM_OK;
+  return fail_context(stop.finish(), call);
+}
+
+void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
+  RegionIt it = m_.regions.find(va);
+  Region r = it->second;
+  uint64_t cur = va;
+  for (const Mapping& h : handles) {
+    m_.mappings.emplace(cur, h);
+    cur += h.size;
+  }
+  c_.handles_created += handles.size();
+  m_.totals.mapped += r.size;
+  if (r.backup) {
+    pinned_->put(r.backup, r.backup_size);
+    c_.backup_bytes -= r.size;
+  }
+  r.backup = nullptr;
+  r.backup_size = 0;
+  r.kind = r.was_small ? Kind::Small : Kind::Live;
+  if (r.was_small) small_->on_resume(r.owner);
+  r.was_small = false;
+  m_.erase(it);
+  m_.insert(va, r);
+  ++c_.n_resume;
 }
 
 // ---------------------------------------------------------------------------

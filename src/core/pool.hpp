@@ -37,6 +37,12 @@ struct Attrs {
   uint32_t flags = 0;
 };
 
+// Pause closes a batch of D2H copies with one event once it holds this many
+// bytes: the CPU releases a batch's handles while the copy engine works on
+// the next (about 1 ms of copying at H100 speed), and thousands of small
+// allocations cost a few hundred events, not thousands.
+constexpr uint64_t kPauseBatchBytes = 64ull << 20;
+
 struct PoolOptions {
   uint64_t page_size = 0;
   uint64_t va_size = 0;
@@ -44,6 +50,7 @@ struct PoolOptions {
   uint64_t max_handle_size = 0;  // 0 = one handle per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
   uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
+  uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
   uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
   uint64_t device_total = 0;       // device memory (capacity when there is no limit)
   double watermark_trigger = 0.85, watermark_stop = 0.65;
@@ -162,6 +169,17 @@ class Pool {
   }
   vpmm_status copy_stream(Stream* out);
   vpmm_status drain_stream(Stream s);  // CPU waits for what is queued on s now
+  vpmm_status record_event(Stream s, EventRef* out);
+  // Pause of one target whose backup (if any) is complete: unmap and release
+  // its handles, turn it into a Paused region holding `backup`. On failure it
+  // stays active and whole; the caller still owns `backup`.
+  vpmm_status release_paused_target(const char* call, uint64_t va, void* backup, uint64_t backup_size);
+  // Resume of one target: charges retaken, fresh handles created, mapped at
+  // va and made accessible. On failure nothing of that is left.
+  vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out);
+  void unmap_handles(uint64_t va, const Mapping* hs, size_t n);  // best effort, in order from va
+  // A resumed target's mapped handles become its own; backup returned to the cache.
+  void commit_resumed(uint64_t va, const std::vector<Mapping>& handles);
   // Capacity charges of a live or paused region (pause gives them back,
   // resume takes them again).
   void release_charges(const Region& r);

@@ -182,4 +182,49 @@ GPU_TEST("pause waits for its own stream only, not for a busy unrelated stream")
   cudaStreamDestroy(other);
 }
 
+GPU_TEST("pipelined pause/resume: 600 allocations, work still queued at pause, backed and unbacked") {
+  // 512 x 2 MiB with backups are 16 pipeline batches of 64 MiB; 64 more of
+  // the same tag without backup; 24 small ones share slabs. The pattern is
+  // written behind a 100 ms kernel on the allocations' stream, so every
+  // batch of copies must wait for that stream on the GPU.
+  vpmm_pool* p = pool_with_limit(0);
+  if (!p) return;
+  cudaStream_t s = new_stream();
+  std::vector<void*> backed, plain, small;
+  for (int i = 0; i < 512; ++i) backed.push_back(tagged(p, 2 * MiB, "pipe", VPMM_ALLOC_HOST_BACKUP, s));
+  for (int i = 0; i < 64; ++i) plain.push_back(tagged(p, 2 * MiB, "pipe", 0, s));
+  for (int i = 0; i < 24; ++i) small.push_back(tagged(p, 8192, "pipe", VPMM_ALLOC_HOST_BACKUP, s));
+  for (void* x : backed) CHECK(x != nullptr);
+  for (void* x : small) CHECK(x != nullptr);
+  sleep_kernel<<<1, 1, 0, s>>>(100000000ull);
+  for (size_t i = 0; i < backed.size(); ++i) fill(backed[i], 2 * MiB, 1000 + i, s);
+  for (size_t i = 0; i < small.size(); ++i) fill(small[i], 8192, 5000 + i, s);
+  uint64_t live = stats(p).live_bytes;
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    CHECK_OK(vpmm_pool_pause(p, "pipe"));
+    vpmm_tag_stats ts;
+    std::memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    CHECK_OK(vpmm_pool_tag_stats(p, "pipe", &ts));
+    CHECK_EQ(ts.n_live, 0ull);
+    CHECK_EQ(ts.paused_bytes, live);
+    CHECK_EQ(ts.backup_bytes, live - 64 * 2 * MiB);
+    CHECK(check_pool(p, "paused"));
+    CHECK_OK(vpmm_pool_resume(p, "pipe"));
+    CHECK(check_pool(p, "resumed"));
+    Counters bad(2);
+    for (size_t i = 0; i < backed.size(); ++i) verify(backed[i], 2 * MiB, 1000 + i, bad.d, s);
+    for (size_t i = 0; i < small.size(); ++i) verify(small[i], 8192, 5000 + i, bad.d + 1, s);
+    for (void* x : plain) fill(x, 2 * MiB, 7, s);  // unbacked: writable again
+    CUDA_OK(cudaStreamSynchronize(s));
+    CHECK_MSG(bad.h[0] == 0 && bad.h[1] == 0, "cycle %d: %llu + %llu words differ", cycle, bad.h[0],
+              bad.h[1]);
+  }
+  for (void* x : backed) CHECK_OK(vpmm_pool_free(p, x, s));
+  for (void* x : plain) CHECK_OK(vpmm_pool_free(p, x, s));
+  for (void* x : small) CHECK_OK(vpmm_pool_free(p, x, s));
+  vpmm_pool_destroy(p);
+  cudaStreamDestroy(s);
+}
+
 GPU_TEST_MAIN()

@@ -875,6 +875,34 @@ std::vector<Scenario> scenarios() {
     s.op = [](Ctx& c) { return c.pool->resume("w"); };
     s.partial = Partial::resume;
     add(s);
+    // Pipelines of several batches: one event per batch of D2H copies, the
+    // release of a batch overlapping the copies of the next (pause_locked);
+    // each H2D copy queued right after its map (resume_locked). A fault in
+    // batch k leaves earlier batches paused, with whole backups.
+    s.name = "g4 pause pipeline over several batches";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.opt.pause_batch_bytes = 2 * kPage;
+    s.setup = [](Ctx& c) {
+      for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc((i % 2 + 1) * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, c.stream(0), "w", 0));
+      CHECK_OK(c.alloc(2 * kPage));
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w"); };
+    s.partial = Partial::pause;
+    add(s);
+    s.name = "g5 resume pipeline over several batches";
+    s.setup = [](Ctx& c) {
+      for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc((i % 2 + 1) * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", 0));
+      CHECK_OK(c.pool->pause("w"));
+      data_errors(c, c.pool->snapshot());  // marks the one without a backup: its bytes are gone
+    };
+    s.op = [](Ctx& c) { return c.pool->resume("w"); };
+    s.partial = Partial::resume;
+    add(s);
+    s.opt = options(64, 0, 0, kPage / 2);
     s.name = "g3 trim free memory";
     s.setup = [](Ctx& c) {
       CHECK_OK(c.alloc(3 * kPage));
@@ -911,6 +939,42 @@ const bool g_registered = [] {
   }
   return true;
 }();
+
+// The pipeline's promise, stated directly: with one event per page of
+// copies, failing the third batch's wait pauses exactly the first two
+// allocations (their backups complete), keeps the other two active and
+// intact, and reports the failure; the pool then pauses the rest.
+TEST("pause pipeline: a failed batch leaves earlier batches paused, later ones active") {
+  Ctx c;
+  vpmm::BackendParams bp;
+  vpmm_status st = VPMM_OK;
+  c.host = vpmm::make_shared_host_backend(bp, &st);
+  c.opt = options(64, 0, 0, kPage / 2);
+  c.opt.pause_batch_bytes = kPage;
+  CHECK_OK(c.create_pool());
+  for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc(kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+  c.ctl->arm(FaultPlan{3, static_cast<int>(vpmm::Op::event_sync), VPMM_ERR_BACKEND});
+  CHECK_EQ(c.pool->pause("w"), VPMM_ERR_BACKEND);
+  CHECK(std::string(vpmm::last_error()).find("fault injection") != std::string::npos);
+  c.ctl->disarm();
+  auto regions = c.pool->snapshot();
+  for (size_t i = 0; i < 4; ++i) CHECK_EQ(is_paused(regions, c.live[i]), i < 2);
+  vpmm_tag_stats ts;
+  ts.struct_size = sizeof ts;
+  CHECK_OK(c.pool->tag_stats("w", &ts));
+  CHECK_EQ(ts.n_paused, uint64_t(2));
+  CHECK_EQ(ts.backup_bytes, 2 * kPage);
+  CHECK(vt::verify(c.live[2].p, kPage, c.live[2].seed) && vt::verify(c.live[3].p, kPage, c.live[3].seed));
+  CHECK_EQ(c.pool->check(), std::string());
+  CHECK_OK(c.pool->pause("w"));  // the rest
+  CHECK_OK(c.pool->tag_stats("w", &ts));
+  CHECK_EQ(ts.n_paused, uint64_t(4));
+  CHECK_OK(c.pool->resume("w"));
+  for (const Alloc& a : c.live) CHECK(vt::verify(a.p, a.size, a.seed));
+  while (!c.live.empty()) CHECK_OK(c.release(c.live.size() - 1, nullptr));
+  c.pool.reset();
+  CHECK(vpmm::live_counts_zero(c.host->counters()));
+}
 
 TEST("fault points covered") {
   std::printf("fault points covered: %" PRIu64 " (%" PRIu64 " errors, %" PRIu64 " absorbed, %" PRIu64

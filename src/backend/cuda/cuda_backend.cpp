@@ -9,8 +9,9 @@
 //    pool neither needs nor disturbs the caller's context; when the primary
 //    context already is current (the usual case under the CUDA runtime and
 //    PyTorch) only one cheap cuCtxGetCurrent is added.
-//  - All state is fixed at construction, so every method is thread safe as
-//    far as the driver is (it is: these calls are thread safe).
+//  - All state is fixed at construction, except the table of pinned buffers
+//    made with cuMemHostRegister (its own mutex), so every method is thread
+//    safe as far as the driver is (it is: these calls are thread safe).
 //  - No policy: no caching, no retries, no event pools. Each call is exactly
 //    the driver call(s) it names; a failure is reported once, through fail(),
 //    naming the call, its values and the driver's error name and string.
@@ -23,6 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include <sys/mman.h>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
@@ -336,15 +341,23 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
+  // Pinned host memory: anonymous huge-page-advised pages registered with
+  // cuMemHostRegister where the driver has it, else cuMemHostAlloc. The first
+  // is several times faster to pin (notes/h100-measurements.md: 4 GiB in
+  // 0.29 s against 3.9 s), and pinning is what a first pause with backups of
+  // many GiB waits for. PORTABLE: pinned for every context, so buffers may
+  // serve pools on several devices.
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override {
     if (out == nullptr) return null_out("host_alloc_pinned");
     if (size == 0)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_alloc_pinned: size 0 is not allowed");
     CtxScope scope(d_, ctx_);
     if (vpmm_status st = scope.enter("cuMemHostAlloc", ordinal_)) return st;
+    if (void* p = register_pages(size)) {
+      *out = p;
+      return VPMM_OK;
+    }
     void* p = nullptr;
-    // PORTABLE: pinned for every context, not only the primary one of this
-    // device, so staging buffers may serve pools on several devices.
     CUresult r = d_->MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS)
       return cu_fail(status_of(r, Blame::backend), r,
@@ -359,6 +372,22 @@ class CudaBackend final : public Backend {
                   ull(size));
     CtxScope scope(d_, ctx_);
     if (vpmm_status st = scope.enter("cuMemFreeHost", ordinal_)) return st;
+    uint64_t mapped = 0;
+    {
+      std::lock_guard<std::mutex> lk(registered_mu_);
+      auto it = registered_.find(p);
+      if (it != registered_.end()) mapped = it->second;
+    }
+    if (mapped != 0) {
+      CUresult r = d_->MemHostUnregister(p);
+      if (r != CUDA_SUCCESS)
+        return cu_fail(status_of(r, Blame::caller), r, "cuMemHostUnregister(p=%p, size=%llu)", p,
+                       ull(size));
+      munmap(p, mapped);
+      std::lock_guard<std::mutex> lk(registered_mu_);
+      registered_.erase(p);
+      return VPMM_OK;
+    }
     CUresult r = d_->MemFreeHost(p);
     if (r != CUDA_SUCCESS)
       return cu_fail(status_of(r, Blame::caller), r, "cuMemFreeHost(p=%p, size=%llu)", p,
@@ -412,6 +441,31 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // mmap + madvise(MADV_HUGEPAGE) + cuMemHostRegister; nullptr when any step
+  // fails (the caller falls back to cuMemHostAlloc, whose error is the one
+  // worth reporting). The context is current.
+  void* register_pages(uint64_t size) {
+    if (d_->MemHostRegister == nullptr || d_->MemHostUnregister == nullptr) return nullptr;
+    constexpr uint64_t kHuge = 2ull << 20;
+    const uint64_t mapped = (size + kHuge - 1) / kHuge * kHuge;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    (void)madvise(p, mapped, MADV_HUGEPAGE);  // advice only: fewer faults and page-table entries
+    if (d_->MemHostRegister(p, mapped, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
+      munmap(p, mapped);
+      return nullptr;
+    }
+    try {
+      std::lock_guard<std::mutex> lk(registered_mu_);
+      registered_.emplace(p, mapped);
+    } catch (...) {
+      (void)d_->MemHostUnregister(p);
+      munmap(p, mapped);
+      return nullptr;
+    }
+    return p;
+  }
+
   static vpmm_status null_out(const char* op) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: null output pointer", op);
   }
@@ -427,6 +481,8 @@ class CudaBackend final : public Backend {
   uint64_t recommended_;
   CUmemAllocationProp prop_;
   CUmemAccessDesc access_;
+  std::mutex registered_mu_;
+  std::unordered_map<void*, uint64_t> registered_;  // registered pinned buffer -> mmap'ed bytes
 };
 
 // Status for a failed cuInit: the driver being absent, a stub, too old or

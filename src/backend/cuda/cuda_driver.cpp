@@ -113,6 +113,8 @@ void load() {
       {"cuMemcpyHtoD", "cuMemcpyHtoD_v2", slot(&d.MemcpyHtoD), false},
       {"cuMemHostAlloc", "cuMemHostAlloc", slot(&d.MemHostAlloc), true},
       {"cuMemFreeHost", "cuMemFreeHost", slot(&d.MemFreeHost), true},
+      {"cuMemHostRegister", "cuMemHostRegister_v2", slot(&d.MemHostRegister), false},
+      {"cuMemHostUnregister", "cuMemHostUnregister", slot(&d.MemHostUnregister), false},
       {"cuMemGetInfo", "cuMemGetInfo_v2", slot(&d.MemGetInfo), true},
       {"cuGetErrorName", "cuGetErrorName", slot(&d.GetErrorName), true},
       {"cuGetErrorString", "cuGetErrorString", slot(&d.GetErrorString), true},

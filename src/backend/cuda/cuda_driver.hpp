@@ -71,6 +71,8 @@ using FnMemcpyDtoH = CUresult(CUDAAPI*)(void* dst, CUdeviceptr src, size_t bytes
 using FnMemcpyHtoD = CUresult(CUDAAPI*)(CUdeviceptr dst, const void* src, size_t bytes);
 using FnMemHostAlloc = CUresult(CUDAAPI*)(void** p, size_t bytes, unsigned int flags);
 using FnMemFreeHost = CUresult(CUDAAPI*)(void* p);
+using FnMemHostRegister = CUresult(CUDAAPI*)(void* p, size_t bytes, unsigned int flags);
+using FnMemHostUnregister = CUresult(CUDAAPI*)(void* p);
 using FnMemGetInfo = CUresult(CUDAAPI*)(size_t* free_bytes, size_t* total_bytes);
 using FnGetErrorName = CUresult(CUDAAPI*)(CUresult error, const char** str);
 using FnGetErrorString = CUresult(CUDAAPI*)(CUresult error, const char** str);
@@ -110,6 +112,8 @@ struct Driver {
   FnMemcpyHtoD MemcpyHtoD;  // optional (tests)
   FnMemHostAlloc MemHostAlloc;
   FnMemFreeHost MemFreeHost;
+  FnMemHostRegister MemHostRegister;      // optional (pinning falls back to MemHostAlloc)
+  FnMemHostUnregister MemHostUnregister;  // optional (with MemHostRegister)
   FnMemGetInfo MemGetInfo;
   FnGetErrorName GetErrorName;
   FnGetErrorString GetErrorString;
