@@ -8,7 +8,7 @@
 //     (unmap + release per handle, create + map + set-access per handle),
 //     which is what torch_memory_saver does.
 // Prints "PAUSE key value" lines (collected by scripts/gpu-run.sh).
-// Medians of repeated cycles after a warm-up cycle (pinning happens once).
+// Medians of 5 cycles after a warm-up cycle (pinning happens once).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -103,132 +103,110 @@ struct Cycle {
   double first_pause = 0, first_resume = 0, pause = 0, resume = 0;
 };
 
-Cycle pause_cycles(vpmm_pool* p, const char* tag, int cycles) {
+// n allocations of `size`, each one VA reservation and one handle, as
+// torch_memory_saver makes them; release(i) pauses one, restore(i) resumes it.
+class PerAllocHandles {
+ public:
+  PerAllocHandles(uint64_t n, uint64_t size) : size_(size), va_(n), h_(n) {
+    std::memset(&prop_, 0, sizeof prop_);
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = 0;
+    std::memset(&acc_, 0, sizeof acc_);
+    acc_.location = prop_.location;
+    acc_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (uint64_t i = 0; i < n; ++i) {
+      CK(cuMemAddressReserve(&va_[i], size, 0, 0, 0));
+      restore(i);
+    }
+  }
+  ~PerAllocHandles() {
+    for (uint64_t i = 0; i < va_.size(); ++i) {
+      release(i);
+      cuMemAddressFree(va_[i], size_);
+    }
+  }
+  void release(uint64_t i) {
+    CK(cuMemUnmap(va_[i], size_));
+    CK(cuMemRelease(h_[i]));
+  }
+  void restore(uint64_t i) {
+    CK(cuMemCreate(&h_[i], size_, &prop_, 0));
+    CK(cuMemMap(va_[i], size_, 0, h_[i], 0));
+    CK(cuMemSetAccess(va_[i], size_, &acc_, 1));
+  }
+  void* ptr(uint64_t i) const { return reinterpret_cast<void*>(va_[i]); }
+
+ private:
+  uint64_t size_;
+  std::vector<CUdeviceptr> va_;
+  std::vector<CUmemGenericAllocationHandle> h_;
+  CUmemAllocationProp prop_;
+  CUmemAccessDesc acc_;
+};
+
+// Medians of `cycles` pause/resume cycles after a warm-up one (the first
+// cycle pins the backup buffers).
+template <typename Pause, typename Resume>
+Cycle timed_cycles(int cycles, Pause pause, Resume resume) {
   Cycle c;
   std::vector<double> ps, rs;
-  for (int i = 0; i < cycles + 1; ++i) {
+  for (int k = 0; k < cycles + 1; ++k) {
     double t0 = now_ms();
-    CK(vpmm_pool_pause(p, tag));
+    pause();
     double t1 = now_ms();
-    CK(vpmm_pool_resume(p, tag));
+    resume();
     double t2 = now_ms();
-    if (i == 0) {
+    if (k == 0) {
       c.first_pause = t1 - t0;
       c.first_resume = t2 - t1;
-    } else {
-      ps.push_back(t1 - t0);
-      rs.push_back(t2 - t1);
+      continue;
     }
+    ps.push_back(t1 - t0);
+    rs.push_back(t2 - t1);
   }
   c.pause = median(ps);
   c.resume = median(rs);
   return c;
+}
+
+Cycle pause_cycles(vpmm_pool* p, const char* tag, int cycles) {
+  return timed_cycles(cycles, [&] { CK(vpmm_pool_pause(p, tag)); }, [&] { CK(vpmm_pool_resume(p, tag)); });
 }
 
 // One handle per allocation with the driver API, as torch_memory_saver does.
 Cycle driver_cycles(uint64_t n, uint64_t size, int cycles) {
-  CUdevice dev;
-  CK(cuDeviceGet(&dev, 0));
-  CUmemAllocationProp prop;
-  std::memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CUmemAccessDesc acc;
-  std::memset(&acc, 0, sizeof acc);
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  std::vector<CUdeviceptr> va(n);
-  std::vector<CUmemGenericAllocationHandle> h(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    CK(cuMemAddressReserve(&va[i], size, 0, 0, 0));
-    CK(cuMemCreate(&h[i], size, &prop, 0));
-    CK(cuMemMap(va[i], size, 0, h[i], 0));
-    CK(cuMemSetAccess(va[i], size, &acc, 1));
-  }
-  Cycle c;
-  std::vector<double> ps, rs;
-  for (int k = 0; k < cycles + 1; ++k) {
-    double t0 = now_ms();
-    for (uint64_t i = 0; i < n; ++i) {
-      CK(cuMemUnmap(va[i], size));
-      CK(cuMemRelease(h[i]));
-    }
-    double t1 = now_ms();
-    for (uint64_t i = 0; i < n; ++i) {
-      CK(cuMemCreate(&h[i], size, &prop, 0));
-      CK(cuMemMap(va[i], size, 0, h[i], 0));
-      CK(cuMemSetAccess(va[i], size, &acc, 1));
-    }
-    double t2 = now_ms();
-    if (k == 0) continue;
-    ps.push_back(t1 - t0);
-    rs.push_back(t2 - t1);
-  }
-  c.pause = median(ps);
-  c.resume = median(rs);
-  for (uint64_t i = 0; i < n; ++i) {
-    cuMemUnmap(va[i], size);
-    cuMemRelease(h[i]);
-    cuMemAddressFree(va[i], size);
-  }
-  return c;
+  PerAllocHandles a(n, size);
+  return timed_cycles(
+      cycles, [&] { for (uint64_t i = 0; i < n; ++i) a.release(i); },
+      [&] { for (uint64_t i = 0; i < n; ++i) a.restore(i); });
 }
 
-// One handle per allocation with a host backup, as torch_memory_saver does
-// it (a blocking cudaMemcpy per allocation, then unmap + release; resume:
-// create + map + set-access, then a blocking copy back), but with its pinned
-// buffers registered once up front (torch_memory_saver pins at every pause,
-// which this leaves out in its favour).
+// The same with a host backup, as torch_memory_saver does it (a blocking
+// cudaMemcpy per allocation before its unmap + release; on resume after its
+// create + map + set-access), but with the pinned buffers registered once up
+// front (torch_memory_saver pins at every pause, which this leaves out in its
+// favour).
 Cycle driver_backup_cycles(uint64_t n, uint64_t size, int cycles) {
-  CUdevice dev;
-  CK(cuDeviceGet(&dev, 0));
-  CUmemAllocationProp prop;
-  std::memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CUmemAccessDesc acc;
-  std::memset(&acc, 0, sizeof acc);
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   char* host = static_cast<char*>(std::aligned_alloc(2 * MiB, n * size));
   CK(cudaHostRegister(host, n * size, cudaHostRegisterPortable));
-  std::vector<CUdeviceptr> va(n);
-  std::vector<CUmemGenericAllocationHandle> h(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    CK(cuMemAddressReserve(&va[i], size, 0, 0, 0));
-    CK(cuMemCreate(&h[i], size, &prop, 0));
-    CK(cuMemMap(va[i], size, 0, h[i], 0));
-    CK(cuMemSetAccess(va[i], size, &acc, 1));
-  }
   Cycle c;
-  std::vector<double> ps, rs;
-  for (int k = 0; k < cycles + 1; ++k) {
-    double t0 = now_ms();
-    for (uint64_t i = 0; i < n; ++i) {
-      CK(cudaMemcpy(host + i * size, reinterpret_cast<void*>(va[i]), size, cudaMemcpyDeviceToHost));
-      CK(cuMemUnmap(va[i], size));
-      CK(cuMemRelease(h[i]));
-    }
-    double t1 = now_ms();
-    for (uint64_t i = 0; i < n; ++i) {
-      CK(cuMemCreate(&h[i], size, &prop, 0));
-      CK(cuMemMap(va[i], size, 0, h[i], 0));
-      CK(cuMemSetAccess(va[i], size, &acc, 1));
-      CK(cudaMemcpy(reinterpret_cast<void*>(va[i]), host + i * size, size, cudaMemcpyHostToDevice));
-    }
-    double t2 = now_ms();
-    if (k == 0) continue;
-    ps.push_back(t1 - t0);
-    rs.push_back(t2 - t1);
-  }
-  c.pause = median(ps);
-  c.resume = median(rs);
-  for (uint64_t i = 0; i < n; ++i) {
-    cuMemUnmap(va[i], size);
-    cuMemRelease(h[i]);
-    cuMemAddressFree(va[i], size);
+  {
+    PerAllocHandles a(n, size);
+    c = timed_cycles(
+        cycles,
+        [&] {
+          for (uint64_t i = 0; i < n; ++i) {
+            CK(cudaMemcpy(host + i * size, a.ptr(i), size, cudaMemcpyDeviceToHost));
+            a.release(i);
+          }
+        },
+        [&] {
+          for (uint64_t i = 0; i < n; ++i) {
+            a.restore(i);
+            CK(cudaMemcpy(a.ptr(i), host + i * size, size, cudaMemcpyHostToDevice));
+          }
+        });
   }
   cudaHostUnregister(host);
   std::free(host);
@@ -288,7 +266,7 @@ int main() {
   std::printf("PAUSE pin_4GiB_hostalloc_ms %.1f\nPAUSE pin_4GiB_register_ms %.1f\n", pin_alloc,
               pin_register);
 
-  const int kCycles = 3;
+  const int kCycles = 5;
   const double bytes = 16.0 * GiB;
   // 1. With backup, 16 GiB in each shape, against the pinned copy limit and
   //    against one handle per allocation with blocking copies.

@@ -62,7 +62,7 @@ def pause_section(v, w):
 
     w("## 5. Pause and resume (bench/bench_pause_resume.cu, same run)")
     w("")
-    w("16 GiB per shape. Medians of 3 cycles after a first cycle that pins the backup buffers. "
+    w("16 GiB per shape. Medians of 5 cycles after a first cycle that pins the backup buffers. "
       "Pinned copy limit: one 4 GiB cudaMemcpyAsync each way, same run: D2H %s GB/s, H2D %s GB/s. "
       "Pinning 4 GiB: cudaHostAlloc %s ms, cudaHostRegister %s ms (libvpmm registers)."
       % (g("limit_d2h_gbps"), g("limit_h2d_gbps"), g("pin_4GiB_hostalloc_ms", "%.0f"),

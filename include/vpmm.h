@@ -129,6 +129,11 @@ typedef struct vpmm_config {
                                  * the smaller of the two caps wins */
   double watermark_trigger; /* pressure starts when mapped >= trigger x capacity (0 = 0.85) */
   double watermark_stop;    /* pressure ends when mapped <= stop x capacity (0 = 0.65) */
+  uint64_t backup_pinned_limit; /* most pinned host bytes the pool holds for pause backups, cached
+                                 * ones included (0 = no limit). A backup that would pass it, or
+                                 * whose pinning fails for want of memory, goes to pageable host
+                                 * memory instead: the pause still succeeds and keeps the bytes,
+                                 * at pageable copy speed. env VPMM_BACKUP_PINNED_LIMIT */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -247,25 +252,30 @@ VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags);
 VPMM_API vpmm_status vpmm_region_pop(void);
 
 /* Pause every live allocation with `tag` (NULL = every tagged allocation):
- * waits for the work queued on each allocation's stream, copies the bytes of
- * VPMM_ALLOC_HOST_BACKUP allocations to pinned host memory (pinned buffers
- * are reused across pauses; copies are batched on one copy stream), then
- * unmaps and releases their physical memory. Their addresses stay reserved
- * and are never handed to anybody else; touching them faults until resume.
- * Returns VPMM_NO_OP when nothing with that tag was active.
+ * waits for the work queued on each allocation's stream (on the GPU when
+ * there are backups), copies the bytes of VPMM_ALLOC_HOST_BACKUP allocations
+ * to pinned host memory (pinned buffers are reused across pauses), and
+ * unmaps and releases their physical memory. Copies and releases overlap
+ * (batches of copies on one copy stream, each batch released once its copies
+ * completed); the call returns when everything is released. Their addresses
+ * stay reserved and are never handed to anybody else; touching them faults
+ * until resume. Returns VPMM_NO_OP when nothing with that tag was active.
  * Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
  * host memory for a backup: nothing with that tag is paused), BACKEND (a
- * wait or copy failed: nothing is paused; or an unmap failed: that allocation
- * stays active and intact while the others are paused; call again).
+ * wait, copy or unmap failed). After BACKEND every allocation is either
+ * paused with a complete backup or still active with its bytes intact
+ * (vpmm_pool_tag_stats says how many of each); calling again pauses the rest.
  * Thread safe; blocks the calling thread (and other pool calls) while it runs. */
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
- * new physical memory, mapped, and backups copied back. Returns VPMM_NO_OP
- * when nothing with that tag was paused. On OUT_OF_MEMORY or BACKEND the
- * allocations already resumed stay valid and every other one stays paused
- * with its backup intact: call again later. Errors: INVALID_ARGUMENT
- * (unknown tag), OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
+ * new physical memory, mapped, and backups copied back (each copy queued as
+ * soon as its allocation is mapped); returns once every copy completed.
+ * Returns VPMM_NO_OP when nothing with that tag was paused. On OUT_OF_MEMORY
+ * or BACKEND the allocations already resumed stay valid and every other one
+ * stays paused with its backup intact: call again later. Errors:
+ * INVALID_ARGUMENT (unknown tag), OUT_OF_MEMORY, BACKEND. Thread safe; blocks
+ * while it runs. */
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
 
 /* Give free cached physical memory back to the driver (what
@@ -396,6 +406,8 @@ typedef struct vpmm_stats {
   uint64_t under_pressure;     /* 1 between crossing the trigger and falling below the stop mark */
   uint64_t n_oom;              /* allocations that failed with OUT_OF_MEMORY */
   uint64_t n_oom_recovered;    /* allocations that succeeded after the OOM callback asked to retry */
+  uint64_t backup_pinned_bytes;   /* pinned host bytes held for backups (in use + cached) */
+  uint64_t backup_pageable_bytes; /* backup bytes in pageable host memory (over the pinned limit) */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set; at

@@ -160,7 +160,7 @@ struct ArgCursor {
 const char* const kEnvNames[] = {
     "VPMM_BACKEND",       "VPMM_DEVICE",          "VPMM_PAGE_SIZE",   "VPMM_VA_SIZE",
     "VPMM_PAGES",         "VPMM_HOST_CAPACITY",   "VPMM_MAX_HANDLE_SIZE", "VPMM_SMALL_SIZE",
-    "VPMM_BACKUP_CACHE_SIZE", "VPMM_MEMORY_LIMIT",
+    "VPMM_BACKUP_CACHE_SIZE", "VPMM_MEMORY_LIMIT", "VPMM_BACKUP_PINNED_LIMIT",
 };
 
 void print_config(const vpmm_config& c, const char* indent) {
@@ -175,6 +175,7 @@ void print_config(const vpmm_config& c, const char* indent) {
   // (1 GiB on the host backend; the CUDA backend ignores the field).
   row("host_capacity", c.host_capacity ? bytes(c.host_capacity) : "0 (backend default)");
   row("backup_cache_size", c.backup_cache_size ? bytes(c.backup_cache_size) : "0 (keep all)");
+  row("backup_pinned_limit", c.backup_pinned_limit ? bytes(c.backup_pinned_limit) : "0 (none)");
   row("memory_limit", c.memory_limit ? bytes(c.memory_limit) : "0 (none)");
   char b[64];
   std::snprintf(b, sizeof b, "%g", c.memory_limit_fraction);

@@ -1,20 +1,39 @@
-// PinnedCache (see backup.hpp).
+// BackupBuffers (see backup.hpp).
 #include "core/backup.hpp"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "core/error.hpp"
 
 namespace vpmm {
 
-namespace {
+BackupBuffers::~BackupBuffers() {
+  for (auto& kv : free_) unpin(kv.second, kv.first);
+  for (auto& kv : pageable_bufs_) munmap(kv.first, kv.second);
+}
+
 // Unpinning is retried once: a buffer given up on here would leak.
-void unpin(Backend& b, void* p, uint64_t size) {
-  if (b.host_free_pinned(p, size) != VPMM_OK) b.host_free_pinned(p, size);
-}
-}  // namespace
-
-PinnedCache::~PinnedCache() {
-  for (auto& kv : free_) unpin(backend_, kv.second, kv.first);
+void BackupBuffers::unpin(void* p, uint64_t size) {
+  if (backend_.host_free_pinned(p, size) != VPMM_OK) backend_.host_free_pinned(p, size);
+  pinned_ -= size;
 }
 
-vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got) {
+bool BackupBuffers::unpin_cached_until(uint64_t room) {
+  // Largest first: fewest unpin calls.
+  while (pinned_limit_ != 0 && pinned_ + room > pinned_limit_ && !free_.empty()) {
+    auto it = std::prev(free_.end());
+    cached_ -= it->first;
+    unpin(it->second, it->first);
+    free_.erase(it);
+  }
+  return pinned_limit_ == 0 || pinned_ + room <= pinned_limit_;
+}
+
+vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
   auto it = free_.lower_bound(size);
   if (it != free_.end() && it->first / 2 <= size) {
     *out = it->second;
@@ -23,21 +42,54 @@ vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got) {
     free_.erase(it);
     return VPMM_OK;
   }
-  vpmm_status st = backend_.host_alloc_pinned(size, out);
-  if (st == VPMM_ERR_OUT_OF_MEMORY && !free_.empty()) {
-    // Unpin what does not fit and try once more.
-    for (auto& kv : free_) unpin(backend_, kv.second, kv.first);
-    free_.clear();
-    cached_ = 0;
-    st = backend_.host_alloc_pinned(size, out);
+  if (unpin_cached_until(size)) {
+    vpmm_status st = backend_.host_alloc_pinned(size, out);
+    if (st == VPMM_ERR_OUT_OF_MEMORY && !free_.empty()) {
+      // Unpin what does not fit and try once more.
+      for (auto& kv : free_) unpin(kv.second, kv.first);
+      free_.clear();
+      cached_ = 0;
+      st = backend_.host_alloc_pinned(size, out);
+    }
+    if (st == VPMM_OK) {
+      pinned_ += size;
+      *got = size;
+      return VPMM_OK;
+    }
+    if (st != VPMM_ERR_OUT_OF_MEMORY) return st;
   }
+  vpmm_status st = get_pageable(size, out);
   if (st == VPMM_OK) *got = size;
   return st;
 }
 
-void PinnedCache::put(void* p, uint64_t size) {
-  if (limit_ != 0 && cached_ + size > limit_) {
-    unpin(backend_, p, size);
+vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return fail(VPMM_ERR_OUT_OF_MEMORY, "backup of %llu bytes: no pinned memory within the limit and "
+                "mmap of pageable memory failed: %s",
+                static_cast<unsigned long long>(size), std::strerror(errno));
+  try {
+    pageable_bufs_.emplace(p, size);
+  } catch (...) {
+    munmap(p, size);
+    throw;
+  }
+  pageable_ += size;
+  *out = p;
+  return VPMM_OK;
+}
+
+void BackupBuffers::put(void* p, uint64_t size) {
+  auto pg = pageable_bufs_.find(p);
+  if (pg != pageable_bufs_.end()) {
+    munmap(p, pg->second);
+    pageable_ -= pg->second;
+    pageable_bufs_.erase(pg);
+    return;
+  }
+  if (keep_limit_ != 0 && cached_ + size > keep_limit_) {
+    unpin(p, size);
     return;
   }
   free_.emplace(size, p);

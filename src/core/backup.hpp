@@ -1,37 +1,57 @@
-// PinnedCache: page-locked host buffers for pause backups, pinned once and
-// reused across pause/resume cycles. Pinning is the expensive part (seconds
-// for tens of GiB on the H100, see notes/h100-measurements.md) while copies
-// into pinned memory run at copy-engine speed, so buffers outlive the pause
-// that needed them; after a resume the cache keeps at most `limit` bytes
-// (0 = everything) and gives the rest back.
+// BackupBuffers: host memory for pause backups.
+//
+// Pinned first: copies into page-locked memory run at copy-engine speed,
+// and pinning is the expensive part (seconds for tens of GiB on the H100,
+// see notes/h100-measurements.md), so pinned buffers outlive the pause that
+// needed them and are reused; after a resume the cache keeps at most
+// `keep_limit` bytes (0 = everything) and unpins the rest.
+//
+// Bounded: with `pinned_limit` (0 = none) the pinned bytes held, cached and
+// in use together, never exceed it. A backup that would pass the limit, or
+// whose pinning fails for want of memory, gets ordinary pageable memory
+// instead: slower copies (the driver stages them), same bytes. So a cap on
+// pinned memory never makes a pause fail or lose data.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 
 #include "backend/backend.hpp"
 
 namespace vpmm {
 
-class PinnedCache {
+class BackupBuffers {
  public:
-  PinnedCache(Backend& b, uint64_t limit) : backend_(b), limit_(limit) {}
-  ~PinnedCache();
-  PinnedCache(const PinnedCache&) = delete;
-  PinnedCache& operator=(const PinnedCache&) = delete;
+  BackupBuffers(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
+      : backend_(b), keep_limit_(keep_limit), pinned_limit_(pinned_limit) {}
+  ~BackupBuffers();
+  BackupBuffers(const BackupBuffers&) = delete;
+  BackupBuffers& operator=(const BackupBuffers&) = delete;
 
-  // A buffer of at least `size` bytes: the smallest cached one no larger
-  // than 2x size, else a newly pinned one. *got receives its real size.
+  // A buffer of at least `size` bytes: the smallest cached pinned one no
+  // larger than 2x size, else a newly pinned one, else (over the pinned
+  // limit, or pinning ran out of memory) a pageable one. *got receives its
+  // real size. OUT_OF_MEMORY only when no host memory at all is left.
   vpmm_status get(uint64_t size, void** out, uint64_t* got);
-  // Returns a buffer; kept while the cache is under its limit.
+  // Returns a buffer from get(): pinned ones are cached while under the keep
+  // limit, pageable ones are freed.
   void put(void* p, uint64_t size);
   uint64_t cached_bytes() const { return cached_; }
+  uint64_t pinned_bytes() const { return pinned_; }      // held: cached + in use
+  uint64_t pageable_bytes() const { return pageable_; }  // in use
 
  private:
+  void unpin(void* p, uint64_t size);
+  bool unpin_cached_until(uint64_t room);  // true when `room` more pinned bytes fit the limit
+  vpmm_status get_pageable(uint64_t size, void** out);
+
   Backend& backend_;
-  uint64_t limit_;
-  uint64_t cached_ = 0;
-  std::multimap<uint64_t, void*> free_;
+  uint64_t keep_limit_;
+  uint64_t pinned_limit_;
+  uint64_t cached_ = 0, pinned_ = 0, pageable_ = 0;
+  std::multimap<uint64_t, void*> free_;                 // cached pinned buffers by size
+  std::unordered_map<void*, uint64_t> pageable_bufs_;  // in use, pageable: mapped bytes
 };
 
 }  // namespace vpmm

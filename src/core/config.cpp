@@ -25,6 +25,7 @@ const EnvOption kEnv[] = {
     {"VPMM_SMALL_SIZE", "largest request served from shared pages"},
     {"VPMM_BACKUP_CACHE_SIZE", "pinned host bytes kept for pause backups"},
     {"VPMM_MEMORY_LIMIT", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
+    {"VPMM_BACKUP_PINNED_LIMIT", "most pinned host bytes held for pause backups"},
 };
 constexpr int kEnvCount = sizeof kEnv / sizeof kEnv[0];
 
@@ -117,6 +118,7 @@ int32_t config_apply_env(vpmm_config* c) {
       case 7: ok = parse_size(v, &c->small_size); break;
       case 8: ok = parse_size(v, &c->backup_cache_size); break;
       case 9: ok = parse_limit(v, c); break;
+      case 10: ok = parse_size(v, &c->backup_pinned_limit); break;
     }
     if (!ok) return i + 1;
   }
@@ -186,6 +188,7 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
                 "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64, call, o.small_size,
                 o.page_size);
   o.backup_cache_size = c.backup_cache_size;
+  o.backup_pinned_limit = c.backup_pinned_limit;
   if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: memory_limit_fraction %g is not within [0, 1]", call,
                 c.memory_limit_fraction);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
+#include <deque>
 
 #include "core/backup.hpp"
 #include "core/error.hpp"
@@ -112,7 +113,7 @@ vpmm_status Pool::drain_stream(Stream s) {
 
 void Pool::drop_paused(RegionIt it) {
   if (it->second.backup) {
-    pinned_->put(it->second.backup, it->second.backup_size);
+    backup_bufs_->put(it->second.backup, it->second.backup_size);
     c_.backup_bytes -= it->second.size;
   }
   Region hole;
@@ -168,10 +169,10 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
   return VPMM_OK;
 }
 
-// Pause is a pipeline: every D2H copy is queued at once on the copy stream,
-// in batches that each end with an event, and the CPU unmaps and releases a
-// batch's handles as soon as that event completes, while the copy engine
-// works on the next batch. So the per-handle driver calls (tens of us each,
+// Pause is a pipeline: D2H copies are queued on the copy stream in batches
+// that each end with an event, a few batches ahead, and the CPU unmaps and
+// releases a batch's handles as soon as its event completes, while the copy
+// engine works on the next batches. So the per-handle driver calls (tens of us each,
 // notes/h100-measurements.md) hide behind the copies instead of adding to
 // them. An allocation is released only after its own backup is complete, so
 // any failure leaves each allocation either paused with a whole backup or
@@ -203,9 +204,9 @@ vpmm_status Pool::pause_locked(const char* tag) {
   bufs.reserve(backed.size());
   for (uint64_t va : backed) {
     Buffer b{nullptr, 0};
-    st = pinned_->get(m_.regions.find(va)->second.size, &b.p, &b.size);
+    st = backup_bufs_->get(m_.regions.find(va)->second.size, &b.p, &b.size);
     if (st != VPMM_OK) {
-      for (const Buffer& x : bufs) pinned_->put(x.p, x.size);
+      for (const Buffer& x : bufs) backup_bufs_->put(x.p, x.size);
       return fail_context(st, call);
     }
     bufs.push_back(b);
@@ -214,7 +215,7 @@ vpmm_status Pool::pause_locked(const char* tag) {
   Stream cs = nullptr;
   auto give_back = [&](size_t from) {
     if (from < bufs.size() && cs) backend_->stream_sync(cs);
-    for (size_t i = from; i < bufs.size(); ++i) pinned_->put(bufs[i].p, bufs[i].size);
+    for (size_t i = from; i < bufs.size(); ++i) backup_bufs_->put(bufs[i].p, bufs[i].size);
   };
   if (!backed.empty() && (st = copy_stream(&cs)) != VPMM_OK) {
     give_back(0);
@@ -245,34 +246,48 @@ vpmm_status Pool::pause_locked(const char* tag) {
     return fail_context(st, call);
   }
 
-  // 3. Queue every copy; batch k is backups [ends[k-1], ends[k]) and is
-  // complete when done[k] is. A copy that cannot be queued ends the pipeline:
-  // it and every later allocation stay active.
-  std::vector<size_t> ends;
-  std::vector<EventRef> done;
-  vpmm_status copy_st = VPMM_OK;
-  uint64_t batch_bytes = 0;
+  // 3. The pipeline. Copies are queued a few batches ahead of the releases,
+  // not all at once: a stream holds only so many pending copies, and past
+  // that every enqueue blocks until one completes (on the H100, queueing
+  // 4096 copies of 4 MiB took 240 of the 320 ms they ran), which leaves the
+  // unmaps no CPU time to hide in. Each batch ends with an event; its
+  // allocations are released once it completed. A copy or event that fails
+  // ends the queueing: what was not released stays active.
+  FirstFailure result;
   const uint64_t batch_limit = opt_.pause_batch_bytes ? opt_.pause_batch_bytes : kPauseBatchBytes;
-  size_t queued = 0;
-  for (; queued < backed.size(); ++queued) {
-    uint64_t size = m_.regions.find(backed[queued])->second.size;
-    copy_st = backend_->copy_d2h(bufs[queued].p, backed[queued], size, cs);
-    if (copy_st != VPMM_OK) break;
-    batch_bytes += size;
-    if (batch_bytes >= batch_limit || queued + 1 == backed.size()) {
+  std::deque<std::pair<size_t, EventRef>> pending;  // (end of batch in `backed`, its event)
+  size_t queued = 0;     // copies queued
+  bool stopped = false;  // queue no more
+  auto queue_batches = [&] {
+    while (!stopped && queued < backed.size() && pending.size() < kPauseBatchesAhead) {
+      uint64_t bytes = 0;
+      size_t start = queued;
+      for (; queued < backed.size() && bytes < batch_limit; ++queued) {
+        uint64_t size = m_.regions.find(backed[queued])->second.size;
+        vpmm_status cst = backend_->copy_d2h(bufs[queued].p, backed[queued], size, cs);
+        if (cst != VPMM_OK) {
+          result.note(fail_context(cst, call));
+          stopped = true;
+          break;
+        }
+        bytes += size;
+      }
       EventRef ev;
-      if ((copy_st = record_event(cs, &ev)) != VPMM_OK) break;
-      ends.push_back(queued + 1);
-      done.push_back(std::move(ev));
-      batch_bytes = 0;
+      if (queued > start) {
+        vpmm_status est = record_event(cs, &ev);
+        if (est != VPMM_OK) {
+          result.note(fail_context(est, call));
+          stopped = true;  // copies without an event are never released
+          break;
+        }
+        pending.emplace_back(queued, std::move(ev));
+      }
     }
-  }
-  if (copy_st != VPMM_OK) copy_st = fail_context(copy_st, call);
+  };
+  queue_batches();
 
   // 4. Release. An allocation whose unmap fails stays active (its data is
   // still there); the others go on and the call reports the error.
-  FirstFailure result;
-  result.note(copy_st);
   if (!plain.empty() && ready) {
     st = backend_->event_sync(ready->handle());
     if (st != VPMM_OK) {
@@ -282,16 +297,19 @@ vpmm_status Pool::pause_locked(const char* tag) {
   }
   for (uint64_t va : plain) result.note(release_paused_target(call, va, nullptr, 0));
   size_t next = 0;  // first backup not yet released or given back
-  for (size_t k = 0; k < ends.size(); ++k) {
-    st = backend_->event_sync(done[k]->handle());
+  while (!pending.empty()) {
+    st = backend_->event_sync(pending.front().second->handle());
     if (st != VPMM_OK) {
       result.note(fail_context(st, call));
       break;  // this batch's backups may be incomplete: the rest stays active
     }
-    for (; next < ends[k]; ++next)
+    size_t end = pending.front().first;
+    pending.pop_front();
+    queue_batches();  // feed the copy engine before the CPU turns to unmapping
+    for (; next < end; ++next)
       if ((st = release_paused_target(call, backed[next], bufs[next].p, bufs[next].size)) != VPMM_OK) {
         result.note(st);
-        pinned_->put(bufs[next].p, bufs[next].size);  // its copy completed
+        backup_bufs_->put(bufs[next].p, bufs[next].size);  // its copy completed
       }
   }
   give_back(next);
@@ -421,7 +439,7 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
   c_.handles_created += handles.size();
   m_.totals.mapped += r.size;
   if (r.backup) {
-    pinned_->put(r.backup, r.backup_size);
+    backup_bufs_->put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
   }
   r.backup = nullptr;

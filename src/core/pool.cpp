@@ -29,7 +29,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
                          std::unique_ptr<Pool>* out) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
   p->small_.reset(new SmallAllocator(*p));
-  p->pinned_.reset(new PinnedCache(*p->backend_, opt.backup_cache_size));
+  p->backup_bufs_.reset(new BackupBuffers(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
   p->lim_.trigger_fraction = opt.watermark_trigger;
   p->lim_.stop_fraction = opt.watermark_stop;
   p->lim_.limit = opt.memory_limit;
@@ -116,8 +116,8 @@ Pool::~Pool() {
   for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
   for (auto& kv : m_.regions)
     if (kv.second.kind == Kind::Paused && kv.second.backup)
-      pinned_->put(kv.second.backup, kv.second.backup_size);
-  pinned_.reset();
+      backup_bufs_->put(kv.second.backup, kv.second.backup_size);
+  backup_bufs_.reset();
   for (Reservation* r : lim_.reservations) delete r;
   lim_.reservations.clear();
   m_.regions.clear();  // drops the events while the backend still exists

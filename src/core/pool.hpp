@@ -28,7 +28,7 @@
 namespace vpmm {
 
 class SmallAllocator;
-class PinnedCache;
+class BackupBuffers;
 
 // Per-allocation attributes as the core sees them: the tag interned to an
 // index (0 = untagged, not pausable) and the VPMM_ALLOC_* flags.
@@ -42,6 +42,10 @@ struct Attrs {
 // the next (about 1 ms of copying at H100 speed), and thousands of small
 // allocations cost a few hundred events, not thousands.
 constexpr uint64_t kPauseBatchBytes = 64ull << 20;
+// Batches queued ahead of the one being released: enough to keep the copy
+// engine busy through CPU hiccups (4 x 64 MiB is ~5 ms of copying), few
+// enough that the stream's queue never fills and blocks the enqueue.
+constexpr size_t kPauseBatchesAhead = 4;
 
 struct PoolOptions {
   uint64_t page_size = 0;
@@ -50,6 +54,7 @@ struct PoolOptions {
   uint64_t max_handle_size = 0;  // 0 = one handle per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
   uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
+  uint64_t backup_pinned_limit = 0;  // most pinned bytes held for backups (0 = none)
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
   uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
   uint64_t device_total = 0;       // device memory (capacity when there is no limit)
@@ -205,7 +210,7 @@ class Pool {
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
   std::vector<std::string> tag_names_{""};            // [0] = untagged
   std::unordered_map<std::string, uint32_t> tag_ids_;
-  std::unique_ptr<PinnedCache> pinned_;
+  std::unique_ptr<BackupBuffers> backup_bufs_;
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
   LimitState lim_;

@@ -326,6 +326,7 @@ std::string diff_state(const State& before, const State& after, Partial p) {
     s->n_stream_waits = 0;
     s->n_zombies_reaped = 0;
     s->backup_cache_bytes = 0;
+    s->backup_pinned_bytes = 0;  // the cache again, with the buffers in use
     if (p == Partial::trim) s->n_trim = 0;  // counts calls, failed ones too
     zero_oom(*s, 0);
   }
@@ -881,7 +882,7 @@ std::vector<Scenario> scenarios() {
     // batch k leaves earlier batches paused, with whole backups.
     s.name = "g4 pause pipeline over several batches";
     s.opt = options(64, 0, 0, kPage / 2);
-    s.opt.pause_batch_bytes = 2 * kPage;
+    s.opt.pause_batch_bytes = kPage;  // 6 batches: more than are queued ahead at once
     s.setup = [](Ctx& c) {
       for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc((i % 2 + 1) * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
       CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
@@ -941,10 +942,12 @@ const bool g_registered = [] {
 }();
 
 // The pipeline's promise, stated directly: with one event per page of
-// copies, failing the third batch's wait pauses exactly the first two
-// allocations (their backups complete), keeps the other two active and
-// intact, and reports the failure; the pool then pauses the rest.
+// copies (8 batches, more than are queued ahead at once), failing the sixth
+// batch's wait pauses exactly the first five allocations (their backups
+// complete), keeps the other three active and intact, and reports the
+// failure; the pool then pauses the rest.
 TEST("pause pipeline: a failed batch leaves earlier batches paused, later ones active") {
+  static_assert(vpmm::kPauseBatchesAhead < 6, "batch 6 must be queued after a release");
   Ctx c;
   vpmm::BackendParams bp;
   vpmm_status st = VPMM_OK;
@@ -952,23 +955,23 @@ TEST("pause pipeline: a failed batch leaves earlier batches paused, later ones a
   c.opt = options(64, 0, 0, kPage / 2);
   c.opt.pause_batch_bytes = kPage;
   CHECK_OK(c.create_pool());
-  for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc(kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
-  c.ctl->arm(FaultPlan{3, static_cast<int>(vpmm::Op::event_sync), VPMM_ERR_BACKEND});
+  for (int i = 0; i < 8; ++i) CHECK_OK(c.alloc(kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+  c.ctl->arm(FaultPlan{6, static_cast<int>(vpmm::Op::event_sync), VPMM_ERR_BACKEND});
   CHECK_EQ(c.pool->pause("w"), VPMM_ERR_BACKEND);
   CHECK(std::string(vpmm::last_error()).find("fault injection") != std::string::npos);
   c.ctl->disarm();
   auto regions = c.pool->snapshot();
-  for (size_t i = 0; i < 4; ++i) CHECK_EQ(is_paused(regions, c.live[i]), i < 2);
+  for (size_t i = 0; i < 8; ++i) CHECK_EQ(is_paused(regions, c.live[i]), i < 5);
   vpmm_tag_stats ts;
   ts.struct_size = sizeof ts;
   CHECK_OK(c.pool->tag_stats("w", &ts));
-  CHECK_EQ(ts.n_paused, uint64_t(2));
-  CHECK_EQ(ts.backup_bytes, 2 * kPage);
-  CHECK(vt::verify(c.live[2].p, kPage, c.live[2].seed) && vt::verify(c.live[3].p, kPage, c.live[3].seed));
+  CHECK_EQ(ts.n_paused, uint64_t(5));
+  CHECK_EQ(ts.backup_bytes, 5 * kPage);
+  for (size_t i = 5; i < 8; ++i) CHECK(vt::verify(c.live[i].p, kPage, c.live[i].seed));
   CHECK_EQ(c.pool->check(), std::string());
   CHECK_OK(c.pool->pause("w"));  // the rest
   CHECK_OK(c.pool->tag_stats("w", &ts));
-  CHECK_EQ(ts.n_paused, uint64_t(4));
+  CHECK_EQ(ts.n_paused, uint64_t(8));
   CHECK_OK(c.pool->resume("w"));
   for (const Alloc& a : c.live) CHECK(vt::verify(a.p, a.size, a.seed));
   while (!c.live.empty()) CHECK_OK(c.release(c.live.size() - 1, nullptr));

@@ -346,4 +346,56 @@ TEST("a tag whose only slab is cached empty has nothing to pause") {
   vpmm_pool_destroy(p);
 }
 
+TEST("a pinned limit: backups past it go to pageable memory; bytes and addresses survive") {
+  setenv("VPMM_BACKUP_PINNED_LIMIT", "192K", 1);  // 3 pages
+  vpmm_config c;
+  vpmm_config_init(&c);
+  unsetenv("VPMM_BACKUP_PINNED_LIMIT");
+  CHECK_EQ(c.backup_pinned_limit, 3 * kPage);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = kPage;
+  c.va_size = 512 * kPage;
+  c.host_capacity = 64 << 20;
+  vpmm_pool* p = nullptr;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  if (!p) return;
+  vpmm_config got;
+  got.struct_size = sizeof got;
+  CHECK_OK(vpmm_pool_get_config(p, &got));
+  CHECK_EQ(got.backup_pinned_limit, 3 * kPage);
+  std::vector<void*> v;
+  for (int i = 0; i < 4; ++i) {
+    v.push_back(alloc(p, 2 * kPage, "w", VPMM_ALLOC_HOST_BACKUP));
+    vt::fill(v.back(), 2 * kPage, 30 + i);
+  }
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    CHECK_OK(vpmm_pool_pause(p, "w"));
+    vpmm_stats st = vt::stats(p);
+    CHECK_EQ(st.backup_bytes, 8 * kPage);
+    // One 2-page buffer fits under the 3-page limit; the other three cannot.
+    CHECK_EQ(st.backup_pinned_bytes, 2 * kPage);
+    CHECK_EQ(st.backup_pageable_bytes, 6 * kPage);
+    for (void* x : v) CHECK(touch_faults(x));
+    CHECK_OK(vpmm_pool_resume(p, "w"));
+    st = vt::stats(p);
+    CHECK_EQ(st.backup_pageable_bytes, uint64_t(0));  // freed at once
+    CHECK(st.backup_pinned_bytes <= 3 * kPage);
+    CHECK_EQ(st.backup_cache_bytes, st.backup_pinned_bytes);  // none in use
+    for (int i = 0; i < 4; ++i) CHECK(vt::verify(v[i], 2 * kPage, 30 + i));
+  }
+  // A limit below any backup: everything pageable, still intact.
+  vpmm_pool_destroy(p);
+  c.backup_pinned_limit = kPage;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  void* a = alloc(p, 4 * kPage, "w", VPMM_ALLOC_HOST_BACKUP);
+  vt::fill(a, 4 * kPage, 77);
+  CHECK_OK(vpmm_pool_pause(p, "w"));
+  CHECK_EQ(vt::stats(p).backup_pinned_bytes, uint64_t(0));
+  CHECK_EQ(vt::stats(p).backup_pageable_bytes, 4 * kPage);
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));  // free while paused drops a pageable backup too
+  CHECK_EQ(vt::stats(p).backup_pageable_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 TEST_MAIN()

@@ -52,7 +52,7 @@ class _Config(ctypes.Structure):
                 ("host_capacity", _u64), ("max_handle_size", _u64), ("small_size", _u64),
                 ("backup_cache_size", _u64), ("memory_limit", _u64),
                 ("memory_limit_fraction", ctypes.c_double), ("watermark_trigger", ctypes.c_double),
-                ("watermark_stop", ctypes.c_double)]
+                ("watermark_stop", ctypes.c_double), ("backup_pinned_limit", _u64)]
 
 
 _STAT_FIELDS = [
@@ -63,7 +63,8 @@ _STAT_FIELDS = [
     "n_stream_waits", "n_events_recorded", "n_zombies_reaped", "n_live", "paused_bytes", "backup_bytes",
     "backup_cache_bytes", "n_pause", "n_resume", "n_trim", "bytes_trimmed", "capacity_bytes",
     "reserved_bytes", "reservation_used_bytes", "available_bytes", "watermark_trigger_bytes",
-    "watermark_stop_bytes", "under_pressure", "n_oom", "n_oom_recovered"]
+    "watermark_stop_bytes", "under_pressure", "n_oom", "n_oom_recovered", "backup_pinned_bytes",
+    "backup_pageable_bytes"]
 
 
 class _Stats(ctypes.Structure):
