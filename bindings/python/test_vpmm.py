@@ -58,6 +58,25 @@ class BindingTest(unittest.TestCase):
         self.pool.trim(0)
         self.assertEqual(self.pool.stats()["free_bytes"], 0)
 
+    def test_pinned_limit_sends_backups_to_pageable_memory(self):
+        # The struct layout must match the header for the new fields to land.
+        pool = vpmm.Pool("host", page_size=PAGE, va_size=1024 * PAGE, host_capacity=64 << 20,
+                         backup_pinned_limit=PAGE)
+        try:
+            with vpmm.region("w", host_backup=True):
+                w = pool.malloc(2 * PAGE)
+            ctypes.memmove(w, b"pageable" * 50, 400)
+            self.assertTrue(pool.pause("w"))
+            s = pool.stats()
+            self.assertEqual(s["backup_pinned_bytes"], 0)
+            self.assertEqual(s["backup_pageable_bytes"], 2 * PAGE)
+            self.assertTrue(pool.resume("w"))
+            self.assertEqual(ctypes.string_at(w, 400), b"pageable" * 50)
+            self.assertEqual(pool.stats()["backup_pageable_bytes"], 0)
+            pool.free(w)
+        finally:
+            pool.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
