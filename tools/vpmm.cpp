@@ -252,6 +252,9 @@ struct ReplayOpts {
   std::string expect_layout;
   bool expect_mapped_set = false;
   uint64_t expect_mapped_pages = 0;
+  bool release_all = false;  // free what is live, sync, trim(0), report what stays mapped
+  bool expect_held_set = false;
+  uint64_t expect_held_pages = 0;
   std::vector<std::string> traces;
 };
 
@@ -471,6 +474,28 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
                  s.mapped_bytes / page, o.expect_mapped_pages);
     rc = 1;
   }
+  if (rc == 0 && o.release_all) {
+    // What an application that frees everything and calls empty_cache() gets
+    // back: every live allocation freed on its stream, the streams synced,
+    // then vpmm_pool_trim(0).
+    for (const vtrace::ReplayLive& l : res.live)
+      if ((st = vpmm_pool_free(pool, l.ptr, streams.at(l.stream))) != VPMM_OK) rc = 1;
+    for (auto& kv : streams)
+      if (vpmm_pool_stream_synchronize(pool, kv.second) != VPMM_OK) rc = 1;
+    if (vpmm_pool_trim(pool, 0) != VPMM_OK) rc = 1;
+    if (rc != 0) std::fprintf(stderr, "vpmm replay: %s: release-all failed: %s\n", path.c_str(), vpmm_last_error());
+    vpmm_stats after = stats_of(pool);
+    if (!o.quiet)
+      std::printf("  after release-all mapped %s (%" PRIu64 " pages), free %s, zombies %s, layout %s\n",
+                  fmt_bytes(after.mapped_bytes).c_str(), after.mapped_bytes / page,
+                  fmt_bytes(after.free_bytes).c_str(), fmt_bytes(after.zombie_bytes).c_str(),
+                  layout_of(pool, page).c_str());
+    if (rc == 0 && o.expect_held_set && after.mapped_bytes != o.expect_held_pages * page) {
+      std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " pages held after release-all, expected %" PRIu64 "\n",
+                   path.c_str(), after.mapped_bytes / page, o.expect_held_pages);
+      rc = 1;
+    }
+  }
   if (o.dump) {
     size_t need = 0;
     vpmm_pool_dump_text(pool, nullptr, 0, &need);
@@ -520,6 +545,7 @@ int cmd_replay(int argc, char** argv) {
     if (n == "--check") { o.check = true; continue; }
     if (n == "--quiet") { o.quiet = true; continue; }
     if (n == "--verbose") { o.verbose = true; continue; }
+    if (n == "--release-all") { o.release_all = true; continue; }
     if (!a.take_value()) return usage_error(n + " wants a value");
     const std::string& val = a.value;
     if (n == "--backend") {
@@ -536,12 +562,13 @@ int cmd_replay(int argc, char** argv) {
       if (!size_opt(s))
         return usage_error(n + " wants a size (decimal or 0x-hex, K/M/G/T suffix, or Np pages), got '" + val + "'");
       if (s == &o.page_size && s->pages) return usage_error("--page-size cannot be given in pages");
-    } else if (n == "--pages" || n == "--expect-mapped-pages") {
+    } else if (n == "--pages" || n == "--expect-mapped-pages" || n == "--expect-held-pages") {
       uint64_t x = 0;
       bool pages = false;
       bool ok = val == "0" || (vtrace::parse_size(val, &x, &pages) && !pages);
       if (!ok) return usage_error(n + " wants a page count, got '" + val + "'");
       if (n == "--pages") o.pages = x, o.pages_set = true;
+      else if (n == "--expect-held-pages") o.expect_held_pages = x, o.expect_held_set = o.release_all = true;
       else o.expect_mapped_pages = x, o.expect_mapped_set = true;
     } else if (n == "--timeline") {
       o.timeline = val;
@@ -852,6 +879,9 @@ const char* const kHelp =
     "  --dump                    print vpmm_pool_dump_text at the end\n"
     "  --expect-layout STR       fail unless the final layout is STR, e.g. \"[4][*6][1][11][*42]\"\n"
     "  --expect-mapped-pages N   fail unless N pages are mapped at the end\n"
+    "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
+    "                            what stays mapped (empty_cache() after freeing everything)\n"
+    "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
     "  --verbose                 print every op with the layout after it\n"
     "  --quiet                   print nothing but errors\n"
     "\n"

@@ -352,33 +352,52 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
   // growth handle freed on A, half reused and freed on B). Neither region
   // holds it whole, so it could be neither moved nor trimmed. Once both
   // regions' events completed their streams no longer matter: merge them into
-  // one clean region.
+  // one clean region, and fold in the free neighbours of its stream, which
+  // would otherwise split a handle the same way. Every merge is journaled.
   bool changed = false;
+  auto merge = [&](RegionIt left, RegionIt right, bool same_stream) {
+    if (journal) journal->push_back({left->first, left->second, right->first, right->second});
+    Region merged = left->second;
+    merged.size += right->second.size;
+    if (same_stream) {
+      RegionMap::absorb(merged, right->second);
+    } else {
+      merged.id = std::max(merged.id, right->second.id);
+      merged.seq = 0;  // nothing pending on either stream
+      merged.event.reset();
+    }
+    m_.erase(right);
+    m_.retag(left, merged);
+    changed = true;
+    return left;
+  };
+  auto adjacent_free = [&](RegionIt x, RegionIt y) {
+    return x->second.kind == Kind::Free && y->second.kind == Kind::Free &&
+           x->second.chunk == y->second.chunk && x->first + x->second.size == y->first;
+  };
   for (auto it = m_.regions.begin(); it != m_.regions.end();) {
     auto nx = std::next(it);
     if (nx == m_.regions.end()) break;
-    const Region &a = it->second, &b = nx->second;
-    bool candidate = a.kind == Kind::Free && b.kind == Kind::Free && a.stream != b.stream &&
-                     a.chunk == b.chunk && it->first + a.size == nx->first;
-    if (candidate) {
-      auto mp = m_.mappings.upper_bound(nx->first);
-      candidate = mp != m_.mappings.begin() &&
-                  std::prev(mp)->first < nx->first &&
-                  std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
+    if (!adjacent_free(it, nx)) {
+      it = nx;
+      continue;
     }
+    if (RegionMap::coalescable(it->second, nx->second)) {  // left by a merge below
+      it = merge(it, nx, true);
+      continue;
+    }
+    auto mp = m_.mappings.upper_bound(nx->first);
+    bool straddles = mp != m_.mappings.begin() && std::prev(mp)->first < nx->first &&
+                     std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
     bool done_a = false, done_b = false;
-    if (candidate && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
+    if (straddles && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
         is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
-      if (journal) journal->push_back({it->first, it->second, nx->first, nx->second});
-      Region merged = it->second;
-      merged.size += nx->second.size;
-      merged.id = std::max(merged.id, nx->second.id);
-      merged.seq = 0;  // nothing pending on either stream
-      merged.event.reset();
-      m_.erase(nx);
-      m_.retag(it, merged);
-      changed = true;
-      continue;  // it may straddle its new neighbour too
+      it = merge(it, nx, false);
+      if (it != m_.regions.begin()) {
+        auto pv = std::prev(it);
+        if (adjacent_free(pv, it) && RegionMap::coalescable(pv->second, it->second)) it = pv;
+      }
+      continue;  // it may touch, or straddle, its new neighbour too
     }
     it = nx;
   }

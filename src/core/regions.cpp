@@ -75,24 +75,27 @@ RegionIt RegionMap::split(RegionIt it, uint64_t at) {
   return insert(tail_va, tail);
 }
 
+bool RegionMap::coalescable(const Region& a, const Region& b) {
+  if (a.kind != b.kind || a.chunk != b.chunk) return false;
+  if (a.kind == Kind::Hole) return true;
+  return a.kind == Kind::Free &&
+         (a.stream == b.stream || a.stream == clean_stream() || b.stream == clean_stream());
+}
+
+// Same-stream merge keeps the newest free point: on one stream an event
+// recorded after the later free also covers the earlier one. Clean memory
+// joins the used side and takes its stream.
+void RegionMap::absorb(Region& into, const Region& from) {
+  if (into.stream == clean_stream()) into.stream = from.stream;
+  if (from.seq > into.seq || (from.seq == into.seq && !into.event)) {
+    into.seq = from.seq;
+    into.event = from.event;
+  }
+  if (from.id > into.id) into.id = from.id;
+}
+
 RegionIt RegionMap::coalesce(RegionIt it) {
-  auto mergeable = [&](const Region& a, const Region& b) {
-    if (a.kind != b.kind || a.chunk != b.chunk) return false;
-    if (a.kind == Kind::Hole) return true;
-    return a.kind == Kind::Free &&
-           (a.stream == b.stream || a.stream == clean_stream() || b.stream == clean_stream());
-  };
-  // Same-stream merge keeps the newest free point: on one stream an event
-  // recorded after the later free also covers the earlier one. Clean memory
-  // joins the used side and takes its stream.
-  auto absorb = [&](Region& into, const Region& from) {
-    if (into.stream == clean_stream()) into.stream = from.stream;
-    if (from.seq > into.seq || (from.seq == into.seq && !into.event)) {
-      into.seq = from.seq;
-      into.event = from.event;
-    }
-    if (from.id > into.id) into.id = from.id;
-  };
+  auto mergeable = [](const Region& a, const Region& b) { return coalescable(a, b); };
   if (it != regions.begin()) {
     auto prev = std::prev(it);
     if (prev->first + prev->second.size == it->first && mergeable(prev->second, it->second)) {
@@ -182,6 +185,14 @@ std::string RegionMap::check(uint64_t page) const {
           auto s = streams.find(r.stream);
           if (s == streams.end() || !s->second.free_by_size.count(std::make_tuple(r.size, r.id, it->first)))
             return bad("free region 0x%" PRIx64 " (size %" PRIu64 ") missing from its stream index", it->first, r.size);
+          // Same-stream neighbours are one region (coalesce): two would split
+          // a handle that neither holds whole, which trim and harvest skip.
+          auto nx = std::next(it);
+          if (nx != regions.end() && nx->first == it->first + r.size && nx->second.kind == Kind::Free &&
+              nx->second.chunk == c &&
+              (nx->second.stream == r.stream || r.stream == clean_stream() || nx->second.stream == clean_stream()))
+            return bad("free regions 0x%" PRIx64 " and 0x%" PRIx64 " of one stream are not coalesced", it->first,
+                       nx->first);
           break;
         }
         case Kind::Hole:

@@ -7,6 +7,8 @@
 //    each chunk exactly (no gap, no overlap);
 //  - free regions appear in exactly one per-stream size index, holes in the
 //    hole size index, zombies in the zombie list; nothing else is indexed;
+//  - adjacent free regions of one stream are one region (coalesced), so a
+//    handle is split across free regions only where their streams differ;
 //  - the primary mappings tile exactly the union of live, small and free
 //    regions (every mapped page belongs to exactly one of them); zombie
 //    mappings tile exactly the zombie regions;
@@ -137,6 +139,11 @@ class RegionMap {
   // Merges a free region with same-stream free neighbours, or a hole with
   // neighbouring holes, within its chunk. Returns the merged region.
   RegionIt coalesce(RegionIt it);
+  // The rules coalesce merges by: same kind and chunk; holes always; free
+  // regions of one stream (memory no stream used joins any). absorb folds
+  // `from`'s free point (the newest wins), id and stream into `into`.
+  static bool coalescable(const Region& a, const Region& b);
+  static void absorb(Region& into, const Region& from);
 
   RegionIt find_containing(uint64_t va);  // end() if none
   uint32_t chunk_of(uint64_t va) const;   // index; chunks.size() if none
