@@ -240,7 +240,7 @@ vpmm_status Pool::pause_locked(const char* tag) {
     if (st != VPMM_OK) break;
   }
   EventRef ready;
-  if (st == VPMM_OK && !backed.empty()) st = record_event(cs, &ready);
+  if (st == VPMM_OK && !backed.empty() && !plain.empty()) st = record_event(cs, &ready);
   if (st != VPMM_OK) {
     give_back(0);
     return fail_context(st, call);

@@ -451,6 +451,13 @@ class CudaBackend final : public Backend {
     void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return nullptr;
     (void)madvise(p, mapped, MADV_HUGEPAGE);  // advice only: fewer faults and page-table entries
+    // Not inherited by fork()ed children (DataLoader workers): on kernels
+    // without FOLL_PIN-aware fork, copy-on-write could otherwise leave the
+    // parent a new page while the copy engine writes the old one.
+    if (madvise(p, mapped, MADV_DONTFORK) != 0) {
+      munmap(p, mapped);
+      return nullptr;
+    }
     if (d_->MemHostRegister(p, mapped, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
       munmap(p, mapped);
       return nullptr;
