@@ -345,20 +345,21 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   if (st != VPMM_OK) {
     FirstFailure first;  // the undo below must not overwrite the message
     first.note(st);
-    unmap_handles(va, hs.data(), n);
-    release_handles(hs);
-    release_charges(r);
+    undo_resume_target(r, va, hs, n);
     return first.finish();
   }
   *out = std::move(hs);
   return VPMM_OK;
 }
 
-void Pool::unmap_handles(uint64_t va, const Mapping* hs, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
+void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
+                              size_t n_mapped) {
+  for (size_t i = 0; i < n_mapped; ++i) {  // best effort, in order from va
     backend_->unmap(va, hs[i].size);
     va += hs[i].size;
   }
+  release_handles(hs);
+  release_charges(r);
 }
 
 // Resume is a pipeline too: each allocation's H2D copy is queued right after
@@ -396,11 +397,9 @@ vpmm_status Pool::resume_locked(const char* tag) {
     std::vector<Mapping> hs;
     st = map_paused_target(r, va, &hs);
     if (st == VPMM_OK && r.backup && (st = backend_->copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
-      // Not queued: nothing writes this allocation, which stays paused.
-      stop.note(st);
-      unmap_handles(va, hs.data(), hs.size());
-      release_handles(hs);
-      release_charges(r);
+      stop.note(st);  // before the undo can overwrite the message
+      undo_resume_target(r, va, hs, hs.size());  // not queued: nothing writes it; it stays paused
+      break;
     }
     if (st != VPMM_OK) {
       stop.note(st);
@@ -415,9 +414,7 @@ vpmm_status Pool::resume_locked(const char* tag) {
     drain.note(fail_context(st, call));
     backend_->stream_sync(cs);  // nothing may still write what is unmapped next
     for (const Mapped& m : mapped) {
-      release_charges(m_.regions.find(m.va)->second);
-      unmap_handles(m.va, m.handles.data(), m.handles.size());
-      release_handles(m.handles);
+      undo_resume_target(m_.regions.find(m.va)->second, m.va, m.handles, m.handles.size());
     }
     return drain.finish();  // everything stays paused with its backup
   }

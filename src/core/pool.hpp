@@ -182,7 +182,9 @@ class Pool {
   // Resume of one target: charges retaken, fresh handles created, mapped at
   // va and made accessible. On failure nothing of that is left.
   vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out);
-  void unmap_handles(uint64_t va, const Mapping* hs, size_t n);  // best effort, in order from va
+  // Undoes map_paused_target: unmaps the first n_mapped of hs (from va),
+  // releases them all, gives the region's charges back. It stays paused.
+  void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs, size_t n_mapped);
   // A resumed target's mapped handles become its own; backup returned to the cache.
   void commit_resumed(uint64_t va, const std::vector<Mapping>& handles);
   // Capacity charges of a live or paused region (pause gives them back,

@@ -95,10 +95,9 @@ void RegionMap::absorb(Region& into, const Region& from) {
 }
 
 RegionIt RegionMap::coalesce(RegionIt it) {
-  auto mergeable = [](const Region& a, const Region& b) { return coalescable(a, b); };
   if (it != regions.begin()) {
     auto prev = std::prev(it);
-    if (prev->first + prev->second.size == it->first && mergeable(prev->second, it->second)) {
+    if (prev->first + prev->second.size == it->first && coalescable(prev->second, it->second)) {
       Region cur = it->second;
       erase(it);
       unindex(prev);
@@ -110,7 +109,7 @@ RegionIt RegionMap::coalesce(RegionIt it) {
   }
   auto next = std::next(it);
   if (next != regions.end() && it->first + it->second.size == next->first &&
-      mergeable(it->second, next->second)) {
+      coalescable(it->second, next->second)) {
     Region nx = next->second;
     erase(next);
     unindex(it);

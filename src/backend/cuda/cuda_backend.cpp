@@ -343,9 +343,9 @@ class CudaBackend final : public Backend {
 
   // Pinned host memory: anonymous huge-page-advised pages registered with
   // cuMemHostRegister where the driver has it, else cuMemHostAlloc. The first
-  // is several times faster to pin (notes/h100-measurements.md: 4 GiB in
-  // 0.29 s against 3.9 s), and pinning is what a first pause with backups of
-  // many GiB waits for. PORTABLE: pinned for every context, so buffers may
+  // pins faster (bench_pause_resume on the H100: 4 GiB in 1.0-1.2 s against
+  // 1.5-1.8 s), and pinning is what a first pause with backups of many GiB
+  // waits for. PORTABLE: pinned for every context, so buffers may
   // serve pools on several devices.
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override {
     if (out == nullptr) return null_out("host_alloc_pinned");
