@@ -1,7 +1,9 @@
 // PyTorch's CUDA caching allocator through its C++ API
 // (c10::cuda::CUDACachingAllocator::raw_alloc_with_stream / raw_delete), on
-// the same workloads as bench_vpmm.cu (bench_common.hpp): the hot path and
-// the fragmentation traces. The allocator's mode comes from
+// the same workloads as bench_vpmm.cu (bench_common.hpp): the hot path, the
+// fragmentation traces, and growth (the first allocation of 8 and 32 GiB
+// after emptyCache(), as bench_vpmm times libvpmm's growth). The allocator's
+// mode comes from
 // PYTORCH_CUDA_ALLOC_CONF, read once per process, so scripts/gpu-run.sh runs
 // this program twice: native, and with expandable_segments:True.
 //
@@ -9,13 +11,15 @@
 // compiles it with g++ against the torch headers and libc10 / libc10_cuda of
 // the Python installation, when there is one.
 //
-// Usage: bench_torch [--quick] [--only hotpath,frag] [trace files...]
+// Usage: bench_torch [--quick] [--only hotpath,frag,growth] [trace files...]
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <exception>
 #include <set>
+#include <thread>
 
 #include "bench_common.hpp"
 
@@ -67,6 +71,60 @@ class TorchAlloc : public Allocator {
  private:
   std::string name_;
 };
+
+// First allocation of 8 and 32 GiB with nothing cached: emptyCache(), then
+// raw_alloc_with_stream + cudaDeviceSynchronize timed on the CPU (the native
+// allocator's cudaMalloc, or expandable segments' create + map). 1 warm-up +
+// 5 timed runs (1 + 1 with --quick), 300 ms apart as in bench_vpmm's growth
+// section (released memory is scrubbed in the background). Release =
+// raw_delete + emptyCache + cudaDeviceSynchronize.
+void bench_growth(cudaStream_t s) {
+  const uint64_t sizes[] = {8 * GiB, 32 * GiB};
+  const int reps = g_quick ? 1 : 5, warm = 1;
+  auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(g_quick ? 10 : 300)); };
+  const std::string name = mode_name();
+  for (uint64_t sz : sizes) {
+    std::vector<double> grow_us, release_us;
+    std::string error;
+    for (int r = 0; r < warm + reps; ++r) {
+      cudaDeviceSynchronize();
+      cca::emptyCache();
+      cudaDeviceSynchronize();
+      double t0 = now_us();
+      void* p = nullptr;
+      try {
+        p = cca::raw_alloc_with_stream(sz, s);
+      } catch (const std::exception& e) {
+        error = e.what();
+        size_t nl = error.find('\n');
+        if (nl != std::string::npos) error.resize(nl);
+      }
+      cudaDeviceSynchronize();
+      double t1 = now_us();
+      if (!p) {
+        if (error.empty()) error = "raw_alloc_with_stream returned null";
+        std::printf("# growth: %s alloc of %llu bytes failed: %s\n", name.c_str(), (unsigned long long)sz,
+                    error.c_str());
+        break;
+      }
+      cca::raw_delete(p);
+      cca::emptyCache();
+      cudaDeviceSynchronize();
+      double t2 = now_us();
+      if (r >= warm) {
+        grow_us.push_back(t1 - t0);
+        release_us.push_back(t2 - t1);
+      }
+      settle();
+    }
+    Result res("growth");
+    res.str("alloc", name).num("bytes", double(sz)).boolean("ok", error.empty()).num("us", median(grow_us))
+        .num("min_us", grow_us.empty() ? NAN : *std::min_element(grow_us.begin(), grow_us.end()))
+        .nums("runs", grow_us).num("release_us", median(release_us));
+    if (!error.empty()) res.str("error", error);
+    res.emit();
+  }
+}
 
 }  // namespace
 
@@ -138,6 +196,7 @@ int main(int argc, char** argv) {
       emit_frag(a.name(), t, r);
     }
   }
+  if (want("growth")) bench_growth(streams[0]);
   for (auto& s : streams) cudaStreamDestroy(s);
   std::printf("# done\n");
   return 0;

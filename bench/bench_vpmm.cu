@@ -3,12 +3,15 @@
 //               churn, vs cudaMalloc, cudaMallocAsync (default pool, release
 //               threshold max, warm) and per-allocation VMM handles
 //   frag        peak physical / peak live over the walkthrough and the
-//               training-like trace (and any trace files given), libvpmm at
-//               both handle policies vs cudaMallocAsync; the largest
-//               allocation still served after each trace
-//   growth      first malloc of 1, 8, 32 GiB on an empty pool (both handle
-//               policies) vs one cuMemCreate + Reserve + Map + SetAccess
+//               training-like trace (and any trace files given), libvpmm
+//               under every handle policy (default scaled handles, one handle
+//               per growth, page handles, a 32 MiB cap) vs cudaMallocAsync;
+//               the largest allocation still served after each trace
+//   growth      first malloc of 1, 8, 32 GiB on an empty pool (default,
+//               growth handles, page handles; with the number of handles) vs
+//               one cuMemCreate + Reserve + Map + SetAccess
 //   multistream 4 threads x 4 streams allocating and freeing concurrently
+// The hot path and multistream run libvpmm's default policy (label "vpmm").
 // PyTorch's caching allocator is measured by bench_torch.cpp (same workloads,
 // bench_common.hpp). Prints RESULT lines (see bench_common.hpp) and a short
 // human summary; bench/report.py builds the markdown table.
@@ -222,9 +225,25 @@ class AsyncAlloc : public Allocator {
   bool own_;
 };
 
+// The label of a vpmm_config.max_handle_size value, as the report shows it.
+std::string handle_policy_label(uint64_t max_handle) {
+  if (max_handle == 0) return "vpmm_default";
+  if (max_handle == VPMM_HANDLE_SIZE_UNLIMITED) return "vpmm_growth_handles";
+  if (max_handle == kPage) return "vpmm_page_handles";
+  char b[64];
+  if (max_handle % MiB == 0)
+    std::snprintf(b, sizeof b, "vpmm_cap_%lluMiB", (unsigned long long)(max_handle / MiB));
+  else
+    std::snprintf(b, sizeof b, "vpmm_cap_%.2fMiB", max_handle / double(MiB));
+  return b;
+}
+
 class VpmmAlloc : public Allocator {
  public:
-  // max_handle: 0 = one handle per growth, kPage = one handle per page.
+  // max_handle (vpmm_config.max_handle_size): 0 = the default (scaled
+  // handles: a growth of S bytes becomes handles of max(page, S / 128)),
+  // VPMM_HANDLE_SIZE_UNLIMITED = one handle per growth, kPage = one handle
+  // per page, anything else = handles of at most that size.
   explicit VpmmAlloc(uint64_t max_handle, uint64_t initial_pages = 0, const char* label = nullptr)
       : max_handle_(max_handle) {
     vpmm_config c;
@@ -237,7 +256,7 @@ class VpmmAlloc : public Allocator {
       std::fprintf(stderr, "vpmm_pool_create: %s\n", vpmm_last_error());
       std::exit(2);
     }
-    name_ = label ? label : (max_handle ? "vpmm_page_handles" : "vpmm_growth_handles");
+    name_ = label ? label : handle_policy_label(max_handle);
   }
   ~VpmmAlloc() override {
     cudaDeviceSynchronize();
@@ -368,7 +387,7 @@ void bench_frag(cudaStream_t* streams, const std::vector<Trace>& traces) {
     std::printf("# trace %s: %zu ops, %d streams, peak live %.1f MiB, final live %.1f MiB, cap %.1f GiB\n",
                 t.name.c_str(), t.ops.size(), t.streams, t.peak_live / double(MiB),
                 t.final_live / double(MiB), cap / double(GiB));
-    for (uint64_t mh : {uint64_t(0), kPage}) {
+    for (uint64_t mh : {uint64_t(0), uint64_t(VPMM_HANDLE_SIZE_UNLIMITED), kPage, 32 * MiB}) {
       Blocker block(cap);
       VpmmAlloc v(mh);
       ReplayResult r = replay(v, t, streams, true, cap);
@@ -405,10 +424,11 @@ void bench_frag(cudaStream_t* streams, const std::vector<Trace>& traces) {
 // ---------------------------------------------------------------------------
 void bench_growth(cudaStream_t s) {
   const uint64_t sizes[] = {1 * GiB, 8 * GiB, 32 * GiB};
-  // Single handles and growth handles are cheap: 7 runs; page handles (up to
-  // 16384 handles per run) 3. Released memory seems to be scrubbed by the
-  // driver in the background: a create right after a large release was seen
-  // taking ~200 ms once in 3 runs, hence medians of more runs and the min.
+  // Single handles, growth handles and the default (at most ~129 handles per
+  // growth) are cheap: 7 runs; page handles (up to 16384 handles per run) 3.
+  // Released memory seems to be scrubbed by the driver in the background: a
+  // create right after a large release was seen taking ~200 ms once in 3
+  // runs, hence medians of more runs and the min.
   const int reps_fast = g_quick ? 1 : 7, reps_page = g_quick ? 1 : 3;
   // Released memory seems to be scrubbed in the background, and a create that
   // lands on it waits (run 2 saw ~160 ms stalls on every other 32 GiB run, for
@@ -451,16 +471,17 @@ void bench_growth(cudaStream_t s) {
           .num("us", median(map_us)).num("min_us", map_us.empty() ? NAN : *std::min_element(map_us.begin(), map_us.end()))
           .nums("runs", map_us).num("release_us", median(unmap_us)).emit();
     }
-    for (uint64_t mh : {uint64_t(0), kPage}) {
+    for (uint64_t mh : {uint64_t(0), uint64_t(VPMM_HANDLE_SIZE_UNLIMITED), kPage}) {
       std::vector<double> grow_us, destroy_us;
       uint64_t handles = 0;
-      for (int r = 0; r < (mh ? reps_page : reps_fast); ++r) {
+      for (int r = 0; r < (mh == kPage ? reps_page : reps_fast); ++r) {
         VpmmAlloc* v = new VpmmAlloc(mh);
         double t0 = now_us();
         void* p = v->alloc(sz, s);
         double t1 = now_us();
         if (!p) {
-          std::printf("# growth: vpmm malloc(%llu) failed: %s\n", (unsigned long long)sz, vpmm_last_error());
+          std::printf("# growth: %s malloc(%llu) failed: %s\n", v->name().c_str(), (unsigned long long)sz,
+                      vpmm_last_error());
           delete v;
           break;
         }
@@ -472,7 +493,7 @@ void bench_growth(cudaStream_t s) {
         grow_us.push_back(t1 - t0);
         settle();
       }
-      Result("growth").str("alloc", mh ? "vpmm_page_handles" : "vpmm_growth_handles")
+      Result("growth").str("alloc", handle_policy_label(mh))
           .num("bytes", double(sz)).num("us", median(grow_us))
           .num("min_us", grow_us.empty() ? NAN : *std::min_element(grow_us.begin(), grow_us.end()))
           .nums("runs", grow_us).num("release_us", median(destroy_us)).num("handles", double(handles)).emit();

@@ -98,6 +98,9 @@ typedef void* vpmm_stream;
 #define VPMM_BACKEND_HIP 2
 #define VPMM_BACKEND_HOST 3
 
+/* vpmm_config.max_handle_size: one physical handle per growth, however large. */
+#define VPMM_HANDLE_SIZE_UNLIMITED UINT64_MAX
+
 typedef struct vpmm_config {
   uint32_t struct_size;   /* = sizeof(vpmm_config) */
   int32_t backend;        /* VPMM_BACKEND_*; env VPMM_BACKEND=auto|cuda|hip|host */
@@ -112,11 +115,18 @@ typedef struct vpmm_config {
   uint64_t initial_pages; /* pages mapped eagerly at creation. env VPMM_PAGES */
   uint64_t host_capacity; /* host backend: physical bytes it may hand out (0 = 1 GiB).
                            * env VPMM_HOST_CAPACITY */
-  uint64_t max_handle_size; /* largest physical handle created when the pool grows; the shortfall
-                             * of one malloc becomes ceil(shortfall / max_handle_size) handles.
-                             * 0 = no cap (one handle per growth). page_size = one handle per
-                             * page (the seed design: slowest growth, page-exact remapping).
-                             * env VPMM_MAX_HANDLE_SIZE. See docs/handles.md. */
+  uint64_t max_handle_size; /* how the pool cuts a growth into physical handles.
+                             * 0 (default) = scaled handles: the shortfall S of one malloc becomes
+                             * handles of max(page_size, S / 128), so small growths are page
+                             * handles (page-exact remapping, the least memory) and one growth
+                             * never costs more than ~129 handles (8 GiB: 64 MiB handles).
+                             * page_size = one handle per page (the seed design).
+                             * VPMM_HANDLE_SIZE_UNLIMITED = one handle per growth (fastest
+                             * growth, partial handles cannot move). Any other multiple of
+                             * page_size M = ceil(S / M) handles of at most M.
+                             * Tagged (pausable) allocations get one handle per growth unless
+                             * a finite cap is set. env VPMM_MAX_HANDLE_SIZE ("unlimited" for
+                             * VPMM_HANDLE_SIZE_UNLIMITED). See docs/handles.md. */
   uint64_t small_size;     /* requests <= small_size are carved from shared pages (size classes)
                             * instead of taking whole pages; at most page_size; 0 = page_size / 2;
                             * a value below 256 (e.g. 1) turns this off: every request then takes

@@ -4,14 +4,18 @@
 # Fails on any crash, leak, timeout or sanitizer report; prints the executions
 # libFuzzer made per target.
 #
-#   scripts/fuzz.sh                 # every target, FUZZ_TIME seconds each (default 60)
-#   scripts/fuzz.sh 20 fuzz_ops     # 20 s, one target
+#   scripts/fuzz.sh                 # every target, sharing 3 x FUZZ_TIME seconds (default 60)
+#   scripts/fuzz.sh 20 fuzz_ops     # 20 s, one target (named targets get the time each)
 #   FUZZ_TIME=300 scripts/fuzz.sh   # longer local runs
 #   scripts/fuzz.sh --build-only
 #
 # Targets: fuzz_ops (op sequences on a host pool), fuzz_api (hostile arguments
 # to every exported function), fuzz_config (VPMM_* environment, config fields
-# and, when tools/trace.hpp exists, the trace parser). Seeds: fuzz/corpus/<t>/
+# and, when tools/trace.hpp exists, the trace parser), fuzz_snapshot (the
+# pickle reader and PyTorch memory snapshots as traces, tools/pickle.hpp and
+# tools/snapshot.hpp). Run all at once, the targets share the time three
+# targets had before fuzz_snapshot came (3 x FUZZ_TIME), so a CI budget stays
+# what it was. Seeds: fuzz/corpus/<t>/
 # (read only); inputs libFuzzer finds go to build-fuzz/corpus/<t>/, crashes to
 # build-fuzz/artifacts/. To reproduce: build-fuzz/<t> build-fuzz/artifacts/<file>.
 set -euo pipefail
@@ -19,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=$ROOT/build-fuzz
-ALL_TARGETS=(fuzz_ops fuzz_api fuzz_config)
+ALL_TARGETS=(fuzz_ops fuzz_api fuzz_config fuzz_snapshot)
 
 build_only=0
 if [[ "${1:-}" == "--build-only" ]]; then
@@ -32,7 +36,12 @@ if [[ "${1:-}" =~ ^[0-9]+$ ]]; then
   shift
 fi
 TARGETS=("$@")
-[[ ${#TARGETS[@]} -eq 0 ]] && TARGETS=("${ALL_TARGETS[@]}")
+PER_TARGET=$TIME
+if [[ ${#TARGETS[@]} -eq 0 ]]; then
+  TARGETS=("${ALL_TARGETS[@]}")
+  PER_TARGET=$(( TIME * 3 / ${#ALL_TARGETS[@]} ))
+  (( PER_TARGET >= 1 )) || PER_TARGET=1
+fi
 
 CC=${FUZZ_CC:-clang}
 CXX=${FUZZ_CXX:-clang++}
@@ -59,10 +68,16 @@ for t in "${TARGETS[@]}"; do
   if [[ $t == fuzz_config && -f tools/trace.hpp && -f tools/trace.cpp ]]; then
     extra=(-DVPMM_FUZZ_TRACE tools/trace.cpp)
   fi
+  # Built without zlib: the target covers the reader, not zlib.
+  [[ $t == fuzz_snapshot ]] && extra=(tools/pickle.cpp tools/snapshot.cpp tools/trace.cpp)
   src=fuzz/$t.cpp
   out=$BUILD/$t
-  if [[ ! -x $out || $src -nt $out || fuzz/fuzz_common.hpp -nt $out || $BUILD/libvpmm_objs.a -nt $out ||
-        ( -f tools/trace.cpp && tools/trace.cpp -nt $out ) ]]; then
+  newer=0
+  for dep in $src fuzz/fuzz_common.hpp $BUILD/libvpmm_objs.a tools/trace.cpp tools/trace.hpp \
+             tools/pickle.cpp tools/pickle.hpp tools/snapshot.cpp tools/snapshot.hpp; do
+    [[ -f $dep && $dep -nt $out ]] && newer=1
+  done
+  if [[ ! -x $out || $newer == 1 ]]; then
     echo "building $t"
     # shellcheck disable=SC2086
     $CXX $CXXFLAGS "${extra[@]}" "$src" $LIBS -o "$out"
@@ -79,9 +94,9 @@ declare -A execs
 for t in "${TARGETS[@]}"; do
   mkdir -p "$BUILD/corpus/$t"
   log=$BUILD/$t.log
-  echo "== $t: ${TIME}s"
+  echo "== $t: ${PER_TARGET}s"
   set +e
-  "$BUILD/$t" -max_total_time="$TIME" -timeout=20 -rss_limit_mb=4096 -max_len=4096 \
+  "$BUILD/$t" -max_total_time="$PER_TARGET" -timeout=20 -rss_limit_mb=4096 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$t-" \
     "$BUILD/corpus/$t" "fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
@@ -98,8 +113,8 @@ for t in "${TARGETS[@]}"; do
 done
 
 echo
-echo "fuzz summary (${TIME}s per target):"
-for t in "${TARGETS[@]}"; do printf '  %-12s %s executions\n' "$t" "${execs[$t]}"; done
+echo "fuzz summary (${PER_TARGET}s per target):"
+for t in "${TARGETS[@]}"; do printf '  %-14s %s executions\n' "$t" "${execs[$t]}"; done
 if [[ ${#failed[@]} -ne 0 ]]; then
   echo "FAILED: ${failed[*]} (artifacts in $BUILD/artifacts/)"
   exit 1

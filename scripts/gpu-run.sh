@@ -3,7 +3,13 @@
 #   configure + build (meson; a plain g++/nvcc build when meson is missing),
 #   the unit suite, the GPU suite (meson test --suite gpu), the benchmarks
 #   (bench_vpmm; bench_torch natively and with expandable_segments when torch
-#   is installed) -> bench/results/h100.md, and compute-sanitizer memcheck
+#   is installed), then the real workloads: when torch is installed the live
+#   training client (bench/torch/train_client.py) under native,
+#   expandable_segments and libvpmm (default, VPMM_MAX_HANDLE_SIZE=unlimited,
+#   1p, 32M) and bench/torch/growth.py (expandable, native) -> clients.log;
+#   `vpmm replay --backend cuda` of every traces/*.pickle.gz under the
+#   default, unlimited and 1p handle policies -> replays.log; all of it ->
+#   bench/results/h100.md (bench/report.py), and compute-sanitizer memcheck
 #   over every GPU test program. Every step is time-boxed so the whole run
 #   stays under DEADLINE seconds and the logs always come back.
 #
@@ -11,6 +17,7 @@
 # Environment:
 #   OUT       where logs go (default ./gpu-out); at most 8 files are written:
 #             summary.txt build.log tests.log bench.log sanitizer.log h100.md
+#             clients.log replays.log (temporary files go to /tmp, not OUT)
 #   BUILD     build directory (default build-gpu)
 #   DEADLINE  seconds the whole script may take (default 540)
 #   JOBS      parallel build jobs (default: nproc)
@@ -120,7 +127,7 @@ if (( ! BUILD_OK )); then tail -60 "$OUT/build.log"; fi
 
 # ------------------------------------------------------------------ tests
 TESTS_OK=0
-if (( BUILD_OK )); then
+if (( BUILD_OK )) && [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (tests ran in an earlier call)
   {
     if (( ${#MESON[@]} )); then
       boxed 240 "${MESON[@]}" test -C "$BUILD" --suite gpu -v --no-rebuild
@@ -187,10 +194,61 @@ if (( BUILD_OK && BENCH )); then
   else
     say "bench_torch: skipped (no torch)"
   fi
+  # ---------------------------------------------------------- real workloads
+  BABS=$(cd "$BUILD" && pwd)
+  VLIB="$BABS/libvpmm.so.1"
+  [ -e "$VLIB" ] || VLIB="$BABS/libvpmm.so"  # the plain build has no soname link
+  REAL=()
+  if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
+    : > "$OUT/clients.log"
+    (
+      # The python binding finds the library through VPMM_LIBRARY.
+      export VPMM_LIBRARY="$VLIB"
+      client() {  # client LABEL CMD...: one time-boxed run, its exit marked for report.py
+        local label=$1; shift
+        echo "### client $label: $*"
+        boxed 90 "$@"
+        echo "### client $label: exit $?"
+      }
+      TC=bench/torch/train_client.py
+      client native env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc native
+      client expandable env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc expandable
+      client vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc vpmm --label vpmm_default
+      client vpmm_growth_handles env VPMM_MAX_HANDLE_SIZE=unlimited python3 $TC --alloc vpmm \
+        --label vpmm_growth_handles
+      client vpmm_page_handles env VPMM_MAX_HANDLE_SIZE=1p python3 $TC --alloc vpmm --label vpmm_page_handles
+      client vpmm_cap_32MiB env VPMM_MAX_HANDLE_SIZE=32M python3 $TC --alloc vpmm --label vpmm_cap_32MiB
+      client growth_expandable python3 bench/torch/growth.py --alloc expandable
+      client growth_native python3 bench/torch/growth.py --alloc native
+    ) >> "$OUT/clients.log" 2>&1
+    REAL+=(--clients "$OUT/clients.log")
+    say "clients: $(grep -cE '^\{"client": "train"' "$OUT/clients.log") training runs; non-zero exits: $(grep -E '^### client .*: exit [1-9]' "$OUT/clients.log" | sed 's/^### client //' | tr '\n' ' ')($(( $(date +%s) - START )) s)"
+  else
+    say "clients: skipped (no torch)"
+  fi
+  SNAPS=$(ls traces/*.pickle.gz 2>/dev/null || true)
+  if [ -n "$SNAPS" ] && [ -x "$BUILD/tools/vpmm" ]; then
+    : > "$OUT/replays.log"
+    for f in $SNAPS; do
+      for pol in default unlimited 1p; do
+        MH=(); [ "$pol" != default ] && MH=(--max-handle-size "$pol")
+        {
+          echo "== $(basename "$f") $pol"
+          boxed 120 "$BUILD/tools/vpmm" replay --backend cuda ${MH[@]+"${MH[@]}"} "$f"
+          echo "-- exit $?"
+        } >> "$OUT/replays.log" 2>&1
+      done
+    done
+    REAL+=(--replays "$OUT/replays.log")
+    say "replays: $(grep -c '^== ' "$OUT/replays.log") runs; non-zero exits: $(grep -c '^-- exit [1-9]' "$OUT/replays.log") ($(( $(date +%s) - START )) s)"
+  elif [ -n "$SNAPS" ]; then
+    say "replays: skipped (no $BUILD/tools/vpmm)"
+  fi
+
   mkdir -p bench/results
   python3 bench/report.py --out "$OUT/h100.md" --findings bench/results/h100-findings.md \
     --command "scripts/gpu-run.sh $*  (bench_vpmm $QUICK; bench_torch native and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)" \
-    "$OUT/bench.log" > /dev/null 2>> "$OUT/bench.log" && cp "$OUT/h100.md" bench/results/h100.md
+    ${REAL[@]+"${REAL[@]}"} "$OUT/bench.log" > /dev/null 2>> "$OUT/bench.log" && cp "$OUT/h100.md" bench/results/h100.md
   say "report: $OUT/h100.md"
 fi
 
@@ -200,7 +258,7 @@ if (( BUILD_OK && SAN )) && command -v compute-sanitizer >/dev/null 2>&1; then
   for t in smoke_backend walkthrough streams zombie growth small split_handle oom pause_resume; do
     exe="$BUILD/tests/gpu/test_gpu_$t"
     [ -x "$exe" ] || continue
-    one="$OUT/.san_$t"
+    one=$(mktemp "${TMPDIR:-/tmp}/vpmm-san-$t.XXXXXX")  # not under OUT: at most 8 files there
     {
       echo "######## compute-sanitizer --tool memcheck $exe"
       # --report-api-errors no: the tests provoke driver errors on purpose

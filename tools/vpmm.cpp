@@ -4,8 +4,9 @@
 // checks and expectations so that traces double as tests) and `plot` (a
 // timeline as a dependency-free SVG chart). Concern: command lines, printing
 // and wiring libvpmm into the replay engine of trace.hpp; parsing and replay
-// order live there. Only the public C API (vpmm.h) is used, so the tool
-// behaves exactly as any other client of the library would.
+// order live there, and PyTorch memory snapshots become traces in
+// snapshot.hpp. Only the public C API (vpmm.h) is used, so the tool behaves
+// exactly as any other client of the library would.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "snapshot.hpp"
 #include "trace.hpp"
 #include "vpmm.h"
 
@@ -169,7 +171,7 @@ void print_config(const vpmm_config& c, const char* indent) {
   row("page_size", bytes(c.page_size));
   row("va_size", bytes(c.va_size));
   row("initial_pages", std::to_string(c.initial_pages));
-  row("max_handle_size", c.max_handle_size ? bytes(c.max_handle_size) : "0 (no cap: one handle per growth)");
+  row("max_handle_size", c.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited (one handle per growth)" : c.max_handle_size ? bytes(c.max_handle_size) : "0 (scaled handles: max(page, growth / 128))");
   row("small_size", bytes(c.small_size));
   // 0 is what the library reports when the backend's own default applies
   // (1 GiB on the host backend; the CUDA backend ignores the field).
@@ -241,6 +243,45 @@ int cmd_info(int argc, char** argv) {
 // vpmm replay
 // ---------------------------------------------------------------------------
 
+const char* const kReplayUsage =
+    "usage: vpmm replay [OPTIONS] TRACE...\n"
+    "\n"
+    "Replays each TRACE on a fresh pool. A TRACE is a text trace (format v1 or RMM's logging\n"
+    "CSV) or a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot: a pickle, or the\n"
+    "same gzip-compressed), told apart by content. See docs/trace-format.md.\n"
+    "\n";
+
+const char* const kReplayHelp =
+    "replay options (sizes take K/M/G/T suffixes, powers of 1024, or Np pages):\n"
+    "  --backend auto|cuda|host  backend (default: VPMM_BACKEND, else auto: CUDA when a GPU is\n"
+    "                            usable, else host)\n"
+    "  --page-size N             page size (default: the backend's, 2 MiB)\n"
+    "  --va-size N               VA chunk size\n"
+    "  --pages N                 pages mapped when the pool is created\n"
+    "  --max-handle-size N       largest physical handle (1p = one handle per page)\n"
+    "  --small-size N            largest request served from shared pages (1 = off)\n"
+    "  --host-capacity N         host backend memory (default: max(8 GiB, 4 x peak))\n"
+    "  --device N                snapshots: the device whose events to replay (default: the one\n"
+    "                            with the most events)\n"
+    "  --timeline FILE.csv       stats after every op: trace,op,mapped_bytes,live_bytes,\n"
+    "                            requested_bytes,free_bytes,hole_bytes,zombie_bytes\n"
+    "  --check                   vpmm_pool_check after every op; fail on a violation\n"
+    "  --dump                    print vpmm_pool_dump_text at the end\n"
+    "  --expect-layout STR       fail unless the final layout is STR, e.g. \"[4][*6][1][11][*42]\"\n"
+    "  --expect-mapped-pages N   fail unless N pages are mapped at the end\n"
+    "  --expect-max-ratio R      fail if peak mapped / peak requested exceeds R (fragmentation\n"
+    "                            regression tests)\n"
+    "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
+    "                            what stays mapped (empty_cache() after freeing everything)\n"
+    "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
+    "  --verbose                 print every op with the layout after it\n"
+    "  --quiet                   print nothing but errors\n"
+    "  --help                    this text\n"
+    "\n"
+    "Every VPMM_* variable applies as in any program; options override them.\n"
+    "Exit status: 0 success, 1 failure (malformed trace, allocation failure, check or\n"
+    "expectation failed), 2 usage error.\n";
+
 struct ReplayOpts {
   int32_t backend = -1;  // -1: from the environment (default AUTO)
   SizeOpt page_size, va_size, max_handle, host_capacity, small_size;
@@ -255,12 +296,21 @@ struct ReplayOpts {
   bool release_all = false;  // free what is live, sync, trim(0), report what stays mapped
   bool expect_held_set = false;
   uint64_t expect_held_pages = 0;
+  bool expect_ratio_set = false;
+  double expect_max_ratio = 0;  // fail when peak mapped / peak requested exceeds it
+  int device = -1;              // snapshots: the device to replay (-1: most events)
   std::vector<std::string> traces;
 };
 
 std::string base_name(const std::string& path) {
   std::string n = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  if (n.size() > 6 && n.compare(n.size() - 6, 6, ".trace") == 0) n.resize(n.size() - 6);
+  for (const char* ext : {".trace", ".pickle.gz", ".pickle", ".pkl"}) {
+    const size_t k = std::strlen(ext);
+    if (n.size() > k && n.compare(n.size() - k, k, ext) == 0) {
+      n.resize(n.size() - k);
+      break;
+    }
+  }
   for (char& ch : n)
     if (ch == ',' || ch == '"') ch = '_';  // the timeline's trace column is plain CSV
   return n;
@@ -288,11 +338,46 @@ uint64_t peak_rounded(const std::vector<vtrace::TraceOp>& ops, uint64_t page) {
   return peak;
 }
 
+// The PyTorch side of a snapshot replay, beside libvpmm's figures.
+void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, double load_ms) {
+  std::printf("  pytorch snapshot  device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
+              " OOM), %zu streams; read in %.0f ms\n",
+              f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
+  std::printf("  pytorch reserved peak   %s (segments), allocated peak %s\n", fmt_bytes(f.reserved_peak).c_str(),
+              fmt_bytes(f.allocated_peak).c_str());
+  std::printf("  pytorch reserved  %s at the start%s, %s at dump (%" PRIu64 " segments)\n",
+              fmt_bytes(f.reserved_at_start).c_str(),
+              f.reserved_clamped ? " (clamped: the segment events exceed the dump's segments)" : "",
+              fmt_bytes(f.reserved_at_dump).c_str(), f.segments);
+  if (f.reserved_peak)
+    std::printf("  vpmm peak mapped / pytorch reserved peak  %.2fx\n", double(peak_mapped) / double(f.reserved_peak));
+  else
+    std::printf("  vpmm peak mapped / pytorch reserved peak  n/a (no reserved bytes)\n");
+  std::printf("  pre-live allocations %" PRIu64 " (%" PRIu64 " freed in the trace, %" PRIu64
+              " from segments; %s), repairs %" PRIu64 ", events ignored %" PRIu64 "\n",
+              f.prelive_from_frees + f.prelive_from_segments, f.prelive_from_frees, f.prelive_from_segments,
+              fmt_bytes(f.prelive_bytes).c_str(), f.repairs, f.ignored);
+}
+
 // One trace on one fresh pool. Returns 0, or 1 after printing why not.
 int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline) {
   vtrace::Trace trace;
   std::string err;
-  if (!vtrace::load_trace(path, &trace, &err)) {
+  // A snapshot is told apart by its content (a pickle's PROTO or gzip's
+  // magic), so a text trace named .pickle still reads as one.
+  const bool snapshot = vtrace::is_snapshot_file(path);
+  vtrace::SnapshotFacts facts;
+  double load_ms = 0;
+  if (snapshot) {
+    vtrace::SnapshotOptions so;
+    so.device = o.device;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!vtrace::load_snapshot(path, so, &trace, &facts, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+      return 1;
+    }
+    load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  } else if (!vtrace::load_trace(path, &trace, &err)) {
     std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
     return 1;
   }
@@ -439,8 +524,9 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
     std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s%s\n",
                 path.c_str(), vpmm_pool_backend_name(pool), fmt_bytes(page).c_str(),
                 fmt_bytes(eff.va_size).c_str(), eff.initial_pages,
-                eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "none",
-                trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
+                eff.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "scaled",
+                snapshot ? ", PyTorch snapshot"
+                : trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
                 " syncs; %zu streams)%s\n",
                 res.ops_done, trace.ops.size(), res.mallocs, res.frees, res.syncs, sum.streams.size(),
@@ -463,6 +549,7 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
                 s.handles_created, s.va_chunks);
     std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page);
     std::printf("  layout            %s\n", layout.c_str());
+    if (snapshot) print_snapshot_facts(facts, s.peak_mapped_bytes, load_ms);
   }
   if (rc == 0 && o.expect_layout_set && layout != o.expect_layout) {
     std::fprintf(stderr, "vpmm replay: %s: layout %s, expected %s\n", path.c_str(), layout.c_str(),
@@ -472,6 +559,13 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
   if (rc == 0 && o.expect_mapped_set && s.mapped_bytes != o.expect_mapped_pages * page) {
     std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " mapped pages, expected %" PRIu64 "\n", path.c_str(),
                  s.mapped_bytes / page, o.expect_mapped_pages);
+    rc = 1;
+  }
+  const double mapped_per_requested =
+      res.peak_requested ? double(s.peak_mapped_bytes) / double(res.peak_requested) : 0.0;
+  if (rc == 0 && o.expect_ratio_set && mapped_per_requested > o.expect_max_ratio) {
+    std::fprintf(stderr, "vpmm replay: %s: peak mapped / peak requested %.3f exceeds --expect-max-ratio %g\n",
+                 path.c_str(), mapped_per_requested, o.expect_max_ratio);
     rc = 1;
   }
   if (rc == 0 && o.release_all) {
@@ -524,8 +618,12 @@ int cmd_replay(int argc, char** argv) {
   ReplayOpts o;
   ArgCursor a(argc, argv);
   auto size_opt = [&](SizeOpt* s) {
-    if (a.value == "0") {  // 0 = the library's default (or "no cap") for every size field
+    if (a.value == "0") {  // 0 = the library's default for every size field
       *s = SizeOpt{true, false, 0};
+      return true;
+    }
+    if (s == &o.max_handle && a.value == "unlimited") {  // one handle per growth
+      *s = SizeOpt{true, false, VPMM_HANDLE_SIZE_UNLIMITED};
       return true;
     }
     bool pages = false;
@@ -541,6 +639,11 @@ int cmd_replay(int argc, char** argv) {
     }
     a.take_option();
     const std::string& n = a.name;
+    if (n == "--help") {
+      std::fputs(kReplayUsage, stdout);
+      std::fputs(kReplayHelp, stdout);
+      return 0;
+    }
     if (n == "--dump") { o.dump = true; continue; }
     if (n == "--check") { o.check = true; continue; }
     if (n == "--quiet") { o.quiet = true; continue; }
@@ -570,6 +673,17 @@ int cmd_replay(int argc, char** argv) {
       if (n == "--pages") o.pages = x, o.pages_set = true;
       else if (n == "--expect-held-pages") o.expect_held_pages = x, o.expect_held_set = o.release_all = true;
       else o.expect_mapped_pages = x, o.expect_mapped_set = true;
+    } else if (n == "--expect-max-ratio") {
+      char* end = nullptr;
+      double r = std::strtod(val.c_str(), &end);
+      if (val.empty() || *end != '\0' || !std::isfinite(r) || r <= 0)
+        return usage_error("--expect-max-ratio wants a number > 0, got '" + val + "'");
+      o.expect_max_ratio = r;
+      o.expect_ratio_set = true;
+    } else if (n == "--device") {
+      if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
+        return usage_error("--device wants a device number, got '" + val + "'");
+      o.device = std::atoi(val.c_str());
     } else if (n == "--timeline") {
       o.timeline = val;
     } else if (n == "--expect-layout") {
@@ -857,43 +971,21 @@ const char* const kHelp =
     "\n"
     "  info                      library version and ABI, the backend AUTO picks, the effective\n"
     "                            configuration of a default pool, and the VPMM_* environment\n"
-    "  replay [OPTIONS] TRACE... replay allocation traces, each on a fresh pool, and print\n"
-    "                            fragmentation figures (format: docs/trace-format.md)\n"
+    "  replay [OPTIONS] TRACE... replay allocation traces or PyTorch memory snapshots, each on a\n"
+    "                            fresh pool, and print fragmentation figures\n"
+    "                            (docs/trace-format.md; `vpmm replay --help`)\n"
     "  plot TIMELINE.csv -o OUT.svg [--trace NAME]\n"
     "                            chart mapped, live and requested bytes over op index\n"
     "  help                      this text\n"
     "  version                   the library version\n"
-    "\n"
-    "replay options (sizes take K/M/G/T suffixes, powers of 1024, or Np pages):\n"
-    "  --backend auto|cuda|host  backend (default: VPMM_BACKEND, else auto: CUDA when a GPU is\n"
-    "                            usable, else host)\n"
-    "  --page-size N             page size (default: the backend's, 2 MiB)\n"
-    "  --va-size N               VA chunk size\n"
-    "  --pages N                 pages mapped when the pool is created\n"
-    "  --max-handle-size N       largest physical handle (1p = one handle per page)\n"
-    "  --small-size N            largest request served from shared pages (1 = off)\n"
-    "  --host-capacity N         host backend memory (default: max(8 GiB, 4 x peak))\n"
-    "  --timeline FILE.csv       stats after every op: trace,op,mapped_bytes,live_bytes,\n"
-    "                            requested_bytes,free_bytes,hole_bytes,zombie_bytes\n"
-    "  --check                   vpmm_pool_check after every op; fail on a violation\n"
-    "  --dump                    print vpmm_pool_dump_text at the end\n"
-    "  --expect-layout STR       fail unless the final layout is STR, e.g. \"[4][*6][1][11][*42]\"\n"
-    "  --expect-mapped-pages N   fail unless N pages are mapped at the end\n"
-    "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
-    "                            what stays mapped (empty_cache() after freeing everything)\n"
-    "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
-    "  --verbose                 print every op with the layout after it\n"
-    "  --quiet                   print nothing but errors\n"
-    "\n"
-    "Every VPMM_* variable applies as in any program; options override them.\n"
-    "Exit status: 0 success, 1 failure (malformed trace, allocation failure, check or\n"
-    "expectation failed), 2 usage error.\n";
+    "\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kHelp, stderr);
+    std::fputs(kReplayHelp, stderr);
     return 2;
   }
   const std::string cmd = argv[1];
@@ -902,6 +994,7 @@ int main(int argc, char** argv) {
   if (cmd == "plot") return cmd_plot(argc - 2, argv + 2);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);
+    std::fputs(kReplayHelp, stdout);
     return 0;
   }
   if (cmd == "version" || cmd == "--version") {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/error.hpp"
 
@@ -21,7 +22,7 @@ const EnvOption kEnv[] = {
     {"VPMM_VA_SIZE", "VA chunk size in bytes"},
     {"VPMM_PAGES", "pages created at pool creation"},
     {"VPMM_HOST_CAPACITY", "host backend physical bytes"},
-    {"VPMM_MAX_HANDLE_SIZE", "largest physical handle created on growth"},
+    {"VPMM_MAX_HANDLE_SIZE", "handle policy: 0 = scaled (default), \"unlimited\" = one per growth, \"1p\" = page handles, or a size"},
     {"VPMM_SMALL_SIZE", "largest request served from shared pages"},
     {"VPMM_BACKUP_CACHE_SIZE", "pinned host bytes kept for pause backups"},
     {"VPMM_MEMORY_LIMIT", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
@@ -63,6 +64,28 @@ bool parse_int(const char* v, int32_t* out) {
   return true;
 }
 }  // namespace
+
+// VPMM_MAX_HANDLE_SIZE also takes "unlimited" and pages: "Np" is N pages of
+// VPMM_PAGE_SIZE (read before it), or of the 2 MiB page every backend
+// defaults to. The replay tool's `--max-handle-size 1p` and the docs use this
+// spelling; rejecting it made PyTorch hooks fail on a setting the docs name.
+bool parse_handle_size(const char* v, uint64_t page_size, uint64_t* out) {
+  if (std::strcmp(v, "unlimited") == 0) {
+    *out = VPMM_HANDLE_SIZE_UNLIMITED;
+    return true;
+  }
+  size_t n = std::strlen(v);
+  while (n > 0 && std::isspace(static_cast<unsigned char>(v[n - 1]))) --n;
+  if (n > 1 && (v[n - 1] == 'p' || v[n - 1] == 'P')) {
+    std::string count(v, n - 1);
+    uint64_t pages = 0;
+    const uint64_t page = page_size ? page_size : kDefaultPageSize;
+    if (!parse_size(count.c_str(), &pages) || pages == 0 || pages > UINT64_MAX / page) return false;
+    *out = pages * page;
+    return true;
+  }
+  return parse_size(v, out);
+}
 
 const EnvOption* env_options(int* count) {
   *count = kEnvCount;
@@ -114,7 +137,7 @@ int32_t config_apply_env(vpmm_config* c) {
       case 3: ok = parse_size(v, &c->va_size); break;
       case 4: ok = parse_size(v, &c->initial_pages); break;
       case 5: ok = parse_size(v, &c->host_capacity); break;
-      case 6: ok = parse_size(v, &c->max_handle_size); break;
+      case 6: ok = parse_handle_size(v, c->page_size, &c->max_handle_size); break;
       case 7: ok = parse_size(v, &c->small_size); break;
       case 8: ok = parse_size(v, &c->backup_cache_size); break;
       case 9: ok = parse_limit(v, c); break;
@@ -178,7 +201,7 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
                 "%s: initial_pages %" PRIu64 " do not fit in va_size %" PRIu64 " (page_size %" PRIu64 ")",
                 call, o.initial_pages, o.va_size, o.page_size);
   o.max_handle_size = c.max_handle_size;
-  if (o.max_handle_size % o.page_size != 0)
+  if (o.max_handle_size != VPMM_HANDLE_SIZE_UNLIMITED && o.max_handle_size % o.page_size != 0)
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: max_handle_size %" PRIu64 " is not a multiple of page_size %" PRIu64, call,
                 o.max_handle_size, o.page_size);

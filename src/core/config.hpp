@@ -27,6 +27,12 @@ int32_t config_apply_env(vpmm_config* c);
 // junk, overflow or a negative number.
 bool parse_size(const char* text, uint64_t* out);
 
+// The page every backend uses when page_size is 0 (its granularity).
+constexpr uint64_t kDefaultPageSize = 2ull << 20;
+// VPMM_MAX_HANDLE_SIZE: "unlimited", "Np" (N pages of page_size, or of
+// kDefaultPageSize when page_size is 0) or a size as parse_size reads it.
+bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out);
+
 // Copies at most struct_size bytes of `in` over defaults (ABI growth rule).
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out);
 

@@ -324,7 +324,7 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   vpmm_status st = retake_charges(r);
   if (st != VPMM_OK) return st;
   std::vector<Mapping> hs;
-  uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : r.size;
+  uint64_t cap = growth_handle_size(r.size, true);
   st = create_handles(r.size, cap, &hs);
   if (st == VPMM_ERR_OUT_OF_MEMORY) {
     // Cached free pages may be what stands in the way: give them back once.

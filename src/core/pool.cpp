@@ -55,7 +55,8 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
     // Initial pages are carved by allocations of unknown sizes, so by default
     // each page is its own handle and can be remapped on its own.
     std::vector<Mapping> hs;
-    st = p->create_handles(bytes, opt.max_handle_size ? opt.max_handle_size : opt.page_size, &hs);
+    const bool capped = opt.max_handle_size && opt.max_handle_size != kUnlimitedHandle;
+    st = p->create_handles(bytes, capped ? opt.max_handle_size : opt.page_size, &hs);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
     uint64_t cur = va;
     size_t n = 0;
@@ -484,8 +485,7 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<M
   };
   std::vector<Mapping> created;
   if (plan.shortfall) {
-    uint64_t cap = opt_.max_handle_size ? opt_.max_handle_size : plan.shortfall;
-    vpmm_status st = create_handles(plan.shortfall, cap, &created);
+    vpmm_status st = create_handles(plan.shortfall, growth_handle_size(plan.shortfall, exact), &created);
     if (st != VPMM_OK) {
       undo_chunk();
       return st;
@@ -604,6 +604,7 @@ vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vecto
                 " bytes mapped)",
                 bytes, m_.totals.mapped, lim_.limit);
   max_handle = std::max<uint64_t>(opt_.page_size, max_handle / opt_.page_size * opt_.page_size);
+  max_handle = std::min(max_handle, std::max<uint64_t>(bytes, 1));
   std::vector<Mapping> hs;
   hs.reserve(bytes / max_handle + 1);
   uint64_t left = bytes;
@@ -620,6 +621,14 @@ vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vecto
   }
   *out = std::move(hs);
   return VPMM_OK;
+}
+
+uint64_t Pool::growth_handle_size(uint64_t shortfall, bool tagged) const {
+  const uint64_t page = opt_.page_size;
+  if (opt_.max_handle_size == kUnlimitedHandle) return shortfall;
+  if (opt_.max_handle_size) return opt_.max_handle_size;
+  if (tagged) return shortfall;
+  return std::max(page, shortfall / kHandlesPerGrowth / page * page);
 }
 
 void Pool::release_handles(const std::vector<Mapping>& hs) {

@@ -47,11 +47,21 @@ constexpr uint64_t kPauseBatchBytes = 64ull << 20;
 // enough that the stream's queue never fills and blocks the enqueue.
 constexpr size_t kPauseBatchesAhead = 4;
 
+// Scaled handles (max_handle_size 0): a growth of S bytes is cut into handles
+// of max(page, S / kHandlesPerGrowth). Memory first: a handle is the unit of
+// remapping, so free memory inside a partly live handle cannot move, and on
+// real training traces only near-page handles for small and mid-size growths
+// reach the page-handle peak (docs/handles.md has the measurements). Growth
+// cost is per handle, so the count per growth is bounded: an 8 GiB first
+// malloc is 128 handles of 64 MiB, not 4096 pages.
+constexpr uint64_t kHandlesPerGrowth = 128;
+constexpr uint64_t kUnlimitedHandle = UINT64_MAX;  // VPMM_HANDLE_SIZE_UNLIMITED
+
 struct PoolOptions {
   uint64_t page_size = 0;
   uint64_t va_size = 0;
   uint64_t initial_pages = 0;
-  uint64_t max_handle_size = 0;  // 0 = one handle per growth
+  uint64_t max_handle_size = 0;  // 0 = scaled handles; kUnlimitedHandle = one per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
   uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
   uint64_t backup_pinned_limit = 0;  // most pinned bytes held for backups (0 = none)
@@ -149,6 +159,10 @@ class Pool {
 
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
   vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
+  // Largest handle a growth of `shortfall` bytes is cut into under the
+  // configured policy; `tagged` growths own whole handles, one per growth by
+  // default so that pausing costs one unmap + release per allocation.
+  uint64_t growth_handle_size(uint64_t shortfall, bool tagged) const;
   void release_handles(const std::vector<Mapping>& hs);
   void release_handle(const Mapping& h);  // unmapped handle; kept as an orphan if refused
   void retry_orphans();

@@ -3,6 +3,7 @@
 // and XLA-style custom allocators. One pool per device, created on first use
 // from vpmm_config_init() (so VPMM_* environment variables apply), destroyed
 // never: allocator hooks can be called until process exit.
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -15,6 +16,16 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::mutex g_mu;
 vpmm_pool* g_pools[kMaxDevices] = {};
+
+// A hook that returns NULL makes PyTorch report a bare "out of memory" or
+// "invalid argument"; the reason (a malformed VPMM_* variable, no device)
+// would be lost. Say it on stderr, once per kind of failure.
+void report_hook_failure(const char* hook, vpmm_status st) {
+  static std::atomic<uint32_t> reported{0};
+  const uint32_t bit = 1u << (static_cast<uint32_t>(st) & 31u);
+  if (reported.fetch_or(bit) & bit) return;
+  std::fprintf(stderr, "libvpmm: %s: %s: %s\n", hook, vpmm_status_string(st), vpmm_last_error());
+}
 }  // namespace
 
 extern "C" {
@@ -45,8 +56,12 @@ VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream) {
     vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_torch_malloc: size %td is not positive", size);
     return nullptr;
   }
-  if (vpmm_default_pool(device, &pool) != VPMM_OK) return nullptr;
-  if (vpmm_pool_malloc(pool, static_cast<uint64_t>(size), stream, &p) != VPMM_OK) return nullptr;
+  vpmm_status st = vpmm_default_pool(device, &pool);
+  if (st == VPMM_OK) st = vpmm_pool_malloc(pool, static_cast<uint64_t>(size), stream, &p);
+  if (st != VPMM_OK) {
+    report_hook_failure("vpmm_torch_malloc", st);
+    return nullptr;
+  }
   return p;
 }
 

@@ -170,15 +170,15 @@ GPU_TEST("small: small_size = 1 (off) makes every request take whole pages") {
   cudaStreamDestroy(s);
 }
 
-// KNOWN BUG (found by the hot-path benchmark: 1 MiB pairs after 4 KiB pairs
-// failed). Pool::defragment, when it would grow while an empty small-object
+// Once a bug (found by the hot-path benchmark: 1 MiB pairs after 4 KiB pairs
+// failed), now a regression test. Pool::defragment, when it would grow while an empty small-object
 // slab is cached, releases the empty slabs and calls itself again. The slab
 // just released is a free region of the caller's stream right in front of
 // the hole it picks; when that region alone covers the request, the prefix
-// path plans bytes - prefix = 0 bytes, and set_access(hole, 0) fails:
-// malloc returns VPMM_ERR_INVALID_ARGUMENT (cuMemSetAccess(size=0):
-// CUDA_ERROR_INVALID_VALUE). Phase 1 would have served it from that region.
-GPU_TEST("small: a new size class right after the stream's only slab emptied (KNOWN BUG)") {
+// path planned bytes - prefix = 0 bytes, and set_access(hole, 0) failed:
+// malloc returned VPMM_ERR_INVALID_ARGUMENT (cuMemSetAccess(size=0):
+// CUDA_ERROR_INVALID_VALUE). The prefix now never covers the whole request.
+GPU_TEST("small: a new size class right after the stream's only slab emptied") {
   vpmm_pool* p = gt::make_pool({});
   CHECK(p != nullptr);
   if (!p) return;

@@ -1,8 +1,8 @@
 // A fully free physical handle whose pages lie in free regions of two
-// different streams (KNOWN TO FAIL with the default handle policy; see the
-// GPU report in bench/results/h100.md and docs/handles.md).
+// different streams. Once a bug (fixed: Pool::merge_completed_straddles merges
+// such regions once both events completed), now a regression test.
 //
-// With max_handle_size = 0 (one handle per growth, the default) a 4-page
+// With one handle per growth (VPMM_HANDLE_SIZE_UNLIMITED) a 4-page
 // allocation on stream A is one handle. Freed on A and completed, its front
 // half is reused by stream B (Phase 1b) and freed on B: the handle is now
 // covered by [-2 on B][-2 on A], two free regions that do not coalesce
@@ -10,14 +10,12 @@
 //
 // The pool looks for whole handles one free region at a time
 // (RegionMap::whole_mappings_in per region in plan_harvest and release_free),
-// so neither region "contains" the handle and:
-//  - malloc(4 pages) on a third stream grows 4 new pages instead of using the
-//    4 free ones (at the device limit this is an OOM with memory cached), and
-//  - vpmm_pool_trim(pool, 0) releases nothing, although vpmm.h says trim
-//    releases whole handles lying in free regions.
-// With page handles (max_handle_size = page) both work; that case is here as
-// the control. Found by the fragmentation benchmark: on traces/multistream
-// the growth-handle policy peaked at 2.18x live vs 1.48x with page handles.
+// so before the fix neither region "contained" the handle and:
+//  - malloc(4 pages) on a third stream grew 4 new pages instead of using the
+//    4 free ones (at the device limit an OOM with memory cached), and
+//  - vpmm_pool_trim(pool, 0) released nothing.
+// Page handles and the default scaled handles (a 4-page growth is 4 page
+// handles) never had the problem; they are checked too.
 #include "gpu_util.cuh"
 
 namespace {
@@ -117,11 +115,13 @@ GPU_TEST("control, page handles: a free handle split across two streams is reuse
 }
 GPU_TEST("control, page handles: trim(0) releases it") { trim_case(kPage); }
 
-GPU_TEST("KNOWN BUG, growth handles: a fully free handle split across two streams is reused, not grown") {
-  harvest_case(0);
+GPU_TEST("growth handles: a fully free handle split across two streams is reused, not grown") {
+  harvest_case(VPMM_HANDLE_SIZE_UNLIMITED);
 }
-GPU_TEST("KNOWN BUG, growth handles: trim(0) releases a fully free handle split across two streams") {
-  trim_case(0);
+GPU_TEST("growth handles: trim(0) releases a fully free handle split across two streams") {
+  trim_case(VPMM_HANDLE_SIZE_UNLIMITED);
 }
+GPU_TEST("default scaled handles: a free handle split across two streams is reused") { harvest_case(0); }
+GPU_TEST("default scaled handles: trim(0) releases it") { trim_case(0); }
 
 GPU_TEST_MAIN()

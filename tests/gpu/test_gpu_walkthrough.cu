@@ -187,8 +187,16 @@ GPU_TEST("growth from empty, one handle per page: page-exact remap (16 pages)") 
   expect_data(r);
 }
 
-GPU_TEST("growth from empty, one handle per growth: partial handles stay (22 pages)") {
+GPU_TEST("growth from empty, default scaled handles: page-exact remap (16 pages)") {
   Result r = run_case(0, 0);
+  std::string want = "[4][*6][1][11]" + hole(kVaPages - 22);
+  CHECK_EQ(r.layout_final, want);
+  CHECK_EQ(r.mapped_pages, uint64_t(16));
+  expect_data(r);
+}
+
+GPU_TEST("growth from empty, one handle per growth: partial handles stay (22 pages)") {
+  Result r = run_case(0, VPMM_HANDLE_SIZE_UNLIMITED);
   std::string want = "[4][-6][1][11]" + hole(kVaPages - 22);
   CHECK_EQ(r.layout_final, want);
   CHECK_EQ(r.mapped_pages, uint64_t(22));

@@ -543,6 +543,49 @@ TEST("malformed environment variables fail pool creation naming variable and val
   clean_env();
 }
 
+// The handle policy's spellings (docs/handles.md): "unlimited" and pages.
+// "1p" was once rejected by the library although the docs and the replay
+// tool used it, so PyTorch's hook returned NULL and model.cuda() failed.
+TEST("VPMM_MAX_HANDLE_SIZE takes unlimited, pages of VPMM_PAGE_SIZE or of 2 MiB, and sizes") {
+  struct {
+    const char* page;
+    const char* value;
+    uint64_t want;
+  } ok[] = {{nullptr, "unlimited", VPMM_HANDLE_SIZE_UNLIMITED},
+            {nullptr, "1p", uint64_t(2) << 20},
+            {nullptr, "16P", uint64_t(32) << 20},
+            {"128K", "3p", uint64_t(384) << 10},
+            {nullptr, "32M", uint64_t(32) << 20},
+            {nullptr, "0", 0}};
+  for (const auto& k : ok) {
+    clean_env();
+    if (k.page) setenv("VPMM_PAGE_SIZE", k.page, 1);
+    setenv("VPMM_MAX_HANDLE_SIZE", k.value, 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    CHECK_EQ(c.config_error, 0);
+    CHECK_EQ(c.max_handle_size, k.want);
+    c.backend = VPMM_BACKEND_HOST;
+    vpmm_pool* p = nullptr;
+    CHECK_OK(vpmm_pool_create(&c, &p));
+    if (p) {
+      void* x = nullptr;
+      CHECK_OK(vpmm_pool_malloc(p, 5 * vt::stats(p).page_size, nullptr, &x));
+      CHECK_OK(vpmm_pool_free(p, x, nullptr));
+      CHECK_OK(vpmm_pool_destroy(p));
+    }
+  }
+  for (const char* bad : {"p", "0p", "-1p", "unlimitedp", "1q", "unlimited2", "1pp"}) {
+    clean_env();
+    setenv("VPMM_MAX_HANDLE_SIZE", bad, 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    if (c.config_error == 0) std::printf("  VPMM_MAX_HANDLE_SIZE=%s was accepted\n", bad);
+    CHECK(c.config_error != 0);
+  }
+  clean_env();
+}
+
 TEST("valid environment values, suffixes included, are applied") {
   clean_env();
   setenv("VPMM_BACKEND", "host", 1);

@@ -218,7 +218,7 @@ TEST("same stream: free then malloc of the same size returns the same pointer, n
 // (b) Phase 1 never takes a foreign region whose event is pending: B grows
 // instead, and only once A ran its work does B reuse A's region in place.
 TEST("cross stream Phase 1: a region freed on a held stream is reused only after its event") {
-  vpmm_pool* p = pool_with(0);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
   if (!p) return;
   vpmm_stream a = new_stream(), b = new_stream();
   CHECK_OK(vpmm_host_stream_hold(a));
@@ -309,7 +309,7 @@ TEST("cross stream Phase 1: a completed foreign region wins over a pending one")
 // kernel then finishes. A is still held, so the memory freed on A after the
 // hold must stay unavailable to B until A is released.
 TEST("hold: events recorded on a held stream stay pending even if work was running at hold time") {
-  vpmm_pool* p = pool_with(0);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
   if (!p) return;
   vpmm_stream a = new_stream(), b = new_stream();
   std::atomic<bool> started{false}, go{false};
@@ -606,7 +606,7 @@ TEST("pool streams: create/destroy; a destroyed stream's regions are reused safe
 // the stream exists; its regions count as foreign from then on and are only
 // reused after that event completed, even with the stream destroyed meanwhile.
 TEST("retire: regions of a retired held stream are reused only after its event") {
-  vpmm_pool* p = pool_with(0);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
   if (!p) return;
   vpmm_stream s = nullptr, t = nullptr;
   CHECK_OK(vpmm_pool_stream_create(p, &s));

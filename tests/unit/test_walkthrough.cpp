@@ -136,9 +136,10 @@ TEST("case D: 0 <= X < 4, defragment the split leftover and grow") {
 
 // The same sequence with no initial pages grows by the shortfall only. How
 // much can be remapped depends on the handle policy (docs/handles.md): with
-// one handle per page the split leftover [-6] moves and 16 pages serve 16
-// live; with one handle per growth (the default) [-6] shares a handle with
-// the live [4], cannot move, and the 11-page shortfall is created instead.
+// one handle per page, and with the default scaled handles (a growth this
+// small is cut into pages), the split leftover [-6] moves and 16 pages serve
+// 16 live; with one handle per growth [-6] shares a handle with the live [4],
+// cannot move, and the 11-page shortfall is created instead.
 static void growth_sequence(uint64_t max_handle, const std::string& want_layout,
                             uint64_t want_pages) {
   vt::HostPoolSpec spec;
@@ -166,8 +167,12 @@ TEST("growth from empty, one handle per page: page-exact remap") {
   growth_sequence(kPage, "[4][*6][1][11]" + hole(kVaPages - 22), 16);
 }
 
+TEST("growth from empty, default scaled handles: page-exact remap") {
+  growth_sequence(0, "[4][*6][1][11]" + hole(kVaPages - 22), 16);
+}
+
 TEST("growth from empty, one handle per growth: partial handles stay") {
-  growth_sequence(0, "[4][-6][1][11]" + hole(kVaPages - 22), 22);
+  growth_sequence(VPMM_HANDLE_SIZE_UNLIMITED, "[4][-6][1][11]" + hole(kVaPages - 22), 22);
 }
 
 // The same five calls on a stream of the caller's (not the default stream):

@@ -18,7 +18,8 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["Error", "Pool", "region", "library_path", "use_as_torch_allocator", "version"]
+__all__ = ["Error", "Pool", "region", "library_path", "use_as_torch_allocator", "default_pool_stats",
+           "version"]
 
 _STATUS = {
     0: "VPMM_OK", 1: "VPMM_ERR_INVALID_ARGUMENT", 2: "VPMM_ERR_OUT_OF_MEMORY",
@@ -35,7 +36,7 @@ def library_path():
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
-    for build in ("build", "build-ci"):
+    for build in ("build", "build-ci", "build-gpu"):
         cand = os.path.join(here, "..", "..", "..", build, "libvpmm.so.1")
         if os.path.exists(cand):
             return os.path.normpath(cand)
@@ -98,6 +99,7 @@ _push = _sig("vpmm_region_push", _i32, ctypes.c_char_p, _u32)
 _pop = _sig("vpmm_region_pop", _i32)
 _dump_text = _sig("vpmm_pool_dump_text", _i32, _vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
 _backend_name = _sig("vpmm_pool_backend_name", ctypes.c_char_p, _vp)
+_default_pool = _sig("vpmm_default_pool", _i32, _i32, ctypes.POINTER(_vp))
 
 
 class Error(RuntimeError):
@@ -207,3 +209,15 @@ def use_as_torch_allocator():
     alloc = torch.cuda.memory.CUDAPluggableAllocator(library_path(), "vpmm_torch_malloc", "vpmm_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
     return alloc
+
+
+def default_pool_stats(device=0):
+    """Statistics of the default pool of `device` (the pool the PyTorch hooks
+    allocate from), as a dict of vpmm_stats fields. Creates the pool if no
+    allocation made it yet."""
+    h = _vp()
+    _ok(_default_pool(device, ctypes.byref(h)))
+    s = _Stats()
+    s.struct_size = ctypes.sizeof(_Stats)
+    _ok(_stats(h, ctypes.byref(s)))
+    return {n: getattr(s, n) for n in _STAT_FIELDS}

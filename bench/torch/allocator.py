@@ -1,0 +1,34 @@
+"""Chooses the allocator of this process from the command line, before the
+first CUDA allocation: 'native', 'expandable' (PyTorch's expandable_segments)
+or 'vpmm' (libvpmm through CUDAPluggableAllocator; VPMM_* variables pick its
+policy). Shared by the scripts in bench/torch/ and tests/gpu/."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
+
+
+def choose(name):
+    """Returns a function giving (peak device bytes held by the allocator,
+    current bytes held). Must run before torch touches the GPU."""
+    if name == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    elif name == "native":
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    import torch
+    if name == "vpmm":
+        import vpmm
+        vpmm.use_as_torch_allocator()
+
+        def held():
+            s = vpmm.default_pool_stats()
+            return s["peak_mapped_bytes"], s["mapped_bytes"]
+        return held
+    if name not in ("native", "expandable"):
+        raise SystemExit(f"unknown allocator {name!r}: native, expandable or vpmm")
+
+    def held():
+        st = torch.cuda.memory_stats()
+        return st.get("reserved_bytes.all.peak", 0), st.get("reserved_bytes.all.current", 0)
+    return held

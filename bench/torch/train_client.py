@@ -1,0 +1,51 @@
+"""The live training client: a GPT-style model (16 layers, d=1024, AdamW,
+bf16 autocast) trained over six batch/sequence shapes in turn, under one
+allocator per process. Prints one JSON line: the allocator's peak device
+memory, the median step time of the measured rounds and the losses.
+
+  python3 bench/torch/train_client.py --alloc native|expandable|vpmm [--rounds 3]
+
+With --alloc vpmm the VPMM_* environment picks the policy (for instance
+VPMM_MAX_HANDLE_SIZE=1p for page handles)."""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import allocator
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--alloc", required=True)
+ap.add_argument("--rounds", type=int, default=3, help="rounds over the six shapes; the first is warm-up")
+ap.add_argument("--layers", type=int, default=16)
+ap.add_argument("--d", type=int, default=1024)
+ap.add_argument("--label", default="")
+args = ap.parse_args()
+held = allocator.choose(args.alloc)
+
+import torch  # noqa: E402  (after the allocator is chosen)
+import gpt  # noqa: E402
+
+torch.manual_seed(0)
+vocab = 32000
+model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+gen = torch.Generator(device="cuda").manual_seed(1)
+times, losses = [], []
+for r in range(args.rounds):
+    for batch, seq in gpt.SHAPES:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = gpt.train_step(model, opt, batch, seq, vocab, gen)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        losses.append(round(loss.item(), 5))
+        if r > 0:
+            times.append(dt)
+peak, cur = held()
+print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
+                  "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3), "held_bytes": cur,
+                  "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
+                  "steps_timed": len(times), "losses": losses}))
+sys.stdout.flush()
