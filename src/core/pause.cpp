@@ -325,11 +325,16 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   if (st != VPMM_OK) return st;
   std::vector<Mapping> hs;
   uint64_t cap = growth_handle_size(r.size, true);
-  st = create_handles(r.size, cap, &hs);
+  auto create = [&] {
+    vpmm_status cs = check_growth_limit(r.size);
+    if (cs == VPMM_OK) cs = create_handles(r.size, cap, &hs, &orphans_);
+    return cs;
+  };
+  st = create();
   if (st == VPMM_ERR_OUT_OF_MEMORY) {
     // Cached free pages may be what stands in the way: give them back once.
     release_free(0, true);
-    st = create_handles(r.size, cap, &hs);
+    st = create();
   }
   if (st != VPMM_OK) {
     release_charges(r);

@@ -19,7 +19,6 @@ namespace vpmm {
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
 constexpr uint64_t kSmallMinimum = 256;  // small_size below this disables small blocks
-constexpr vpmm_status kRetryPhase1 = -100;  // internal: defragment freed memory, run Phase 1 again
 }  // namespace
 
 Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
@@ -56,7 +55,9 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
     // each page is its own handle and can be remapped on its own.
     std::vector<Mapping> hs;
     const bool capped = opt.max_handle_size && opt.max_handle_size != kUnlimitedHandle;
-    st = p->create_handles(bytes, capped ? opt.max_handle_size : opt.page_size, &hs);
+    st = p->check_growth_limit(bytes);
+    if (st == VPMM_OK)
+      st = p->create_handles(bytes, capped ? opt.max_handle_size : opt.page_size, &hs, &p->orphans_);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
     uint64_t cur = va;
     size_t n = 0;
@@ -192,39 +193,6 @@ vpmm_status Pool::is_complete(Region& r, bool* done) {
 // Phase 0 and 1
 // ---------------------------------------------------------------------------
 
-void Pool::reap_zombies() {
-  if (m_.zombies.empty()) return;
-  std::vector<uint64_t> ready;
-  for (uint64_t va : m_.zombies) {
-    bool done = false;
-    Region& z = m_.regions.find(va)->second;
-    if (query(z.event, &done) == VPMM_OK && done) ready.push_back(va);
-  }
-  for (uint64_t va : ready) {
-    RegionIt it = m_.regions.find(va);
-    uint64_t end = va + it->second.size;
-    // Unmap every old mapping of the zombie; stop at the first failure and
-    // keep the rest a zombie so no VA is handed out while still mapped.
-    uint64_t cur = va;
-    while (cur < end) {
-      auto mp = m_.zombie_mappings.find(cur);
-      if (backend_->unmap(cur, mp->second.size) != VPMM_OK) break;
-      cur += mp->second.size;
-      m_.zombie_mappings.erase(mp);
-    }
-    if (cur == va) continue;
-    RegionIt z = it;
-    if (cur < end) m_.split(z, cur - va);
-    z = m_.regions.find(va);
-    Region hole;
-    hole.size = z->second.size;
-    hole.kind = Kind::Hole;
-    hole.chunk = z->second.chunk;
-    m_.erase(z);
-    m_.coalesce(m_.insert(va, hole));
-    ++c_.n_zombies_reaped;
-  }
-}
 
 // The best candidate of one stream's index: (size, id, va), or none.
 static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(
@@ -268,322 +236,6 @@ RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
   }
   return best;
 }
-
-// ---------------------------------------------------------------------------
-// Phase 2
-// ---------------------------------------------------------------------------
-
-namespace {
-struct Harvest {
-  uint64_t region_va = 0;
-  uint64_t lo = 0, hi = 0;  // moved range [lo, hi): whole handles
-  std::vector<std::pair<uint64_t, Mapping>> maps;
-  bool foreign = false;
-};
-struct Plan {
-  std::vector<Harvest> harvests;
-  uint64_t moved = 0;
-  uint64_t shortfall = 0;
-  uint64_t span() const { return moved + shortfall; }
-};
-}  // namespace
-
-// Plans which free pages move into the hole. A region is moved whole (it
-// consolidates free memory in one span, as in the walkthrough's case B) unless
-// it is more than twice what is still needed; then only the needed handles
-// from its start are detached and the rest stays in place, keeping its stream,
-// event and id. Only whole handles can move (a handle maps whole).
-// In `exact` mode (tagged allocations, which must own whole handles so a
-// pause releases exactly their memory) only handles no larger than what is
-// still needed move, so the span never exceeds the request.
-static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va, bool exact) {
-  struct Cand {
-    bool foreign;
-    uint64_t id;
-    uint64_t va;
-  };
-  std::vector<Cand> cands;
-  for (auto& kv : m.streams)
-    for (const auto& e : kv.second.free_by_size) {
-      uint64_t va = std::get<2>(e);
-      if (va == exclude_va) continue;
-      cands.push_back({kv.first != s, std::get<1>(e), va});
-    }
-  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-    return a.foreign != b.foreign ? !a.foreign : (a.id != b.id ? a.id < b.id : a.va < b.va);
-  });
-  Plan plan;
-  uint64_t remaining = need;
-  for (const Cand& c : cands) {
-    if (remaining == 0) break;
-    const Region& r = m.regions.find(c.va)->second;
-    auto maps = m.whole_mappings_in(c.va, r.size);
-    if (maps.empty()) continue;
-    Harvest h;
-    h.region_va = c.va;
-    h.foreign = c.foreign;
-    bool whole = !exact && r.size <= 2 * remaining;
-    uint64_t taken = 0;
-    for (auto& mp : maps) {
-      if (exact) {
-        // a contiguous run of handles that each fit what is still needed
-        if (taken + mp.second.size > remaining) {
-          if (h.maps.empty()) continue;
-          break;
-        }
-      } else if (!whole && taken >= remaining) {
-        break;
-      }
-      h.maps.push_back(mp);
-      taken += mp.second.size;
-    }
-    if (h.maps.empty()) continue;
-    h.lo = h.maps.front().first;
-    h.hi = h.maps.back().first + h.maps.back().second.size;
-    plan.moved += taken;
-    remaining = taken >= remaining ? 0 : remaining - taken;
-    plan.harvests.push_back(std::move(h));
-  }
-  plan.shortfall = remaining;
-  return plan;
-}
-
-bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
-  // A handle can straddle two adjacent free regions of different streams (a
-  // growth handle freed on A, half reused and freed on B). Neither region
-  // holds it whole, so it could be neither moved nor trimmed. Once both
-  // regions' events completed their streams no longer matter: merge them into
-  // one clean region, and fold in the free neighbours of its stream, which
-  // would otherwise split a handle the same way. Every merge is journaled.
-  bool changed = false;
-  auto merge = [&](RegionIt left, RegionIt right, bool same_stream) {
-    if (journal) journal->push_back({left->first, left->second, right->first, right->second});
-    Region merged = left->second;
-    merged.size += right->second.size;
-    if (same_stream) {
-      RegionMap::absorb(merged, right->second);
-    } else {
-      merged.id = std::max(merged.id, right->second.id);
-      merged.seq = 0;  // nothing pending on either stream
-      merged.event.reset();
-    }
-    m_.erase(right);
-    m_.retag(left, merged);
-    changed = true;
-    return left;
-  };
-  auto adjacent_free = [&](RegionIt x, RegionIt y) {
-    return x->second.kind == Kind::Free && y->second.kind == Kind::Free &&
-           x->second.chunk == y->second.chunk && x->first + x->second.size == y->first;
-  };
-  for (auto it = m_.regions.begin(); it != m_.regions.end();) {
-    auto nx = std::next(it);
-    if (nx == m_.regions.end()) break;
-    if (!adjacent_free(it, nx)) {
-      it = nx;
-      continue;
-    }
-    if (RegionMap::coalescable(it->second, nx->second)) {  // left by a merge below
-      it = merge(it, nx, true);
-      continue;
-    }
-    auto mp = m_.mappings.upper_bound(nx->first);
-    bool straddles = mp != m_.mappings.begin() && std::prev(mp)->first < nx->first &&
-                     std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
-    bool done_a = false, done_b = false;
-    if (straddles && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
-        is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
-      it = merge(it, nx, false);
-      if (it != m_.regions.begin()) {
-        auto pv = std::prev(it);
-        if (adjacent_free(pv, it) && RegionMap::coalescable(pv->second, it->second)) it = pv;
-      }
-      continue;  // it may touch, or straddle, its new neighbour too
-    }
-    it = nx;
-  }
-  return changed;
-}
-
-void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
-  for (auto u = journal.rbegin(); u != journal.rend(); ++u) {
-    RegionIt it = m_.regions.find(u->left_va);
-    m_.split(it, u->left.size);
-    m_.retag(m_.regions.find(u->left_va), u->left);
-    m_.retag(m_.regions.find(u->right_va), u->right);
-  }
-}
-
-vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
-                             RegionIt* out) {
-  if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
-  // A. Choose the hole and the plan. Prefer the smallest hole that fits the
-  // request; if a free region of the caller's stream ends right where the hole
-  // starts, it joins the span in place and less has to move.
-  Plan plan;
-  uint64_t hole_va = 0;
-  bool have_hole = false;
-  auto h = m_.holes_by_size.lower_bound({bytes, 0});
-  if (!exact && h != m_.holes_by_size.end()) {
-    RegionIt hole = m_.regions.find(h->second);
-    uint64_t prefix_va = UINT64_MAX, prefix = 0;
-    if (hole != m_.regions.begin()) {
-      RegionIt pv = std::prev(hole);
-      if (pv->second.kind == Kind::Free &&
-          (pv->second.stream == s || pv->second.stream == clean_stream()) &&
-          pv->second.chunk == hole->second.chunk && pv->first + pv->second.size == hole->first) {
-        prefix_va = pv->first;
-        prefix = pv->second.size;
-      }
-    }
-    plan = plan_harvest(m_, bytes - std::min(prefix, bytes - opt_.page_size), s, prefix_va, false);
-    if (plan.span() > 0 && plan.span() <= hole->second.size) {
-      hole_va = hole->first;
-      have_hole = true;
-    }
-  }
-  if (!have_hole) {
-    plan = plan_harvest(m_, bytes, s, UINT64_MAX, exact);
-    auto h2 = m_.holes_by_size.lower_bound({plan.span(), 0});
-    if (h2 != m_.holes_by_size.end()) {
-      hole_va = h2->second;
-      have_hole = true;
-    }
-  }
-
-
-
-  // B. Events: zombies need the event of each moved region; a pending foreign
-  // one also makes the caller's stream wait on the GPU (the CPU never blocks).
-  std::vector<EventRef> events(plan.harvests.size());
-  for (size_t i = 0; i < plan.harvests.size(); ++i) {
-    Region& r = m_.regions.find(plan.harvests[i].region_va)->second;
-    vpmm_status st = event_of(r, &events[i]);
-    if (st != VPMM_OK) return st;
-    if (!events[i]) continue;  // never used: nothing pending
-    bool done = false;
-    if (plan.harvests[i].foreign) {
-      st = query(events[i], &done);
-      if (st != VPMM_OK) return st;
-      if (!done) {
-        st = backend_->stream_wait(s, events[i]->handle());
-        if (st != VPMM_OK) return st;
-        ++c_.n_stream_waits;
-      }
-    }
-  }
-
-  // C. Backend work, undone on failure.
-  uint64_t new_chunk_va = 0, new_chunk_size = 0;
-  if (!have_hole) {
-    vpmm_status st = reserve_chunk(plan.span(), &new_chunk_va, &new_chunk_size);
-    if (st != VPMM_OK) return st;
-    hole_va = new_chunk_va;
-  }
-  auto undo_chunk = [&] {
-    if (new_chunk_size) backend_->unreserve(new_chunk_va, new_chunk_size);
-  };
-  std::vector<Mapping> created;
-  if (plan.shortfall) {
-    vpmm_status st = create_handles(plan.shortfall, growth_handle_size(plan.shortfall, exact), &created);
-    if (st != VPMM_OK) {
-      undo_chunk();
-      return st;
-    }
-  }
-  std::vector<std::pair<uint64_t, Mapping>> placed;  // new VA -> handle
-  uint64_t cur = hole_va;
-  for (const Harvest& hv : plan.harvests)
-    for (const auto& mp : hv.maps) {
-      placed.emplace_back(cur, mp.second);
-      cur += mp.second.size;
-    }
-  for (const Mapping& c : created) {
-    placed.emplace_back(cur, c);
-    cur += c.size;
-  }
-  size_t n_mapped = 0;
-  vpmm_status st = VPMM_OK;
-  for (; n_mapped < placed.size(); ++n_mapped) {
-    st = backend_->map(placed[n_mapped].first, placed[n_mapped].second.size,
-                       placed[n_mapped].second.handle);
-    if (st != VPMM_OK) break;
-  }
-  if (st == VPMM_OK) st = backend_->set_access(hole_va, plan.span());
-  if (st != VPMM_OK) {
-    for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(placed[i].first, placed[i].second.size);
-    release_handles(created);
-    undo_chunk();
-    return st;
-  }
-
-  // D. Commit: nothing below can fail (std::bad_alloc aside, caught at the ABI).
-  if (new_chunk_size) {
-    Region hole;
-    hole.size = new_chunk_size;
-    hole.kind = Kind::Hole;
-    hole.chunk = static_cast<uint32_t>(m_.chunks.size());
-    m_.chunks.push_back({new_chunk_va, new_chunk_size});
-    m_.totals.reserved += new_chunk_size;
-    m_.insert(new_chunk_va, hole);
-  }
-  for (size_t i = 0; i < plan.harvests.size(); ++i) {
-    const Harvest& hv = plan.harvests[i];
-    RegionIt r = m_.regions.find(hv.region_va);
-    if (hv.lo > r->first) r = m_.split(r, hv.lo - r->first);
-    if (hv.hi < r->first + r->second.size) m_.split(r, hv.hi - r->first);
-    Region z;
-    z.size = hv.hi - hv.lo;
-    z.kind = Kind::Zombie;
-    z.chunk = r->second.chunk;
-    z.event = events[i];  // null: the region was never used, nothing to wait for
-    m_.erase(r);
-    m_.insert(hv.lo, z);
-    for (const auto& mp : hv.maps) {
-      m_.mappings.erase(mp.first);
-      m_.zombie_mappings.emplace(mp.first, mp.second);
-    }
-  }
-  for (const auto& p : placed) m_.mappings.emplace(p.first, p.second);
-  m_.totals.mapped += plan.shortfall;
-
-  RegionIt hole = m_.regions.find(hole_va);
-  if (hole->second.size > plan.span()) m_.split(hole, plan.span());
-  hole = m_.regions.find(hole_va);
-  Region span;
-  span.size = plan.span();
-  span.kind = Kind::Free;
-  span.chunk = hole->second.chunk;
-  span.stream = s;
-  span.id = next_id_++;
-  // Moved pages may carry foreign work the caller's stream now waits on: a
-  // fresh free point makes any later event cover those waits.
-  span.seq = plan.moved ? ++m_.streams[s].free_seq : 0;
-  m_.erase(hole);
-  RegionIt res = m_.insert(hole_va, span);
-  if (!exact) res = m_.coalesce(res);  // exact spans stay on their handle boundaries
-
-  if (plan.moved) {
-    ++c_.n_defrag;
-    c_.bytes_remapped += plan.moved;
-  }
-  if (plan.shortfall) {
-    ++c_.n_grow;
-    c_.pages_created += plan.shortfall / opt_.page_size;
-    c_.handles_created += created.size();
-  }
-  note_peaks();
-  // Same-stream harvests often have completed events already: unmap their old
-  // VAs now so the layout after the call is final ([*X] rather than [~X]).
-  if (plan.moved) {
-    uint64_t res_va = res->first;
-    reap_zombies();
-    res = m_.regions.find(res_va);  // reaping never merges mapped regions
-  }
-  *out = res;
-  return VPMM_OK;
-}
-
 vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size) {
   uint64_t want = std::max(opt_.va_size, min_bytes);
   want = (want + opt_.page_size - 1) / opt_.page_size * opt_.page_size;
@@ -597,12 +249,18 @@ vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size
   return VPMM_OK;
 }
 
-vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out) {
-  if (lim_.limit && m_.totals.mapped + bytes > lim_.limit)
+vpmm_status Pool::check_growth_limit(uint64_t bytes) const {
+  const uint64_t held = m_.totals.mapped + creating_;
+  if (lim_.limit && held + bytes > lim_.limit)
     return fail(VPMM_ERR_OUT_OF_MEMORY,
                 "growing by %" PRIu64 " bytes would exceed the memory limit (%" PRIu64 " of %" PRIu64
-                " bytes mapped)",
-                bytes, m_.totals.mapped, lim_.limit);
+                " bytes mapped or being mapped)",
+                bytes, held, lim_.limit);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out,
+                                 std::vector<Mapping>* orphans) {
   max_handle = std::max<uint64_t>(opt_.page_size, max_handle / opt_.page_size * opt_.page_size);
   max_handle = std::min(max_handle, std::max<uint64_t>(bytes, 1));
   std::vector<Mapping> hs;
@@ -613,7 +271,7 @@ vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vecto
     PhysHandle ph = 0;
     vpmm_status st = backend_->create(sz, &ph);
     if (st != VPMM_OK) {
-      release_handles(hs);
+      release_handles_into(hs, orphans);
       return st;
     }
     hs.push_back({ph, sz});
@@ -633,6 +291,11 @@ uint64_t Pool::growth_handle_size(uint64_t shortfall, bool tagged) const {
 
 void Pool::release_handles(const std::vector<Mapping>& hs) {
   for (const Mapping& h : hs) release_handle(h);
+}
+
+void Pool::release_handles_into(const std::vector<Mapping>& hs, std::vector<Mapping>* orphans) {
+  for (const Mapping& h : hs)
+    if (backend_->release(h.handle, h.size) != VPMM_OK) orphans->push_back(h);
 }
 
 void Pool::release_handle(const Mapping& h) {
@@ -676,9 +339,10 @@ uint64_t Pool::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
 }
 
 vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
-                              const Attrs& a, RegionIt* out) {
-  reap_zombies();
+                              const Attrs& a, LockWindow* window, RegionIt* out, size_t* handle_ops) {
+  size_t ops = reap_zombies(window, window ? kReapFirst : SIZE_MAX);
   const bool exact = a.tag != 0;
+  bool remapped = false;
   RegionIt r = best_fit_same_stream(bytes, s, exact);
   if (r == m_.regions.end()) {
     r = best_fit_completed_other(bytes, s, exact);
@@ -686,17 +350,28 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   }
   if (r == m_.regions.end()) {
     std::vector<MergeUndo> merges;
-    vpmm_status st = defragment(bytes, s, exact, &merges, &r);
+    vpmm_status st = defragment(bytes, s, exact, &merges, window, &r, &ops);
     if (st == kRetryPhase1) {
       // Phase 2 merged free regions that straddled a handle: one of them may
       // now fit in place, with no remap at all.
       r = best_fit_same_stream(bytes, s, exact);
       if (r == m_.regions.end()) r = best_fit_completed_other(bytes, s, exact);
-      if (r == m_.regions.end()) st = defragment(bytes, s, exact, nullptr, &r);
+      if (r == m_.regions.end()) st = defragment(bytes, s, exact, nullptr, window, &r, &ops);
       else st = VPMM_OK;
-      if (st != VPMM_OK) undo_merges(merges);  // a failed malloc changes nothing
+      // A failed malloc changes nothing; if another thread changed the map
+      // while this one was mapping, the merges (harmless: completed free
+      // memory, one region instead of two) stay.
+      if (st != VPMM_OK && !(window && window->others_changed())) undo_merges(merges);
     }
     if (st != VPMM_OK) return st;
+    // The span counted on the caller's free neighbour of the hole; another
+    // thread may have taken it while the mutex was released. Try again with
+    // the mutex held: the new span itself is now the caller's to harvest.
+    if (r->second.size < bytes) {
+      st = defragment(bytes, s, exact, nullptr, nullptr, &r, &ops);
+      if (st != VPMM_OK) return st;
+    }
+    remapped = true;
   }
   if (exact) {
     // Start on the handle run that fits exactly; the head stays free.
@@ -714,8 +389,14 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   live.tag = a.tag;
   live.flags = a.flags;
   m_.retag(r, live);
-  *out = r;
   note_peaks();
+  // Same-stream harvests often have completed events already: unmap their old
+  // VAs now so the layout after the call is final ([*X] rather than [~X]).
+  // With a window, malloc_locked does it once the allocation is complete:
+  // the mutex may not be released around a half-made one.
+  if (remapped && !window) reap_zombies();
+  if (handle_ops) *handle_ops += ops;
+  *out = r;
   return VPMM_OK;
 }
 
@@ -736,7 +417,7 @@ void Pool::free_pages(RegionIt it, Stream s) {
 // ---------------------------------------------------------------------------
 
 vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res,
-                               void** out) {
+                               LockWindow* window, void** out) {
   const uint64_t page = opt_.page_size;
   const bool small = size <= opt_.small_size && opt_.small_size >= kSmallMinimum;
   if (!small && size > UINT64_MAX - (page - 1))
@@ -745,11 +426,21 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   const uint64_t bytes = small ? small_charge(size) : (size + page - 1) / page * page;
   vpmm_status st = admit(bytes, res);
   if (st != VPMM_OK) return st;
+  const uint64_t defrags = c_.n_defrag;
+  size_t handle_ops = 0;
   if (small) {
     st = small_->malloc(size, s, a, res, out);
   } else {
     RegionIt r;
-    st = alloc_pages(bytes, s, Kind::Live, size, a, &r);
+    st = alloc_pages(bytes, s, Kind::Live, size, a, window, &r, &handle_ops);
+    if (res && window && !lim_.reservations.count(res)) {
+      // Released while this call ran its driver work without the mutex: as
+      // release does for the allocations charged to it, the charge becomes
+      // unreserved (a failure has nothing left to give back).
+      if (st != VPMM_OK) return st;
+      res = nullptr;
+      lim_.unreserved_live += bytes;
+    }
     if (st == VPMM_OK) {
       r->second.res = res;
       r->second.charge = bytes;
@@ -767,6 +458,10 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
     note_peaks();  // a slab taken back from the empty cache is live again
   }
   c_.requested += size;
+  // The old VAs of this call's harvests: now that the allocation is complete,
+  // the mutex may be released around their unmaps (see alloc_pages).
+  if (window && !small && c_.n_defrag != defrags)
+    reap_zombies(window, std::max(kReapAtLeast, kHandleOpsPerCall - std::min(kHandleOpsPerCall, handle_ops)));
   return VPMM_OK;
 }
 
@@ -782,7 +477,8 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
     void* oom_user;
     uint64_t mapped;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      LockWindow window(&lock);
       Attrs a;
       a.flags = flags;
       st = tag ? intern_tag(tag, &a.tag) : VPMM_OK;
@@ -790,7 +486,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
       if (st == VPMM_OK && res && !lim_.reservations.count(res))
         st = fail(VPMM_ERR_INVALID_ARGUMENT, "reservation %p is not a live reservation of this pool",
                   static_cast<void*>(res));
-      if (st == VPMM_OK) st = malloc_locked(size, s, a, res, out);
+      if (st == VPMM_OK) st = malloc_locked(size, s, a, res, &window, out);
       if (st == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
       if (st == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
       transition = take_transition();

@@ -29,6 +29,40 @@ namespace vpmm {
 
 class SmallAllocator;
 class BackupBuffers;
+struct Transit;
+
+// Lets a page-level malloc run its driver calls without the pool mutex, so
+// that no other thread's malloc or free waits behind a remap: set-access and
+// unmap cost 30-40 us per handle on an H100, and a defragmentation moves tens
+// of handles. Held by the caller of Pool::malloc; the small allocator, whose
+// state cannot survive the mutex being dropped mid-slab, passes none.
+class LockWindow {
+ public:
+  explicit LockWindow(std::unique_lock<std::mutex>* lock) : lock_(lock) {}
+  // Runs f with the mutex released and takes it back (also on an exception),
+  // noting whether another thread changed the region map meanwhile.
+  template <typename F>
+  vpmm_status outside(const RegionMap& m, F&& f) {
+    const uint64_t before = m.changes();
+    struct Relock {
+      std::unique_lock<std::mutex>* l;
+      ~Relock() { l->lock(); }
+    };
+    vpmm_status st;
+    {
+      lock_->unlock();
+      Relock relock{lock_};
+      st = f();
+    }
+    if (m.changes() != before) others_changed_ = true;
+    return st;
+  }
+  bool others_changed() const { return others_changed_; }
+
+ private:
+  std::unique_lock<std::mutex>* lock_;
+  bool others_changed_ = false;
+};
 
 // Per-allocation attributes as the core sees them: the tag interned to an
 // index (0 = untagged, not pausable) and the VPMM_ALLOC_* flags.
@@ -56,6 +90,16 @@ constexpr size_t kPauseBatchesAhead = 4;
 // malloc is 128 handles of 64 MiB, not 4096 pages.
 constexpr uint64_t kHandlesPerGrowth = 128;
 constexpr uint64_t kUnlimitedHandle = UINT64_MAX;  // VPMM_HANDLE_SIZE_UNLIMITED
+
+// Driver work one malloc does on handles, in map + set-access and unmap
+// calls (30-45 us each on an H100): under 1 ms. A call first unmaps a few
+// zombies (kReapFirst), then maps what Phase 2 moves or creates, then unmaps
+// its own harvest's old VAs with what is left (at least kReapAtLeast, so the
+// backlog always shrinks). Zombies hold VA, not physical memory: the next
+// calls reap the rest.
+constexpr size_t kHandleOpsPerCall = 24;
+constexpr size_t kReapFirst = 4;
+constexpr size_t kReapAtLeast = 2;
 
 struct PoolOptions {
   uint64_t page_size = 0;
@@ -126,25 +170,43 @@ class Pool {
   // --- page-level operations; the caller holds mu_ ---
   // Hands out `bytes` (page multiple) as a region of `kind` on stream s.
   // A tagged request (a.tag != 0) gets a range made of whole handles only.
+  // With a window, driver calls run outside the mutex (see LockWindow).
+  // `handle_ops`, if given, adds the handles this call unmapped or mapped.
   vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                          RegionIt* out);
+                          LockWindow* window, RegionIt* out, size_t* handle_ops = nullptr);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
 
-  void reap_zombies();
+  // Phase 0: unmaps the old VAs of zombies whose events completed (at most
+  // `budget` handles) and turns them into holes. With a window the unmaps run
+  // outside the mutex. Returns the number of handles unmapped.
+  size_t reap_zombies(LockWindow* window = nullptr, size_t budget = SIZE_MAX);
   RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
   RegionIt best_fit_completed_other(uint64_t bytes, Stream s, bool exact);
   // With `merges`, it may first merge completed free regions that straddle a
   // handle (recorded there so a later failure can undo them) and ask for
   // Phase 1 again (kRetryPhase1).
+  // Internal status of defragment: it merged regions, run Phase 1 again.
+  static constexpr vpmm_status kRetryPhase1 = -100;
   struct MergeUndo {
     uint64_t left_va;
     Region left;
     uint64_t right_va;
     Region right;
   };
+  // Phase 2 (defrag.cpp), in four steps: plan (choose the hole and what
+  // moves), wait (events; GPU-side waits on pending foreign work), claim
+  // (the plan's regions leave every index, so no other thread takes them),
+  // map (driver calls: outside the mutex when there is a window), then
+  // commit, or abandon, which puts every claimed region back.
   vpmm_status defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
-                         RegionIt* out);
+                         LockWindow* window, RegionIt* out, size_t* handle_ops);
+  void plan_defrag(Transit* t);
+  vpmm_status wait_for_harvest(Transit* t);
+  vpmm_status claim(Transit* t);
+  vpmm_status map_transit(Transit* t);  // touches only t and the backend
+  RegionIt commit(Transit* t);
+  void abandon(Transit* t);
   bool merge_completed_straddles(std::vector<MergeUndo>* journal);
   void undo_merges(const std::vector<MergeUndo>& journal);
   // Offset of a run of whole handles inside [va, va+size) that adds up to
@@ -158,16 +220,26 @@ class Pool {
   vpmm_status query(const EventRef& ev, bool* done);
 
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
-  vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out);
+  // Fails with OUT_OF_MEMORY when growing by `bytes` now (besides what
+  // Phase 2s in flight are creating) would pass the memory limit.
+  vpmm_status check_growth_limit(uint64_t bytes) const;
+  // Creates handles no larger than max_handle; needs no mutex (the limit is
+  // the caller's to check). On failure nothing is left; handles the driver
+  // refused to release go to *orphans.
+  vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out,
+                             std::vector<Mapping>* orphans);
   // Largest handle a growth of `shortfall` bytes is cut into under the
   // configured policy; `tagged` growths own whole handles, one per growth by
   // default so that pausing costs one unmap + release per allocation.
   uint64_t growth_handle_size(uint64_t shortfall, bool tagged) const;
   void release_handles(const std::vector<Mapping>& hs);
   void release_handle(const Mapping& h);  // unmapped handle; kept as an orphan if refused
+  // The same without the mutex: refused handles are collected in *orphans.
+  void release_handles_into(const std::vector<Mapping>& hs, std::vector<Mapping>* orphans);
   void retry_orphans();
   void note_peaks();
-  vpmm_status malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
+  vpmm_status malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res,
+                            LockWindow* window, void** out);
   // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
   vpmm_status admit(uint64_t charge, Reservation* res);
   void uncharge(uint64_t charge, Reservation* res);
@@ -231,6 +303,7 @@ class Pool {
   bool have_copy_stream_ = false;
   LimitState lim_;
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
+  uint64_t creating_ = 0;         // bytes Phase 2s in flight are creating (limit checks)
   std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
   vpmm_oom_fn oom_fn_ = nullptr;
   void* oom_user_ = nullptr;

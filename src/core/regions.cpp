@@ -20,6 +20,7 @@ uint64_t* total_for(Totals& t, Kind k) {
     case Kind::Small: return &t.small;
     case Kind::Free: return &t.free;
     case Kind::Hole: return &t.hole;
+    case Kind::Transit: return &t.hole;
     case Kind::Zombie: return &t.zombie;
     case Kind::Paused: return &t.paused;
   }
@@ -29,6 +30,7 @@ uint64_t* total_for(Totals& t, Kind k) {
 }  // namespace
 
 void RegionMap::index(RegionIt it) {
+  ++changes_;
   const Region& r = it->second;
   *total_for(totals, r.kind) += r.size;
   switch (r.kind) {
@@ -273,7 +275,8 @@ std::string RegionMap::check(uint64_t page) const {
   if (sum.hole != totals.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals.hole, sum.hole);
   if (sum.zombie != totals.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals.zombie, sum.zombie);
   if (sum.paused != totals.paused) return bad("paused total %" PRIu64 " != sum %" PRIu64, totals.paused, sum.paused);
-  if (primary != totals.mapped) return bad("mapped total %" PRIu64 " != mapping sum %" PRIu64, totals.mapped, primary);
+  if (primary + totals.moving != totals.mapped)
+    return bad("mapped total %" PRIu64 " != mapping sum + moving %" PRIu64, totals.mapped, primary + totals.moving);
   if (chunk_bytes != totals.reserved) return bad("reserved total %" PRIu64 " != chunk sum %" PRIu64, totals.reserved, chunk_bytes);
   return "";
 }

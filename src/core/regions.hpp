@@ -53,8 +53,10 @@ class Event {
 using EventRef = std::shared_ptr<Event>;
 
 // Live/Small/Free are mapped; Hole/Paused are reserved VA with nothing mapped;
-// Zombie is an old VA still mapped after a remap.
-enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6 };
+// Zombie is an old VA still mapped after a remap. Transit is a hole claimed by
+// a Phase 2 whose driver calls run without the pool mutex: nothing is mapped
+// there yet as far as the map knows, and nobody else may take it.
+enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7 };
 
 struct Region {
   uint64_t size = 0;
@@ -73,6 +75,8 @@ struct Region {
   uint64_t backup_size = 0; // bytes of the pinned buffer (>= size)
   struct Reservation* res = nullptr;  // live/paused: charged reservation (null: unreserved)
   uint64_t charge = 0;      // live/paused: bytes charged at malloc
+  bool busy = false;        // zombie: a call working outside the mutex owns it (its
+                            // harvest may still be undone, or it is being unmapped)
 };
 
 struct Mapping {
@@ -106,8 +110,12 @@ struct StreamState {
   uint64_t clean_upto = 0;      // frees up to this seq need no event (device synchronised)
 };
 
+// `hole` counts transit regions too (reserved VA with nothing mapped yet).
+// `moving` is mapped bytes whose handles a Phase 2 in flight took off their
+// old regions and has not placed yet: counted in `mapped`, in no primary mapping.
 struct Totals {
   uint64_t live = 0, small = 0, free = 0, hole = 0, zombie = 0, paused = 0, mapped = 0, reserved = 0;
+  uint64_t moving = 0;
 };
 
 class RegionMap {
@@ -155,7 +163,12 @@ class RegionMap {
   // Returns "" when every invariant holds, else the first violation.
   std::string check(uint64_t page_size) const;
 
+  // Bumped by every change to the region tiling: a caller that let go of the
+  // pool mutex compares it to learn whether another thread changed the map.
+  uint64_t changes() const { return changes_; }
+
  private:
+  uint64_t changes_ = 0;
   void index(RegionIt it);
   void unindex(RegionIt it);
 };

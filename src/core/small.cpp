@@ -64,7 +64,7 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
   uint64_t bytes = (2 * block + page - 1) / page * page;
   if (bytes < page) bytes = page;
   RegionIt r;
-  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, a, &r);
+  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, a, nullptr, &r);
   if (st != VPMM_OK) return st;
   std::unique_ptr<Slab> slab(new Slab);
   slab->va = r->first;

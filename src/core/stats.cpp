@@ -19,10 +19,11 @@ void Pool::stats(vpmm_stats* out) {
   const Totals& t = m_.totals;
   s.mapped_bytes = t.mapped;
   s.reserved_va_bytes = t.reserved;
-  // Empty small-object slabs are cached memory, not live: they count as free.
+  // Empty small-object slabs are cached memory, not live: they count as free,
+  // as do free pages a malloc in flight is moving into its new span.
   s.live_bytes = t.live + t.small - small_->empty_bytes();
   s.requested_bytes = c_.requested;
-  s.free_bytes = t.free + small_->empty_bytes();
+  s.free_bytes = t.free + t.moving + small_->empty_bytes();
   s.hole_bytes = t.hole;
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
@@ -80,7 +81,8 @@ std::vector<vpmm_region> Pool::snapshot() {
     std::memset(&x, 0, sizeof x);
     x.va = kv.first;
     x.size = r.size;
-    x.kind = static_cast<int32_t>(r.kind);
+    // A transit region is a hole being mapped by a malloc still in flight.
+    x.kind = static_cast<int32_t>(r.kind == Kind::Transit ? Kind::Hole : r.kind);
     x.chunk = r.chunk;
     x.chunk_offset = kv.first - m_.chunks[r.chunk].va;
     if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free) {

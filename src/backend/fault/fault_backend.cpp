@@ -109,7 +109,13 @@ std::string FaultControl::trace() const {
   return trace_;
 }
 
+void FaultControl::set_hook(std::function<void(int kind)> hook) {
+  std::lock_guard<std::mutex> lk(mu_);
+  hook_ = std::move(hook);
+}
+
 vpmm_status FaultControl::enter(int kind) {
+  if (hook_) hook_(kind);
   uint64_t global = 0, nth = 0;
   vpmm_status status = VPMM_OK;
   {

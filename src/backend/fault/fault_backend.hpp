@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,7 +95,14 @@ class FaultControl {
   // injected status (the thread-local message is already set).
   vpmm_status enter(int kind);
 
+  // Runs `hook(kind)` at the start of every call, counted or not, outside the
+  // control's mutex: a test can hold a call of one thread at a known point
+  // (a map in the middle of a defragmentation) while other threads go on.
+  // Set it before the threads start; null removes it.
+  void set_hook(std::function<void(int kind)> hook);
+
  private:
+  std::function<void(int)> hook_;
   mutable std::mutex mu_;
   FaultPlan plan_;
   bool counting_ = true;

@@ -1,0 +1,496 @@
+// Phase 0 (zombie reaping) and Phase 2 (defragmentation by remapping) of the
+// pool; see pool.hpp for the phases.
+//
+// Phase 2 runs in steps so that its driver calls can run without the pool
+// mutex. Everything decided is decided under the mutex (plan, wait, claim);
+// the claim takes the plan's regions out of every index, so no other thread
+// can touch them while this one maps; the commit or the abandon, again under
+// the mutex, puts them back as the new span or exactly as they were. A
+// failure leaves no backend effect behind (map_transit undoes its own).
+#include <algorithm>
+#include <cinttypes>
+
+#include "core/error.hpp"
+#include "core/pool.hpp"
+
+namespace vpmm {
+
+namespace {
+
+struct Harvest {
+  uint64_t region_va = 0;
+  uint64_t lo = 0, hi = 0;  // moved range [lo, hi): whole handles
+  std::vector<std::pair<uint64_t, Mapping>> maps;
+  bool foreign = false;
+};
+
+struct Plan {
+  std::vector<Harvest> harvests;
+  uint64_t moved = 0;
+  uint64_t shortfall = 0;
+  uint64_t span() const { return moved + shortfall; }
+};
+
+}  // namespace
+
+// One Phase 2 from plan to commit.
+struct Transit {
+  uint64_t bytes = 0;
+  Stream stream = nullptr;
+  bool exact = false;
+  Plan plan;
+  bool have_hole = false;  // false: map_transit reserves a new chunk
+  uint64_t hole_va = 0;
+  std::vector<EventRef> events;  // per harvest: what its zombie waits for
+  std::vector<Region> originals; // per harvest: the free region it was, for abandon
+  uint64_t chunk_va = 0, chunk_size = 0;
+  std::vector<Mapping> created;
+  std::vector<std::pair<uint64_t, Mapping>> placed;  // new VA -> handle
+  std::vector<Mapping> orphans;  // handles the driver refused to release meanwhile
+};
+
+// ---------------------------------------------------------------------------
+// Phase 0
+// ---------------------------------------------------------------------------
+
+size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
+  if (m_.zombies.empty() || budget == 0) return 0;
+  struct Job {
+    uint64_t va;
+    std::vector<std::pair<uint64_t, Mapping>> maps;  // a prefix of the zombie's mappings
+    size_t unmapped = 0;
+  };
+  std::vector<Job> jobs;
+  size_t handles = 0;
+  for (uint64_t va : m_.zombies) {
+    if (handles >= budget) break;
+    Region& z = m_.regions.find(va)->second;
+    bool done = false;
+    if (z.busy || query(z.event, &done) != VPMM_OK || !done) continue;
+    Job j{va, {}, 0};
+    for (auto mp = m_.zombie_mappings.find(va);
+         mp != m_.zombie_mappings.end() && mp->first < va + z.size && handles < budget; ++mp, ++handles)
+      j.maps.push_back(*mp);
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) return 0;
+  // Unmap in order and stop at a zombie's first failure: its rest stays a
+  // zombie, so no VA is handed out while still mapped.
+  auto unmap_all = [&] {
+    for (Job& j : jobs)
+      for (const auto& mp : j.maps) {
+        if (backend_->unmap(mp.first, mp.second.size) != VPMM_OK) break;
+        ++j.unmapped;
+      }
+    return VPMM_OK;
+  };
+  if (window) {
+    for (Job& j : jobs) m_.regions.find(j.va)->second.busy = true;
+    window->outside(m_, unmap_all);
+    for (Job& j : jobs) m_.regions.find(j.va)->second.busy = false;
+  } else {
+    unmap_all();
+  }
+  size_t unmapped = 0;
+  for (Job& j : jobs) {
+    unmapped += j.unmapped;
+    if (j.unmapped == 0) continue;
+    uint64_t end = j.va;
+    for (size_t i = 0; i < j.unmapped; ++i) {
+      m_.zombie_mappings.erase(j.maps[i].first);
+      end += j.maps[i].second.size;
+    }
+    RegionIt z = m_.regions.find(j.va);
+    if (end < j.va + z->second.size) m_.split(z, end - j.va);
+    z = m_.regions.find(j.va);
+    Region hole;
+    hole.size = z->second.size;
+    hole.kind = Kind::Hole;
+    hole.chunk = z->second.chunk;
+    m_.erase(z);
+    m_.coalesce(m_.insert(j.va, hole));
+    ++c_.n_zombies_reaped;
+  }
+  return unmapped;
+}
+
+// ---------------------------------------------------------------------------
+// Phase 2: plan
+// ---------------------------------------------------------------------------
+
+// Plans which free pages move into the hole. A region is moved whole (it
+// consolidates free memory in one span, as in the walkthrough's case B) unless
+// it is more than twice what is still needed; then only the needed handles
+// from its start are detached and the rest stays in place, keeping its stream,
+// event and id. Only whole handles can move (a handle maps whole).
+// In `exact` mode (tagged allocations, which must own whole handles so a
+// pause releases exactly their memory) only handles no larger than what is
+// still needed move, so the span never exceeds the request.
+static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va, bool exact) {
+  struct Cand {
+    bool foreign;
+    uint64_t id;
+    uint64_t va;
+  };
+  std::vector<Cand> cands;
+  for (auto& kv : m.streams)
+    for (const auto& e : kv.second.free_by_size) {
+      uint64_t va = std::get<2>(e);
+      if (va == exclude_va) continue;
+      cands.push_back({kv.first != s, std::get<1>(e), va});
+    }
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    return a.foreign != b.foreign ? !a.foreign : (a.id != b.id ? a.id < b.id : a.va < b.va);
+  });
+  Plan plan;
+  uint64_t remaining = need;
+  for (const Cand& c : cands) {
+    if (remaining == 0) break;
+    const Region& r = m.regions.find(c.va)->second;
+    auto maps = m.whole_mappings_in(c.va, r.size);
+    if (maps.empty()) continue;
+    Harvest h;
+    h.region_va = c.va;
+    h.foreign = c.foreign;
+    bool whole = !exact && r.size <= 2 * remaining;
+    uint64_t taken = 0;
+    for (auto& mp : maps) {
+      if (exact) {
+        // a contiguous run of handles that each fit what is still needed
+        if (taken + mp.second.size > remaining) {
+          if (h.maps.empty()) continue;
+          break;
+        }
+      } else if (!whole && taken >= remaining) {
+        break;
+      }
+      h.maps.push_back(mp);
+      taken += mp.second.size;
+    }
+    if (h.maps.empty()) continue;
+    h.lo = h.maps.front().first;
+    h.hi = h.maps.back().first + h.maps.back().second.size;
+    plan.moved += taken;
+    remaining = taken >= remaining ? 0 : remaining - taken;
+    plan.harvests.push_back(std::move(h));
+  }
+  plan.shortfall = remaining;
+  return plan;
+}
+
+bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
+  // A handle can straddle two adjacent free regions of different streams (a
+  // growth handle freed on A, half reused and freed on B). Neither region
+  // holds it whole, so it could be neither moved nor trimmed. Once both
+  // regions' events completed their streams no longer matter: merge them into
+  // one clean region, and fold in the free neighbours of its stream, which
+  // would otherwise split a handle the same way. Every merge is journaled.
+  bool changed = false;
+  auto merge = [&](RegionIt left, RegionIt right, bool same_stream) {
+    if (journal) journal->push_back({left->first, left->second, right->first, right->second});
+    Region merged = left->second;
+    merged.size += right->second.size;
+    if (same_stream) {
+      RegionMap::absorb(merged, right->second);
+    } else {
+      merged.id = std::max(merged.id, right->second.id);
+      merged.seq = 0;  // nothing pending on either stream
+      merged.event.reset();
+    }
+    m_.erase(right);
+    m_.retag(left, merged);
+    changed = true;
+    return left;
+  };
+  auto adjacent_free = [&](RegionIt x, RegionIt y) {
+    return x->second.kind == Kind::Free && y->second.kind == Kind::Free &&
+           x->second.chunk == y->second.chunk && x->first + x->second.size == y->first;
+  };
+  for (auto it = m_.regions.begin(); it != m_.regions.end();) {
+    auto nx = std::next(it);
+    if (nx == m_.regions.end()) break;
+    if (!adjacent_free(it, nx)) {
+      it = nx;
+      continue;
+    }
+    if (RegionMap::coalescable(it->second, nx->second)) {  // left by a merge below
+      it = merge(it, nx, true);
+      continue;
+    }
+    auto mp = m_.mappings.upper_bound(nx->first);
+    bool straddles = mp != m_.mappings.begin() && std::prev(mp)->first < nx->first &&
+                     std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
+    bool done_a = false, done_b = false;
+    if (straddles && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
+        is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
+      it = merge(it, nx, false);
+      if (it != m_.regions.begin()) {
+        auto pv = std::prev(it);
+        if (adjacent_free(pv, it) && RegionMap::coalescable(pv->second, it->second)) it = pv;
+      }
+      continue;  // it may touch, or straddle, its new neighbour too
+    }
+    it = nx;
+  }
+  return changed;
+}
+
+void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
+  for (auto u = journal.rbegin(); u != journal.rend(); ++u) {
+    RegionIt it = m_.regions.find(u->left_va);
+    m_.split(it, u->left.size);
+    m_.retag(m_.regions.find(u->left_va), u->left);
+    m_.retag(m_.regions.find(u->right_va), u->right);
+  }
+}
+
+// Chooses the hole and the plan. Prefer the smallest hole that fits the
+// request; if a free region of the caller's stream ends right where the hole
+// starts, it joins the span in place and less has to move.
+void Pool::plan_defrag(Transit* t) {
+  const uint64_t bytes = t->bytes;
+  auto h = m_.holes_by_size.lower_bound({bytes, 0});
+  if (!t->exact && h != m_.holes_by_size.end()) {
+    RegionIt hole = m_.regions.find(h->second);
+    uint64_t prefix_va = UINT64_MAX, prefix = 0;
+    if (hole != m_.regions.begin()) {
+      RegionIt pv = std::prev(hole);
+      if (pv->second.kind == Kind::Free &&
+          (pv->second.stream == t->stream || pv->second.stream == clean_stream()) &&
+          pv->second.chunk == hole->second.chunk && pv->first + pv->second.size == hole->first) {
+        prefix_va = pv->first;
+        prefix = pv->second.size;
+      }
+    }
+    t->plan = plan_harvest(m_, bytes - std::min(prefix, bytes - opt_.page_size), t->stream, prefix_va, false);
+    if (t->plan.span() > 0 && t->plan.span() <= hole->second.size) {
+      t->hole_va = hole->first;
+      t->have_hole = true;
+      return;
+    }
+  }
+  t->plan = plan_harvest(m_, bytes, t->stream, UINT64_MAX, t->exact);
+  auto h2 = m_.holes_by_size.lower_bound({t->plan.span(), 0});
+  if (h2 != m_.holes_by_size.end()) {
+    t->hole_va = h2->second;
+    t->have_hole = true;
+  }
+}
+
+// Zombies need the event of each moved region; a pending foreign one also
+// makes the caller's stream wait on the GPU (the CPU never blocks).
+vpmm_status Pool::wait_for_harvest(Transit* t) {
+  t->events.resize(t->plan.harvests.size());
+  for (size_t i = 0; i < t->plan.harvests.size(); ++i) {
+    const Harvest& hv = t->plan.harvests[i];
+    Region& r = m_.regions.find(hv.region_va)->second;
+    vpmm_status st = event_of(r, &t->events[i]);
+    if (st != VPMM_OK) return st;
+    if (!t->events[i] || !hv.foreign) continue;  // never used, or the caller's own stream
+    bool done = false;
+    st = query(t->events[i], &done);
+    if (st != VPMM_OK) return st;
+    if (!done) {
+      st = backend_->stream_wait(t->stream, t->events[i]->handle());
+      if (st != VPMM_OK) return st;
+      ++c_.n_stream_waits;
+    }
+  }
+  return VPMM_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Phase 2: claim, map, commit or abandon
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::claim(Transit* t) {
+  if (t->plan.shortfall) {
+    vpmm_status st = check_growth_limit(t->plan.shortfall);
+    if (st != VPMM_OK) return st;
+  }
+  // Nothing below fails (std::bad_alloc aside, caught at the ABI).
+  // The moved ranges become busy zombies at once: their handles leave the
+  // primary side, their old VAs stay mapped until reaped.
+  t->originals.reserve(t->plan.harvests.size());
+  for (size_t i = 0; i < t->plan.harvests.size(); ++i) {
+    const Harvest& hv = t->plan.harvests[i];
+    RegionIt r = m_.regions.find(hv.region_va);
+    if (hv.lo > r->first) r = m_.split(r, hv.lo - r->first);
+    if (hv.hi < r->first + r->second.size) m_.split(r, hv.hi - r->first);
+    t->originals.push_back(r->second);
+    Region z;
+    z.size = hv.hi - hv.lo;
+    z.kind = Kind::Zombie;
+    z.chunk = r->second.chunk;
+    z.event = t->events[i];  // null: the region was never used, nothing to wait for
+    z.busy = true;
+    m_.erase(r);
+    m_.insert(hv.lo, z);
+    for (const auto& mp : hv.maps) {
+      m_.mappings.erase(mp.first);
+      m_.zombie_mappings.emplace(mp.first, mp.second);
+    }
+  }
+  m_.totals.moving += t->plan.moved;
+  if (t->have_hole) {
+    RegionIt hole = m_.regions.find(t->hole_va);
+    if (hole->second.size > t->plan.span()) m_.split(hole, t->plan.span());
+    hole = m_.regions.find(t->hole_va);
+    Region transit = hole->second;
+    transit.kind = Kind::Transit;
+    m_.retag(hole, transit);
+  }
+  creating_ += t->plan.shortfall;
+  // map_transit runs without the mutex: it must not need the heap for its
+  // bookkeeping (a std::bad_alloc there would strand the claim).
+  size_t n_placed = t->plan.shortfall / opt_.page_size;
+  for (const Harvest& hv : t->plan.harvests) n_placed += hv.maps.size();
+  t->placed.reserve(n_placed);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::map_transit(Transit* t) {
+  const uint64_t span = t->plan.span();
+  if (!t->have_hole) {
+    vpmm_status st = reserve_chunk(span, &t->chunk_va, &t->chunk_size);
+    if (st != VPMM_OK) return st;
+    t->hole_va = t->chunk_va;
+  }
+  auto undo_chunk = [&] {
+    if (t->chunk_size) backend_->unreserve(t->chunk_va, t->chunk_size);
+    t->chunk_size = 0;
+  };
+  if (t->plan.shortfall) {
+    vpmm_status st = create_handles(t->plan.shortfall, growth_handle_size(t->plan.shortfall, t->exact),
+                                    &t->created, &t->orphans);
+    if (st != VPMM_OK) {
+      undo_chunk();
+      return st;
+    }
+  }
+  uint64_t cur = t->hole_va;
+  for (const Harvest& hv : t->plan.harvests)
+    for (const auto& mp : hv.maps) {
+      t->placed.emplace_back(cur, mp.second);
+      cur += mp.second.size;
+    }
+  for (const Mapping& c : t->created) {
+    t->placed.emplace_back(cur, c);
+    cur += c.size;
+  }
+  size_t n_mapped = 0;
+  vpmm_status st = VPMM_OK;
+  for (; n_mapped < t->placed.size(); ++n_mapped) {
+    st = backend_->map(t->placed[n_mapped].first, t->placed[n_mapped].second.size,
+                       t->placed[n_mapped].second.handle);
+    if (st != VPMM_OK) break;
+  }
+  if (st == VPMM_OK) st = backend_->set_access(t->hole_va, span);
+  if (st != VPMM_OK) {
+    for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(t->placed[i].first, t->placed[i].second.size);
+    t->placed.clear();
+    release_handles_into(t->created, &t->orphans);
+    t->created.clear();
+    undo_chunk();
+  }
+  return st;
+}
+
+void Pool::abandon(Transit* t) {
+  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+  creating_ -= t->plan.shortfall;
+  m_.totals.moving -= t->plan.moved;
+  for (size_t i = t->plan.harvests.size(); i-- > 0;) {
+    const Harvest& hv = t->plan.harvests[i];
+    for (const auto& mp : hv.maps) {
+      m_.zombie_mappings.erase(mp.first);
+      m_.mappings.emplace(mp.first, mp.second);
+    }
+    Region back = t->originals[i];
+    // Retired meanwhile (vpmm_pool_stream_retire): a fresh key, as retire
+    // gives the stream's other regions, so a new stream at the same address
+    // never takes it as its own.
+    if (back.stream != clean_stream() && !m_.streams.count(back.stream)) {
+      retired_keys_.emplace_back(new char);
+      back.stream = retired_keys_.back().get();
+    }
+    m_.erase(m_.regions.find(hv.lo));
+    m_.coalesce(m_.insert(hv.lo, back));
+  }
+  if (t->have_hole) {
+    RegionIt transit = m_.regions.find(t->hole_va);
+    Region hole = transit->second;
+    hole.kind = Kind::Hole;
+    m_.retag(transit, hole);
+    m_.coalesce(transit);
+  }
+}
+
+RegionIt Pool::commit(Transit* t) {
+  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+  const uint64_t span_bytes = t->plan.span();
+  if (t->chunk_size) {
+    Region hole;
+    hole.size = t->chunk_size;
+    hole.kind = Kind::Hole;
+    hole.chunk = static_cast<uint32_t>(m_.chunks.size());
+    m_.chunks.push_back({t->chunk_va, t->chunk_size});
+    m_.totals.reserved += t->chunk_size;
+    RegionIt it = m_.insert(t->chunk_va, hole);
+    if (t->chunk_size > span_bytes) m_.split(it, span_bytes);
+  }
+  for (const Harvest& hv : t->plan.harvests) m_.regions.find(hv.lo)->second.busy = false;
+  for (const auto& p : t->placed) m_.mappings.emplace(p.first, p.second);
+  creating_ -= t->plan.shortfall;
+  m_.totals.moving -= t->plan.moved;
+  m_.totals.mapped += t->plan.shortfall;
+
+  RegionIt hole = m_.regions.find(t->hole_va);
+  Region span;
+  span.size = span_bytes;
+  span.kind = Kind::Free;
+  span.chunk = hole->second.chunk;
+  span.stream = t->stream;
+  span.id = next_id_++;
+  // Moved pages may carry foreign work the caller's stream now waits on: a
+  // fresh free point makes any later event cover those waits.
+  span.seq = t->plan.moved ? ++m_.streams[t->stream].free_seq : 0;
+  m_.erase(hole);
+  RegionIt res = m_.insert(t->hole_va, span);
+  if (!t->exact) res = m_.coalesce(res);  // exact spans stay on their handle boundaries
+
+  if (t->plan.moved) {
+    ++c_.n_defrag;
+    c_.bytes_remapped += t->plan.moved;
+  }
+  if (t->plan.shortfall) {
+    ++c_.n_grow;
+    c_.pages_created += t->plan.shortfall / opt_.page_size;
+    c_.handles_created += t->created.size();
+  }
+  note_peaks();
+  return res;
+}
+
+vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
+                             LockWindow* window, RegionIt* out, size_t* handle_ops) {
+  if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
+  Transit t;
+  t.bytes = bytes;
+  t.stream = s;
+  t.exact = exact;
+  plan_defrag(&t);
+  vpmm_status st = wait_for_harvest(&t);
+  if (st == VPMM_OK) st = claim(&t);
+  if (st != VPMM_OK) return st;
+  st = window ? window->outside(m_, [&] { return map_transit(&t); }) : map_transit(&t);
+  if (st != VPMM_OK) {
+    abandon(&t);
+    return st;
+  }
+  *out = commit(&t);
+  if (handle_ops) *handle_ops += t.placed.size();
+  return VPMM_OK;
+}
+
+}  // namespace vpmm
