@@ -9,6 +9,7 @@
 // failure leaves no backend effect behind (map_transit undoes its own).
 #include <algorithm>
 #include <cinttypes>
+#include <new>
 
 #include "core/error.hpp"
 #include "core/pool.hpp"
@@ -341,32 +342,42 @@ vpmm_status Pool::claim(Transit* t) {
     m_.retag(hole, transit);
   }
   creating_ += t->plan.shortfall;
-  // map_transit runs without the mutex: it must not need the heap for its
-  // bookkeeping (a std::bad_alloc there would strand the claim).
-  size_t n_placed = t->plan.shortfall / opt_.page_size;
-  for (const Harvest& hv : t->plan.harvests) n_placed += hv.maps.size();
-  t->placed.reserve(n_placed);
   return VPMM_OK;
 }
 
 vpmm_status Pool::map_transit(Transit* t) {
+  // Runs without the mutex, so an exception must not escape it: the claim
+  // would be stranded. Whatever was done is undone here on any failure.
+  size_t n_mapped = 0;
+  vpmm_status st;
+  try {
+    st = map_transit_steps(t, &n_mapped);
+  } catch (const std::bad_alloc&) {
+    st = fail(VPMM_ERR_OUT_OF_MEMORY, "out of host memory mapping a span of %" PRIu64 " bytes",
+              t->plan.span());
+  }
+  if (st != VPMM_OK) {
+    for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(t->placed[i].first, t->placed[i].second.size);
+    t->placed.clear();
+    release_handles_into(t->created, &t->orphans);
+    t->created.clear();
+    if (t->chunk_size) backend_->unreserve(t->chunk_va, t->chunk_size);
+    t->chunk_size = 0;
+  }
+  return st;
+}
+
+vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
   const uint64_t span = t->plan.span();
   if (!t->have_hole) {
     vpmm_status st = reserve_chunk(span, &t->chunk_va, &t->chunk_size);
     if (st != VPMM_OK) return st;
     t->hole_va = t->chunk_va;
   }
-  auto undo_chunk = [&] {
-    if (t->chunk_size) backend_->unreserve(t->chunk_va, t->chunk_size);
-    t->chunk_size = 0;
-  };
   if (t->plan.shortfall) {
     vpmm_status st = create_handles(t->plan.shortfall, growth_handle_size(t->plan.shortfall, t->exact),
                                     &t->created, &t->orphans);
-    if (st != VPMM_OK) {
-      undo_chunk();
-      return st;
-    }
+    if (st != VPMM_OK) return st;
   }
   uint64_t cur = t->hole_va;
   for (const Harvest& hv : t->plan.harvests)
@@ -378,22 +389,12 @@ vpmm_status Pool::map_transit(Transit* t) {
     t->placed.emplace_back(cur, c);
     cur += c.size;
   }
-  size_t n_mapped = 0;
-  vpmm_status st = VPMM_OK;
-  for (; n_mapped < t->placed.size(); ++n_mapped) {
-    st = backend_->map(t->placed[n_mapped].first, t->placed[n_mapped].second.size,
-                       t->placed[n_mapped].second.handle);
-    if (st != VPMM_OK) break;
+  for (; *n_mapped < t->placed.size(); ++*n_mapped) {
+    const auto& p = t->placed[*n_mapped];
+    vpmm_status st = backend_->map(p.first, p.second.size, p.second.handle);
+    if (st != VPMM_OK) return st;
   }
-  if (st == VPMM_OK) st = backend_->set_access(t->hole_va, span);
-  if (st != VPMM_OK) {
-    for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(t->placed[i].first, t->placed[i].second.size);
-    t->placed.clear();
-    release_handles_into(t->created, &t->orphans);
-    t->created.clear();
-    undo_chunk();
-  }
-  return st;
+  return backend_->set_access(t->hole_va, span);
 }
 
 void Pool::abandon(Transit* t) {

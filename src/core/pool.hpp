@@ -204,7 +204,8 @@ class Pool {
   void plan_defrag(Transit* t);
   vpmm_status wait_for_harvest(Transit* t);
   vpmm_status claim(Transit* t);
-  vpmm_status map_transit(Transit* t);  // touches only t and the backend
+  vpmm_status map_transit(Transit* t);  // touches only t and the backend; undoes itself on failure
+  vpmm_status map_transit_steps(Transit* t, size_t* n_mapped);
   RegionIt commit(Transit* t);
   void abandon(Transit* t);
   bool merge_completed_straddles(std::vector<MergeUndo>* journal);
