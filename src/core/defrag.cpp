@@ -121,7 +121,8 @@ size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
 
 // Plans which free pages move into the hole. A region is moved whole (it
 // consolidates free memory in one span, as in the walkthrough's case B) unless
-// it is more than twice what is still needed; then only the needed handles
+// it is more than twice what is still needed or that would move more than
+// kWholeMoveExtraHandles extra handles; then only the needed handles
 // from its start are detached and the rest stays in place, keeping its stream,
 // event and id. Only whole handles can move (a handle maps whole).
 // In `exact` mode (tagged allocations, which must own whole handles so a
@@ -154,6 +155,16 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
     h.region_va = c.va;
     h.foreign = c.foreign;
     bool whole = !exact && r.size <= 2 * remaining;
+    if (whole) {
+      uint64_t needed = 0;
+      size_t n_needed = 0;
+      for (const auto& mp : maps) {
+        if (needed >= remaining) break;
+        needed += mp.second.size;
+        ++n_needed;
+      }
+      whole = maps.size() - n_needed <= kWholeMoveExtraHandles;
+    }
     uint64_t taken = 0;
     for (auto& mp : maps) {
       if (exact) {

@@ -340,7 +340,7 @@ uint64_t Pool::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
 
 vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
                               const Attrs& a, LockWindow* window, RegionIt* out, size_t* handle_ops) {
-  size_t ops = reap_zombies(window, window ? kReapFirst : SIZE_MAX);
+  size_t ops = reap_zombies(window);
   const bool exact = a.tag != 0;
   bool remapped = false;
   RegionIt r = best_fit_same_stream(bytes, s, exact);
@@ -461,7 +461,7 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   // The old VAs of this call's harvests: now that the allocation is complete,
   // the mutex may be released around their unmaps (see alloc_pages).
   if (window && !small && c_.n_defrag != defrags)
-    reap_zombies(window, std::max(kReapAtLeast, kHandleOpsPerCall - std::min(kHandleOpsPerCall, handle_ops)));
+    reap_zombies(window, kHandleOpsPerCall - std::min(kHandleOpsPerCall, handle_ops));
   return VPMM_OK;
 }
 

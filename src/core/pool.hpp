@@ -92,14 +92,17 @@ constexpr uint64_t kHandlesPerGrowth = 128;
 constexpr uint64_t kUnlimitedHandle = UINT64_MAX;  // VPMM_HANDLE_SIZE_UNLIMITED
 
 // Driver work one malloc does on handles, in map + set-access and unmap
-// calls (30-45 us each on an H100): under 1 ms. A call first unmaps a few
-// zombies (kReapFirst), then maps what Phase 2 moves or creates, then unmaps
-// its own harvest's old VAs with what is left (at least kReapAtLeast, so the
-// backlog always shrinks). Zombies hold VA, not physical memory: the next
-// calls reap the rest.
+// calls (30-45 us each on an H100): under 1 ms. Phase 0 unmaps every zombie
+// whose event completed (they are ready, and the next call must find them
+// gone); a defragmentation then maps what it moves or creates and unmaps its
+// own harvest's old VAs with what is left of the budget. Zombies hold VA, not
+// physical memory: the next call's Phase 0 reaps the rest.
 constexpr size_t kHandleOpsPerCall = 24;
-constexpr size_t kReapFirst = 4;
-constexpr size_t kReapAtLeast = 2;
+// A free region moves whole into the span (consolidation, the walkthrough's
+// case B) only if that moves at most this many handles beyond what the
+// request needs: with page handles a whole 64 MiB region for a 32 MiB request
+// would double the call's driver work.
+constexpr size_t kWholeMoveExtraHandles = 8;
 
 struct PoolOptions {
   uint64_t page_size = 0;
