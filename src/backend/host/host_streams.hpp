@@ -23,7 +23,7 @@
 //    a caller, and never a destroy (see stream_destroy).
 //
 // Every function is thread safe, never throws, and on failure sets the
-// thread-local error (core/error.hpp) naming the public call and the value.
+// thread-local error (common/status.hpp) naming the public call and the value.
 #pragma once
 
 #include <cstdint>
