@@ -446,6 +446,27 @@ void test_pageable() {
   check_counters_zero(*b);
 }
 
+// Stream creation and destruction and device_sync go through the counted
+// public face like every other call (nothing reaches a do_* directly).
+void test_counted_stream_calls() {
+  auto b = make(0);
+  if (!b) return;
+  auto n = [&](vpmm::Op op) { return b->counters().calls[static_cast<int>(op)].load(); };
+  vpmm::Stream s = nullptr;
+  CHECK_ST(b->stream_create(&s), VPMM_OK);
+  CHECK_ST(b->stream_create(nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("stream_create");
+  CHECK_ST(b->device_sync(), VPMM_OK);
+  CHECK_ST(b->stream_destroy(s), VPMM_OK);
+  CHECK_ST(b->stream_destroy(s), VPMM_ERR_INVALID_ARGUMENT);  // already destroyed
+  CHECK(n(vpmm::Op::stream_create) == 2);
+  CHECK(n(vpmm::Op::stream_destroy) == 2);
+  CHECK(n(vpmm::Op::device_sync) == 1);
+  CHECK(std::strcmp(vpmm::op_name(vpmm::Op::device_sync), "device_sync") == 0);
+  CHECK(std::strcmp(vpmm::op_name(vpmm::Op::pageable_free), "pageable_free") == 0);
+  check_counters_zero(*b);
+}
+
 // The registry: the host entry is compiled in, last in AUTO order (its probe
 // always succeeds, so AUTO never fails for want of a GPU), and carries the
 // host-stream extension; every entry's backend reports its entry's kind.
@@ -909,6 +930,7 @@ int main() {
   test_pinned();
   test_pageable();
   test_registry();
+  test_counted_stream_calls();
   test_launch_order();
   test_bad_streams();
   test_hold_and_events();
