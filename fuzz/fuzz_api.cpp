@@ -18,6 +18,7 @@
 
 #include "fuzz_common.hpp"
 #include "vpmm.h"
+#include "vpmm_host_streams.h"
 
 namespace {
 

@@ -23,6 +23,7 @@
 
 #include "fuzz_common.hpp"
 #include "vpmm.h"
+#include "vpmm_host_streams.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 /*
  * libvpmm: a GPU virtual-memory pool allocator.
  *
- * The only public header. Plain C99 with fixed-width integers and opaque
+ * The public header (vpmm_host_streams.h adds test-only host streams). Plain C99 with fixed-width integers and opaque
  * handles, so Rust (bindgen), Python (ctypes), Go (cgo) and dlopen users can
  * consume it unchanged. Every struct that may grow starts with its own size
  * (`struct_size`); callers set it to sizeof() of the struct they compiled
@@ -86,7 +86,7 @@ VPMM_API const char* vpmm_last_error(void);
 /* Streams                                                                   */
 /* ------------------------------------------------------------------------ */
 /* A cudaStream_t / CUstream (CUDA backend), hipStream_t (HIP backend) or a
- * stream from vpmm_host_stream_create (host backend). NULL is the backend's
+ * stream from vpmm_host_stream_create (host backend, vpmm_host_streams.h). NULL is the backend's
  * default stream. The pool never takes ownership of a stream. */
 typedef void* vpmm_stream;
 
@@ -499,38 +499,7 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);
 VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream);
 VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
 
-/* ------------------------------------------------------------------------ */
-/* Host backend streams (testing and CPU-only use)                           */
-/* ------------------------------------------------------------------------ */
-/* Host streams are process-wide (not tied to a pool) and usable only with
- * pools on the host backend. Work on a stream runs in order on a worker
- * thread; an event recorded on a stream completes when everything queued
- * before it has run. A held stream runs nothing until released, so events
- * recorded on it stay pending: the way tests keep GPU-like work "in flight".
- * All functions are thread safe. NULL means the host default stream, which
- * can be held too but never destroyed. */
-
-/* Create a stream; *out owns it until vpmm_host_stream_destroy.
- * Errors: INVALID_ARGUMENT (null out), OUT_OF_MEMORY. */
-VPMM_API vpmm_status vpmm_host_stream_create(vpmm_stream* out);
-/* Drain (runs queued work, even if held) and destroy a stream. Pools that saw
- * the stream must not be used with it afterwards.
- * Errors: INVALID_ARGUMENT (NULL or unknown stream). */
-VPMM_API vpmm_status vpmm_host_stream_destroy(vpmm_stream stream);
-/* Hold: nothing queued from now on runs until vpmm_host_stream_release.
- * Holds nest (counted). Errors: INVALID_ARGUMENT (unknown stream). */
-VPMM_API vpmm_status vpmm_host_stream_hold(vpmm_stream stream);
-/* Undo one hold. Errors: INVALID_ARGUMENT (unknown stream),
- * WRONG_STATE (not held). */
-VPMM_API vpmm_status vpmm_host_stream_release(vpmm_stream stream);
-/* Queue fn(user) on the stream (a host "kernel"). It runs on the stream's
- * worker thread after everything queued before it.
- * Errors: INVALID_ARGUMENT (unknown stream, null fn). */
-VPMM_API vpmm_status vpmm_host_stream_launch(vpmm_stream stream, void (*fn)(void*), void* user);
-/* Block until everything queued on the stream has run. Returns WRONG_STATE
- * at once instead of deadlocking when the stream is held.
- * Errors: INVALID_ARGUMENT (unknown stream), WRONG_STATE (held). */
-VPMM_API vpmm_status vpmm_host_stream_synchronize(vpmm_stream stream);
+/* Host backend streams, for tests only: see vpmm_host_streams.h. */
 
 #ifdef __cplusplus
 }

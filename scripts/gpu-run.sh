@@ -77,12 +77,16 @@ plain_build() {
   # Without meson: the library, the GPU tests and bench_vpmm by hand.
   echo "plain build (no usable meson)" >> "$OUT/build.log"
   PLAIN=1
-  mkdir -p "$BUILD/tests/gpu" "$BUILD/bench" "$BUILD/obj"
+  mkdir -p "$BUILD/tests/gpu" "$BUILD/bench" "$BUILD/obj" "$BUILD/gen/backend"
   local babs; babs=$(cd "$BUILD" && pwd)
-  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -Isrc -I"$CUDA_HOME/include" -DVPMM_HAVE_CUDA=1
-              -fvisibility=hidden -pthread)
+  # The registry's entry list, as src/backend/meson.build writes it (AUTO order).
+  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
+    > "$BUILD/gen/backend/backend_entries.h"
+  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
+              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
   local ok=1 f t
-  for f in src/api/*.cpp src/core/*.cpp src/backend/*.cpp src/backend/host/*.cpp \
+  for f in src/api/*.cpp src/common/*.cpp src/core/*.cpp src/backend/*.cpp src/backend/fault/*.cpp \
+           src/backend/host/*.cpp \
            src/backend/cuda/cuda_backend.cpp src/backend/cuda/cuda_driver.cpp; do
     g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
   done

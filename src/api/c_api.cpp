@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "backend/registry.hpp"
+#include "common/status.hpp"
 #include "core/config.hpp"
-#include "core/error.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 
@@ -126,12 +126,12 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     vpmm::PoolOptions opt;
     st = vpmm::config_resolve(c, *backend, &opt);
     if (st != VPMM_OK) return st;
-    std::string bname = backend->name();
+    const int32_t kind = backend->kind();
     std::unique_ptr<vpmm::Pool> pool;
     st = vpmm::Pool::create(std::move(backend), opt, &pool);
     if (st != VPMM_OK) return std::strncmp(vpmm_last_error(), call, std::strlen(call)) == 0 ? st : vpmm::fail_context(st, call);
     std::unique_ptr<vpmm_pool> shell(new vpmm_pool);
-    c.backend = bname == "cuda" ? VPMM_BACKEND_CUDA : bname == "hip" ? VPMM_BACKEND_HIP : VPMM_BACKEND_HOST;
+    c.backend = kind;
     c.page_size = opt.page_size;
     c.va_size = opt.va_size;
     c.max_handle_size = opt.max_handle_size;

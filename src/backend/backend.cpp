@@ -2,7 +2,9 @@
 // call counters and live-object counters (read by leak and fault tests).
 #include "backend/backend.hpp"
 
-#include "core/error.hpp"
+#include <cstddef>
+
+#include "common/status.hpp"
 
 namespace vpmm {
 
@@ -10,7 +12,10 @@ const char* op_name(Op op) {
   static const char* const names[] = {
       "reserve", "unreserve", "create", "release", "map", "unmap", "set_access",
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
-      "copy", "host_alloc", "host_free", "mem_info"};
+      "copy", "host_alloc", "host_free", "mem_info",
+      "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free"};
+  static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
+                "one name per Op");
   int i = static_cast<int>(op);
   return (i >= 0 && i < static_cast<int>(Op::count_)) ? names[i] : "unknown";
 }
@@ -145,6 +150,38 @@ vpmm_status Backend::host_free_pinned(void* p, uint64_t size) {
   vpmm_status st = do_host_free_pinned(p, size);
   if (st == VPMM_OK) counters_.live_host_buffers.fetch_sub(1);
   return st;
+}
+
+vpmm_status Backend::host_alloc_pageable(uint64_t size, void** out) {
+  count(Op::pageable_alloc);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_alloc_pageable: out is NULL", name());
+  if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_alloc_pageable: size 0 is not allowed", name());
+  vpmm_status st = do_host_alloc_pageable(size, out);
+  if (st == VPMM_OK) counters_.live_host_buffers.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::host_free_pageable(void* p, uint64_t size) {
+  count(Op::pageable_free);
+  vpmm_status st = do_host_free_pageable(p, size);
+  if (st == VPMM_OK) counters_.live_host_buffers.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::stream_create(Stream* out) {
+  count(Op::stream_create);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s stream_create: out is NULL", name());
+  return do_stream_create(out);
+}
+
+vpmm_status Backend::stream_destroy(Stream s) {
+  count(Op::stream_destroy);
+  return do_stream_destroy(s);
+}
+
+vpmm_status Backend::device_sync() {
+  count(Op::device_sync);
+  return do_device_sync();
 }
 
 vpmm_status Backend::mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {

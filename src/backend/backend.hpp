@@ -9,7 +9,7 @@
 // fault-injecting wrapper (backend/fault/) can fail the Nth call of any kind.
 //
 // Errors: every call returns a vpmm_status; on failure the backend has set
-// the thread-local message (core/error.hpp) naming the driver call and the
+// the thread-local message (common/status.hpp) naming the driver call and the
 // driver's own error string.
 #pragma once
 
@@ -25,11 +25,24 @@ using PhysHandle = uint64_t;   // backend-defined physical allocation (never 0 w
 using EventHandle = uint64_t;  // backend-defined event (never 0 when valid)
 using Stream = vpmm_stream;    // backend-defined stream, nullptr = default
 
+// Optional abilities, each one read by the core where it matters. A backend
+// claims a bit only when it really has the ability:
+//  - kCapDeviceCopy: copy_d2h / copy_h2d work. Without it a pause that keeps
+//    a host backup fails with UNSUPPORTED before anything changes (backups
+//    are impossible); a pause that discards contents still works.
+//  - kCapPinnedHost: host_alloc_pinned gives memory the device copies at full
+//    speed (page-locked on a GPU). Without it backups live in pageable memory
+//    (host_alloc_pageable): slower copies, same bytes; pause never fails for
+//    want of pinning.
+//  - kCapMemInfo: mem_info reports the device's free/total. Without it the
+//    pool has no device total (memory_limit_fraction has nothing to scale).
+// Events are not optional: zombies and cross-stream reuse are only correct
+// when an event completes after the work before it, so every backend must
+// implement them for real (bit 0, once kCapEvents, is retired).
 enum Capability : uint32_t {
-  kCapEvents = 1u << 0,       // record/query/wait are real (else events complete at once)
-  kCapDeviceCopy = 1u << 1,   // copy_d2h / copy_h2d on a stream
-  kCapPinnedHost = 1u << 2,   // host_alloc_pinned gives page-locked memory
-  kCapMemInfo = 1u << 3,      // mem_info reports device free/total
+  kCapDeviceCopy = 1u << 1,
+  kCapPinnedHost = 1u << 2,
+  kCapMemInfo = 1u << 3,
 };
 
 // Kinds of backend call, for counters and fault injection.
@@ -37,6 +50,7 @@ enum class Op : int {
   reserve, unreserve, create, release, map, unmap, set_access,
   event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
   copy, host_alloc, host_free, mem_info,
+  stream_create, stream_destroy, device_sync, pageable_alloc, pageable_free,
   count_
 };
 const char* op_name(Op op);
@@ -57,13 +71,19 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  // Identity and static facts.
+  // Identity and static facts (fixed for the backend's lifetime).
   virtual const char* name() const = 0;
+  virtual int32_t kind() const = 0;                    // its VPMM_BACKEND_* value (never AUTO)
   virtual uint64_t granularity() const = 0;            // minimum page (sizes/addresses align to it)
   virtual uint64_t recommended_page_size() const = 0;  // default page_size
   virtual uint64_t default_va_size() const = 0;
   virtual uint32_t capabilities() const = 0;
   virtual int device() const = 0;
+  // Largest physical handle the driver can create in one call (a multiple of
+  // the granularity), 0 = no limit. The pool's growth policy never asks for a
+  // larger handle: a backend whose driver caps allocations (HIP's chunking)
+  // states its cap here instead of splitting handles behind the core's back.
+  virtual uint64_t max_handle_size() const = 0;
 
   // Virtual address space.
   vpmm_status reserve(uint64_t size, uint64_t alignment, uint64_t* va);
@@ -87,8 +107,14 @@ class Backend {
   // Data (pause/resume backups). dst/src device pointers are pool VAs.
   vpmm_status copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s);
   vpmm_status copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s);
+  // Host memory for backups. Pinned (kCapPinnedHost): fast device copies;
+  // pageable: ordinary memory, always available, the fallback when pinning
+  // is absent, over its limit or out of memory. Each is freed by its own
+  // free call with the size it was allocated with.
   vpmm_status host_alloc_pinned(uint64_t size, void** out);
   vpmm_status host_free_pinned(void* p, uint64_t size);
+  vpmm_status host_alloc_pageable(uint64_t size, void** out);
+  vpmm_status host_free_pageable(void* p, uint64_t size);
   vpmm_status mem_info(uint64_t* free_bytes, uint64_t* total_bytes);
 
   // Cheap check that a stream value is usable with this backend (host: a live
@@ -98,11 +124,11 @@ class Backend {
 
   // Streams owned by the caller, for users with no runtime of their own
   // (bindings, the replay tool): non-blocking on CUDA, a host stream on host.
-  virtual vpmm_status stream_create(Stream* out) = 0;
-  virtual vpmm_status stream_destroy(Stream s) = 0;
+  vpmm_status stream_create(Stream* out);
+  vpmm_status stream_destroy(Stream s);
   // Waits for all work on the device (the fallback when a stream the pool
   // needs an event from no longer exists).
-  virtual vpmm_status device_sync() = 0;
+  vpmm_status device_sync();
 
   const BackendCounters& counters() const { return counters_; }
 
@@ -126,24 +152,22 @@ class Backend {
   virtual vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) = 0;
   virtual vpmm_status do_host_alloc_pinned(uint64_t size, void** out) = 0;
   virtual vpmm_status do_host_free_pinned(void* p, uint64_t size) = 0;
+  virtual vpmm_status do_host_alloc_pageable(uint64_t size, void** out) = 0;
+  virtual vpmm_status do_host_free_pageable(void* p, uint64_t size) = 0;
   virtual vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+  virtual vpmm_status do_stream_create(Stream* out) = 0;
+  virtual vpmm_status do_stream_destroy(Stream s) = 0;
+  virtual vpmm_status do_device_sync() = 0;
 
  private:
   void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }
   BackendCounters counters_;
 };
 
-// Factories. Each returns nullptr and sets the thread-local error when the
-// backend cannot be created (not built, library missing, no device).
+// What a factory gets. backend/registry.hpp lists the factories.
 struct BackendParams {
   int device = 0;
   uint64_t host_capacity = 0;  // host backend only; 0 = default (1 GiB)
 };
-std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* st);
-std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* st);
-// True when the CUDA driver loads and sees at least one device (for BACKEND_AUTO).
-bool cuda_backend_usable();
-// Picks by VPMM_BACKEND_* (AUTO: CUDA when usable, else host). backend/select.cpp.
-std::unique_ptr<Backend> make_backend(int32_t kind, const BackendParams& p, vpmm_status* st);
 
 }  // namespace vpmm

@@ -1,19 +1,17 @@
-// BackupBuffers (see backup.hpp).
+// BackupBuffers (see backup.hpp). Pure C++: pinned and pageable memory both
+// come from the backend, which makes the system and driver calls.
 #include "core/backup.hpp"
 
-#include <sys/mman.h>
-
-#include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <iterator>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 
 BackupBuffers::~BackupBuffers() {
   for (auto& kv : free_) unpin(kv.second, kv.first);
-  for (auto& kv : pageable_bufs_) munmap(kv.first, kv.second);
+  for (auto& kv : pageable_bufs_) backend_.host_free_pageable(kv.first, kv.second);
 }
 
 // Unpinning is retried once: a buffer given up on here would leak.
@@ -34,6 +32,20 @@ bool BackupBuffers::unpin_cached_until(uint64_t room) {
 }
 
 vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
+  const uint32_t caps = backend_.capabilities();
+  // Checked here, before the pause changes anything: a backup the backend
+  // cannot copy into must fail the pause whole, not halfway.
+  if (!(caps & kCapDeviceCopy))
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "backup of %llu bytes: the %s backend cannot copy device memory to the host "
+                "(pause without a backup instead)",
+                static_cast<unsigned long long>(size), backend_.name());
+  // Without pinned memory every backup is pageable: slower copies, same bytes.
+  if (!(caps & kCapPinnedHost)) {
+    vpmm_status st = get_pageable(size, out);
+    if (st == VPMM_OK) *got = size;
+    return st;
+  }
   auto it = free_.lower_bound(size);
   if (it != free_.end() && it->first / 2 <= size) {
     *out = it->second;
@@ -64,15 +76,18 @@ vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
 }
 
 vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return fail(VPMM_ERR_OUT_OF_MEMORY, "backup of %llu bytes: no pinned memory within the limit and "
-                "mmap of pageable memory failed: %s",
-                static_cast<unsigned long long>(size), std::strerror(errno));
+  void* p = nullptr;
+  vpmm_status st = backend_.host_alloc_pageable(size, &p);
+  if (st != VPMM_OK) {
+    char ctx[128];
+    std::snprintf(ctx, sizeof ctx, "backup of %llu bytes in pageable memory (no pinned memory to use)",
+                  static_cast<unsigned long long>(size));
+    return fail_context(st, ctx);
+  }
   try {
     pageable_bufs_.emplace(p, size);
   } catch (...) {
-    munmap(p, size);
+    backend_.host_free_pageable(p, size);
     throw;
   }
   pageable_ += size;
@@ -83,7 +98,7 @@ vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
 void BackupBuffers::put(void* p, uint64_t size) {
   auto pg = pageable_bufs_.find(p);
   if (pg != pageable_bufs_.end()) {
-    munmap(p, pg->second);
+    backend_.host_free_pageable(p, pg->second);
     pageable_ -= pg->second;
     pageable_bufs_.erase(pg);
     return;

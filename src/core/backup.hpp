@@ -10,7 +10,12 @@
 // in use together, never exceed it. A backup that would pass the limit, or
 // whose pinning fails for want of memory, gets ordinary pageable memory
 // instead: slower copies (the driver stages them), same bytes. So a cap on
-// pinned memory never makes a pause fail or lose data.
+// pinned memory never makes a pause fail or lose data. A backend without
+// pinned memory (no kCapPinnedHost) gets pageable buffers only, and one that
+// cannot copy (no kCapDeviceCopy) makes get() fail with UNSUPPORTED.
+//
+// Both kinds of memory come from the backend (host_alloc_pinned,
+// host_alloc_pageable): this file makes no system call.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,8 @@ class BackupBuffers {
   // A buffer of at least `size` bytes: the smallest cached pinned one no
   // larger than 2x size, else a newly pinned one, else (over the pinned
   // limit, or pinning ran out of memory) a pageable one. *got receives its
-  // real size. OUT_OF_MEMORY only when no host memory at all is left.
+  // real size. OUT_OF_MEMORY only when no host memory at all is left;
+  // UNSUPPORTED when the backend cannot copy device memory to the host.
   vpmm_status get(uint64_t size, void** out, uint64_t* got);
   // Returns a buffer from get(): pinned ones are cached while under the keep
   // limit, pageable ones are freed.

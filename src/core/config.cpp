@@ -223,7 +223,7 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
                 "%s: watermarks trigger %g / stop %g must satisfy 0 <= stop <= trigger <= 1", call,
                 o.watermark_trigger, o.watermark_stop);
   uint64_t free_b = 0, total = 0;
-  if (b.mem_info(&free_b, &total) == VPMM_OK) o.device_total = total;
+  if ((b.capabilities() & kCapMemInfo) && b.mem_info(&free_b, &total) == VPMM_OK) o.device_total = total;
   o.memory_limit = c.memory_limit;
   if (c.memory_limit_fraction > 0.0 && o.device_total) {
     uint64_t f = static_cast<uint64_t>(c.memory_limit_fraction * static_cast<double>(o.device_total));

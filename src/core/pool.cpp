@@ -262,6 +262,9 @@ vpmm_status Pool::check_growth_limit(uint64_t bytes) const {
 vpmm_status Pool::create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out,
                                  std::vector<Mapping>* orphans) {
   max_handle = std::max<uint64_t>(opt_.page_size, max_handle / opt_.page_size * opt_.page_size);
+  // The driver's own limit (HIP's chunked hipMemCreate) caps every policy.
+  if (const uint64_t cap = backend_->max_handle_size())
+    max_handle = std::min(max_handle, std::max<uint64_t>(opt_.page_size, cap / opt_.page_size * opt_.page_size));
   max_handle = std::min(max_handle, std::max<uint64_t>(bytes, 1));
   std::vector<Mapping> hs;
   hs.reserve(bytes / max_handle + 1);

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <cstddef>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "vpmm.h"
 
 namespace {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "vpmm.h"
+#include "vpmm_host_streams.h" /* test-only, C99 clean too */
 
 static int passed = 0, failed = 0;
 #define EXPECT(c)                                                  \
@@ -49,6 +50,13 @@ int main(void) {
   EXPECT(vpmm_pool_free(pool, p, NULL) == VPMM_OK);
   EXPECT(vpmm_pool_free(pool, p, NULL) == VPMM_ERR_UNKNOWN_POINTER);
   EXPECT(vpmm_pool_check(pool) == VPMM_OK);
+  {
+    vpmm_stream hs = NULL;
+    EXPECT(vpmm_host_stream_create(&hs) == VPMM_OK);
+    EXPECT(vpmm_pool_malloc(pool, 1000, hs, &p) == VPMM_OK);
+    EXPECT(vpmm_pool_free(pool, p, hs) == VPMM_OK);
+    EXPECT(vpmm_host_stream_destroy(hs) == VPMM_OK);
+  }
   EXPECT(vpmm_pool_destroy(pool) == VPMM_OK);
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;

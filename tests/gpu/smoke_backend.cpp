@@ -5,12 +5,8 @@
 // counters return to zero. Exits 77 with "SKIP: no CUDA device" where no CUDA
 // device is usable (the meson/automake convention for a skipped test).
 //
-// Build without meson (from the repository root):
-//   g++ -std=c++17 -O1 -Iinclude -Isrc -I/usr/local/cuda/include -DVPMM_HAVE_CUDA=1
-//     tests/gpu/smoke_backend.cpp src/backend/cuda/cuda_backend.cpp
-//     src/backend/cuda/cuda_driver.cpp src/backend/backend.cpp src/core/error.cpp
-//     -ldl -pthread -o smoke_backend
-// (one command line).
+// The backend is reached as the pool reaches it: through its registry entry
+// (backend/registry.hpp). Built by meson against the internal library.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -24,7 +20,8 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
-#include "core/error.hpp"
+#include "backend/registry.hpp"
+#include "common/status.hpp"
 
 namespace {
 
@@ -83,7 +80,12 @@ void CUDA_CB gate_fn(void* user) {
 
 int main() {
   using namespace vpmm;
-  if (!cuda_backend_usable()) {
+  const BackendEntry* entry = find_backend_entry(VPMM_BACKEND_CUDA);
+  if (entry == nullptr) {
+    std::printf("SKIP: libvpmm was built without the CUDA backend\n");
+    return 77;
+  }
+  if (!entry->usable()) {
     const char* why = nullptr;
     cuda::driver(&why);
     std::printf("SKIP: no CUDA device (%s)\n",
@@ -98,7 +100,7 @@ int main() {
   vpmm_status st = VPMM_ERR_INTERNAL;
   BackendParams params;
   params.device = 0;
-  std::unique_ptr<Backend> b = make_cuda_backend(params, &st);
+  std::unique_ptr<Backend> b = entry->make(params, &st);
   if (!b && st == VPMM_ERR_UNSUPPORTED) {
     std::printf("SKIP: no CUDA device usable for VMM (%s)\n", last_error());
     return 77;
@@ -116,19 +118,23 @@ int main() {
   CHECK(g > 0 && (g & (g - 1)) == 0);
   CHECK(b->recommended_page_size() >= g && b->recommended_page_size() % g == 0);
   CHECK(b->default_va_size() == (8ull << 40));
-  CHECK(b->capabilities() == (kCapEvents | kCapDeviceCopy | kCapPinnedHost | kCapMemInfo));
+  CHECK(b->capabilities() == (kCapDeviceCopy | kCapPinnedHost | kCapMemInfo));
+  CHECK(b->kind() == VPMM_BACKEND_CUDA);
+  CHECK(std::strcmp(entry->name, "cuda") == 0);
+  CHECK(entry->host_streams == nullptr);
+  CHECK(b->max_handle_size() == 0);
   CHECK(b->device() == 0);
 
   {
     BackendParams bad;
     bad.device = count;
     vpmm_status s2 = VPMM_OK;
-    CHECK(make_cuda_backend(bad, &s2) == nullptr);
+    CHECK(entry->make(bad, &s2) == nullptr);
     CHECK(s2 == VPMM_ERR_INVALID_ARGUMENT);
     CHECK(contains(last_error(), "out of range"));
     std::printf("  out-of-range device: %s\n", last_error());
     bad.device = -1;
-    CHECK(make_cuda_backend(bad, &s2) == nullptr);
+    CHECK(entry->make(bad, &s2) == nullptr);
     CHECK(s2 == VPMM_ERR_INVALID_ARGUMENT);
   }
 
@@ -191,6 +197,17 @@ int main() {
     CHECK(std::memcmp(pinned, pattern.data(), hsize) == 0);
   }
   CHECK(current_ctx(d) == nullptr);
+
+  // Pageable memory (the backup fallback): the driver stages the copy.
+  void* pageable = nullptr;
+  CHECK_OK(b->host_alloc_pageable(hsize, &pageable));
+  if (pageable != nullptr) {
+    std::memset(pageable, 0, hsize);
+    CHECK_OK(b->copy_d2h(pageable, va2 + g, hsize, nullptr));
+    CHECK_OK(b->stream_sync(nullptr));
+    CHECK(std::memcmp(pageable, pattern.data(), hsize) == 0);
+    CHECK_OK(b->host_free_pageable(pageable, hsize));
+  }
 
   // ---- events -------------------------------------------------------------
   CUstream s1 = nullptr, s2 = nullptr;

@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "check.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "pool_util.hpp"
+#include "vpmm_host_streams.h"
 
 namespace {
 

@@ -45,7 +45,7 @@
 #include "backend/fault/fault_backend.hpp"
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "core/pool.hpp"
 #include "pool_util.hpp"
 
@@ -403,6 +403,7 @@ bool non_essential(int kind) {
     case static_cast<int>(Op::release):
     case static_cast<int>(Op::unreserve):
     case static_cast<int>(Op::host_free):
+    case static_cast<int>(Op::pageable_free):
     case vpmm::kFaultStreamDestroy:
       return true;
     default:
@@ -416,7 +417,8 @@ bool rollback_kind(int kind) {
   using vpmm::Op;
   return kind == static_cast<int>(Op::unmap) || kind == static_cast<int>(Op::release) ||
          kind == static_cast<int>(Op::unreserve) || kind == static_cast<int>(Op::event_destroy) ||
-         kind == static_cast<int>(Op::host_free) || kind == vpmm::kFaultStreamDestroy;
+         kind == static_cast<int>(Op::host_free) || kind == static_cast<int>(Op::pageable_free) ||
+         kind == vpmm::kFaultStreamDestroy;
 }
 
 // The kinds of a FaultControl trace, in order.

@@ -22,7 +22,8 @@
 
 #include "backend/backend.hpp"
 #include "backend/host/host_streams.hpp"
-#include "core/error.hpp"
+#include "backend/registry.hpp"
+#include "common/status.hpp"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define UNDER_SANITIZER 1
@@ -78,7 +79,7 @@ std::unique_ptr<Backend> make(uint64_t capacity) {
   vpmm::BackendParams p;
   p.host_capacity = capacity;
   vpmm_status st = VPMM_ERR_INTERNAL;
-  std::unique_ptr<Backend> b = vpmm::make_host_backend(p, &st);
+  std::unique_ptr<Backend> b = vpmm::make_backend(VPMM_BACKEND_HOST, p, &st);
   CHECK(st == VPMM_OK && b != nullptr);
   return b;
 }
@@ -132,9 +133,9 @@ void test_identity() {
   CHECK(b->recommended_page_size() == (2ull << 20));
   CHECK(b->default_va_size() == (64ull << 30));
   CHECK(b->device() == 0);
-  const uint32_t caps = vpmm::kCapEvents | vpmm::kCapDeviceCopy | vpmm::kCapPinnedHost |
-                        vpmm::kCapMemInfo;
-  CHECK((b->capabilities() & caps) == caps);
+  CHECK(b->kind() == VPMM_BACKEND_HOST);
+  CHECK(b->max_handle_size() == 0);
+  CHECK(b->capabilities() == (vpmm::kCapDeviceCopy | vpmm::kCapPinnedHost | vpmm::kCapMemInfo));
   uint64_t fr = 0, tot = 0;
   CHECK_ST(b->mem_info(&fr, &tot), VPMM_OK);
   CHECK(tot == (1ull << 30) && fr == tot);
@@ -142,7 +143,7 @@ void test_identity() {
   vpmm::BackendParams bad;
   bad.host_capacity = 100;  // below one page
   vpmm_status st = VPMM_OK;
-  CHECK(vpmm::make_host_backend(bad, &st) == nullptr);
+  CHECK(vpmm::make_backend(VPMM_BACKEND_HOST, bad, &st) == nullptr);
   CHECK(st == VPMM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("host_capacity");
 }
@@ -424,6 +425,82 @@ void test_pinned() {
   CHECK_ST(b->host_free_pinned(p, 10000), VPMM_ERR_INVALID_ARGUMENT);
   CHECK_MSG("host_alloc_pinned");
   check_counters_zero(*b);
+}
+
+void test_pageable() {
+  auto b = make(0);
+  if (!b) return;
+  void* p = nullptr;
+  CHECK_ST(b->host_alloc_pageable(10000, &p), VPMM_OK);
+  CHECK(p != nullptr);
+  if (p == nullptr) return;
+  std::memset(p, 1, 10000);
+  CHECK(b->counters().live_host_buffers.load() == 1);
+  void* q = nullptr;
+  CHECK_ST(b->host_alloc_pageable(0, &q), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_ST(b->host_free_pinned(p, 10000), VPMM_ERR_INVALID_ARGUMENT);  // not pinned memory
+  CHECK_ST(b->host_free_pageable(p, 9999), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_ST(b->host_free_pageable(p, 10000), VPMM_OK);
+  CHECK_ST(b->host_free_pageable(p, 10000), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("host_alloc_pageable");
+  check_counters_zero(*b);
+}
+
+// Stream creation and destruction and device_sync go through the counted
+// public face like every other call (nothing reaches a do_* directly).
+void test_counted_stream_calls() {
+  auto b = make(0);
+  if (!b) return;
+  auto n = [&](vpmm::Op op) { return b->counters().calls[static_cast<int>(op)].load(); };
+  vpmm::Stream s = nullptr;
+  CHECK_ST(b->stream_create(&s), VPMM_OK);
+  CHECK_ST(b->stream_create(nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("stream_create");
+  CHECK_ST(b->device_sync(), VPMM_OK);
+  CHECK_ST(b->stream_destroy(s), VPMM_OK);
+  CHECK_ST(b->stream_destroy(s), VPMM_ERR_INVALID_ARGUMENT);  // already destroyed
+  CHECK(n(vpmm::Op::stream_create) == 2);
+  CHECK(n(vpmm::Op::stream_destroy) == 2);
+  CHECK(n(vpmm::Op::device_sync) == 1);
+  CHECK(std::strcmp(vpmm::op_name(vpmm::Op::device_sync), "device_sync") == 0);
+  CHECK(std::strcmp(vpmm::op_name(vpmm::Op::pageable_free), "pageable_free") == 0);
+  check_counters_zero(*b);
+}
+
+// The registry: the host entry is compiled in, last in AUTO order (its probe
+// always succeeds, so AUTO never fails for want of a GPU), and carries the
+// host-stream extension; every entry's backend reports its entry's kind.
+void test_registry() {
+  size_t n = 0;
+  const vpmm::BackendEntry* const* entries = vpmm::backend_entries(&n);
+  CHECK(n >= 1);
+  if (n == 0) return;
+  const vpmm::BackendEntry* last = entries[n - 1];
+  CHECK(last->kind == VPMM_BACKEND_HOST);
+  CHECK(std::strcmp(last->name, "host") == 0);
+  CHECK(last->usable());
+  CHECK(last->host_streams != nullptr);
+  CHECK(vpmm::find_backend_entry(VPMM_BACKEND_HOST) == last);
+  CHECK(vpmm::find_backend_entry(VPMM_BACKEND_AUTO) == nullptr);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    CHECK(entries[i]->kind != VPMM_BACKEND_HOST);
+    CHECK(entries[i]->host_streams == nullptr);
+  }
+  vpmm_status st = VPMM_OK;
+  CHECK(vpmm::make_backend(99, vpmm::BackendParams{}, &st) == nullptr);
+  CHECK(st == VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_MSG("not a VPMM_BACKEND_* value");
+  if (vpmm::find_backend_entry(VPMM_BACKEND_HIP) == nullptr) {
+    CHECK(vpmm::make_backend(VPMM_BACKEND_HIP, vpmm::BackendParams{}, &st) == nullptr);
+    CHECK(st == VPMM_ERR_UNSUPPORTED);
+    CHECK_MSG("built without the HIP backend");
+  }
+  // Whatever AUTO picks reports the kind of an entry and the entry's name.
+  std::unique_ptr<Backend> b = vpmm::make_backend(VPMM_BACKEND_AUTO, vpmm::BackendParams{}, &st);
+  if (b) {
+    const vpmm::BackendEntry* e = vpmm::find_backend_entry(b->kind());
+    CHECK(e != nullptr && std::strcmp(e->name, b->name()) == 0);
+  }
 }
 
 // ---- streams ---------------------------------------------------------------
@@ -851,6 +928,9 @@ int main() {
   test_map_rules();
   test_capacity();
   test_pinned();
+  test_pageable();
+  test_registry();
+  test_counted_stream_calls();
   test_launch_order();
   test_bad_streams();
   test_hold_and_events();

@@ -14,8 +14,9 @@
 #include <thread>
 
 #include "check.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "pool_util.hpp"
+#include "vpmm_host_streams.h"
 
 namespace {
 

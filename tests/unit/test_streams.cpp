@@ -29,6 +29,7 @@
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
 #include "pool_util.hpp"
+#include "vpmm_host_streams.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define UNDER_SANITIZER 1

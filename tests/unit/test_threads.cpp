@@ -25,6 +25,7 @@
 
 #include "check.hpp"
 #include "pool_util.hpp"
+#include "vpmm_host_streams.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define UNDER_TSAN 1

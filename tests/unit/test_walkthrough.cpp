@@ -7,6 +7,7 @@
 
 #include "check.hpp"
 #include "pool_util.hpp"
+#include "vpmm_host_streams.h"
 
 namespace {
 

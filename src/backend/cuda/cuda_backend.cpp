@@ -18,6 +18,7 @@
 //  - Handles: PhysHandle = CUmemGenericAllocationHandle; EventHandle = CUevent
 //    cast to uint64_t; Stream = CUstream (NULL = the legacy default stream of
 //    the primary context).
+#include <cerrno>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +32,8 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
-#include "core/error.hpp"
+#include "backend/registry.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 namespace {
@@ -142,13 +144,16 @@ class CudaBackend final : public Backend {
   }
 
   const char* name() const override { return "cuda"; }
+  int32_t kind() const override { return VPMM_BACKEND_CUDA; }
   uint64_t granularity() const override { return gran_; }
   uint64_t recommended_page_size() const override { return recommended_; }
   uint64_t default_va_size() const override { return kDefaultVaSize; }
-  uint32_t capabilities() const override {
-    return kCapEvents | kCapDeviceCopy | kCapPinnedHost | kCapMemInfo;
-  }
+  // Every call these abilities need is a required entry of the driver table
+  // (cuMemcpy*Async, cuMemHostAlloc, cuMemGetInfo), so the backend has all.
+  uint32_t capabilities() const override { return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo; }
   int device() const override { return ordinal_; }
+  // cuMemCreate takes any multiple of the granularity up to device memory.
+  uint64_t max_handle_size() const override { return 0; }
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override {
@@ -395,6 +400,27 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
+  // Pageable memory: anonymous private pages, no driver call. Copies from it
+  // are staged by the driver (slower), which is the price of not pinning.
+  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
+                  "cuda host_alloc_pageable: mmap of %llu bytes failed: %s", ull(size),
+                  std::strerror(err));
+    }
+    *out = p;
+    return VPMM_OK;
+  }
+
+  vpmm_status do_host_free_pageable(void* p, uint64_t size) override {
+    if (p == nullptr || munmap(p, size) != 0)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_free_pageable: munmap(%p, %llu) failed", p,
+                  ull(size));
+    return VPMM_OK;
+  }
+
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
     if (free_bytes == nullptr || total_bytes == nullptr) return null_out("mem_info");
     CtxScope scope(d_, ctx_);
@@ -408,7 +434,7 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
-  vpmm_status stream_create(Stream* out) override {
+  vpmm_status do_stream_create(Stream* out) override {
     if (out == nullptr) return null_out("stream_create");
     if (!d_->StreamCreate) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_create: cuStreamCreate not loaded");
     CtxScope scope(d_, ctx_);
@@ -421,7 +447,7 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
-  vpmm_status device_sync() override {
+  vpmm_status do_device_sync() override {
     CtxScope scope(d_, ctx_);
     if (vpmm_status st = scope.enter("cuCtxSynchronize", ordinal_)) return st;
     CUresult r = d_->CtxSynchronize();
@@ -429,7 +455,7 @@ class CudaBackend final : public Backend {
     return VPMM_OK;
   }
 
-  vpmm_status stream_destroy(Stream s) override {
+  vpmm_status do_stream_destroy(Stream s) override {
     if (s == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda stream_destroy: the default stream cannot be destroyed");
     if (!d_->StreamDestroy) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_destroy: cuStreamDestroy not loaded");
     CtxScope scope(d_, ctx_);
@@ -529,8 +555,6 @@ vpmm_status query_granularity(const Driver* d, const CUmemAllocationProp& prop,
   *out = g;
   return VPMM_OK;
 }
-
-}  // namespace
 
 bool cuda_backend_usable() {
   const Driver* d = cuda::driver();
@@ -634,5 +658,11 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
   if (st != nullptr) *st = VPMM_OK;
   return b;
 }
+
+}  // namespace
+
+extern const BackendEntry kCudaBackendEntry;
+const BackendEntry kCudaBackendEntry = {VPMM_BACKEND_CUDA, "cuda", make_cuda_backend,
+                                        cuda_backend_usable, nullptr};
 
 }  // namespace vpmm

@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <utility>
 
-#include "core/error.hpp"
+#include "backend/registry.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 
@@ -36,8 +37,6 @@ uint64_t next_random(uint64_t* state) {
 
 const char* fault_kind_name(int kind) {
   if (kind == kFaultAny) return "any";
-  if (kind == kFaultStreamCreate) return "stream_create";
-  if (kind == kFaultStreamDestroy) return "stream_destroy";
   return op_name(static_cast<Op>(kind));
 }
 
@@ -160,10 +159,10 @@ FaultBackend::~FaultBackend() = default;
     return inner_->call;                              \
   } while (0)
 
-vpmm_status FaultBackend::stream_create(Stream* out) {
+vpmm_status FaultBackend::do_stream_create(Stream* out) {
   VPMM_FAULT_FORWARD(kStreamCreate, stream_create(out));
 }
-vpmm_status FaultBackend::stream_destroy(Stream s) {
+vpmm_status FaultBackend::do_stream_destroy(Stream s) {
   VPMM_FAULT_FORWARD(kStreamDestroy, stream_destroy(s));
 }
 vpmm_status FaultBackend::do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) {
@@ -217,6 +216,12 @@ vpmm_status FaultBackend::do_host_alloc_pinned(uint64_t size, void** out) {
 vpmm_status FaultBackend::do_host_free_pinned(void* p, uint64_t size) {
   VPMM_FAULT_FORWARD(Op::host_free, host_free_pinned(p, size));
 }
+vpmm_status FaultBackend::do_host_alloc_pageable(uint64_t size, void** out) {
+  VPMM_FAULT_FORWARD(Op::pageable_alloc, host_alloc_pageable(size, out));
+}
+vpmm_status FaultBackend::do_host_free_pageable(void* p, uint64_t size) {
+  VPMM_FAULT_FORWARD(Op::pageable_free, host_free_pageable(p, size));
+}
 vpmm_status FaultBackend::do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   VPMM_FAULT_FORWARD(Op::mem_info, mem_info(free_bytes, total_bytes));
 }
@@ -224,7 +229,7 @@ vpmm_status FaultBackend::do_mem_info(uint64_t* free_bytes, uint64_t* total_byte
 #undef VPMM_FAULT_FORWARD
 
 std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_status* st) {
-  std::unique_ptr<Backend> b = make_host_backend(p, st);
+  std::unique_ptr<Backend> b = make_backend(VPMM_BACKEND_HOST, p, st);
   return std::shared_ptr<Backend>(std::move(b));
 }
 

@@ -4,8 +4,8 @@
 // pool operation makes (tests/unit/test_fault_injection.cpp), and how the
 // fuzzers reach error paths that a healthy host backend never takes.
 //
-// Counting. Every do_* call and stream_create/stream_destroy is one call, of
-// one kind: the Op of backend.hpp, or kStreamCreate/kStreamDestroy. Calls are
+// Counting. Every do_* call but device_sync is one call, of one kind: the Op
+// of backend.hpp (kStreamCreate/kStreamDestroy name two of them). Calls are
 // numbered from 1 since the last arm()/reset(), globally and per kind. Calls
 // made while counting is paused (set_counting(false)) are forwarded and not
 // numbered, so a test can snapshot the pool (snapshot() queries events)
@@ -36,7 +36,15 @@
 // The plan and the numbering live in a FaultControl that may be shared too,
 // so they can be read after a failed Pool::create destroyed the backend.
 //
-// Thread safety: every method may be called from any thread (one mutex).
+// Facts. By default the inner backend's. A test can make the wrapper claim
+// fewer capabilities (drop_capabilities: the core then takes its fallback,
+// e.g. pageable backups without kCapPinnedHost) or report a max_handle_size
+// (set_max_handle_size: a driver that caps handles, as HIP's chunking does).
+// Facts are read when a pool is created: set them before handing the
+// backend to Pool::create.
+//
+// Thread safety: every method may be called from any thread (one mutex),
+// except the two fact setters, which run before the backend is shared.
 #pragma once
 
 #include <cstdint>
@@ -58,11 +66,12 @@ struct FaultPlan {
   uint64_t seed = 1;        // PRNG seed of the random mode
 };
 
-// Call kinds: the values of Op, plus the two stream calls, plus "any".
+// Call kinds: the values of Op, plus "any". The stream calls keep their own
+// names, from when they were not Ops.
 constexpr int kFaultAny = -1;
-constexpr int kFaultStreamCreate = static_cast<int>(Op::count_);
-constexpr int kFaultStreamDestroy = kFaultStreamCreate + 1;
-constexpr int kFaultKinds = kFaultStreamDestroy + 1;
+constexpr int kFaultStreamCreate = static_cast<int>(Op::stream_create);
+constexpr int kFaultStreamDestroy = static_cast<int>(Op::stream_destroy);
+constexpr int kFaultKinds = static_cast<int>(Op::count_);
 // "map", "stream_create", "any", ...
 const char* fault_kind_name(int kind);
 
@@ -137,17 +146,26 @@ class FaultBackend final : public Backend {
   Backend& inner() { return *inner_; }
   const std::shared_ptr<Backend>& inner_shared() const { return inner_; }
 
-  // Identity: the inner backend's.
+  // Test facts (see the file comment): clear `bits` from the inner
+  // backend's capabilities; report `bytes` as max_handle_size.
+  void drop_capabilities(uint32_t bits) { dropped_caps_ |= bits; }
+  void set_max_handle_size(uint64_t bytes) {
+    max_handle_ = bytes;
+    max_handle_set_ = true;
+  }
+
+  // Identity: the inner backend's, less what the test changed.
   const char* name() const override { return inner_->name(); }
+  int32_t kind() const override { return inner_->kind(); }
   uint64_t granularity() const override { return inner_->granularity(); }
   uint64_t recommended_page_size() const override { return inner_->recommended_page_size(); }
   uint64_t default_va_size() const override { return inner_->default_va_size(); }
-  uint32_t capabilities() const override { return inner_->capabilities(); }
+  uint32_t capabilities() const override { return inner_->capabilities() & ~dropped_caps_; }
   int device() const override { return inner_->device(); }
+  uint64_t max_handle_size() const override {
+    return max_handle_set_ ? max_handle_ : inner_->max_handle_size();
+  }
   bool stream_valid(Stream s) const override { return inner_->stream_valid(s); }
-  vpmm_status stream_create(Stream* out) override;
-  vpmm_status stream_destroy(Stream s) override;
-  vpmm_status device_sync() override { return inner_->device_sync(); }  // not a fault point
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
@@ -167,11 +185,19 @@ class FaultBackend final : public Backend {
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override;
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override;
   vpmm_status do_host_free_pinned(void* p, uint64_t size) override;
+  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override;
+  vpmm_status do_host_free_pageable(void* p, uint64_t size) override;
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
+  vpmm_status do_stream_create(Stream* out) override;
+  vpmm_status do_stream_destroy(Stream s) override;
+  vpmm_status do_device_sync() override { return inner_->device_sync(); }  // not a fault point
 
  private:
   std::shared_ptr<Backend> inner_;
   std::shared_ptr<FaultControl> ctl_;
+  uint32_t dropped_caps_ = 0;
+  uint64_t max_handle_ = 0;
+  bool max_handle_set_ = false;
 };
 
 // A host backend the caller shares with a FaultBackend (see above).

@@ -36,8 +36,9 @@
 
 #include "backend/backend.hpp"
 #include "backend/host/host_offsets.hpp"
+#include "backend/registry.hpp"
 #include "backend/host/host_streams.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 namespace {
@@ -100,23 +101,23 @@ class HostBackend final : public Backend {
     for (const auto& r : reservations_)
       munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(r.first)), r.second);
     for (const auto& p : pinned_) std::free(p.first);
+    for (const auto& p : pageable_) munmap(p.first, p.second);
     close(fd_);
   }
 
   const char* name() const override { return "host"; }
+  int32_t kind() const override { return VPMM_BACKEND_HOST; }
   uint64_t granularity() const override { return gran_; }
   uint64_t recommended_page_size() const override { return kRecommendedPage; }
   uint64_t default_va_size() const override { return kDefaultVaSize; }
-  uint32_t capabilities() const override {
-    return kCapEvents | kCapDeviceCopy | kCapPinnedHost | kCapMemInfo;
-  }
+  // Copies are real (memcpy on the stream's worker). "Pinned" memory is
+  // claimed because for a CPU copy every page is as fast as a pinned one, so
+  // the pinned path (its cache and limit) runs as it would on a GPU. Memory
+  // info is the capacity and what handles hold of it.
+  uint32_t capabilities() const override { return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo; }
   int device() const override { return 0; }
+  uint64_t max_handle_size() const override { return 0; }  // any size up to the capacity
   bool stream_valid(Stream s) const override { return host::stream_is_valid(s); }
-  vpmm_status stream_create(Stream* out) override { return host::stream_create(out); }
-  vpmm_status stream_destroy(Stream s) override { return host::stream_destroy(s); }
-  // A destroyed host stream drained its work, and live ones are synchronised
-  // through their own events: nothing device-wide is left to wait for.
-  vpmm_status device_sync() override { return VPMM_OK; }
 
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
@@ -146,7 +147,14 @@ class HostBackend final : public Backend {
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override;
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override;
   vpmm_status do_host_free_pinned(void* p, uint64_t size) override;
+  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override;
+  vpmm_status do_host_free_pageable(void* p, uint64_t size) override;
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
+  vpmm_status do_stream_create(Stream* out) override { return host::stream_create(out); }
+  vpmm_status do_stream_destroy(Stream s) override { return host::stream_destroy(s); }
+  // A destroyed host stream drained its work, and live ones are synchronised
+  // through their own events: nothing device-wide is left to wait for.
+  vpmm_status do_device_sync() override { return VPMM_OK; }
 
  private:
   struct Handle {
@@ -182,6 +190,7 @@ class HostBackend final : public Backend {
   std::map<uint64_t, uint64_t> reservations_;  // va -> size
   std::map<uint64_t, Mapping> mappings_;       // va -> mapping
   std::map<void*, uint64_t> pinned_;           // pointer -> size
+  std::map<void*, uint64_t> pageable_;         // pointer -> size
 };
 
 // The last reference to a handle's memory is gone: return the pages to the
@@ -557,14 +566,55 @@ vpmm_status HostBackend::do_host_free_pinned(void* p, uint64_t size) {
   });
 }
 
+// Pageable memory is anonymous private pages from the kernel (what a GPU
+// backend hands out too): tracked, so that a bad pointer is refused.
+vpmm_status HostBackend::do_host_alloc_pageable(uint64_t size, void** out) {
+  static const char* const who = "host host_alloc_pageable";
+  if (size > static_cast<uint64_t>(SIZE_MAX))
+    return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: size %llu does not fit in memory", who, ull(size));
+  return guarded(who, [&] {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      return fail(errno_status(err), "%s: mmap of %llu bytes failed: %s", who, ull(size),
+                  std::strerror(err));
+    }
+    try {
+      std::lock_guard<std::mutex> lk(mu_);
+      pageable_.emplace(p, size);
+    } catch (...) {
+      munmap(p, size);
+      throw;
+    }
+    *out = p;
+    return VPMM_OK;
+  });
+}
+
+vpmm_status HostBackend::do_host_free_pageable(void* p, uint64_t size) {
+  static const char* const who = "host host_free_pageable";
+  return guarded(who, [&] {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = pageable_.find(p);
+    if (it == pageable_.end())
+      return fail(VPMM_ERR_INVALID_ARGUMENT,
+                  "%s: 0x%llx was not returned by host_alloc_pageable (or was already freed)", who,
+                  ull(reinterpret_cast<uintptr_t>(p)));
+    if (it->second != size)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size %llu is not the size %llu of 0x%llx", who,
+                  ull(size), ull(it->second), ull(reinterpret_cast<uintptr_t>(p)));
+    munmap(p, size);
+    pageable_.erase(it);
+    return VPMM_OK;
+  });
+}
+
 vpmm_status HostBackend::do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   if (free_bytes) *free_bytes = capacity_ - held_bytes_;
   if (total_bytes) *total_bytes = capacity_;
   return VPMM_OK;
 }
-
-}  // namespace
 
 std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* st) {
   static const char* const who = "host backend";
@@ -614,5 +664,24 @@ std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* 
   *st = VPMM_OK;
   return b;
 }
+
+// Memfd and mmap are all it needs: usable wherever libvpmm runs.
+bool host_backend_usable() { return true; }
+
+// The vpmm_host_streams.h functions, as this backend's extension.
+const HostStreamControl kHostStreams = {
+    host::stream_create,
+    host::stream_destroy,
+    host::stream_hold,
+    host::stream_release,
+    host::stream_launch,
+    [](vpmm_stream s) { return host::stream_synchronize(s); },
+};
+
+}  // namespace
+
+extern const BackendEntry kHostBackendEntry;
+const BackendEntry kHostBackendEntry = {VPMM_BACKEND_HOST, "host", make_host_backend,
+                                        host_backend_usable, &kHostStreams};
 
 }  // namespace vpmm

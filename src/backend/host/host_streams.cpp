@@ -24,7 +24,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 namespace host {

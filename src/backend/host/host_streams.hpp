@@ -2,8 +2,8 @@
 // Concern: ordered execution of host "kernels" on per-stream worker threads,
 // holds that keep work in flight for tests, and events that complete when
 // everything queued before them has run. Process-wide (not per backend), like
-// the vpmm_host_stream_* functions in vpmm.h, which are thin wrappers over the
-// stream_* functions here.
+// the vpmm_host_stream_* functions of vpmm_host_streams.h, which reach the
+// stream_* functions here through the backend's HostStreamControl entry.
 //
 // Invariants:
 //  - A vpmm_stream value is only ever dereferenced after it was found in the
@@ -23,7 +23,7 @@
 //    a caller, and never a destroy (see stream_destroy).
 //
 // Every function is thread safe, never throws, and on failure sets the
-// thread-local error (core/error.hpp) naming the public call and the value.
+// thread-local error (common/status.hpp) naming the public call and the value.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@
 namespace vpmm {
 namespace host {
 
-// ---- The public vpmm_host_stream_* semantics (see vpmm.h) -----------------
+// ---- The vpmm_host_stream_* semantics (see vpmm_host_streams.h) -----------
 
 // Create a stream; *out owns it until stream_destroy. No thread is started.
 // Errors: INVALID_ARGUMENT (null out), OUT_OF_MEMORY.

@@ -1,5 +1,5 @@
-// Thread-local last error storage (see error.hpp).
-#include "core/error.hpp"
+// Thread-local last error storage (see status.hpp).
+#include "common/status.hpp"
 
 #include <cstdio>
 #include <algorithm>

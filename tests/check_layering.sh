@@ -1,0 +1,38 @@
+#!/bin/sh
+# The layering rules of docs/ARCHITECTURE (data flows down, never up), checked
+# by grep so that a violation fails the unit suite rather than a review:
+#   common/   the bottom layer: includes nothing of the library but vpmm.h
+#   backend/  may include common/ and backend/ only, never core/ or api/
+#   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
+#             and of the backends only the interface (backend/backend.hpp)
+# Usage: check_layering.sh SOURCE_ROOT. Prints every violation; exits 1 if any.
+root=${1:-.}
+src="$root/src"
+bad=0
+
+# Lines of C/C++ sources under $1 matching the extended regex $2, with
+# whole-line // comments dropped (they may name a call they explain).
+scan() {
+  find "$1" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' \) \
+    -exec grep -HnE "$2" {} + 2>/dev/null | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'
+}
+
+report() {  # $1 = rule, $2 = offending lines
+  found=$2
+  if [ -n "$found" ]; then
+    echo "layering violation: $1"
+    echo "$found" | sed 's/^/  /'
+    bad=1
+  fi
+}
+
+report "src/common/ includes a higher layer" "$(scan "$src/common" '#[[:space:]]*include[[:space:]]*["<](core|backend|api|hooks)/')"
+report "src/backend/ includes the core, the C API or the hooks" "$(scan "$src/backend" '#[[:space:]]*include[[:space:]]*["<]((\.\./)*core|api|hooks)/')"
+report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](cuda|cuda_runtime|hip/[a-z_]*|dlfcn|fcntl|unistd|sys/[a-z_]*|linux/[a-z_]*)\.h[">]')"
+report "src/core/ includes a backend's internals (only backend/backend.hpp is the door)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/[a-z_]+/')"
+report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
+
+if [ "$bad" -eq 0 ]; then
+  echo "layering: common <- backend <- core <- api: no violations"
+fi
+exit "$bad"
