@@ -133,6 +133,7 @@ enum {
   VPMM_STATUS_SIGNED_ = -1       /* never returned: makes the enum's type int (see above) */
 };
 #endif
+/* 100 was VPMM_NO_OP (a non-zero success) before ABI 1; it is never returned. */
 
 /* Readable name of a status, e.g. "VPMM_ERR_OUT_OF_MEMORY". Never NULL (unknown
  * codes give "VPMM_ERR_UNKNOWN"). Static string; thread safe. */

@@ -77,10 +77,19 @@ plain_build() {
   # Without meson: the library, the GPU tests and bench_vpmm by hand.
   echo "plain build (no usable meson)" >> "$OUT/build.log"
   PLAIN=1
-  mkdir -p "$BUILD/tests/gpu" "$BUILD/bench" "$BUILD/obj"
+  mkdir -p "$BUILD/tests/gpu" "$BUILD/bench" "$BUILD/obj" "$BUILD/include"
   local babs; babs=$(cd "$BUILD" && pwd)
-  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -Isrc -I"$CUDA_HOME/include" -DVPMM_HAVE_CUDA=1
-              -fvisibility=hidden -pthread)
+  # vpmm_version.h as meson's configure_file writes it: the version of
+  # project() and vpmm_abi_version, both read from meson.build (their only home).
+  local ver abi vmaj vmin vpat
+  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
+  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
+  IFS=. read -r vmaj vmin vpat <<<"$ver"
+  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
+      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
+      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
+  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$CUDA_HOME/include"
+              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
   local ok=1 f t
   for f in src/api/*.cpp src/core/*.cpp src/backend/*.cpp src/backend/host/*.cpp \
            src/backend/cuda/cuda_backend.cpp src/backend/cuda/cuda_driver.cpp; do
@@ -89,7 +98,7 @@ plain_build() {
   g++ -shared -o "$BUILD/libvpmm.so" "$BUILD"/obj/*.o -ldl -pthread \
       -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
   local NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90
-            -gencode arch=compute_80,code=compute_80 -Iinclude -I"$CUDA_HOME/include"
+            -gencode arch=compute_80,code=compute_80 -Iinclude -I"$BUILD/include" -I"$CUDA_HOME/include"
             -L"$babs" -lvpmm -Xlinker -rpath -Xlinker "$babs")
   for t in walkthrough streams zombie growth small oom split_handle pause_resume; do
     nvcc "${NV[@]}" "tests/gpu/test_gpu_$t.cu" -o "$BUILD/tests/gpu/test_gpu_$t" >> "$OUT/build.log" 2>&1 || ok=0
