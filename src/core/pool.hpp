@@ -115,7 +115,7 @@ class Pool {
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
   void stats(vpmm_stats* out);             // fills a full-size struct
-  std::vector<vpmm_region_info> snapshot();     // every region, ascending VA
+  std::vector<vpmm_region_info> snapshot();  // every region, ascending VA
   std::string check();                     // "" when all invariants hold
 
   const PoolOptions& options() const { return opt_; }
