@@ -128,7 +128,9 @@ struct World {
   bool is_paused(const Block& b) {
     size_t n = 0;
     FZ_CHECK(vpmm_pool_dump(pool, nullptr, 0, &n) == VPMM_OK, "dump");
-    std::vector<vpmm_region> r(n);
+    vpmm_region_info proto{};
+    proto.struct_size = sizeof proto;
+    std::vector<vpmm_region_info> r(n, proto);
     FZ_CHECK(vpmm_pool_dump(pool, r.data(), r.size(), &n) == VPMM_OK, "dump");
     uint64_t va = reinterpret_cast<uint64_t>(b.p);
     for (size_t k = 0; k < n && k < r.size(); ++k)
@@ -295,7 +297,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (w.any_held()) break;
         const char* tag = (op >> 6) == 0 ? "a" : (op >> 6) == 1 ? "b" : nullptr;
         vpmm_status st = vpmm_pool_pause(w.pool, tag);
-        FZ_CHECK(st == VPMM_OK || st == VPMM_NO_OP || st == VPMM_ERR_INVALID_ARGUMENT ||
+        FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_INVALID_ARGUMENT ||
                      st == VPMM_ERR_OUT_OF_MEMORY,
                  "pause returned %d", st);
         for (Block& b : w.blocks)
@@ -306,7 +308,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (w.any_held()) break;
         const char* tag = (op >> 6) == 0 ? "a" : (op >> 6) == 1 ? "b" : nullptr;
         vpmm_status st = vpmm_pool_resume(w.pool, tag);
-        FZ_CHECK(st == VPMM_OK || st == VPMM_NO_OP || st == VPMM_ERR_INVALID_ARGUMENT ||
+        FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_INVALID_ARGUMENT ||
                      st == VPMM_ERR_OUT_OF_MEMORY,
                  "resume returned %d", st);
         break;
@@ -341,7 +343,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           vpmm_reservation* res = nullptr;
           vpmm_status st = vpmm_pool_reserve_ex(w.pool, bytes, flags, 0, &res);
           VLOG("  reserve(%llu, flags 0x%x) -> %d\n", (unsigned long long)bytes, flags, st);
-          FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_OUT_OF_MEMORY || st == VPMM_ERR_WRONG_STATE,
+          FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_OUT_OF_MEMORY || st == VPMM_ERR_TIMEOUT,
                    "reserve returned %d", st);
           if (st == VPMM_OK) w.reservations.push_back(res);
         }

@@ -5,14 +5,21 @@
  * handles, so Rust (bindgen), Python (ctypes), Go (cgo) and dlopen users can
  * consume it unchanged. Every struct that may grow starts with its own size
  * (`struct_size`); callers set it to sizeof() of the struct they compiled
- * against, and the library only reads/writes that many bytes.
+ * against, and the library only reads/writes that many bytes. The idiom,
+ * free of warnings under -Wall -Wextra (`= {sizeof s}` is not: it leaves the
+ * other fields without initialisers):
+ *     vpmm_stats s = {0};  s.struct_size = sizeof s;     (C)
+ *     vpmm_stats s{};      s.struct_size = sizeof s;     (C++)
  *
  * Conventions that hold for every function below unless its comment says
  * otherwise:
- *  - Return value is a vpmm_status. VPMM_OK (0) is success; errors are
+ *  - Return value is a vpmm_status. VPMM_OK (0) is success, and the only
+ *    success: a call that finds nothing to do also returns VPMM_OK (where
+ *    that matters, an _ex variant says how much it changed). Errors are
  *    positive and pinned forever. On error a human sentence naming the call
- *    and the offending value is available from vpmm_last_error() on the same
- *    thread, and every out-parameter is left untouched.
+ *    and the offending value is available from vpmm_last_error() (or
+ *    vpmm_last_error_copy()) on the same thread, and every out-parameter is
+ *    left untouched.
  *  - A failed call leaves the pool exactly as it was before the call.
  *  - No C++ exception ever crosses this ABI.
  *  - Thread safety: all vpmm_pool_* functions may be called concurrently on
@@ -40,16 +47,37 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* Versions                                                                  */
 /* ------------------------------------------------------------------------ */
-#define VPMM_VERSION_MAJOR 0
-#define VPMM_VERSION_MINOR 1
-#define VPMM_VERSION_PATCH 0
-#define VPMM_VERSION_NUMBER \
-  (VPMM_VERSION_MAJOR * 10000 + VPMM_VERSION_MINOR * 100 + VPMM_VERSION_PATCH)
-/* Bumped only when an existing signature or struct layout changes
- * incompatibly (never, so far); also the SONAME suffix. */
-#define VPMM_ABI_VERSION 1
+/* The version has a single source, project() in meson.build. The build
+ * generates vpmm_version.h, installed beside this header, with
+ * VPMM_VERSION_MAJOR, _MINOR, _PATCH, VPMM_VERSION_NUMBER (MAJOR * 10000 +
+ * MINOR * 100 + PATCH), VPMM_VERSION_STRING ("MAJOR.MINOR.PATCH", what
+ * vpmm_version() returns and what pkg-config reports) and VPMM_ABI_VERSION.
+ *
+ * VPMM_ABI_VERSION is also the SONAME suffix (libvpmm.so.1). It is bumped
+ * only when an existing signature or struct layout changes incompatibly.
+ * ABI 1 is the layout of this header after the 0.1 clean-up: while the
+ * project was 0.1 and before any binding shipped, the ABI changed once, on
+ * purpose (signed enumeration constants, no non-zero success status,
+ * vpmm_region became vpmm_region_info with a struct_size, VPMM_ERR_TIMEOUT,
+ * the test-only host streams in a header of their own), and the SONAME
+ * stayed libvpmm.so.1 because nothing had been built against the old layout
+ * outside this repository. From here on the ABI only grows: new functions,
+ * new constants, new fields at the end of structs that carry struct_size.
+ *
+ * Tools that read this header straight from the source tree (bindgen over
+ * include/vpmm.h, say) have no generated vpmm_version.h and see everything
+ * except the version macros; compilers without __has_include always include
+ * it. */
+#if defined(__has_include)
+#if __has_include("vpmm_version.h")
+#include "vpmm_version.h"
+#endif
+#else
+#include "vpmm_version.h"
+#endif
 
-/* "MAJOR.MINOR.PATCH" of the loaded library. Static string; thread safe. */
+/* VPMM_VERSION_STRING of the loaded library ("MAJOR.MINOR.PATCH"). Static
+ * string; thread safe. */
 VPMM_API const char* vpmm_version(void);
 /* VPMM_ABI_VERSION of the loaded library. Thread safe. */
 VPMM_API int32_t vpmm_abi_version(void);
@@ -57,19 +85,55 @@ VPMM_API int32_t vpmm_abi_version(void);
 /* ------------------------------------------------------------------------ */
 /* Status codes (pinned forever)                                             */
 /* ------------------------------------------------------------------------ */
+/* The type of the status, backend-kind and region-kind constants.
+ *
+ * They are not #defines but typed constants, so that every language sees one
+ * signed 32-bit type matching vpmm_status and the int32_t fields (bindgen
+ * gives a plain `#define VPMM_OK 0` the type u32):
+ *  - C (what bindgen reads): enumerators of anonymous enums, each an int
+ *    constant expression usable in switch/case and static initialisers.
+ *    bindgen, with its default options, turns each enum into
+ *    `pub type _bindgen_ty_N = c_int` and its enumerators into
+ *    `pub const VPMM_OK: _bindgen_ty_N = 0`, i32 in Rust. Each enum holds one
+ *    negative member, VPMM_*_SIGNED_ = -1, which the library never returns or
+ *    accepts: a C enumeration without a negative value has the type unsigned
+ *    int (clang, and so bindgen: u32), with one it has int.
+ *  - C++: `static const` constants of type vpmm_status / int32_t, the same
+ *    names and values, so that `auto`, lambda return-type deduction and
+ *    templates see int32_t rather than an unnamed enumeration type. Still
+ *    constant expressions (switch/case, array bounds).
+ * Either way the names are invisible to #if/#ifdef: test VPMM_VERSION_NUMBER
+ * before using a newer constant. tests/api/test_c99_api.c checks that the C
+ * values name the same statuses and kinds as the library's. */
 typedef int32_t vpmm_status;
 
-#define VPMM_OK 0
-/* 1..99: errors */
-#define VPMM_ERR_INVALID_ARGUMENT 1 /* null pointer, zero/overflowing size, bad enum, bad config */
-#define VPMM_ERR_OUT_OF_MEMORY 2    /* backend refused physical memory, VA, or host capacity */
-#define VPMM_ERR_UNKNOWN_POINTER 3  /* free/lookup of a pointer this pool did not return */
-#define VPMM_ERR_WRONG_STATE 4      /* operation not valid in the object's current state */
-#define VPMM_ERR_UNSUPPORTED 5      /* backend not built/not available, or lacks a capability */
-#define VPMM_ERR_BACKEND 6          /* the driver (or host OS) failed for a reason other than OOM */
-#define VPMM_ERR_INTERNAL 7         /* an invariant of the pool does not hold (a bug: please report) */
-/* 100..: informational, not errors */
-#define VPMM_NO_OP 100 /* nothing was in the state the call changes (pause of paused, resume of active) */
+#ifdef __cplusplus
+static const vpmm_status VPMM_OK = 0;
+static const vpmm_status VPMM_ERR_INVALID_ARGUMENT = 1;
+static const vpmm_status VPMM_ERR_OUT_OF_MEMORY = 2;
+static const vpmm_status VPMM_ERR_UNKNOWN_POINTER = 3;
+static const vpmm_status VPMM_ERR_WRONG_STATE = 4;
+static const vpmm_status VPMM_ERR_UNSUPPORTED = 5;
+static const vpmm_status VPMM_ERR_BACKEND = 6;
+static const vpmm_status VPMM_ERR_INTERNAL = 7;
+static const vpmm_status VPMM_ERR_TIMEOUT = 8;
+static const vpmm_status VPMM_STATUS_SIGNED_ = -1;
+#else
+enum {
+  VPMM_OK = 0,
+  /* errors: positive */
+  VPMM_ERR_INVALID_ARGUMENT = 1, /* null pointer, zero/overflowing size, bad enum, bad config */
+  VPMM_ERR_OUT_OF_MEMORY = 2,    /* backend refused physical memory, VA, or host capacity */
+  VPMM_ERR_UNKNOWN_POINTER = 3,  /* free/lookup of a pointer this pool did not return */
+  VPMM_ERR_WRONG_STATE = 4,      /* operation not valid in the object's current state */
+  VPMM_ERR_UNSUPPORTED = 5,      /* backend not built/not available, or lacks a capability */
+  VPMM_ERR_BACKEND = 6,          /* the driver (or host OS) failed for a reason other than OOM */
+  VPMM_ERR_INTERNAL = 7,         /* an invariant of the pool does not hold (a bug: please report) */
+  VPMM_ERR_TIMEOUT = 8,          /* a wait with a timeout ran out; nothing changed */
+  VPMM_STATUS_SIGNED_ = -1       /* never returned: makes the enum's type int (see above) */
+};
+#endif
+/* 100 was VPMM_NO_OP (a non-zero success) before ABI 1; it is never returned. */
 
 /* Readable name of a status, e.g. "VPMM_ERR_OUT_OF_MEMORY". Never NULL (unknown
  * codes give "VPMM_ERR_UNKNOWN"). Static string; thread safe. */
@@ -82,6 +146,27 @@ VPMM_API const char* vpmm_status_string(vpmm_status status);
  * Never allocates. */
 VPMM_API const char* vpmm_last_error(void);
 
+/* Copy the calling thread's vpmm_last_error() text into buf, truncated to
+ * capacity - 1 bytes and always NUL-terminated when capacity > 0 (buf may be
+ * NULL when capacity is 0). Returns the full length of the message without
+ * the NUL, like snprintf: a return >= capacity means it was truncated. Does
+ * not change the message. Never allocates; thread safe.
+ *
+ * The message is per OS thread, so it must be read on the thread that made
+ * the failing call. Languages whose consecutive foreign calls may run on
+ * different OS threads (Go: two cgo calls may) read it in the same C call
+ * as the one that failed, through a small wrapper in their C preamble:
+ *
+ *   static inline vpmm_status go_vpmm_pool_malloc(vpmm_pool* p, uint64_t n,
+ *       vpmm_stream s, void** out, char* err, size_t cap) {
+ *     vpmm_status st = vpmm_pool_malloc(p, n, s, out);
+ *     if (st != VPMM_OK) vpmm_last_error_copy(err, cap);
+ *     return st;
+ *   }
+ *
+ * Messages fit in 512 bytes. */
+VPMM_API size_t vpmm_last_error_copy(char* buf, size_t capacity);
+
 /* ------------------------------------------------------------------------ */
 /* Streams                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -93,10 +178,22 @@ typedef void* vpmm_stream;
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                             */
 /* ------------------------------------------------------------------------ */
-#define VPMM_BACKEND_AUTO 0 /* CUDA when a GPU is usable, else host */
-#define VPMM_BACKEND_CUDA 1
-#define VPMM_BACKEND_HIP 2
-#define VPMM_BACKEND_HOST 3
+/* vpmm_config.backend (int32_t); typed constants for the reason given at vpmm_status. */
+#ifdef __cplusplus
+static const int32_t VPMM_BACKEND_AUTO = 0;
+static const int32_t VPMM_BACKEND_CUDA = 1;
+static const int32_t VPMM_BACKEND_HIP = 2;
+static const int32_t VPMM_BACKEND_HOST = 3;
+static const int32_t VPMM_BACKEND_SIGNED_ = -1;
+#else
+enum {
+  VPMM_BACKEND_AUTO = 0, /* CUDA when a GPU is usable, else host */
+  VPMM_BACKEND_CUDA = 1,
+  VPMM_BACKEND_HIP = 2,
+  VPMM_BACKEND_HOST = 3,
+  VPMM_BACKEND_SIGNED_ = -1 /* never accepted: makes the enum's type int */
+};
+#endif
 
 /* vpmm_config.max_handle_size: one physical handle per growth, however large. */
 #define VPMM_HANDLE_SIZE_UNLIMITED UINT64_MAX
@@ -106,7 +203,8 @@ typedef struct vpmm_config {
   int32_t backend;        /* VPMM_BACKEND_*; env VPMM_BACKEND=auto|cuda|hip|host */
   int32_t device;         /* device ordinal (ignored by the host backend); env VPMM_DEVICE */
   int32_t config_error;   /* set by vpmm_config_init: index+1 of a malformed VPMM_* variable
-                           * (reported by vpmm_pool_create); 0 = none. Leave as is. */
+                           * (reported by vpmm_pool_create); 0 = none (always, after
+                           * vpmm_config_init_defaults). Leave as is. */
   uint64_t page_size;     /* accounting unit in bytes; multiple of the backend granularity;
                            * 0 = backend's recommended granularity (2 MiB on CUDA and host).
                            * env VPMM_PAGE_SIZE */
@@ -154,12 +252,18 @@ typedef struct vpmm_config {
  * NULL config is ignored. Thread safe (reads the environment). */
 VPMM_API void vpmm_config_init(vpmm_config* config);
 
+/* Fill *config with the defaults only, ignoring the environment: for callers
+ * that must not be steered by VPMM_* variables (libraries embedding a pool,
+ * tests, bindings that take options of their own). Sets struct_size.
+ * NULL config is ignored. Thread safe. */
+VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
+
 /* ------------------------------------------------------------------------ */
 /* Pool lifetime                                                             */
 /* ------------------------------------------------------------------------ */
 typedef struct vpmm_pool vpmm_pool;
 
-/* Create a pool. config may be NULL (= vpmm_config_init defaults). The config is
+/* Create a pool. config may be NULL (= vpmm_config_init: environment applies). The config is
  * copied; the caller keeps ownership of it. On success *out owns the pool, to be
  * released with vpmm_pool_destroy.
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field, malformed
@@ -269,24 +373,34 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * (batches of copies on one copy stream, each batch released once its copies
  * completed); the call returns when everything is released. Their addresses
  * stay reserved and are never handed to anybody else; touching them faults
- * until resume. Returns VPMM_NO_OP when nothing with that tag was active.
- * Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
+ * until resume. Nothing with that tag active is not an error: VPMM_OK (use
+ * vpmm_pool_pause_ex to learn whether anything changed). Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
  * host memory for a backup: nothing with that tag is paused), BACKEND (a
  * wait, copy or unmap failed). After BACKEND every allocation is either
  * paused with a complete backup or still active with its bytes intact
  * (vpmm_pool_tag_stats says how many of each); calling again pauses the rest.
  * Thread safe; blocks the calling thread (and other pool calls) while it runs. */
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
+/* vpmm_pool_pause that also reports, on success, in *n_changed (may be NULL)
+ * how many regions it paused: one per allocation, one per small-object page
+ * (the unit of vpmm_tag_stats.n_live); 0 when nothing with that tag was
+ * active. Left untouched on error. */
+VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back (each copy queued as
  * soon as its allocation is mapped); returns once every copy completed.
- * Returns VPMM_NO_OP when nothing with that tag was paused. On OUT_OF_MEMORY
+ * Nothing with that tag paused is not an error: VPMM_OK (vpmm_pool_resume_ex
+ * says whether anything changed). On OUT_OF_MEMORY
  * or BACKEND the allocations already resumed stay valid and every other one
  * stays paused with its backup intact: call again later. Errors:
  * INVALID_ARGUMENT (unknown tag), OUT_OF_MEMORY, BACKEND. Thread safe; blocks
  * while it runs. */
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
+/* vpmm_pool_resume that also reports, on success, in *n_changed (may be NULL)
+ * how many regions it resumed (0: nothing with that tag was paused). Left
+ * untouched on error. */
+VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
 /* Give free cached physical memory back to the driver (what
  * torch.cuda.empty_cache() does) until at most keep_bytes stay mapped in free
@@ -329,7 +443,7 @@ VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_
  * vpmm_reservation_release. BLOCK waits without a timeout.
  * Errors: INVALID_ARGUMENT (bytes 0, unknown flags, two modes), OUT_OF_MEMORY
  * (TRY/UPTO: nothing available; BLOCK: more than the whole capacity),
- * VPMM_ERR_WRONG_STATE (BLOCK: timed out, in _ex). Thread safe. */
+ * VPMM_ERR_TIMEOUT (BLOCK: timed out, in _ex; nothing reserved). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_reserve(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
                                        vpmm_reservation** out);
 /* vpmm_pool_reserve with a timeout for VPMM_RESERVE_BLOCK (UINT64_MAX = none). */
@@ -424,40 +538,71 @@ typedef struct vpmm_stats {
  * most that many bytes are written). Errors: INVALID_ARGUMENT. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
 
-#define VPMM_REGION_LIVE 1   /* [X]  handed out by malloc */
-#define VPMM_REGION_FREE 2   /* [-X] mapped, reusable, carries stream + event */
-#define VPMM_REGION_HOLE 3   /* [*X] reserved VA, nothing mapped */
-#define VPMM_REGION_ZOMBIE 4 /* old VA of remapped pages, unmapped once its event completes */
-#define VPMM_REGION_SMALL 5  /* live pages that serve small allocations */
-#define VPMM_REGION_PAUSED 6 /* paused allocation: VA kept, physical memory released */
+/* vpmm_region_info.kind (int32_t); typed constants for the reason given at vpmm_status. */
+#ifdef __cplusplus
+static const int32_t VPMM_REGION_LIVE = 1;
+static const int32_t VPMM_REGION_FREE = 2;
+static const int32_t VPMM_REGION_HOLE = 3;
+static const int32_t VPMM_REGION_ZOMBIE = 4;
+static const int32_t VPMM_REGION_SMALL = 5;
+static const int32_t VPMM_REGION_PAUSED = 6;
+static const int32_t VPMM_REGION_SIGNED_ = -1;
+#else
+enum {
+  VPMM_REGION_LIVE = 1,   /* [X]  handed out by malloc */
+  VPMM_REGION_FREE = 2,   /* [-X] mapped, reusable, carries stream + event */
+  VPMM_REGION_HOLE = 3,   /* [*X] reserved VA, nothing mapped */
+  VPMM_REGION_ZOMBIE = 4, /* old VA of remapped pages, unmapped once its event completes */
+  VPMM_REGION_SMALL = 5,  /* live pages that serve small allocations */
+  VPMM_REGION_PAUSED = 6, /* paused allocation: VA kept, physical memory released */
+  VPMM_REGION_SIGNED_ = -1 /* never reported: makes the enum's type int */
+};
+#endif
 
-typedef struct vpmm_region {
-  uint64_t va;         /* start address */
-  uint64_t size;       /* bytes (page multiple) */
-  int32_t kind;        /* VPMM_REGION_* */
+/* One region of the pool's VA (not to be confused with the vpmm_region_push
+ * allocation scope). Grows only at the end; no padding on 64-bit targets. */
+typedef struct vpmm_region_info {
+  uint32_t struct_size;  /* = sizeof(vpmm_region_info), set by the caller (vpmm_pool_dump) */
+  int32_t kind;          /* VPMM_REGION_* */
+  uint64_t va;           /* start address */
+  uint64_t size;         /* bytes (page multiple) */
+  uint64_t chunk_offset; /* va minus the start of its VA chunk */
+  uint32_t chunk;        /* index of the VA chunk, in reservation order */
+  uint32_t handles;      /* physical handles mapped in this region (0 for holes) */
   int32_t event_pending; /* free/zombie: 1 if its event has not completed (0 when not recorded
                           * yet); small: 1 if blocks wait for another stream's event */
-  uint64_t chunk_offset; /* va minus the start of its VA chunk */
-  uint32_t chunk;      /* index of the VA chunk, in reservation order */
-  uint32_t handles;    /* physical handles mapped in this region (0 for holes) */
-  vpmm_stream stream;  /* live: allocating stream; free: freeing stream; else NULL */
-  uint64_t id;         /* free: creation order; live: allocation order */
-  uint64_t requested;  /* live: bytes asked for; small pages: bytes asked for by their live
-                        * blocks (0 with event_pending 0: an empty cached slab, counted as free) */
-} vpmm_region;
+  uint32_t reserved0;    /* 0 */
+  uint64_t id;           /* free: creation order; live: allocation order */
+  uint64_t requested;    /* live: bytes asked for; small pages: bytes asked for by their live
+                          * blocks (0 with event_pending 0: an empty cached slab, counted as free) */
+  vpmm_stream stream;    /* live: allocating stream; free: freeing stream; else NULL */
+} vpmm_region_info;
 
 /* Copy every region of the pool, in ascending VA order, into buf (up to
  * capacity entries). *count receives the total number of regions, which may
  * exceed capacity (call again with a larger buffer). buf may be NULL when
- * capacity is 0. Errors: INVALID_ARGUMENT. Thread safe (a consistent snapshot). */
-VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region* buf, size_t capacity,
+ * capacity is 0.
+ * When capacity > 0, buf[0].struct_size must be set to the caller's
+ * sizeof(vpmm_region_info): it is the stride of the buffer (element i starts
+ * i * struct_size bytes after buf). The library writes min(struct_size, its
+ * own sizeof) bytes into each element, sets each element's struct_size to
+ * the caller's value, and leaves any bytes beyond its own struct untouched,
+ * so a caller built against a newer header can zero them to tell which
+ * fields an older library filled.
+ * Errors: INVALID_ARGUMENT (null pool/count, NULL buf with capacity,
+ * struct_size smaller than the ABI 1 struct or over 65536). Thread safe (a
+ * consistent snapshot). */
+VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region_info* buf, size_t capacity,
                                     size_t* count);
 
 /* Call fn once per region in ascending VA order on a consistent snapshot,
  * outside the pool's lock (fn may call back into the pool). A non-zero return
- * from fn stops the walk. Errors: INVALID_ARGUMENT, OUT_OF_MEMORY. */
-typedef int (*vpmm_region_fn)(const vpmm_region* region, void* user);
-VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_fn fn, void* user);
+ * from fn stops the walk. region->struct_size is the library's own sizeof: a
+ * callback built against a newer header reads fields beyond its offset only
+ * where struct_size covers them. The record is valid during the call only.
+ * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY. */
+typedef int (*vpmm_region_info_fn)(const vpmm_region_info* region, void* user);
+VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_info_fn fn, void* user);
 
 /* Human-readable dump: the stats, then every region in the seed notation
  * ([X] live, [-X] free, [*X] hole, [~X] zombie, [sX] small slab, [pX] paused; sizes in pages). Writes at most

@@ -61,7 +61,8 @@ fi
 ninja -C "$BUILD" libvpmm_objs.a >/dev/null
 
 # 2. The targets.
-CXXFLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer $SAN -I$ROOT/include -I$ROOT/src -I$ROOT -I$ROOT/fuzz"
+# $BUILD/include: the generated vpmm_version.h that vpmm.h includes.
+CXXFLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer $SAN -I$ROOT/include -I$BUILD/include -I$ROOT/src -I$ROOT -I$ROOT/fuzz"
 LIBS="$BUILD/libvpmm_objs.a -lpthread -ldl"
 for t in "${TARGETS[@]}"; do
   extra=()

@@ -71,12 +71,14 @@ const char* backend_arg_name(int32_t b) {
 std::string layout_of(vpmm_pool* pool, uint64_t page_size) {
   size_t n = 0;
   if (vpmm_pool_dump(pool, nullptr, 0, &n) != VPMM_OK) return "?";
-  std::vector<vpmm_region> r(n + 16);  // slack: the pool may not change here, but be safe
+  vpmm_region_info proto{};
+  proto.struct_size = sizeof proto;  // buf[0]'s is the stride the library writes with
+  std::vector<vpmm_region_info> r(n + 16, proto);  // slack: the pool may not change here, but be safe
   if (vpmm_pool_dump(pool, r.data(), r.size(), &n) != VPMM_OK) return "?";
   r.resize(std::min(n, r.size()));
   std::string out;
   uint32_t chunk = r.empty() ? 0 : r.front().chunk;
-  for (const vpmm_region& x : r) {
+  for (const vpmm_region_info& x : r) {
     if (x.chunk != chunk) out += " | ", chunk = x.chunk;
     const char* mark = "";
     switch (x.kind) {

@@ -50,13 +50,52 @@ class BindingTest(unittest.TestCase):
             w = self.pool.malloc(2 * PAGE)
         ctypes.memmove(w, b"libvpmm" * 100, 700)
         self.assertTrue(self.pool.pause("weights"))
-        self.assertFalse(self.pool.pause("weights"))  # VPMM_NO_OP
+        self.assertFalse(self.pool.pause("weights"))  # VPMM_OK, nothing changed
         self.assertEqual(self.pool.stats()["paused_bytes"], 2 * PAGE)
         self.assertTrue(self.pool.resume("weights"))
+        self.assertFalse(self.pool.resume("weights"))
         self.assertEqual(ctypes.string_at(w, 700), b"libvpmm" * 100)
         self.pool.free(w)
         self.pool.trim(0)
         self.assertEqual(self.pool.stats()["free_bytes"], 0)
+
+    def test_regions_follow_the_header_layout(self):
+        # vpmm_region_info of ABI 1: 72 bytes, struct_size first; the library
+        # writes with the stride the binding sets.
+        self.assertEqual(ctypes.sizeof(vpmm._RegionInfo), 72)
+        with vpmm.region("w"):
+            w = self.pool.malloc(2 * PAGE)
+        p = self.pool.malloc(3 * PAGE)
+        rs = self.pool.regions()
+        self.assertEqual([r["va"] for r in rs], sorted(r["va"] for r in rs))
+        live = {r["va"]: r for r in rs if r["kind"] == "live"}
+        self.assertEqual(live[w]["size"], 2 * PAGE)
+        self.assertEqual(live[p]["requested"], 3 * PAGE)
+        self.assertEqual(sum(r["size"] for r in rs), self.pool.stats()["reserved_va_bytes"])
+        self.assertTrue(self.pool.pause("w"))
+        kinds = {r["va"]: r["kind"] for r in self.pool.regions()}
+        self.assertEqual(kinds[w], "paused")
+        self.assertEqual(kinds[p], "live")
+        self.assertTrue(self.pool.resume("w"))
+        self.pool.free(w)
+        self.pool.free(p)
+
+    def test_statuses_and_defaults_only_config(self):
+        self.assertEqual(vpmm._STATUS[8], "VPMM_ERR_TIMEOUT")
+        self.assertNotIn(100, vpmm._STATUS)  # no non-zero success any more
+        old = os.environ.get("VPMM_PAGE_SIZE")
+        os.environ["VPMM_PAGE_SIZE"] = "not-a-size"
+        try:
+            with self.assertRaises(vpmm.Error) as e:
+                vpmm.Pool("host", host_capacity=64 << 20)
+            self.assertIn("VPMM_PAGE_SIZE", str(e.exception))
+            with vpmm.Pool("host", use_env=False, host_capacity=64 << 20) as pool:
+                self.assertEqual(pool.stats()["page_size"], 2 << 20)
+        finally:
+            if old is None:
+                del os.environ["VPMM_PAGE_SIZE"]
+            else:
+                os.environ["VPMM_PAGE_SIZE"] = old
 
     def test_pinned_limit_sends_backups_to_pageable_memory(self):
         # The struct layout must match the header for the new fields to land.

@@ -2,6 +2,7 @@
 // pool state, the exception firewall (no C++ exception crosses the ABI), and
 // translation between the public structs and the core. All policy lives in
 // src/core/.
+#include <algorithm>
 #include <cinttypes>
 #include <cstddef>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "core/config.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
+#include "vpmm_version.h"  // directly too: a build without it must fail, not lose vpmm_version()
 
 namespace {
 
@@ -78,11 +80,7 @@ vpmm_status check_pool(const char* call, vpmm_pool* p) {
 
 extern "C" {
 
-VPMM_API const char* vpmm_version(void) {
-#define VPMM_STR2(x) #x
-#define VPMM_STR(x) VPMM_STR2(x)
-  return VPMM_STR(VPMM_VERSION_MAJOR) "." VPMM_STR(VPMM_VERSION_MINOR) "." VPMM_STR(VPMM_VERSION_PATCH);
-}
+VPMM_API const char* vpmm_version(void) { return VPMM_VERSION_STRING; }
 
 VPMM_API int32_t vpmm_abi_version(void) { return VPMM_ABI_VERSION; }
 
@@ -96,17 +94,35 @@ VPMM_API const char* vpmm_status_string(vpmm_status s) {
     case VPMM_ERR_UNSUPPORTED: return "VPMM_ERR_UNSUPPORTED";
     case VPMM_ERR_BACKEND: return "VPMM_ERR_BACKEND";
     case VPMM_ERR_INTERNAL: return "VPMM_ERR_INTERNAL";
-    case VPMM_NO_OP: return "VPMM_NO_OP";
+    case VPMM_ERR_TIMEOUT: return "VPMM_ERR_TIMEOUT";
     default: return "VPMM_ERR_UNKNOWN";
   }
 }
 
 VPMM_API const char* vpmm_last_error(void) { return vpmm::last_error(); }
 
+VPMM_API size_t vpmm_last_error_copy(char* buf, size_t capacity) {
+  // snprintf semantics without a format: the full length comes back so a
+  // caller can tell truncation (and size a second buffer) from one call.
+  const char* msg = vpmm::last_error();
+  size_t len = std::strlen(msg);
+  if (buf && capacity > 0) {
+    size_t n = std::min(len, capacity - 1);
+    std::memcpy(buf, msg, n);
+    buf[n] = '\0';
+  }
+  return len;
+}
+
 VPMM_API void vpmm_config_init(vpmm_config* config) {
   if (!config) return;
   vpmm::config_defaults(config);
   config->config_error = vpmm::config_apply_env(config);
+}
+
+VPMM_API void vpmm_config_init_defaults(vpmm_config* config) {
+  if (!config) return;
+  vpmm::config_defaults(config);
 }
 
 VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
@@ -252,16 +268,24 @@ VPMM_API vpmm_status vpmm_region_pop(void) {
   return VPMM_OK;
 }
 
-VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag) {
+VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
   VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->pause(tag); });
+  return guarded(call, [&] { return pool->pool->pause(tag, n_changed); });
+}
+
+VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag) {
+  return vpmm_pool_pause_ex(pool, tag, nullptr);
+}
+
+VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {
+  const char* call = "vpmm_pool_resume";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->resume(tag, n_changed); });
 }
 
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag) {
-  const char* call = "vpmm_pool_resume";
-  VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->resume(tag); });
+  return vpmm_pool_resume_ex(pool, tag, nullptr);
 }
 
 VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
@@ -420,29 +444,50 @@ VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats) {
   });
 }
 
-VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region* buf, size_t capacity,
+namespace {
+// The smallest vpmm_region_info a caller may pass: the fields of ABI 1. Later
+// versions only append, so this stays the minimum forever.
+constexpr uint32_t kRegionInfoV1Size = offsetof(vpmm_region_info, stream) + sizeof(vpmm_stream);
+static_assert(kRegionInfoV1Size == sizeof(vpmm_region_info),
+              "fields appended to vpmm_region_info: keep kRegionInfoV1Size at the ABI 1 size");
+}  // namespace
+
+VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region_info* buf, size_t capacity,
                                     size_t* count) {
   const char* call = "vpmm_pool_dump";
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, count);
   if (capacity > 0 && !buf)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
+  // The caller's element size is the stride: a caller built against a newer
+  // (larger) struct gets the fields this library knows in each element.
+  const uint32_t stride = capacity > 0 ? buf->struct_size : 0;
+  if (capacity > 0 && (stride < kRegionInfoV1Size || stride > 65536))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: buf[0].struct_size %u is not a vpmm_region_info size (expected %u; set "
+                      "it to sizeof(vpmm_region_info))",
+                      call, stride, (unsigned)sizeof(vpmm_region_info));
   return guarded(call, [&]() -> vpmm_status {
-    std::vector<vpmm_region> all = pool->pool->snapshot();
+    std::vector<vpmm_region_info> all = pool->pool->snapshot();
     size_t n = std::min(capacity, all.size());
-    if (n) std::memcpy(buf, all.data(), n * sizeof(vpmm_region));
+    const size_t width = std::min<size_t>(stride, sizeof(vpmm_region_info));
+    char* dst = reinterpret_cast<char*>(buf);
+    for (size_t i = 0; i < n; ++i, dst += stride) {
+      all[i].struct_size = stride;
+      std::memcpy(dst, &all[i], width);
+    }
     *count = all.size();
     return VPMM_OK;
   });
 }
 
-VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_fn fn, void* user) {
+VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_info_fn fn, void* user) {
   const char* call = "vpmm_pool_visit";
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, fn);
   return guarded(call, [&]() -> vpmm_status {
-    std::vector<vpmm_region> all = pool->pool->snapshot();
-    for (const vpmm_region& r : all)
+    std::vector<vpmm_region_info> all = pool->pool->snapshot();
+    for (const vpmm_region_info& r : all)
       if (fn(&r, user) != 0) break;
     return VPMM_OK;
   });
@@ -465,7 +510,7 @@ std::string format_bytes(uint64_t b) {
 std::string dump_text(vpmm::Pool& p) {
   vpmm_stats s;
   p.stats(&s);
-  std::vector<vpmm_region> regions = p.snapshot();
+  std::vector<vpmm_region_info> regions = p.snapshot();
   std::string out;
   char line[256];
   auto add = [&](const char* name, uint64_t v) {
@@ -491,7 +536,7 @@ std::string dump_text(vpmm::Pool& p) {
   out += line;
   out += "regions (pages):";
   uint32_t chunk = UINT32_MAX;
-  for (const vpmm_region& r : regions) {
+  for (const vpmm_region_info& r : regions) {
     if (r.chunk != chunk) {
       chunk = r.chunk;
       std::snprintf(line, sizeof line, "\n  chunk %u: ", chunk);

@@ -77,7 +77,7 @@ vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, R
     if (timeout_ns == UINT64_MAX) {
       res_cv_.wait(lock, ready);
     } else if (!res_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), ready)) {
-      return fail(VPMM_ERR_WRONG_STATE,
+      return fail(VPMM_ERR_TIMEOUT,
                   "%s: timed out after %" PRIu64 " ns waiting for %" PRIu64 " bytes (%" PRIu64
                   " available)",
                   call, timeout_ns, bytes, lim_.available());

@@ -177,7 +177,7 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
 // them. An allocation is released only after its own backup is complete, so
 // any failure leaves each allocation either paused with a whole backup or
 // active and untouched.
-vpmm_status Pool::pause_locked(const char* tag) {
+vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
@@ -191,8 +191,12 @@ vpmm_status Pool::pause_locked(const char* tag) {
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && tag_matches(r.tag, want))
       (r.flags & VPMM_ALLOC_HOST_BACKUP ? backed : plain).push_back(kv.first);
   }
-  if (plain.empty() && backed.empty())
-    return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is active", call, tag ? tag : "(any)");
+  // Nothing active with that tag is a success that changed nothing (the
+  // caller learns it from *n_changed == 0), not an error.
+  if (plain.empty() && backed.empty()) {
+    if (n_changed) *n_changed = 0;
+    return VPMM_OK;
+  }
 
   // 1. Pinned buffers for every backup, before anything changes: no host
   // memory means nothing is paused.
@@ -313,7 +317,9 @@ vpmm_status Pool::pause_locked(const char* tag) {
       }
   }
   give_back(next);
-  return result.finish();
+  st = result.finish();
+  if (st == VPMM_OK && n_changed) *n_changed = plain.size() + backed.size();
+  return st;
 }
 
 // ---------------------------------------------------------------------------
@@ -373,7 +379,7 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
 // allocation is committed only after that wait succeeded; one that could not
 // be mapped or copied stays paused with its backup, and so does every
 // allocation after it (call again later).
-vpmm_status Pool::resume_locked(const char* tag) {
+vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
@@ -385,8 +391,10 @@ vpmm_status Pool::resume_locked(const char* tag) {
       targets.push_back(kv.first);
       any_backup |= kv.second.backup != nullptr;
     }
-  if (targets.empty())
-    return fail(VPMM_NO_OP, "%s: nothing with tag \"%s\" is paused", call, tag ? tag : "(any)");
+  if (targets.empty()) {  // nothing paused: success that changed nothing
+    if (n_changed) *n_changed = 0;
+    return VPMM_OK;
+  }
   Stream cs = nullptr;
   if (any_backup && (st = copy_stream(&cs)) != VPMM_OK) return fail_context(st, call);
 
@@ -426,7 +434,10 @@ vpmm_status Pool::resume_locked(const char* tag) {
 
   for (const Mapped& m : mapped) commit_resumed(m.va, m.handles);
   note_peaks();
-  if (!stop.failed()) return VPMM_OK;
+  if (!stop.failed()) {
+    if (n_changed) *n_changed = mapped.size();
+    return VPMM_OK;
+  }
   return fail_context(stop.finish(), call);
 }
 
@@ -541,11 +552,11 @@ vpmm_status Pool::locked_with_pressure(F&& f) {
   return st;
 }
 
-vpmm_status Pool::pause(const char* tag) {
-  return locked_with_pressure([&] { return pause_locked(tag); });
+vpmm_status Pool::pause(const char* tag, uint64_t* n_changed) {
+  return locked_with_pressure([&] { return pause_locked(tag, n_changed); });
 }
-vpmm_status Pool::resume(const char* tag) {
-  return locked_with_pressure([&] { return resume_locked(tag); });
+vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
+  return locked_with_pressure([&] { return resume_locked(tag, n_changed); });
 }
 vpmm_status Pool::trim(uint64_t keep_bytes) {
   return locked_with_pressure([&] { return trim_locked(keep_bytes); });

@@ -145,8 +145,10 @@ class Pool {
   vpmm_status stream_retire(Stream s);
 
   // Pause/resume by tag (NULL = every tag); see vpmm.h for the contract.
-  vpmm_status pause(const char* tag);
-  vpmm_status resume(const char* tag);
+  // *n_changed (may be NULL) receives, on success, how many regions changed
+  // state (0: nothing matched, still VPMM_OK).
+  vpmm_status pause(const char* tag, uint64_t* n_changed = nullptr);
+  vpmm_status resume(const char* tag, uint64_t* n_changed = nullptr);
   vpmm_status trim(uint64_t keep_bytes);
   vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
 
@@ -160,7 +162,7 @@ class Pool {
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
   void stats(vpmm_stats* out);             // fills a full-size struct
-  std::vector<vpmm_region> snapshot();     // every region, ascending VA
+  std::vector<vpmm_region_info> snapshot();  // every region, ascending VA
   std::string check();                     // "" when all invariants hold
 
   const PoolOptions& options() const { return opt_; }
@@ -281,8 +283,8 @@ class Pool {
   // resume takes them again).
   void release_charges(const Region& r);
   vpmm_status retake_charges(const Region& r);
-  vpmm_status pause_locked(const char* tag);
-  vpmm_status resume_locked(const char* tag);
+  vpmm_status pause_locked(const char* tag, uint64_t* n_changed);
+  vpmm_status resume_locked(const char* tag, uint64_t* n_changed);
   vpmm_status trim_locked(uint64_t keep_bytes);
   template <typename F>
   vpmm_status locked_with_pressure(F&& f);

@@ -71,14 +71,15 @@ void Pool::stats(vpmm_stats* out) {
   *out = s;
 }
 
-std::vector<vpmm_region> Pool::snapshot() {
+std::vector<vpmm_region_info> Pool::snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<vpmm_region> out;
+  std::vector<vpmm_region_info> out;
   out.reserve(m_.regions.size());
   for (auto& kv : m_.regions) {
     const Region& r = kv.second;
-    vpmm_region x;
+    vpmm_region_info x;
     std::memset(&x, 0, sizeof x);
+    x.struct_size = sizeof x;
     x.va = kv.first;
     x.size = r.size;
     // A transit region is a hole being mapped by a malloc still in flight.

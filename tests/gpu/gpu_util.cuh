@@ -251,10 +251,12 @@ inline vpmm_stats stats(vpmm_pool* p) {
   return st;
 }
 
-inline std::vector<vpmm_region> regions(vpmm_pool* p) {
+inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
   size_t n = 0;
   vpmm_pool_dump(p, nullptr, 0, &n);
-  std::vector<vpmm_region> r(n + 16);
+  vpmm_region_info proto{};
+  proto.struct_size = sizeof proto;  // buf[0]'s is the stride the library writes with
+  std::vector<vpmm_region_info> r(n + 16, proto);
   vpmm_pool_dump(p, r.data(), r.size(), &n);
   r.resize(n);
   return r;
@@ -266,7 +268,7 @@ inline std::string layout(vpmm_pool* p) {
   uint64_t page = stats(p).page_size;
   std::string out;
   uint32_t chunk = 0;
-  for (const vpmm_region& r : regions(p)) {
+  for (const vpmm_region_info& r : regions(p)) {
     if (r.chunk != chunk) {
       out += " | ";
       chunk = r.chunk;
@@ -282,15 +284,15 @@ inline std::string layout(vpmm_pool* p) {
   return out;
 }
 
-inline const vpmm_region* find_region(const std::vector<vpmm_region>& rs, const void* ptr) {
-  for (const vpmm_region& r : rs)
+inline const vpmm_region_info* find_region(const std::vector<vpmm_region_info>& rs, const void* ptr) {
+  for (const vpmm_region_info& r : rs)
     if (r.va == reinterpret_cast<uint64_t>(ptr)) return &r;
   return nullptr;
 }
 
 inline uint64_t chunk_offset(vpmm_pool* p, const void* ptr) {
   auto rs = regions(p);
-  const vpmm_region* r = find_region(rs, ptr);
+  const vpmm_region_info* r = find_region(rs, ptr);
   return r ? r->chunk_offset : UINT64_MAX;
 }
 

@@ -21,7 +21,7 @@ using gt::MiB;
 constexpr uint64_t kGateTimeoutNs = 5ull * 1000 * 1000 * 1000;  // safety net only
 
 bool has_pending_zombie(vpmm_pool* p, uint64_t bytes) {
-  for (const vpmm_region& r : gt::regions(p))
+  for (const vpmm_region_info& r : gt::regions(p))
     if (r.kind == VPMM_REGION_ZOMBIE && r.size >= bytes && r.event_pending == 1) return true;
   return false;
 }

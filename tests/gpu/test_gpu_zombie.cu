@@ -24,7 +24,7 @@ constexpr uint64_t kGateTimeoutNs = 5ull * 1000 * 1000 * 1000;
 
 int pending_zombies(vpmm_pool* p) {
   int n = 0;
-  for (const vpmm_region& r : gt::regions(p))
+  for (const vpmm_region_info& r : gt::regions(p))
     if (r.kind == VPMM_REGION_ZOMBIE && r.event_pending == 1) ++n;
   return n;
 }
@@ -32,7 +32,7 @@ int pending_zombies(vpmm_pool* p) {
 // True when [va, va + bytes) lies inside zombies whose events are pending.
 bool pending_zombie_covers(vpmm_pool* p, const void* ptr, uint64_t bytes) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr), covered = 0;
-  for (const vpmm_region& r : gt::regions(p)) {
+  for (const vpmm_region_info& r : gt::regions(p)) {
     if (r.kind != VPMM_REGION_ZOMBIE || r.event_pending != 1) continue;
     uint64_t lo = std::max(va, r.va), hi = std::min(va + bytes, r.va + r.size);
     if (hi > lo) covered += hi - lo;

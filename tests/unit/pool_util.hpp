@@ -37,10 +37,18 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   return p;
 }
 
-inline std::vector<vpmm_region> regions(vpmm_pool* p) {
+// A vpmm_pool_dump buffer of n records, each with its struct_size set (the
+// library reads buf[0]'s as the stride).
+inline std::vector<vpmm_region_info> region_buffer(size_t n) {
+  vpmm_region_info proto{};
+  proto.struct_size = sizeof proto;
+  return std::vector<vpmm_region_info>(n, proto);
+}
+
+inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
   size_t n = 0;
   vpmm_pool_dump(p, nullptr, 0, &n);
-  std::vector<vpmm_region> r(n);
+  std::vector<vpmm_region_info> r = region_buffer(n);
   vpmm_pool_dump(p, r.data(), r.size(), &n);
   r.resize(n);
   return r;
@@ -54,7 +62,7 @@ inline std::string layout(vpmm_pool* p) {
   vpmm_pool_stats(p, &st);
   std::string out;
   uint32_t chunk = 0;
-  for (const vpmm_region& r : regions(p)) {
+  for (const vpmm_region_info& r : regions(p)) {
     if (r.chunk != chunk) {
       out += " | ";
       chunk = r.chunk;
@@ -76,7 +84,7 @@ inline vpmm_stats stats(vpmm_pool* p) {
 }
 
 inline uint64_t chunk_offset(vpmm_pool* p, void* ptr) {
-  for (const vpmm_region& r : regions(p))
+  for (const vpmm_region_info& r : regions(p))
     if (r.va == reinterpret_cast<uint64_t>(ptr)) return r.chunk_offset;
   return UINT64_MAX;
 }

@@ -28,7 +28,7 @@ constexpr uint64_t kPage = 64 << 10;
 
 struct Snap {
   vpmm_stats st;
-  std::vector<vpmm_region> regs;
+  std::vector<vpmm_region_info> regs;
 };
 
 Snap take(vpmm_pool* p) {
@@ -55,7 +55,7 @@ std::string same(const Snap& a, const Snap& b) {
   if (a.regs.size() != b.regs.size())
     return "region count " + std::to_string(a.regs.size()) + " -> " + std::to_string(b.regs.size());
   for (size_t i = 0; i < a.regs.size(); ++i) {
-    const vpmm_region &r = a.regs[i], &s = b.regs[i];
+    const vpmm_region_info &r = a.regs[i], &s = b.regs[i];
     if (r.va != s.va || r.size != s.size || r.kind != s.kind || r.chunk_offset != s.chunk_offset ||
         r.chunk != s.chunk || r.handles != s.handles || r.stream != s.stream || r.id != s.id ||
         r.requested != s.requested)
@@ -124,7 +124,7 @@ vpmm_pool* make_pool() {
   return p;
 }
 
-int visit_count(const vpmm_region*, void* u) {
+int visit_count(const vpmm_region_info*, void* u) {
   ++*static_cast<int*>(u);
   return 0;
 }
@@ -688,9 +688,10 @@ TEST("dump and dump_text reject a NULL buffer with a capacity; short buffers are
              "vpmm_pool_dump_text");
   CHECK_EQ(need, size_t(12345));
   // Not errors: a buffer shorter than the dump gets a prefix and the total.
-  std::vector<vpmm_region> all = vt::regions(p);
+  std::vector<vpmm_region_info> all = vt::regions(p);
   CHECK(all.size() >= 2);
-  vpmm_region one;
+  vpmm_region_info one{};
+  one.struct_size = sizeof one;
   CHECK_OK(vpmm_pool_dump(p, &one, 1, &n));
   CHECK_EQ(n, all.size());
   CHECK_EQ(one.va, all[0].va);
@@ -706,8 +707,9 @@ TEST("status strings: every code has a name, unknown codes a fixed one") {
   CHECK_EQ(std::string(vpmm_status_string(VPMM_OK)), std::string("VPMM_OK"));
   CHECK_EQ(std::string(vpmm_status_string(VPMM_ERR_OUT_OF_MEMORY)),
            std::string("VPMM_ERR_OUT_OF_MEMORY"));
-  CHECK_EQ(std::string(vpmm_status_string(VPMM_NO_OP)), std::string("VPMM_NO_OP"));
-  for (vpmm_status s : {-1, 8, 99, 101, INT32_MAX, INT32_MIN}) {
+  CHECK_EQ(std::string(vpmm_status_string(VPMM_ERR_TIMEOUT)), std::string("VPMM_ERR_TIMEOUT"));
+  // 100 was VPMM_NO_OP before ABI 1's clean-up: no success is non-zero now.
+  for (vpmm_status s : {-1, 9, 99, 100, 101, INT32_MAX, INT32_MIN}) {
     const char* name = vpmm_status_string(s);
     CHECK(name != nullptr);
     if (name) CHECK_EQ(std::string(name), std::string("VPMM_ERR_UNKNOWN"));
@@ -739,7 +741,7 @@ TEST("lookup: interior pointers resolve; padding, free, hole and foreign memory 
     CHECK_OK(vpmm_pool_lookup(p, h.ptr, nullptr, nullptr));  // outs are optional
   }
   // The hole at the end of the chunk.
-  const vpmm_region last = vt::regions(p).back();
+  const vpmm_region_info last = vt::regions(p).back();
   CHECK_EQ(last.kind, VPMM_REGION_HOLE);
   int on_stack = 0;
   const int32_t UP = VPMM_ERR_UNKNOWN_POINTER;

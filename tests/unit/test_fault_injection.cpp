@@ -143,9 +143,9 @@ struct Ctx {
 
 // Is the allocation's memory paused (not mapped)? Then its bytes cannot be
 // read until resume.
-bool is_paused(const std::vector<vpmm_region>& regions, const Alloc& a) {
+bool is_paused(const std::vector<vpmm_region_info>& regions, const Alloc& a) {
   uint64_t va = reinterpret_cast<uint64_t>(a.p);
-  for (const vpmm_region& r : regions)
+  for (const vpmm_region_info& r : regions)
     if (va >= r.va && va < r.va + r.size) return r.kind == VPMM_REGION_PAUSED;
   return false;
 }
@@ -153,7 +153,7 @@ bool is_paused(const std::vector<vpmm_region>& regions, const Alloc& a) {
 // Every readable live allocation holds its pattern. Returns the first bad one.
 // An allocation paused without a backup has lost its bytes by design: it is
 // not checked again.
-std::string data_errors(Ctx& c, const std::vector<vpmm_region>& regions) {
+std::string data_errors(Ctx& c, const std::vector<vpmm_region_info>& regions) {
   for (Alloc& a : c.live) {
     if (is_paused(regions, a)) {
       if (a.pausable_without_backup) a.discarded = true;
@@ -174,7 +174,7 @@ std::string data_errors(Ctx& c, const std::vector<vpmm_region>& regions) {
 // ---------------------------------------------------------------------------
 
 struct State {
-  std::vector<vpmm_region> regions;
+  std::vector<vpmm_region_info> regions;
   vpmm_stats stats;
 };
 
@@ -190,7 +190,7 @@ State capture(Ctx& c) {
 
 bool mapped_kind(int32_t k) { return k != VPMM_REGION_HOLE && k != VPMM_REGION_ZOMBIE; }
 
-std::string region_text(const vpmm_region& r) {
+std::string region_text(const vpmm_region_info& r) {
   char b[160];
   std::snprintf(b, sizeof b, "{va +0x%" PRIx64 " chunk %u size %" PRIu64 " kind %d handles %u id %" PRIu64
                 " requested %" PRIu64 "}",
@@ -198,17 +198,17 @@ std::string region_text(const vpmm_region& r) {
   return b;
 }
 
-bool same_region(const vpmm_region& x, const vpmm_region& y) {
+bool same_region(const vpmm_region_info& x, const vpmm_region_info& y) {
   return x.va == y.va && x.size == y.size && x.kind == y.kind && x.chunk == y.chunk &&
          x.chunk_offset == y.chunk_offset && x.handles == y.handles && x.stream == y.stream &&
          x.id == y.id && x.requested == y.requested;
 }
 
 // Pages [va, va+size) of every region whose kind is in `kinds`.
-std::map<uint64_t, uint64_t> pages_of(const std::vector<vpmm_region>& rs,
+std::map<uint64_t, uint64_t> pages_of(const std::vector<vpmm_region_info>& rs,
                                       std::initializer_list<int32_t> kinds) {
   std::map<uint64_t, uint64_t> out;
-  for (const vpmm_region& r : rs)
+  for (const vpmm_region_info& r : rs)
     for (int32_t k : kinds)
       if (r.kind == k) out[r.va] = r.size;
   return out;
@@ -258,10 +258,10 @@ std::string diff_state(const State& before, const State& after, Partial p) {
   bool moved = false;  // partial progress happened
   // 1. Mapped regions (live, small, free, paused) are identical, or made a
   //    transition the contract allows.
-  for (const vpmm_region& x : before.regions) {
+  for (const vpmm_region_info& x : before.regions) {
     if (!mapped_kind(x.kind)) continue;
     bool same = false;
-    for (const vpmm_region& y : after.regions)
+    for (const vpmm_region_info& y : after.regions)
       if (y.va == x.va && same_region(x, y)) same = true;
     if (same) continue;
     // Every page of x now lies in regions x may have become (a free region
@@ -282,10 +282,10 @@ std::string diff_state(const State& before, const State& after, Partial p) {
     if (!ok) return "region " + region_text(x) + " changed";
     moved = true;
   }
-  for (const vpmm_region& y : after.regions) {
+  for (const vpmm_region_info& y : after.regions) {
     if (!mapped_kind(y.kind)) continue;
     bool same = false;
-    for (const vpmm_region& x : before.regions)
+    for (const vpmm_region_info& x : before.regions)
       if (x.va == y.va && same_region(x, y)) same = true;
     if (same) continue;
     std::map<uint64_t, uint64_t> src;
@@ -303,7 +303,7 @@ std::string diff_state(const State& before, const State& after, Partial p) {
   auto holes_from = p == Partial::trim
                         ? pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE, VPMM_REGION_FREE})
                         : pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE});
-  for (const vpmm_region& r : after.regions) {
+  for (const vpmm_region_info& r : after.regions) {
     if (r.kind == VPMM_REGION_ZOMBIE && !covered_by(r.va, r.size, zb))
       return "zombie " + region_text(r) + " is new";
     if (r.kind == VPMM_REGION_HOLE && !covered_by(r.va, r.size, holes_from))
@@ -486,7 +486,7 @@ void finish(const Scenario& sc, Ctx& c, vpmm_status op_status, const char* where
   if (c.pool) {
     // Backups of anything paused come back byte-exact.
     vpmm_status rs = c.pool->resume(nullptr);
-    CHECK(rs == VPMM_OK || rs == VPMM_NO_OP);
+    CHECK_OK(rs);
     std::string bad = data_errors(c, c.pool->snapshot());
     if (!bad.empty()) std::printf("  %s [%s]: %s\n", sc.name, where, bad.c_str());
     CHECK(bad.empty());

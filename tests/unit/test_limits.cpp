@@ -112,8 +112,13 @@ TEST("blocking reservation times out, and wakes when another is released") {
   vpmm_pool* p = limited_pool(8);
   vpmm_reservation *r1 = nullptr, *r2 = nullptr;
   CHECK_OK(vpmm_pool_reserve(p, 6 * kPage, VPMM_RESERVE_TRY, &r1));
+  r2 = reinterpret_cast<vpmm_reservation*>(0x1);  // untouched on error
   CHECK_EQ(vpmm_pool_reserve_ex(p, 4 * kPage, VPMM_RESERVE_BLOCK, 20 * 1000 * 1000, &r2),
-           VPMM_ERR_WRONG_STATE);
+           VPMM_ERR_TIMEOUT);
+  CHECK(r2 == reinterpret_cast<vpmm_reservation*>(0x1));
+  CHECK(std::strstr(vpmm_last_error(), "timed out") != nullptr);
+  CHECK_EQ(vt::stats(p).reserved_bytes, 6 * kPage);  // nothing reserved by the timeout
+  r2 = nullptr;
   std::atomic<bool> got{false};
   std::thread waiter([&] {
     vpmm_reservation* r = nullptr;

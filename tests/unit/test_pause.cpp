@@ -74,7 +74,9 @@ TEST("pause releases memory, keeps addresses; resume with backup restores bytes"
   vt::fill(u, kPage, 4);
   vpmm_stats before = vt::stats(p);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    CHECK_OK(vpmm_pool_pause(p, "weights"));
+    uint64_t changed = 99;
+    CHECK_OK(vpmm_pool_pause_ex(p, "weights", &changed));
+    CHECK_EQ(changed, uint64_t(2));  // a's region and b's slab page
     CHECK_OK(vpmm_pool_check(p));
     vpmm_stats st = vt::stats(p);
     // 3 pages + one small slab page released
@@ -85,9 +87,16 @@ TEST("pause releases memory, keeps addresses; resume with backup restores bytes"
     CHECK(touch_faults(b));
     CHECK(vt::verify(c, 2 * kPage, 3));  // other tags untouched
     CHECK(vt::verify(u, kPage, 4));
-    CHECK_EQ(vpmm_pool_pause(p, "weights"), VPMM_NO_OP);  // already paused
+    // Already paused: success that changed nothing (no non-zero success status).
+    CHECK_OK(vpmm_pool_pause_ex(p, "weights", &changed));
+    CHECK_EQ(changed, uint64_t(0));
+    CHECK_OK(vpmm_pool_pause(p, "weights"));
+    CHECK_EQ(vt::stats(p).paused_bytes, 4 * kPage);
+    CHECK_OK(vpmm_pool_resume_ex(p, "weights", &changed));
+    CHECK_EQ(changed, uint64_t(2));
+    CHECK_OK(vpmm_pool_resume_ex(p, "weights", &changed));  // already active
+    CHECK_EQ(changed, uint64_t(0));
     CHECK_OK(vpmm_pool_resume(p, "weights"));
-    CHECK_EQ(vpmm_pool_resume(p, "weights"), VPMM_NO_OP);
     CHECK_OK(vpmm_pool_check(p));
     CHECK(vt::verify(a, 3 * kPage, 1));
     CHECK(vt::verify(b, 1000 / 8 * 8, 2));
@@ -175,7 +184,9 @@ TEST("free while paused returns the VA and drops the backup") {
   CHECK_EQ(st.backup_bytes, uint64_t(0));
   CHECK_EQ(st.n_live, uint64_t(0));
   CHECK_EQ(st.requested_bytes, uint64_t(0));
-  CHECK_EQ(vpmm_pool_resume(p, "t"), VPMM_NO_OP);
+  uint64_t changed = 99;
+  CHECK_OK(vpmm_pool_resume_ex(p, "t", &changed));  // nothing paused any more
+  CHECK_EQ(changed, uint64_t(0));
   CHECK_OK(vpmm_pool_check(p));
   vpmm_pool_destroy(p);
 }
@@ -340,7 +351,9 @@ TEST("a tag whose only slab is cached empty has nothing to pause") {
   vpmm_pool* p = pool_with(64 << 20);
   void* x = alloc(p, 4096, "e", VPMM_ALLOC_HOST_BACKUP);
   CHECK_OK(vpmm_pool_free(p, x, nullptr));
-  CHECK_EQ(vpmm_pool_pause(p, "e"), VPMM_NO_OP);
+  uint64_t changed = 99;
+  CHECK_OK(vpmm_pool_pause_ex(p, "e", &changed));
+  CHECK_EQ(changed, uint64_t(0));
   CHECK_EQ(vt::stats(p).paused_bytes, uint64_t(0));
   CHECK_EQ(vt::stats(p).backup_bytes, uint64_t(0));
   CHECK_OK(vpmm_pool_check(p));

@@ -149,7 +149,7 @@ bool verify_state(Run& r, bool full_patterns) {
   if (vpmm_pool_check(p) != VPMM_OK)
     return fail_run(r, std::string("vpmm_pool_check: ") + vpmm_last_error());
   const vpmm_stats st = vt::stats(p);
-  const std::vector<vpmm_region> regs = vt::regions(p);
+  const std::vector<vpmm_region_info> regs = vt::regions(p);
   const uint64_t page = r.spec.page;
   REQUIRE_EQ(st.page_size, page, "page_size");
 
@@ -161,7 +161,7 @@ bool verify_state(Run& r, bool full_patterns) {
   std::vector<int> chunk_seen;
   uint64_t chunk_base = 0;
   for (size_t i = 0; i < regs.size(); ++i) {
-    const vpmm_region& g = regs[i];
+    const vpmm_region_info& g = regs[i];
     if (g.size == 0 || g.size % page || g.va % page)
       return fail_run(r, "region " + u64(i) + " not page aligned");
     if (g.kind < VPMM_REGION_LIVE || g.kind > VPMM_REGION_PAUSED)
@@ -229,7 +229,7 @@ bool verify_state(Run& r, bool full_patterns) {
     return fail_run(r, "small_live_bytes " + u64(st.small_live_bytes) + " outside [" + u64(small_floor) +
                            ", " + u64(small_ceiling) + "] or above small_bytes");
   uint64_t n_live_regions = 0;
-  for (const vpmm_region& g : regs) {
+  for (const vpmm_region_info& g : regs) {
     if (g.kind != VPMM_REGION_LIVE) continue;
     ++n_live_regions;
     auto it = r.live.find(g.va);
@@ -243,9 +243,9 @@ bool verify_state(Run& r, bool full_patterns) {
   for (const auto& kv : r.live) {
     if (!kv.second.small) continue;
     auto it = std::upper_bound(regs.begin(), regs.end(), kv.first,
-                               [](uint64_t va, const vpmm_region& g) { return va < g.va; });
+                               [](uint64_t va, const vpmm_region_info& g) { return va < g.va; });
     if (it == regs.begin()) return fail_run(r, "small allocation outside the pool");
-    const vpmm_region& g = *std::prev(it);
+    const vpmm_region_info& g = *std::prev(it);
     if (g.kind != VPMM_REGION_SMALL || kv.first + kv.second.size > g.va + g.size)
       return fail_run(r, "small allocation " + hex(kv.first) + " not inside a SMALL region");
     if (g.stream != kv.second.stream) return fail_run(r, "small allocation in another stream's slab");
@@ -267,7 +267,7 @@ bool verify_state(Run& r, bool full_patterns) {
 
 struct Snap {
   vpmm_stats st;
-  std::vector<vpmm_region> regs;
+  std::vector<vpmm_region_info> regs;
 };
 Snap take(vpmm_pool* p) {
   Snap s;
@@ -276,7 +276,7 @@ Snap take(vpmm_pool* p) {
   s.st.n_stream_waits = 0;     // ...and queue GPU-side waits before it fails
   s.st.n_oom = 0;
   s.regs = vt::regions(p);
-  for (vpmm_region& g : s.regs) g.event_pending = 0;
+  for (vpmm_region_info& g : s.regs) g.event_pending = 0;
   return s;
 }
 std::string diff(const Snap& a, const Snap& b) {
@@ -287,7 +287,7 @@ std::string diff(const Snap& a, const Snap& b) {
     if (x[i] != y[i]) d += " " + vt::stat_name(i) + ": " + u64(x[i]) + " -> " + u64(y[i]) + ";";
   if (a.regs.size() != b.regs.size()) return d + " region count " + u64(a.regs.size()) + " -> " + u64(b.regs.size());
   for (size_t i = 0; i < a.regs.size(); ++i)
-    if (std::memcmp(&a.regs[i], &b.regs[i], sizeof(vpmm_region)) != 0) {
+    if (std::memcmp(&a.regs[i], &b.regs[i], sizeof(vpmm_region_info)) != 0) {
       d += " region " + u64(i) + " (va " + hex(a.regs[i].va) + " kind " + u64(a.regs[i].kind) + " -> " +
            u64(b.regs[i].kind) + ", size " + u64(a.regs[i].size) + " -> " + u64(b.regs[i].size) + ")";
       break;
@@ -582,7 +582,7 @@ TEST("dump: a small-object region reports the bytes in use") {
   CHECK_OK(vpmm_pool_malloc(p, 300, nullptr, &a));
   CHECK_OK(vpmm_pool_malloc(p, 300, nullptr, &b));
   bool found = false;
-  for (const vpmm_region& g : vt::regions(p)) {
+  for (const vpmm_region_info& g : vt::regions(p)) {
     if (g.kind != VPMM_REGION_SMALL) continue;
     found = true;
     // 600 bytes asked for, 2 x 512 in blocks: either reading of "in use".

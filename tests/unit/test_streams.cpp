@@ -69,10 +69,10 @@ vpmm_stream new_stream() {
 }
 
 // The region that contains va (kind 0 when none does).
-vpmm_region region_at(vpmm_pool* p, uint64_t va) {
-  for (const vpmm_region& r : vt::regions(p))
+vpmm_region_info region_at(vpmm_pool* p, uint64_t va) {
+  for (const vpmm_region_info& r : vt::regions(p))
     if (va >= r.va && va < r.va + r.size) return r;
-  vpmm_region none;
+  vpmm_region_info none;
   std::memset(&none, 0, sizeof none);
   return none;
 }
@@ -164,7 +164,7 @@ void* unmovable_free_tail(vpmm_pool* p, vpmm_stream s, uint64_t pages) {
   CHECK_OK(vpmm_pool_free(p, x, s));
   CHECK_OK(vpmm_pool_malloc(p, kPage, s, &head));
   CHECK_EQ(head, x);  // same-stream best fit takes the front of the region
-  vpmm_region tail = region_at(p, addr(x) + kPage);
+  vpmm_region_info tail = region_at(p, addr(x) + kPage);
   CHECK_EQ(tail.kind, VPMM_REGION_FREE);
   CHECK_EQ(tail.size, pages * kPage);
   CHECK_EQ(tail.stream, s);
@@ -237,7 +237,7 @@ TEST("cross stream Phase 1: a region freed on a held stream is reused only after
   CHECK_EQ(st1.n_stream_waits, st0.n_stream_waits);
   CHECK_EQ(st1.n_grow, st0.n_grow + 1);
   CHECK_EQ(st1.mapped_bytes, st0.mapped_bytes + 2 * kPage);
-  vpmm_region r = region_at(p, tail);
+  vpmm_region_info r = region_at(p, tail);
   CHECK_EQ(r.kind, VPMM_REGION_FREE);
   CHECK_EQ(r.va, tail);
   CHECK_EQ(r.stream, a);
@@ -291,7 +291,7 @@ TEST("cross stream Phase 1: a completed foreign region wins over a pending one")
   CHECK_EQ(st1.n_stream_waits, st0.n_stream_waits);
   CHECK_EQ(st1.n_defrag, st0.n_defrag);
   CHECK_EQ(st1.mapped_bytes, st0.mapped_bytes);
-  vpmm_region r = region_at(p, addr(xa));
+  vpmm_region_info r = region_at(p, addr(xa));
   CHECK_EQ(r.kind, VPMM_REGION_FREE);
   CHECK_EQ(r.stream, a);
   CHECK_EQ(r.size, 2 * kPage);
@@ -338,7 +338,7 @@ TEST("hold: events recorded on a held stream stay pending even if work was runni
   void* q2 = nullptr;
   CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q2));
   CHECK(addr(q2) != tail);
-  vpmm_region r = region_at(p, tail);
+  vpmm_region_info r = region_at(p, tail);
   CHECK_EQ(r.kind, VPMM_REGION_FREE);
   CHECK_EQ(r.event_pending, 1);
   CHECK_OK(vpmm_host_stream_release(a));
@@ -445,7 +445,7 @@ TEST("zombie: old VA stays mapped while its event is pending, reaped after") {
   CHECK_OK(vpmm_pool_malloc(p, bytes, b, &q));
   CHECK(q != pa);
   vpmm_stats st1 = vt::stats(p);
-  vpmm_region z = region_at(p, addr(pa));
+  vpmm_region_info z = region_at(p, addr(pa));
   CHECK_EQ(z.kind, VPMM_REGION_ZOMBIE);
   CHECK_EQ(z.va, addr(pa));
   CHECK_EQ(z.size, bytes);
@@ -583,7 +583,7 @@ TEST("pool streams: create/destroy; a destroyed stream's regions are reused safe
   CHECK_EQ(k.ran_at.load(), 1);  // destroy waited for the queued work
   CHECK_EQ(k.check_ok.load(), 1);
   CHECK_EQ(st1.n_events_recorded, st0.n_events_recorded + 1);  // the lazy event, now
-  vpmm_region r = region_at(p, addr(x));
+  vpmm_region_info r = region_at(p, addr(x));
   CHECK_EQ(r.kind, VPMM_REGION_FREE);
   CHECK(r.stream != s);  // re-keyed: a new stream at the same address is foreign
   CHECK_EQ(r.event_pending, 0);
@@ -619,7 +619,7 @@ TEST("retire: regions of a retired held stream are reused only after its event")
   CHECK_OK(vpmm_pool_stream_retire(p, s));
   vpmm_stats st1 = vt::stats(p);
   CHECK_EQ(st1.n_events_recorded, st0.n_events_recorded + 1);
-  vpmm_region r = region_at(p, tail);
+  vpmm_region_info r = region_at(p, tail);
   CHECK_EQ(r.kind, VPMM_REGION_FREE);
   CHECK(r.stream != s);
   CHECK_EQ(r.event_pending, 1);

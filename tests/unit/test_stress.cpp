@@ -214,7 +214,7 @@ class Worker {
     switch (rng_() % 4) {
       case 0: {  // pause my tag, maybe free one paused block, resume
         vpmm_status st = vpmm_pool_pause(sh_.pool, tag_.c_str());
-        expect(st == VPMM_OK || st == VPMM_NO_OP || st == VPMM_ERR_INVALID_ARGUMENT ||
+        expect(st == VPMM_OK || st == VPMM_ERR_INVALID_ARGUMENT ||
                    st == VPMM_ERR_OUT_OF_MEMORY,
                "pause", st);
         if (st == VPMM_OK)
@@ -234,7 +234,7 @@ class Worker {
           if (st != VPMM_ERR_OUT_OF_MEMORY) break;
           vpmm_pool_trim(sh_.pool, 0);
         }
-        expect(st == VPMM_OK || st == VPMM_NO_OP || st == VPMM_ERR_INVALID_ARGUMENT ||
+        expect(st == VPMM_OK || st == VPMM_ERR_INVALID_ARGUMENT ||
                    st == VPMM_ERR_OUT_OF_MEMORY,
                "resume", st);
         if (st == VPMM_ERR_OUT_OF_MEMORY) {
@@ -309,13 +309,13 @@ void monitor(Shared& sh, uint64_t* rounds) {
     expect(s.free_bytes + s.live_bytes <= s.mapped_bytes + s.paused_bytes, "stats: free + live <= mapped",
            VPMM_ERR_INTERNAL);
     // One consistent dump (grow the buffer until it holds every region).
-    std::vector<vpmm_region> regs(64);
+    std::vector<vpmm_region_info> regs = vt::region_buffer(64);
     size_t n = 0;
     for (;;) {
       st = vpmm_pool_dump(sh.pool, regs.data(), regs.size(), &n);
       expect(st == VPMM_OK, "dump", st);
       if (st != VPMM_OK || n <= regs.size()) break;
-      regs.resize(2 * n);
+      regs = vt::region_buffer(2 * n);
     }
     uint64_t reserved = 0;
     for (size_t k = 0; k < n && k < regs.size(); ++k) reserved += regs[k].size;

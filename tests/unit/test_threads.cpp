@@ -138,7 +138,7 @@ struct Monitor {
     if (bad++ == 0) first_bad = what;
   }
   void run() {
-    std::vector<vpmm_region> buf(4096);
+    std::vector<vpmm_region_info> buf = vt::region_buffer(4096);
     std::vector<char> text(1 << 16);
     while (!stop->load()) {
       ++rounds;
@@ -153,7 +153,7 @@ struct Monitor {
       size_t n = 0;
       if (vpmm_pool_dump(pool, buf.data(), buf.size(), &n) != VPMM_OK) flag("dump failed");
       if (n > buf.size()) {
-        buf.resize(n * 2);
+        buf = vt::region_buffer(n * 2);
         continue;
       }
       uint64_t total = 0;

@@ -5,8 +5,8 @@
     p = pool.malloc(1 << 20)
     with vpmm.region("weights", host_backup=True):
         w = pool.malloc(64 << 20)             # tagged: pausable
-    pool.pause("weights"); pool.resume("weights")
-    print(pool.stats()["mapped_bytes"])
+    pool.pause("weights"); pool.resume("weights")   # True: something changed
+    print(pool.stats()["mapped_bytes"], pool.regions()[0]["kind"])
 
     vpmm.use_as_torch_allocator()             # PyTorch CUDAPluggableAllocator
 
@@ -24,11 +24,11 @@ __all__ = ["Error", "Pool", "region", "library_path", "use_as_torch_allocator", 
 _STATUS = {
     0: "VPMM_OK", 1: "VPMM_ERR_INVALID_ARGUMENT", 2: "VPMM_ERR_OUT_OF_MEMORY",
     3: "VPMM_ERR_UNKNOWN_POINTER", 4: "VPMM_ERR_WRONG_STATE", 5: "VPMM_ERR_UNSUPPORTED",
-    6: "VPMM_ERR_BACKEND", 7: "VPMM_ERR_INTERNAL", 100: "VPMM_NO_OP",
+    6: "VPMM_ERR_BACKEND", 7: "VPMM_ERR_INTERNAL", 8: "VPMM_ERR_TIMEOUT",
 }
-NO_OP = 100
 ALLOC_HOST_BACKUP = 1
 BACKENDS = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
+REGION_KINDS = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused"}
 
 
 def library_path():
@@ -72,6 +72,17 @@ class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", _u32), ("reserved0", _u32)] + [(n, _u64) for n in _STAT_FIELDS]
 
 
+class _RegionInfo(ctypes.Structure):
+    # vpmm_region_info of ABI 1 (72 bytes on 64-bit targets, no padding).
+    _fields_ = [("struct_size", _u32), ("kind", _i32), ("va", _u64), ("size", _u64),
+                ("chunk_offset", _u64), ("chunk", _u32), ("handles", _u32), ("event_pending", _i32),
+                ("reserved0", _u32), ("id", _u64), ("requested", _u64), ("stream", _vp)]
+
+
+_REGION_FIELDS = ["va", "size", "chunk_offset", "chunk", "handles", "event_pending", "id", "requested",
+                  "stream"]
+
+
 class _Attrs(ctypes.Structure):
     _fields_ = [("struct_size", _u32), ("flags", _u32), ("tag", ctypes.c_char_p), ("reservation", _vp)]
 
@@ -85,6 +96,7 @@ def _sig(name, res, *args):
 _version = _sig("vpmm_version", ctypes.c_char_p)
 _last_error = _sig("vpmm_last_error", ctypes.c_char_p)
 _config_init = _sig("vpmm_config_init", None, ctypes.POINTER(_Config))
+_config_init_defaults = _sig("vpmm_config_init_defaults", None, ctypes.POINTER(_Config))
 _create = _sig("vpmm_pool_create", _i32, ctypes.POINTER(_Config), ctypes.POINTER(_vp))
 _destroy = _sig("vpmm_pool_destroy", _i32, _vp)
 _malloc_ex = _sig("vpmm_pool_malloc_ex", _i32, _vp, _u64, _vp, ctypes.POINTER(_Attrs), ctypes.POINTER(_vp))
@@ -92,8 +104,10 @@ _malloc = _sig("vpmm_pool_malloc", _i32, _vp, _u64, _vp, ctypes.POINTER(_vp))
 _free = _sig("vpmm_pool_free", _i32, _vp, _vp, _vp)
 _stats = _sig("vpmm_pool_stats", _i32, _vp, ctypes.POINTER(_Stats))
 _check = _sig("vpmm_pool_check", _i32, _vp)
-_pause = _sig("vpmm_pool_pause", _i32, _vp, ctypes.c_char_p)
-_resume = _sig("vpmm_pool_resume", _i32, _vp, ctypes.c_char_p)
+_pause_ex = _sig("vpmm_pool_pause_ex", _i32, _vp, ctypes.c_char_p, ctypes.POINTER(_u64))
+_resume_ex = _sig("vpmm_pool_resume_ex", _i32, _vp, ctypes.c_char_p, ctypes.POINTER(_u64))
+_dump = _sig("vpmm_pool_dump", _i32, _vp, ctypes.POINTER(_RegionInfo), ctypes.c_size_t,
+             ctypes.POINTER(ctypes.c_size_t))
 _trim = _sig("vpmm_pool_trim", _i32, _vp, _u64)
 _push = _sig("vpmm_region_push", _i32, ctypes.c_char_p, _u32)
 _pop = _sig("vpmm_region_pop", _i32)
@@ -111,10 +125,10 @@ class Error(RuntimeError):
         super().__init__(f"{self.name}: {_last_error().decode(errors='replace')}")
 
 
-def _ok(status, allow_noop=False):
-    if status == 0 or (allow_noop and status == NO_OP):
-        return status
-    raise Error(status)
+def _ok(status):
+    # VPMM_OK is the only success (ABI 1 has no non-zero success status).
+    if status != 0:
+        raise Error(status)
 
 
 def version():
@@ -123,11 +137,13 @@ def version():
 
 class Pool:
     """A libvpmm pool. Keyword arguments are vpmm_config fields
-    (page_size, va_size, initial_pages, host_capacity, max_handle_size, ...)."""
+    (page_size, va_size, initial_pages, host_capacity, max_handle_size, ...).
+    With use_env=False the VPMM_* environment variables are ignored
+    (vpmm_config_init_defaults); by default they apply (vpmm_config_init)."""
 
-    def __init__(self, backend="auto", **fields):
+    def __init__(self, backend="auto", use_env=True, **fields):
         cfg = _Config()
-        _config_init(ctypes.byref(cfg))
+        (_config_init if use_env else _config_init_defaults)(ctypes.byref(cfg))
         cfg.backend = BACKENDS[backend]
         for k, v in fields.items():
             if not hasattr(cfg, k):
@@ -167,10 +183,15 @@ class Pool:
 
     def pause(self, tag=None):
         """True if something was paused, False if nothing with `tag` was active."""
-        return _ok(_pause(self._h, tag.encode() if tag else None), allow_noop=True) == 0
+        n = _u64()
+        _ok(_pause_ex(self._h, tag.encode() if tag else None, ctypes.byref(n)))
+        return n.value > 0
 
     def resume(self, tag=None):
-        return _ok(_resume(self._h, tag.encode() if tag else None), allow_noop=True) == 0
+        """True if something was resumed, False if nothing with `tag` was paused."""
+        n = _u64()
+        _ok(_resume_ex(self._h, tag.encode() if tag else None, ctypes.byref(n)))
+        return n.value > 0
 
     def trim(self, keep_bytes=0):
         _ok(_trim(self._h, keep_bytes))
@@ -183,6 +204,21 @@ class Pool:
         s.struct_size = ctypes.sizeof(_Stats)
         _ok(_stats(self._h, ctypes.byref(s)))
         return {n: getattr(s, n) for n in _STAT_FIELDS}
+
+    def regions(self):
+        """Every region in ascending VA order, as dicts of vpmm_region_info
+        fields with kind as a name ("live", "free", "hole", ...)."""
+        n = ctypes.c_size_t()
+        _ok(_dump(self._h, None, 0, ctypes.byref(n)))
+        while True:
+            cap = max(n.value, 1)
+            buf = (_RegionInfo * cap)()
+            buf[0].struct_size = ctypes.sizeof(_RegionInfo)  # the stride the library writes with
+            _ok(_dump(self._h, buf, cap, ctypes.byref(n)))
+            if n.value <= cap:
+                break
+        return [dict({"kind": REGION_KINDS.get(r.kind, r.kind)}, **{f: getattr(r, f) for f in _REGION_FIELDS})
+                for r in buf[:n.value]]
 
     def dump(self):
         need = ctypes.c_size_t()
