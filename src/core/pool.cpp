@@ -18,7 +18,7 @@ namespace vpmm {
 
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
-constexpr uint64_t kSmallMinimum = 256;  // small_size below this disables small blocks
+constexpr uint64_t kSmallMinimum = SmallAllocator::kQuantum;  // small_size below this disables small blocks
 }  // namespace
 
 Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
@@ -27,7 +27,7 @@ Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
 vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
                          std::unique_ptr<Pool>* out) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
-  p->small_.reset(new SmallAllocator(*p));
+  p->small_.reset(new SmallAllocator(*p, opt.small_size));
   p->backup_bufs_.reset(new BackupBuffers(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
   p->lim_.trigger_fraction = opt.watermark_trigger;
   p->lim_.stop_fraction = opt.watermark_stop;
@@ -401,6 +401,34 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   if (handle_ops) *handle_ops += ops;
   *out = r;
   return VPMM_OK;
+}
+
+vpmm_status Pool::take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, RegionIt* out) {
+  return alloc_pages(bytes, s, Kind::Small, 0, a, nullptr, out);
+}
+
+void Pool::return_slab_pages(uint64_t va, Stream s, bool paused) {
+  RegionIt r = m_.regions.find(va);
+  if (paused)
+    drop_paused(r);
+  else
+    free_pages(r, s);
+}
+
+void Pool::wait(const EventRef& ev) {
+  if (ev && !ev->done_cached() && backend_->event_sync(ev->handle()) == VPMM_OK) ev->mark_done();
+}
+
+const Region* Pool::region_at(uint64_t va) const {
+  auto it = m_.regions.find(va);
+  return it == m_.regions.end() ? nullptr : &it->second;
+}
+
+size_t Pool::count_small_regions() const {
+  size_t n = 0;
+  for (const auto& r : m_.regions)
+    if (r.second.kind == Kind::Small || (r.second.kind == Kind::Paused && r.second.was_small)) ++n;
+  return n;
 }
 
 void Pool::free_pages(RegionIt it, Stream s) {

@@ -24,10 +24,10 @@
 #include "backend/backend.hpp"
 #include "core/limits.hpp"
 #include "core/regions.hpp"
+#include "core/small.hpp"
 
 namespace vpmm {
 
-class SmallAllocator;
 class BackupBuffers;
 struct Transit;
 
@@ -64,12 +64,6 @@ class LockWindow {
   bool others_changed_ = false;
 };
 
-// Per-allocation attributes as the core sees them: the tag interned to an
-// index (0 = untagged, not pausable) and the VPMM_ALLOC_* flags.
-struct Attrs {
-  uint32_t tag = 0;
-  uint32_t flags = 0;
-};
 
 // Pause closes a batch of D2H copies with one event once it holds this many
 // bytes: the CPU releases a batch's handles while the copy engine works on
@@ -128,7 +122,7 @@ struct PoolCounters {
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
 };
 
-class Pool {
+class Pool final : private SlabSource {
  public:
   static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
                             std::unique_ptr<Pool>* out);
@@ -169,8 +163,15 @@ class Pool {
   Backend& backend() { return *backend_; }
 
  private:
-  friend class SmallAllocator;
   Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
+
+  // SlabSource: what the small allocator may ask of the page level.
+  uint64_t page_size() const override { return opt_.page_size; }
+  vpmm_status take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, RegionIt* out) override;
+  void return_slab_pages(uint64_t va, Stream s, bool paused) override;
+  void wait(const EventRef& ev) override;
+  const Region* region_at(uint64_t va) const override;
+  size_t count_small_regions() const override;
 
   // --- page-level operations; the caller holds mu_ ---
   // Hands out `bytes` (page multiple) as a region of `kind` on stream s.
@@ -223,7 +224,7 @@ class Pool {
   // event is recorded the first time another stream or an unmap needs it.
   vpmm_status event_of(Region& r, EventRef* out);
   vpmm_status is_complete(Region& r, bool* done);
-  vpmm_status query(const EventRef& ev, bool* done);
+  vpmm_status query(const EventRef& ev, bool* done) override;
 
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
   // Fails with OUT_OF_MEMORY when growing by `bytes` now (besides what
@@ -249,7 +250,7 @@ class Pool {
   // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
   vpmm_status admit(uint64_t charge, Reservation* res);
   void uncharge(uint64_t charge, Reservation* res);
-  static uint64_t small_charge(uint64_t requested) { return (requested + 255) / 256 * 256; }
+  static uint64_t small_charge(uint64_t requested) { return SmallAllocator::charge(requested); }
   // Reports a pending watermark crossing; call without mu_ held.
   void report_pressure(int transition, uint64_t mapped);
   int take_transition() {
@@ -266,7 +267,7 @@ class Pool {
   }
   vpmm_status copy_stream(Stream* out);
   vpmm_status drain_stream(Stream s);  // CPU waits for what is queued on s now
-  vpmm_status record_event(Stream s, EventRef* out);
+  vpmm_status record_event(Stream s, EventRef* out) override;
   // Pause of one target whose backup (if any) is complete: unmap and release
   // its handles, turn it into a Paused region holding `backup`. On failure it
   // stays active and whole; the caller still owns `backup`.

@@ -79,6 +79,13 @@ struct Region {
                             // harvest may still be undone, or it is being unmapped)
 };
 
+// Per-allocation attributes as the core sees them: the tag interned to an
+// index (0 = untagged, not pausable) and the VPMM_ALLOC_* flags.
+struct Attrs {
+  uint32_t tag = 0;
+  uint32_t flags = 0;
+};
+
 struct Mapping {
   PhysHandle handle = 0;
   uint64_t size = 0;

@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "core/error.hpp"
-#include "core/pool.hpp"
 
 namespace vpmm {
 
@@ -28,12 +27,8 @@ struct SmallAllocator::Slab {
   std::vector<Reservation*> res;       // per block charged reservation (empty until one is)
 };
 
-namespace {
-constexpr uint64_t kQuantum = 256;
-}
-
-SmallAllocator::SmallAllocator(Pool& pool) : pool_(pool) {
-  const uint64_t limit = pool.options().small_size;
+SmallAllocator::SmallAllocator(SlabSource& pages, uint64_t small_size) : pages_(pages) {
+  const uint64_t limit = small_size;
   if (limit < kQuantum) return;  // small allocator disabled
   // 256-byte steps up to 1 KiB, then four classes per power of two.
   for (uint64_t sz = kQuantum; sz <= 1024 && sz < limit + kQuantum; sz += kQuantum)
@@ -59,12 +54,12 @@ SmallAllocator::Lists& SmallAllocator::lists_for(Stream s, const Attrs& a) {
 }
 
 vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out) {
-  const uint64_t page = pool_.options().page_size;
+  const uint64_t page = pages_.page_size();
   const uint64_t block = class_size_[cls];
   uint64_t bytes = (2 * block + page - 1) / page * page;
   if (bytes < page) bytes = page;
   RegionIt r;
-  vpmm_status st = pool_.alloc_pages(bytes, s, Kind::Small, 0, a, nullptr, &r);
+  vpmm_status st = pages_.take_slab_pages(bytes, s, a, &r);
   if (st != VPMM_OK) return st;
   std::unique_ptr<Slab> slab(new Slab);
   slab->va = r->first;
@@ -95,7 +90,7 @@ void SmallAllocator::drain_pending() {
   size_t kept = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     bool done = false;
-    if (pool_.query(pending_[i].event, &done) != VPMM_OK || !done) {
+    if (pages_.query(pending_[i].event, &done) != VPMM_OK || !done) {
       pending_[kept++] = std::move(pending_[i]);
       continue;
     }
@@ -161,11 +156,8 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   EventRef ev;
   if (s != slab->stream && !slab->paused) {
     // Another stream may still use the block: reuse waits for its event.
-    EventHandle h = 0;
-    vpmm_status st = pool_.backend().event_record(s, &h);
+    vpmm_status st = pages_.record_event(s, &ev);
     if (st != VPMM_OK) return st;
-    ++pool_.c_.n_events_recorded;
-    ev = std::make_shared<Event>(&pool_.backend(), h);
   }
   *requested = slab->requested[b];
   *res = slab->res.empty() ? nullptr : slab->res[b];
@@ -207,14 +199,11 @@ void SmallAllocator::retire_slab(Slab* slab) {
     auto& list = lists_for(slab->stream, slab->attrs)[slab->cls];
     list.erase(std::find(list.begin(), list.end(), slab));
   }
-  RegionIt r = pool_.m_.regions.find(slab->va);
+  const uint64_t va = slab->va;
   Stream s = slab->stream;
   bool paused = slab->paused;
-  slabs_.erase(slab->va);
-  if (paused)
-    pool_.drop_paused(r);
-  else
-    pool_.free_pages(r, s);
+  slabs_.erase(va);
+  pages_.return_slab_pages(va, s, paused);
 }
 
 void SmallAllocator::release_empty_slabs() {
@@ -231,15 +220,14 @@ uint64_t SmallAllocator::forget_reservation(Reservation* res) {
     for (size_t b = 0; b < kv.second->res.size(); ++b)
       if (kv.second->res[b] == res) {
         kv.second->res[b] = nullptr;
-        if (!kv.second->paused) bytes += (kv.second->requested[b] + 255) / 256 * 256;  // Pool::small_charge
+        if (!kv.second->paused) bytes += charge(kv.second->requested[b]);
       }
   return bytes;
 }
 
 void SmallAllocator::wait_pending() {
   for (Pending& pd : pending_)
-    if (!pd.event->done_cached() && pool_.backend().event_sync(pd.event->handle()) == VPMM_OK)
-      pd.event->mark_done();
+    pages_.wait(pd.event);
 }
 
 bool SmallAllocator::is_empty(const Slab* s) { return s->n_used == 0 && s->n_pending == 0; }
@@ -289,10 +277,9 @@ std::string SmallAllocator::check() const {
   uint64_t live = 0;
   for (const auto& kv : slabs_) {
     const Slab& s = *kv.second;
-    auto r = pool_.m_.regions.find(s.va);
+    const Region* r = pages_.region_at(s.va);
     Kind want = s.paused ? Kind::Paused : Kind::Small;
-    if (r == pool_.m_.regions.end() || r->second.kind != want || r->second.size != s.bytes ||
-        r->second.owner != &s) {
+    if (!r || r->kind != want || r->size != s.bytes || r->owner != &s) {
       std::snprintf(buf, sizeof buf, "small slab 0x%" PRIx64 " has no matching Small region", s.va);
       return buf;
     }
@@ -305,10 +292,7 @@ std::string SmallAllocator::check() const {
     }
     live += uint64_t(s.n_used) * s.block;
   }
-  uint64_t small_regions = 0;
-  for (const auto& r : pool_.m_.regions)
-    if (r.second.kind == Kind::Small || (r.second.kind == Kind::Paused && r.second.was_small))
-      ++small_regions;
+  const size_t small_regions = pages_.count_small_regions();
   if (small_regions != slabs_.size()) return "small regions and slabs differ in number";
   if (live != live_bytes_) return "small live bytes drifted from the slabs";
   uint64_t empty = 0;

@@ -29,12 +29,36 @@
 
 namespace vpmm {
 
-class Pool;
-struct Attrs;
+// The page level as the small allocator sees it: slab pages in and out, and
+// events. The pool implements it; nothing else of the pool is reachable from
+// here. All calls are made with the pool mutex held.
+class SlabSource {
+ public:
+  virtual uint64_t page_size() const = 0;
+  // A Small region of `bytes` (a page multiple) on stream s for attributes a.
+  virtual vpmm_status take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, RegionIt* out) = 0;
+  // Gives a slab's region back: freed on stream s, or dropped when paused.
+  virtual void return_slab_pages(uint64_t va, Stream s, bool paused) = 0;
+  virtual vpmm_status record_event(Stream s, EventRef* out) = 0;  // counted in the pool's stats
+  virtual vpmm_status query(const EventRef& ev, bool* done) = 0;
+  virtual void wait(const EventRef& ev) = 0;  // the CPU blocks until ev completed
+  // The region starting at va (for check()); null when there is none.
+  virtual const Region* region_at(uint64_t va) const = 0;
+  virtual size_t count_small_regions() const = 0;  // Small, and Paused that were Small
+
+ protected:
+  ~SlabSource() = default;
+};
 
 class SmallAllocator {
  public:
-  explicit SmallAllocator(Pool& pool);
+  // Requests of at most small_size bytes are served (0 or < kQuantum: none).
+  SmallAllocator(SlabSource& pages, uint64_t small_size);
+
+  // Small blocks are charged (limits, reservations) in steps of kQuantum
+  // bytes, the smallest size class.
+  static constexpr uint64_t kQuantum = 256;
+  static uint64_t charge(uint64_t requested) { return (requested + kQuantum - 1) / kQuantum * kQuantum; }
   ~SmallAllocator();
 
   vpmm_status malloc(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
@@ -87,7 +111,7 @@ class SmallAllocator {
   Lists& lists_for(Stream s, const Attrs& a);
   void retire_slab(Slab* slab);
 
-  Pool& pool_;
+  SlabSource& pages_;
   std::vector<uint64_t> class_size_;
   // Untagged slabs by stream (the hot path); tagged ones by (stream, tag,
   // flags) so a pause of one tag never touches blocks of another.
@@ -105,7 +129,7 @@ void SmallAllocator::for_each_charge(const void* p, F&& fn) const {
   const Slab* slab = static_cast<const Slab*>(p);
   for (uint32_t b = 0; b < slab_blocks(slab); ++b) {
     uint64_t req = slab_requested(slab, b);
-    if (req) fn(slab_res(slab, b), (req + 255) / 256 * 256);  // Pool::small_charge
+    if (req) fn(slab_res(slab, b), charge(req));
   }
 }
 
