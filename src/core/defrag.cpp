@@ -55,7 +55,7 @@ struct Transit {
 // ---------------------------------------------------------------------------
 
 size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
-  if (m_.zombies.empty() || budget == 0) return 0;
+  if (m_.zombies().empty() || budget == 0) return 0;
   struct Job {
     uint64_t va;
     std::vector<std::pair<uint64_t, Mapping>> maps;  // a prefix of the zombie's mappings
@@ -63,14 +63,14 @@ size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
   };
   std::vector<Job> jobs;
   size_t handles = 0;
-  for (uint64_t va : m_.zombies) {
+  for (uint64_t va : m_.zombies()) {
     if (handles >= budget) break;
-    Region& z = m_.regions.find(va)->second;
+    Region& z = m_.find(va)->second;
     bool done = false;
     if (z.busy || query(z.event, &done) != VPMM_OK || !done) continue;
     Job j{va, {}, 0};
-    for (auto mp = m_.zombie_mappings.find(va);
-         mp != m_.zombie_mappings.end() && mp->first < va + z.size && handles < budget; ++mp, ++handles)
+    const auto& zm = m_.zombie_mappings();
+    for (auto mp = zm.find(va); mp != zm.end() && mp->first < va + z.size && handles < budget; ++mp, ++handles)
       j.maps.push_back(*mp);
     jobs.push_back(std::move(j));
   }
@@ -86,9 +86,9 @@ size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
     return VPMM_OK;
   };
   if (window) {
-    for (Job& j : jobs) m_.regions.find(j.va)->second.busy = true;
+    for (Job& j : jobs) m_.find(j.va)->second.busy = true;
     window->outside(m_, unmap_all);
-    for (Job& j : jobs) m_.regions.find(j.va)->second.busy = false;
+    for (Job& j : jobs) m_.find(j.va)->second.busy = false;
   } else {
     unmap_all();
   }
@@ -98,12 +98,12 @@ size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
     if (j.unmapped == 0) continue;
     uint64_t end = j.va;
     for (size_t i = 0; i < j.unmapped; ++i) {
-      m_.zombie_mappings.erase(j.maps[i].first);
+      m_.drop_zombie_mapping(j.maps[i].first);
       end += j.maps[i].second.size;
     }
-    RegionIt z = m_.regions.find(j.va);
+    RegionIt z = m_.find(j.va);
     if (end < j.va + z->second.size) m_.split(z, end - j.va);
-    z = m_.regions.find(j.va);
+    z = m_.find(j.va);
     Region hole;
     hole.size = z->second.size;
     hole.kind = Kind::Hole;
@@ -135,7 +135,7 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
     uint64_t va;
   };
   std::vector<Cand> cands;
-  for (auto& kv : m.streams)
+  for (const auto& kv : m.streams())
     for (const auto& e : kv.second.free_by_size) {
       uint64_t va = std::get<2>(e);
       if (va == exclude_va) continue;
@@ -148,7 +148,7 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude
   uint64_t remaining = need;
   for (const Cand& c : cands) {
     if (remaining == 0) break;
-    const Region& r = m.regions.find(c.va)->second;
+    const Region& r = m.find(c.va)->second;
     auto maps = m.whole_mappings_in(c.va, r.size);
     if (maps.empty()) continue;
     Harvest h;
@@ -218,9 +218,9 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
     return x->second.kind == Kind::Free && y->second.kind == Kind::Free &&
            x->second.chunk == y->second.chunk && x->first + x->second.size == y->first;
   };
-  for (auto it = m_.regions.begin(); it != m_.regions.end();) {
+  for (auto it = m_.begin(); it != m_.end();) {
     auto nx = std::next(it);
-    if (nx == m_.regions.end()) break;
+    if (nx == m_.end()) break;
     if (!adjacent_free(it, nx)) {
       it = nx;
       continue;
@@ -229,14 +229,14 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
       it = merge(it, nx, true);
       continue;
     }
-    auto mp = m_.mappings.upper_bound(nx->first);
-    bool straddles = mp != m_.mappings.begin() && std::prev(mp)->first < nx->first &&
+    auto mp = m_.mappings().upper_bound(nx->first);
+    bool straddles = mp != m_.mappings().begin() && std::prev(mp)->first < nx->first &&
                      std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
     bool done_a = false, done_b = false;
     if (straddles && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
         is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
       it = merge(it, nx, false);
-      if (it != m_.regions.begin()) {
+      if (it != m_.begin()) {
         auto pv = std::prev(it);
         if (adjacent_free(pv, it) && RegionMap::coalescable(pv->second, it->second)) it = pv;
       }
@@ -249,10 +249,10 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
 
 void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
   for (auto u = journal.rbegin(); u != journal.rend(); ++u) {
-    RegionIt it = m_.regions.find(u->left_va);
+    RegionIt it = m_.find(u->left_va);
     m_.split(it, u->left.size);
-    m_.retag(m_.regions.find(u->left_va), u->left);
-    m_.retag(m_.regions.find(u->right_va), u->right);
+    m_.retag(m_.find(u->left_va), u->left);
+    m_.retag(m_.find(u->right_va), u->right);
   }
 }
 
@@ -261,11 +261,11 @@ void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
 // starts, it joins the span in place and less has to move.
 void Pool::plan_defrag(Transit* t) {
   const uint64_t bytes = t->bytes;
-  auto h = m_.holes_by_size.lower_bound({bytes, 0});
-  if (!t->exact && h != m_.holes_by_size.end()) {
-    RegionIt hole = m_.regions.find(h->second);
+  auto h = m_.holes().lower_bound({bytes, 0});
+  if (!t->exact && h != m_.holes().end()) {
+    RegionIt hole = m_.find(h->second);
     uint64_t prefix_va = UINT64_MAX, prefix = 0;
-    if (hole != m_.regions.begin()) {
+    if (hole != m_.begin()) {
       RegionIt pv = std::prev(hole);
       if (pv->second.kind == Kind::Free &&
           (pv->second.stream == t->stream || pv->second.stream == clean_stream()) &&
@@ -282,8 +282,8 @@ void Pool::plan_defrag(Transit* t) {
     }
   }
   t->plan = plan_harvest(m_, bytes, t->stream, UINT64_MAX, t->exact);
-  auto h2 = m_.holes_by_size.lower_bound({t->plan.span(), 0});
-  if (h2 != m_.holes_by_size.end()) {
+  auto h2 = m_.holes().lower_bound({t->plan.span(), 0});
+  if (h2 != m_.holes().end()) {
     t->hole_va = h2->second;
     t->have_hole = true;
   }
@@ -295,7 +295,7 @@ vpmm_status Pool::wait_for_harvest(Transit* t) {
   t->events.resize(t->plan.harvests.size());
   for (size_t i = 0; i < t->plan.harvests.size(); ++i) {
     const Harvest& hv = t->plan.harvests[i];
-    Region& r = m_.regions.find(hv.region_va)->second;
+    Region& r = m_.find(hv.region_va)->second;
     vpmm_status st = event_of(r, &t->events[i]);
     if (st != VPMM_OK) return st;
     if (!t->events[i] || !hv.foreign) continue;  // never used, or the caller's own stream
@@ -326,7 +326,7 @@ vpmm_status Pool::claim(Transit* t) {
   t->originals.reserve(t->plan.harvests.size());
   for (size_t i = 0; i < t->plan.harvests.size(); ++i) {
     const Harvest& hv = t->plan.harvests[i];
-    RegionIt r = m_.regions.find(hv.region_va);
+    RegionIt r = m_.find(hv.region_va);
     if (hv.lo > r->first) r = m_.split(r, hv.lo - r->first);
     if (hv.hi < r->first + r->second.size) m_.split(r, hv.hi - r->first);
     t->originals.push_back(r->second);
@@ -338,16 +338,12 @@ vpmm_status Pool::claim(Transit* t) {
     z.busy = true;
     m_.erase(r);
     m_.insert(hv.lo, z);
-    for (const auto& mp : hv.maps) {
-      m_.mappings.erase(mp.first);
-      m_.zombie_mappings.emplace(mp.first, mp.second);
-    }
+    for (const auto& mp : hv.maps) m_.start_move(mp.first);
   }
-  m_.totals.moving += t->plan.moved;
   if (t->have_hole) {
-    RegionIt hole = m_.regions.find(t->hole_va);
+    RegionIt hole = m_.find(t->hole_va);
     if (hole->second.size > t->plan.span()) m_.split(hole, t->plan.span());
-    hole = m_.regions.find(t->hole_va);
+    hole = m_.find(t->hole_va);
     Region transit = hole->second;
     transit.kind = Kind::Transit;
     m_.retag(hole, transit);
@@ -411,26 +407,22 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
 void Pool::abandon(Transit* t) {
   orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
   creating_ -= t->plan.shortfall;
-  m_.totals.moving -= t->plan.moved;
   for (size_t i = t->plan.harvests.size(); i-- > 0;) {
     const Harvest& hv = t->plan.harvests[i];
-    for (const auto& mp : hv.maps) {
-      m_.zombie_mappings.erase(mp.first);
-      m_.mappings.emplace(mp.first, mp.second);
-    }
+    for (const auto& mp : hv.maps) m_.cancel_move(mp.first);
     Region back = t->originals[i];
     // Retired meanwhile (vpmm_pool_stream_retire): a fresh key, as retire
     // gives the stream's other regions, so a new stream at the same address
     // never takes it as its own.
-    if (back.stream != clean_stream() && !m_.streams.count(back.stream)) {
+    if (back.stream != clean_stream() && !m_.streams().count(back.stream)) {
       retired_keys_.emplace_back(new char);
       back.stream = retired_keys_.back().get();
     }
-    m_.erase(m_.regions.find(hv.lo));
+    m_.erase(m_.find(hv.lo));
     m_.coalesce(m_.insert(hv.lo, back));
   }
   if (t->have_hole) {
-    RegionIt transit = m_.regions.find(t->hole_va);
+    RegionIt transit = m_.find(t->hole_va);
     Region hole = transit->second;
     hole.kind = Kind::Hole;
     m_.retag(transit, hole);
@@ -442,22 +434,18 @@ RegionIt Pool::commit(Transit* t) {
   orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
   const uint64_t span_bytes = t->plan.span();
   if (t->chunk_size) {
-    Region hole;
-    hole.size = t->chunk_size;
-    hole.kind = Kind::Hole;
-    hole.chunk = static_cast<uint32_t>(m_.chunks.size());
-    m_.chunks.push_back({t->chunk_va, t->chunk_size});
-    m_.totals.reserved += t->chunk_size;
-    RegionIt it = m_.insert(t->chunk_va, hole);
+    RegionIt it = m_.add_chunk(t->chunk_va, t->chunk_size);
     if (t->chunk_size > span_bytes) m_.split(it, span_bytes);
   }
-  for (const Harvest& hv : t->plan.harvests) m_.regions.find(hv.lo)->second.busy = false;
-  for (const auto& p : t->placed) m_.mappings.emplace(p.first, p.second);
+  for (const Harvest& hv : t->plan.harvests) m_.find(hv.lo)->second.busy = false;
+  // The moved handles come first in `placed`, then the created ones.
+  size_t i = 0;
+  for (const Harvest& hv : t->plan.harvests)
+    for (size_t k = 0; k < hv.maps.size(); ++k, ++i) m_.place_moved(t->placed[i].first, t->placed[i].second);
+  for (; i < t->placed.size(); ++i) m_.map_new(t->placed[i].first, t->placed[i].second);
   creating_ -= t->plan.shortfall;
-  m_.totals.moving -= t->plan.moved;
-  m_.totals.mapped += t->plan.shortfall;
 
-  RegionIt hole = m_.regions.find(t->hole_va);
+  RegionIt hole = m_.find(t->hole_va);
   Region span;
   span.size = span_bytes;
   span.kind = Kind::Free;
@@ -466,7 +454,7 @@ RegionIt Pool::commit(Transit* t) {
   span.id = next_id_++;
   // Moved pages may carry foreign work the caller's stream now waits on: a
   // fresh free point makes any later event cover those waits.
-  span.seq = t->plan.moved ? ++m_.streams[t->stream].free_seq : 0;
+  span.seq = t->plan.moved ? ++m_.stream(t->stream).free_seq : 0;
   m_.erase(hole);
   RegionIt res = m_.insert(t->hole_va, span);
   if (!t->exact) res = m_.coalesce(res);  // exact spans stay on their handle boundaries

@@ -115,7 +115,7 @@ vpmm_status Pool::release_reservation(Reservation* r) {
                   "vpmm_reservation_release: %p is not a live reservation of this pool (released twice?)",
                   static_cast<void*>(r));
     // Allocations still charged to it stay valid and become unreserved.
-    for (auto& kv : m_.regions)
+    for (auto& kv : m_)
       if (kv.second.res == r) {
         kv.second.res = nullptr;
         // A paused allocation holds no charge until it is resumed.
@@ -131,14 +131,14 @@ vpmm_status Pool::release_reservation(Reservation* r) {
 
 vpmm_status Pool::set_limit(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (bytes != 0 && m_.totals.mapped > bytes) {
-    release_free(bytes > m_.totals.mapped - m_.totals.free ? bytes - (m_.totals.mapped - m_.totals.free) : 0,
+  if (bytes != 0 && m_.totals().mapped > bytes) {
+    release_free(bytes > m_.totals().mapped - m_.totals().free ? bytes - (m_.totals().mapped - m_.totals().free) : 0,
                  true);
-    if (m_.totals.mapped > bytes)
+    if (m_.totals().mapped > bytes)
       return fail(VPMM_ERR_WRONG_STATE,
                   "vpmm_pool_set_limit: %" PRIu64 " bytes is below the %" PRIu64
                   " bytes still mapped after trimming; the limit stays %" PRIu64,
-                  bytes, m_.totals.mapped, lim_.limit);
+                  bytes, m_.totals().mapped, lim_.limit);
   }
   lim_.limit = bytes;
   lim_.set_capacity(bytes ? std::min(bytes, opt_.device_total ? opt_.device_total : bytes)

@@ -131,7 +131,7 @@ void Pool::drop_paused(RegionIt it) {
 
 vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* backup,
                                         uint64_t backup_size) {
-  RegionIt it = m_.regions.find(va);
+  RegionIt it = m_.find(va);
   Region& r = it->second;
   auto maps = m_.whole_mappings_in(va, r.size);
   uint64_t covered = 0;
@@ -150,9 +150,8 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
   }
   for (const auto& mp : maps) {
     release_handle(mp.second);  // unmapped: nothing can use it
-    m_.mappings.erase(mp.first);
+    m_.unmap_released(mp.first);
   }
-  m_.totals.mapped -= r.size;
   // Paused memory holds no physical memory: its capacity charge goes away
   // until resume takes it again.
   release_charges(r);
@@ -183,7 +182,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> plain, backed;  // targets without and with a host backup
-  for (auto& kv : m_.regions) {
+  for (auto& kv : m_) {
     const Region& r = kv.second;
     // An empty cached slab holds no allocation: nothing to pause or back up.
     if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
@@ -208,7 +207,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   bufs.reserve(backed.size());
   for (uint64_t va : backed) {
     Buffer b{nullptr, 0};
-    st = backup_bufs_->get(m_.regions.find(va)->second.size, &b.p, &b.size);
+    st = backup_bufs_->get(m_.find(va)->second.size, &b.p, &b.size);
     if (st != VPMM_OK) {
       for (const Buffer& x : bufs) backup_bufs_->put(x.p, x.size);
       return fail_context(st, call);
@@ -232,7 +231,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   std::vector<Stream> streams;
   for (const auto* list : {&plain, &backed})
     for (uint64_t va : *list) {
-      Stream s = m_.regions.find(va)->second.stream;
+      Stream s = m_.find(va)->second.stream;
       if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
     }
   for (Stream s : streams) {
@@ -267,7 +266,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
       uint64_t bytes = 0;
       size_t start = queued;
       for (; queued < backed.size() && bytes < batch_limit; ++queued) {
-        uint64_t size = m_.regions.find(backed[queued])->second.size;
+        uint64_t size = m_.find(backed[queued])->second.size;
         vpmm_status cst = backend_->copy_d2h(bufs[queued].p, backed[queued], size, cs);
         if (cst != VPMM_OK) {
           result.note(fail_context(cst, call));
@@ -386,7 +385,7 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> targets;
   bool any_backup = false;
-  for (auto& kv : m_.regions)
+  for (auto& kv : m_)
     if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) {
       targets.push_back(kv.first);
       any_backup |= kv.second.backup != nullptr;
@@ -406,7 +405,7 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
   mapped.reserve(targets.size());
   FirstFailure stop;  // why the pipeline stopped early (the rest stays paused)
   for (uint64_t va : targets) {
-    const Region& r = m_.regions.find(va)->second;
+    const Region& r = m_.find(va)->second;
     std::vector<Mapping> hs;
     st = map_paused_target(r, va, &hs);
     if (st == VPMM_OK && r.backup && (st = backend_->copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
@@ -427,7 +426,7 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
     drain.note(fail_context(st, call));
     backend_->stream_sync(cs);  // nothing may still write what is unmapped next
     for (const Mapped& m : mapped) {
-      undo_resume_target(m_.regions.find(m.va)->second, m.va, m.handles, m.handles.size());
+      undo_resume_target(m_.find(m.va)->second, m.va, m.handles, m.handles.size());
     }
     return drain.finish();  // everything stays paused with its backup
   }
@@ -442,15 +441,14 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
 }
 
 void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
-  RegionIt it = m_.regions.find(va);
+  RegionIt it = m_.find(va);
   Region r = it->second;
   uint64_t cur = va;
   for (const Mapping& h : handles) {
-    m_.mappings.emplace(cur, h);
+    m_.map_new(cur, h);
     cur += h.size;
   }
   c_.handles_created += handles.size();
-  m_.totals.mapped += r.size;
   if (r.backup) {
     backup_bufs_->put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
@@ -474,16 +472,16 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
   reap_zombies();
   small_->release_empty_slabs();
   merge_completed_straddles(nullptr);  // after the slabs: they may free a straddled handle's rest
-  if (m_.totals.free <= keep) return VPMM_OK;
+  if (m_.totals().free <= keep) return VPMM_OK;
   // Oldest first: their events are the likeliest to have completed.
   std::vector<std::pair<uint64_t, uint64_t>> order;  // (id, va)
-  for (auto& kv : m_.streams)
+  for (const auto& kv : m_.streams())
     for (const auto& e : kv.second.free_by_size) order.emplace_back(std::get<1>(e), std::get<2>(e));
   std::sort(order.begin(), order.end());
   vpmm_status result = VPMM_OK;
   for (const auto& o : order) {
-    if (m_.totals.free <= keep) break;
-    RegionIt it = m_.regions.find(o.second);
+    if (m_.totals().free <= keep) break;
+    RegionIt it = m_.find(o.second);
     auto maps = m_.whole_mappings_in(it->first, it->second.size);
     if (maps.empty()) continue;
     bool done = false;
@@ -502,14 +500,14 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
     // Release a contiguous run of whole handles from the region's front.
     uint64_t lo = maps.front().first, hi = lo;
     for (const auto& mp : maps) {
-      if (m_.totals.free - (hi - lo) <= keep) break;
+      if (m_.totals().free - (hi - lo) <= keep) break;
       vpmm_status us = backend_->unmap(mp.first, mp.second.size);
       if (us != VPMM_OK) {
         result = us;  // the rest of this region stays mapped and free
         break;
       }
       release_handle(mp.second);
-      m_.mappings.erase(mp.first);
+      m_.unmap_released(mp.first);
       hi += mp.second.size;
     }
     if (hi == lo) continue;
@@ -521,7 +519,6 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
     hole.chunk = it->second.chunk;
     m_.erase(it);
     m_.coalesce(m_.insert(lo, hole));
-    m_.totals.mapped -= hi - lo;
     c_.bytes_trimmed += hi - lo;
   }
   return result;
@@ -545,7 +542,7 @@ vpmm_status Pool::locked_with_pressure(F&& f) {
     std::lock_guard<std::mutex> lock(mu_);
     st = f();
     transition = take_transition();
-    mapped = m_.totals.mapped;
+    mapped = m_.totals().mapped;
   }
   if (transition >= 0) report_pressure(transition, mapped);
   res_cv_.notify_all();
@@ -570,7 +567,7 @@ vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   vpmm_tag_stats t;
   std::memset(&t, 0, sizeof t);
   t.struct_size = sizeof t;
-  for (const auto& kv : m_.regions) {
+  for (const auto& kv : m_.regions()) {
     const Region& r = kv.second;
     if (!tag_matches(r.tag, want)) continue;
     if (r.kind == Kind::Live || r.kind == Kind::Small) {

@@ -37,13 +37,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
   uint64_t va = 0, size = 0;
   vpmm_status st = p->reserve_chunk(opt.page_size, &va, &size);
   if (st != VPMM_OK) return st;
-  Region hole;
-  hole.size = size;
-  hole.kind = Kind::Hole;
-  hole.chunk = 0;
-  p->m_.chunks.push_back({va, size});
-  p->m_.totals.reserved += size;
-  p->m_.insert(va, hole);
+  p->m_.add_chunk(va, size);
   if (opt.initial_pages > 0) {
     uint64_t bytes = opt.initial_pages * opt.page_size;
     if (bytes / opt.page_size != opt.initial_pages || bytes > size)
@@ -64,19 +58,18 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
     for (; n < hs.size(); ++n) {
       st = p->backend_->map(cur, hs[n].size, hs[n].handle);
       if (st != VPMM_OK) break;
-      p->m_.mappings.emplace(cur, hs[n]);
+      p->m_.map_new(cur, hs[n]);
       cur += hs[n].size;
     }
     for (size_t i = n; i < hs.size(); ++i) p->release_handle(hs[i]);  // never mapped
     if (st == VPMM_OK) st = p->backend_->set_access(va, bytes);
     // The destructor unmaps and releases what was mapped, and the chunk.
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_create: initial_pages");
-    p->m_.totals.mapped += bytes;
     p->c_.pages_created += opt.initial_pages;
     p->c_.handles_created += hs.size();
-    RegionIt it = p->m_.regions.find(va);
+    RegionIt it = p->m_.find(va);
     if (size > bytes) p->m_.split(it, bytes);
-    it = p->m_.regions.find(va);
+    it = p->m_.find(va);
     Region fr;
     fr.size = bytes;
     fr.kind = Kind::Free;
@@ -97,7 +90,7 @@ Pool::~Pool() {
   small_.reset();
   // Work queued before a free or a remap may still touch pool memory: wait
   // for it before unmapping (cuMemUnmap does not wait for kernels).
-  for (auto& kv : m_.regions) {
+  for (auto& kv : m_) {
     Region& r = kv.second;
     if ((r.kind == Kind::Free && r.seq != 0) || r.kind == Kind::Zombie) {
       EventRef ev;
@@ -109,23 +102,22 @@ Pool::~Pool() {
   auto twice = [](auto&& f) {
     if (f() != VPMM_OK) f();
   };
-  for (auto& z : m_.zombie_mappings) twice([&] { return backend_->unmap(z.first, z.second.size); });
-  for (auto& mp : m_.mappings) {
+  for (auto& z : m_.zombie_mappings()) twice([&] { return backend_->unmap(z.first, z.second.size); });
+  for (auto& mp : m_.mappings()) {
     twice([&] { return backend_->unmap(mp.first, mp.second.size); });
     release_handle(mp.second);
   }
   retry_orphans();
   for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
-  for (auto& kv : m_.regions)
+  for (auto& kv : m_)
     if (kv.second.kind == Kind::Paused && kv.second.backup)
       backup_bufs_->put(kv.second.backup, kv.second.backup_size);
   backup_bufs_.reset();
   for (Reservation* r : lim_.reservations) delete r;
   lim_.reservations.clear();
-  m_.regions.clear();  // drops the events while the backend still exists
-  m_.streams.clear();
+  m_.clear();  // drops the events while the backend still exists
   if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
-  for (const Chunk& c : m_.chunks) twice([&] { return backend_->unreserve(c.va, c.size); });
+  for (const Chunk& c : m_.chunks()) twice([&] { return backend_->unreserve(c.va, c.size); });
 }
 
 // ---------------------------------------------------------------------------
@@ -139,7 +131,7 @@ vpmm_status Pool::event_of(Region& r, EventRef* out) {
     *out = r.event;
     return VPMM_OK;
   }
-  StreamState& st = m_.streams[r.stream];
+  StreamState& st = m_.stream(r.stream);
   if (r.seq <= st.clean_upto) {  // freed before a device-wide synchronisation
     out->reset();
     return VPMM_OK;
@@ -198,9 +190,9 @@ vpmm_status Pool::is_complete(Region& r, bool* done) {
 static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(
     RegionMap& m, Stream s, uint64_t bytes, bool exact,
     const std::function<bool(uint64_t, uint64_t)>& exact_ok) {
-  auto st = m.streams.find(s);
-  if (st == m.streams.end()) return nullptr;
-  auto& idx = st->second.free_by_size;
+  const StreamState* st = m.find_stream(s);
+  if (!st) return nullptr;
+  auto& idx = st->free_by_size;
   auto it = idx.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
   for (int probed = 0; it != idx.end() && probed < kOtherStreamProbe; ++it, ++probed)
     if (!exact || exact_ok(std::get<2>(*it), std::get<0>(*it))) return &*it;
@@ -211,22 +203,22 @@ RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
   auto ok = [&](uint64_t va, uint64_t size) { return exact_run(va, size, bytes) != UINT64_MAX; };
   const auto* own = fit_in(m_, s, bytes, exact, ok);
   // Never-used memory is as good as the caller's own: no event to wait for.
-  const auto* clean = m_.streams.count(clean_stream()) ? fit_in(m_, clean_stream(), bytes, exact, ok)
+  const auto* clean = m_.streams().count(clean_stream()) ? fit_in(m_, clean_stream(), bytes, exact, ok)
                                                       : nullptr;
   const auto* best = !own ? clean : !clean ? own : (*clean < *own ? clean : own);
-  return best ? m_.regions.find(std::get<2>(*best)) : m_.regions.end();
+  return best ? m_.find(std::get<2>(*best)) : m_.end();
 }
 
 RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
-  RegionIt best = m_.regions.end();
-  for (auto& kv : m_.streams) {
+  RegionIt best = m_.end();
+  for (const auto& kv : m_.streams()) {
     if (kv.first == s) continue;
     int probed = 0;
     for (auto it = kv.second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
          it != kv.second.free_by_size.end() && probed < kOtherStreamProbe; ++it, ++probed) {
-      if (best != m_.regions.end() && std::get<0>(*it) >= best->second.size) break;
+      if (best != m_.end() && std::get<0>(*it) >= best->second.size) break;
       if (exact && exact_run(std::get<2>(*it), std::get<0>(*it), bytes) == UINT64_MAX) continue;
-      RegionIt r = m_.regions.find(std::get<2>(*it));
+      RegionIt r = m_.find(std::get<2>(*it));
       bool done = false;
       if (is_complete(r->second, &done) == VPMM_OK && done) {
         best = r;
@@ -250,7 +242,7 @@ vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size
 }
 
 vpmm_status Pool::check_growth_limit(uint64_t bytes) const {
-  const uint64_t held = m_.totals.mapped + creating_;
+  const uint64_t held = m_.totals().mapped + creating_;
   if (lim_.limit && held + bytes > lim_.limit)
     return fail(VPMM_ERR_OUT_OF_MEMORY,
                 "growing by %" PRIu64 " bytes would exceed the memory limit (%" PRIu64 " of %" PRIu64
@@ -315,8 +307,8 @@ void Pool::retry_orphans() {
 }
 
 void Pool::note_peaks() {
-  c_.peak_mapped = std::max(c_.peak_mapped, m_.totals.mapped);
-  c_.peak_live = std::max(c_.peak_live, m_.totals.live + m_.totals.small - small_->empty_bytes());
+  c_.peak_mapped = std::max(c_.peak_mapped, m_.totals().mapped);
+  c_.peak_live = std::max(c_.peak_live, m_.totals().live + m_.totals().small - small_->empty_bytes());
 }
 
 // ---------------------------------------------------------------------------
@@ -347,19 +339,19 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   const bool exact = a.tag != 0;
   bool remapped = false;
   RegionIt r = best_fit_same_stream(bytes, s, exact);
-  if (r == m_.regions.end()) {
+  if (r == m_.end()) {
     r = best_fit_completed_other(bytes, s, exact);
-    if (r != m_.regions.end()) ++c_.n_cross_stream_reuse;
+    if (r != m_.end()) ++c_.n_cross_stream_reuse;
   }
-  if (r == m_.regions.end()) {
+  if (r == m_.end()) {
     std::vector<MergeUndo> merges;
     vpmm_status st = defragment(bytes, s, exact, &merges, window, &r, &ops);
     if (st == kRetryPhase1) {
       // Phase 2 merged free regions that straddled a handle: one of them may
       // now fit in place, with no remap at all.
       r = best_fit_same_stream(bytes, s, exact);
-      if (r == m_.regions.end()) r = best_fit_completed_other(bytes, s, exact);
-      if (r == m_.regions.end()) st = defragment(bytes, s, exact, nullptr, window, &r, &ops);
+      if (r == m_.end()) r = best_fit_completed_other(bytes, s, exact);
+      if (r == m_.end()) st = defragment(bytes, s, exact, nullptr, window, &r, &ops);
       else st = VPMM_OK;
       // A failed malloc changes nothing; if another thread changed the map
       // while this one was mapping, the merges (harmless: completed free
@@ -408,7 +400,7 @@ vpmm_status Pool::take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, Regi
 }
 
 void Pool::return_slab_pages(uint64_t va, Stream s, bool paused) {
-  RegionIt r = m_.regions.find(va);
+  RegionIt r = m_.find(va);
   if (paused)
     drop_paused(r);
   else
@@ -420,13 +412,13 @@ void Pool::wait(const EventRef& ev) {
 }
 
 const Region* Pool::region_at(uint64_t va) const {
-  auto it = m_.regions.find(va);
-  return it == m_.regions.end() ? nullptr : &it->second;
+  auto it = m_.regions().find(va);
+  return it == m_.regions().end() ? nullptr : &it->second;
 }
 
 size_t Pool::count_small_regions() const {
   size_t n = 0;
-  for (const auto& r : m_.regions)
+  for (const auto& r : m_.regions())
     if (r.second.kind == Kind::Small || (r.second.kind == Kind::Paused && r.second.was_small)) ++n;
   return n;
 }
@@ -438,7 +430,7 @@ void Pool::free_pages(RegionIt it, Stream s) {
   fr.chunk = it->second.chunk;
   fr.stream = s;
   fr.id = next_id_++;
-  fr.seq = ++m_.streams[s].free_seq;
+  fr.seq = ++m_.stream(s).free_seq;
   m_.retag(it, fr);
   m_.coalesce(it);
 }
@@ -521,7 +513,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
       if (st == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
       if (st == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
       transition = take_transition();
-      mapped = m_.totals.mapped;
+      mapped = m_.totals().mapped;
       oom = oom_fn_;
       oom_user = oom_user_;
     }
@@ -539,7 +531,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
 vpmm_status Pool::fail_unknown_pointer(const char* call, const void* ptr) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   RegionIt it = m_.find_containing(va);
-  if (it == m_.regions.end())
+  if (it == m_.end())
     return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p was not allocated by this pool", call, ptr);
   switch (it->second.kind) {
     case Kind::Live:
@@ -561,8 +553,8 @@ vpmm_status Pool::free(void* ptr, Stream s) {
                 backend_->name());
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  RegionIt it = m_.regions.find(va);
-  if (it != m_.regions.end() &&
+  RegionIt it = m_.find(va);
+  if (it != m_.end() &&
       (it->second.kind == Kind::Live || (it->second.kind == Kind::Paused && !it->second.was_small))) {
     c_.requested -= it->second.requested;
     --c_.n_live;
@@ -575,8 +567,8 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     res_cv_.notify_all();
     return VPMM_OK;
   }
-  RegionIt in = it != m_.regions.end() ? it : m_.find_containing(va);
-  if (in != m_.regions.end() &&
+  RegionIt in = it != m_.end() ? it : m_.find_containing(va);
+  if (in != m_.end() &&
       (in->second.kind == Kind::Small || (in->second.kind == Kind::Paused && in->second.was_small))) {
     uint64_t freed_request = 0;
     Reservation* res = nullptr;
@@ -597,8 +589,8 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   RegionIt it = m_.find_containing(va);
-  bool paused_page = it != m_.regions.end() && it->second.kind == Kind::Paused && !it->second.was_small;
-  if (it != m_.regions.end() && (it->second.kind == Kind::Live || paused_page)) {
+  bool paused_page = it != m_.end() && it->second.kind == Kind::Paused && !it->second.was_small;
+  if (it != m_.end() && (it->second.kind == Kind::Live || paused_page)) {
     if (va >= it->first + it->second.requested)
       return fail(VPMM_ERR_UNKNOWN_POINTER,
                   "vpmm_pool_lookup: pointer %p is in the page padding after the allocation at "
@@ -608,7 +600,7 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
     if (size) *size = it->second.requested;
     return VPMM_OK;
   }
-  if (it != m_.regions.end() && (it->second.kind == Kind::Small || it->second.kind == Kind::Paused)) {
+  if (it != m_.end() && (it->second.kind == Kind::Small || it->second.kind == Kind::Paused)) {
     uint64_t b = 0, sz = 0;
     if (small_->lookup(it, va, &b, &sz)) {
       if (base) *base = reinterpret_cast<void*>(b);
@@ -631,12 +623,12 @@ vpmm_status Pool::stream_synchronize(Stream s) {
 
 vpmm_status Pool::stream_retire(Stream s) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto st = m_.streams.find(s);
-  if (st == m_.streams.end()) return VPMM_OK;
+  const StreamState* st = m_.find_stream(s);
+  if (!st) return VPMM_OK;
   // One record covers every lazy free region of the stream (same stream order).
   std::vector<uint64_t> vas;
-  for (const auto& e : st->second.free_by_size) {
-    Region& r = m_.regions.find(std::get<2>(e))->second;
+  for (const auto& e : st->free_by_size) {
+    Region& r = m_.find(std::get<2>(e))->second;
     EventRef ev;
     vpmm_status rs = event_of(r, &ev);
     if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
@@ -648,13 +640,13 @@ vpmm_status Pool::stream_retire(Stream s) {
   retired_keys_.emplace_back(new char);
   Stream key = retired_keys_.back().get();
   for (uint64_t va : vas) {
-    RegionIt it = m_.regions.find(va);
+    RegionIt it = m_.find(va);
     Region r = it->second;
     r.stream = key;
     m_.erase(it);
     m_.insert(va, r);
   }
-  m_.streams.erase(s);
+  m_.forget_stream(s);
   return VPMM_OK;
 }
 

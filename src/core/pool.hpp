@@ -254,7 +254,7 @@ class Pool final : private SlabSource {
   // Reports a pending watermark crossing; call without mu_ held.
   void report_pressure(int transition, uint64_t mapped);
   int take_transition() {
-    lim_.observe(m_.totals.mapped);
+    lim_.observe(m_.totals().mapped);
     int t = lim_.pending_transition;
     lim_.pending_transition = -1;
     return t;

@@ -1,6 +1,6 @@
 // RegionMap: the region tiling, its indexes and its invariant checker.
 // Every mutation goes through insert/erase/resize so the size indexes and the
-// running totals can never drift from the map itself.
+// running totals_ can never drift from the map itself.
 #include "core/regions.hpp"
 
 #include <cinttypes>
@@ -32,35 +32,35 @@ uint64_t* total_for(Totals& t, Kind k) {
 void RegionMap::index(RegionIt it) {
   ++changes_;
   const Region& r = it->second;
-  *total_for(totals, r.kind) += r.size;
+  *total_for(totals_, r.kind) += r.size;
   switch (r.kind) {
-    case Kind::Free: streams[r.stream].free_by_size.emplace(r.size, r.id, it->first); break;
-    case Kind::Hole: holes_by_size.emplace(r.size, it->first); break;
-    case Kind::Zombie: zombies.insert(it->first); break;
+    case Kind::Free: streams_[r.stream].free_by_size.emplace(r.size, r.id, it->first); break;
+    case Kind::Hole: holes_by_size_.emplace(r.size, it->first); break;
+    case Kind::Zombie: zombies_.insert(it->first); break;
     default: break;
   }
 }
 
 void RegionMap::unindex(RegionIt it) {
   const Region& r = it->second;
-  *total_for(totals, r.kind) -= r.size;
+  *total_for(totals_, r.kind) -= r.size;
   switch (r.kind) {
-    case Kind::Free: streams[r.stream].free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
-    case Kind::Hole: holes_by_size.erase({r.size, it->first}); break;
-    case Kind::Zombie: zombies.erase(it->first); break;
+    case Kind::Free: streams_[r.stream].free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
+    case Kind::Hole: holes_by_size_.erase({r.size, it->first}); break;
+    case Kind::Zombie: zombies_.erase(it->first); break;
     default: break;
   }
 }
 
 RegionIt RegionMap::insert(uint64_t va, const Region& r) {
-  auto it = regions.emplace_hint(regions.upper_bound(va), va, r);
+  auto it = regions_.emplace_hint(regions_.upper_bound(va), va, r);
   index(it);
   return it;
 }
 
 void RegionMap::erase(RegionIt it) {
   unindex(it);
-  regions.erase(it);
+  regions_.erase(it);
 }
 
 void RegionMap::resize(RegionIt it, uint64_t new_size) {
@@ -97,7 +97,7 @@ void RegionMap::absorb(Region& into, const Region& from) {
 }
 
 RegionIt RegionMap::coalesce(RegionIt it) {
-  if (it != regions.begin()) {
+  if (it != regions_.begin()) {
     auto prev = std::prev(it);
     if (prev->first + prev->second.size == it->first && coalescable(prev->second, it->second)) {
       Region cur = it->second;
@@ -110,7 +110,7 @@ RegionIt RegionMap::coalesce(RegionIt it) {
     }
   }
   auto next = std::next(it);
-  if (next != regions.end() && it->first + it->second.size == next->first &&
+  if (next != regions_.end() && it->first + it->second.size == next->first &&
       coalescable(it->second, next->second)) {
     Region nx = next->second;
     erase(next);
@@ -122,30 +122,72 @@ RegionIt RegionMap::coalesce(RegionIt it) {
   return it;
 }
 
+RegionIt RegionMap::add_chunk(uint64_t va, uint64_t size) {
+  Region hole;
+  hole.size = size;
+  hole.kind = Kind::Hole;
+  hole.chunk = static_cast<uint32_t>(chunks_.size());
+  chunks_.push_back({va, size});
+  totals_.reserved += size;
+  return insert(va, hole);
+}
+
+void RegionMap::map_new(uint64_t va, const Mapping& m) {
+  mappings_.emplace(va, m);
+  totals_.mapped += m.size;
+}
+
+void RegionMap::unmap_released(uint64_t va) {
+  auto it = mappings_.find(va);
+  totals_.mapped -= it->second.size;
+  mappings_.erase(it);
+}
+
+void RegionMap::start_move(uint64_t va) {
+  auto it = mappings_.find(va);
+  zombie_mappings_.emplace(va, it->second);
+  totals_.moving += it->second.size;
+  mappings_.erase(it);
+}
+
+void RegionMap::cancel_move(uint64_t va) {
+  auto it = zombie_mappings_.find(va);
+  mappings_.emplace(va, it->second);
+  totals_.moving -= it->second.size;
+  zombie_mappings_.erase(it);
+}
+
+void RegionMap::place_moved(uint64_t va, const Mapping& m) {
+  mappings_.emplace(va, m);
+  totals_.moving -= m.size;
+}
+
+void RegionMap::drop_zombie_mapping(uint64_t va) { zombie_mappings_.erase(va); }
+
 RegionIt RegionMap::find_containing(uint64_t va) {
-  auto it = regions.upper_bound(va);
-  if (it == regions.begin()) return regions.end();
+  auto it = regions_.upper_bound(va);
+  if (it == regions_.begin()) return regions_.end();
   --it;
-  if (va >= it->first + it->second.size) return regions.end();
+  if (va >= it->first + it->second.size) return regions_.end();
   return it;
 }
 
 uint32_t RegionMap::chunk_of(uint64_t va) const {
-  for (uint32_t i = 0; i < chunks.size(); ++i)
-    if (va >= chunks[i].va && va < chunks[i].va + chunks[i].size) return i;
-  return static_cast<uint32_t>(chunks.size());
+  for (uint32_t i = 0; i < chunks_.size(); ++i)
+    if (va >= chunks_[i].va && va < chunks_[i].va + chunks_[i].size) return i;
+  return static_cast<uint32_t>(chunks_.size());
 }
 
 std::vector<std::pair<uint64_t, Mapping>> RegionMap::whole_mappings_in(uint64_t va,
                                                                        uint64_t size) const {
   std::vector<std::pair<uint64_t, Mapping>> out;
-  for (auto it = mappings.lower_bound(va); it != mappings.end() && it->first < va + size; ++it)
+  for (auto it = mappings_.lower_bound(va); it != mappings_.end() && it->first < va + size; ++it)
     if (it->first + it->second.size <= va + size) out.push_back(*it);
   return out;
 }
 
 uint32_t RegionMap::count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va,
-                                      uint64_t size) const {
+                                      uint64_t size) {
   uint32_t n = 0;
   auto it = m.upper_bound(va);
   if (it != m.begin()) {
@@ -165,17 +207,17 @@ std::string RegionMap::check(uint64_t page) const {
   Totals sum;
   size_t n_free = 0, n_holes = 0, n_zombies = 0;
   // 1. Regions tile each chunk.
-  for (uint32_t c = 0; c < chunks.size(); ++c) {
-    uint64_t cursor = chunks[c].va, end = chunks[c].va + chunks[c].size;
-    auto it = regions.find(cursor);
-    if (it == regions.end()) return bad("chunk %" PRIu64 " at 0x%" PRIx64 " has no first region", c, cursor);
+  for (uint32_t c = 0; c < chunks_.size(); ++c) {
+    uint64_t cursor = chunks_[c].va, end = chunks_[c].va + chunks_[c].size;
+    auto it = regions_.find(cursor);
+    if (it == regions_.end()) return bad("chunk %" PRIu64 " at 0x%" PRIx64 " has no first region", c, cursor);
     while (cursor < end) {
-      if (it == regions.end() || it->first != cursor)
+      if (it == regions_.end() || it->first != cursor)
         return bad("gap or overlap at 0x%" PRIx64 " in chunk %" PRIu64, cursor, c);
       const Region& r = it->second;
       // Pages are counted from the chunk start: a page size that is no power
       // of two cannot be aligned in absolute addresses.
-      if (r.size == 0 || r.size % page || (it->first - chunks[c].va) % page)
+      if (r.size == 0 || r.size % page || (it->first - chunks_[c].va) % page)
         return bad("region 0x%" PRIx64 " size %" PRIu64 " not page aligned", it->first, r.size);
       if (r.chunk != c) return bad("region 0x%" PRIx64 " claims chunk %" PRIu64, it->first, r.chunk);
       if (cursor + r.size > end) return bad("region 0x%" PRIx64 " straddles chunk end (size %" PRIu64 ")", it->first, r.size);
@@ -183,27 +225,27 @@ std::string RegionMap::check(uint64_t page) const {
       switch (r.kind) {
         case Kind::Free: {
           ++n_free;
-          auto s = streams.find(r.stream);
-          if (s == streams.end() || !s->second.free_by_size.count(std::make_tuple(r.size, r.id, it->first)))
+          auto s = streams_.find(r.stream);
+          if (s == streams_.end() || !s->second.free_by_size.count(std::make_tuple(r.size, r.id, it->first)))
             return bad("free region 0x%" PRIx64 " (size %" PRIu64 ") missing from its stream index", it->first, r.size);
           // Same-stream neighbours are one region (coalesce): two would split
           // a handle that neither holds whole, which trim and harvest skip.
           auto nx = std::next(it);
-          if (nx != regions.end() && nx->first == it->first + r.size && nx->second.kind == Kind::Free &&
+          if (nx != regions_.end() && nx->first == it->first + r.size && nx->second.kind == Kind::Free &&
               nx->second.chunk == c &&
               (nx->second.stream == r.stream || r.stream == clean_stream() || nx->second.stream == clean_stream()))
-            return bad("free regions 0x%" PRIx64 " and 0x%" PRIx64 " of one stream are not coalesced", it->first,
+            return bad("free regions_ 0x%" PRIx64 " and 0x%" PRIx64 " of one stream are not coalesced", it->first,
                        nx->first);
           break;
         }
         case Kind::Hole:
           ++n_holes;
-          if (!holes_by_size.count({r.size, it->first}))
+          if (!holes_by_size_.count({r.size, it->first}))
             return bad("hole 0x%" PRIx64 " (size %" PRIu64 ") missing from the hole index", it->first, r.size);
           break;
         case Kind::Zombie:
           ++n_zombies;
-          if (!zombies.count(it->first))
+          if (!zombies_.count(it->first))
             return bad("zombie 0x%" PRIx64 " not in the zombie list (size %" PRIu64 ")", it->first, r.size);
           break;
         default: break;
@@ -213,22 +255,22 @@ std::string RegionMap::check(uint64_t page) const {
     }
   }
   size_t indexed_free = 0;
-  for (const auto& s : streams) indexed_free += s.second.free_by_size.size();
+  for (const auto& s : streams_) indexed_free += s.second.free_by_size.size();
   if (indexed_free != n_free) return bad("free index holds %" PRIu64 " entries, map %" PRIu64, indexed_free, n_free);
-  if (holes_by_size.size() != n_holes) return bad("hole index holds %" PRIu64 " entries, map %" PRIu64, holes_by_size.size(), n_holes);
-  if (zombies.size() != n_zombies) return bad("zombie list holds %" PRIu64 " entries, map %" PRIu64, zombies.size(), n_zombies);
+  if (holes_by_size_.size() != n_holes) return bad("hole index holds %" PRIu64 " entries, map %" PRIu64, holes_by_size_.size(), n_holes);
+  if (zombies_.size() != n_zombies) return bad("zombie list holds %" PRIu64 " entries, map %" PRIu64, zombies_.size(), n_zombies);
   uint64_t region_bytes = 0;
-  for (const auto& r : regions) region_bytes += r.second.size;
+  for (const auto& r : regions_) region_bytes += r.second.size;
   uint64_t chunk_bytes = 0;
-  for (const auto& c : chunks) chunk_bytes += c.size;
-  if (region_bytes != chunk_bytes) return bad("regions cover %" PRIu64 " bytes, chunks %" PRIu64, region_bytes, chunk_bytes);
+  for (const auto& c : chunks_) chunk_bytes += c.size;
+  if (region_bytes != chunk_bytes) return bad("regions_ cover %" PRIu64 " bytes, chunks_ %" PRIu64, region_bytes, chunk_bytes);
 
-  // 2. Mappings tile exactly the mapped regions. Build the maximal runs of
-  // mapped regions; a handle may straddle two regions of one run (a live
+  // 2. Mappings tile exactly the mapped regions_. Build the maximal runs of
+  // mapped regions; a handle may straddle two regions_ of one run (a live
   // region and its free tail) but must tile the run with no gap.
   auto tiles = [&](const std::map<uint64_t, Mapping>& m, bool zombie_side, std::string* err) {
     std::vector<std::pair<uint64_t, uint64_t>> runs;  // [lo, hi)
-    for (const auto& r : regions) {
+    for (const auto& r : regions_) {
       Kind k = r.second.kind;
       bool mapped = zombie_side ? k == Kind::Zombie
                                 : (k == Kind::Live || k == Kind::Small || k == Kind::Free);
@@ -263,21 +305,21 @@ std::string RegionMap::check(uint64_t page) const {
     return bytes;
   };
   std::string err;
-  uint64_t primary = tiles(mappings, false, &err);
+  uint64_t primary = tiles(mappings_, false, &err);
   if (!err.empty()) return err;
-  tiles(zombie_mappings, true, &err);
+  tiles(zombie_mappings_, true, &err);
   if (!err.empty()) return "zombie side: " + err;
 
-  // 3. Running totals equal the sums.
-  if (sum.live != totals.live) return bad("live total %" PRIu64 " != sum %" PRIu64, totals.live, sum.live);
-  if (sum.small != totals.small) return bad("small total %" PRIu64 " != sum %" PRIu64, totals.small, sum.small);
-  if (sum.free != totals.free) return bad("free total %" PRIu64 " != sum %" PRIu64, totals.free, sum.free);
-  if (sum.hole != totals.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals.hole, sum.hole);
-  if (sum.zombie != totals.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals.zombie, sum.zombie);
-  if (sum.paused != totals.paused) return bad("paused total %" PRIu64 " != sum %" PRIu64, totals.paused, sum.paused);
-  if (primary + totals.moving != totals.mapped)
-    return bad("mapped total %" PRIu64 " != mapping sum + moving %" PRIu64, totals.mapped, primary + totals.moving);
-  if (chunk_bytes != totals.reserved) return bad("reserved total %" PRIu64 " != chunk sum %" PRIu64, totals.reserved, chunk_bytes);
+  // 3. Running totals_ equal the sums.
+  if (sum.live != totals_.live) return bad("live total %" PRIu64 " != sum %" PRIu64, totals_.live, sum.live);
+  if (sum.small != totals_.small) return bad("small total %" PRIu64 " != sum %" PRIu64, totals_.small, sum.small);
+  if (sum.free != totals_.free) return bad("free total %" PRIu64 " != sum %" PRIu64, totals_.free, sum.free);
+  if (sum.hole != totals_.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals_.hole, sum.hole);
+  if (sum.zombie != totals_.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals_.zombie, sum.zombie);
+  if (sum.paused != totals_.paused) return bad("paused total %" PRIu64 " != sum %" PRIu64, totals_.paused, sum.paused);
+  if (primary + totals_.moving != totals_.mapped)
+    return bad("mapped total %" PRIu64 " != mapping sum + moving %" PRIu64, totals_.mapped, primary + totals_.moving);
+  if (chunk_bytes != totals_.reserved) return bad("reserved total %" PRIu64 " != chunk sum %" PRIu64, totals_.reserved, chunk_bytes);
   return "";
 }
 

@@ -2,6 +2,9 @@
 // reserved VA chunk, the physical mappings under them, and the indexes that
 // keep best fit O(log n). Pure data structure: no backend calls.
 //
+// Its containers are private: every change goes through the operations
+// below, which keep the indexes and the running totals in step with the map.
+//
 // Invariants (checked by RegionMap::check, called by vpmm_pool_check):
 //  - regions are page aligned, non-empty, never straddle a chunk, and tile
 //    each chunk exactly (no gap, no overlap);
@@ -11,8 +14,10 @@
 //    handle is split across free regions only where their streams differ;
 //  - the primary mappings tile exactly the union of live, small and free
 //    regions (every mapped page belongs to exactly one of them); zombie
-//    mappings tile exactly the zombie regions;
-//  - the running byte totals equal the sums over the maps.
+//    mappings tile exactly the zombie regions; transit regions (holes a
+//    malloc in flight is mapping) have no mapping yet;
+//  - the running byte totals equal the sums over the maps (mapped = primary
+//    mappings + handles moving between their old and new VA).
 #pragma once
 
 #include <cstdint>
@@ -127,14 +132,46 @@ struct Totals {
 
 class RegionMap {
  public:
-  std::map<uint64_t, Region> regions;
-  std::map<uint64_t, Mapping> mappings;         // primary: live/small/free pages
-  std::map<uint64_t, Mapping> zombie_mappings;  // old VAs awaiting unmap
-  std::vector<Chunk> chunks;
-  std::unordered_map<Stream, StreamState> streams;
-  SizeIndex holes_by_size;
-  std::set<uint64_t> zombies;  // VAs of zombie regions
-  Totals totals;
+  // Reads. Regions are reached through iterators: their index fields (kind,
+  // size, stream, id; what index() files them by) change only through
+  // insert/erase/retag/resize/split/coalesce; other fields (event, res,
+  // backup, busy...) may be written in place.
+  RegionIt find(uint64_t va) { return regions_.find(va); }
+  RegionIt begin() { return regions_.begin(); }
+  RegionIt end() { return regions_.end(); }
+  const std::map<uint64_t, Region>& regions() const { return regions_; }
+  const std::map<uint64_t, Mapping>& mappings() const { return mappings_; }              // live/small/free pages
+  const std::map<uint64_t, Mapping>& zombie_mappings() const { return zombie_mappings_; }  // old VAs awaiting unmap
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  const std::unordered_map<Stream, StreamState>& streams() const { return streams_; }
+  const SizeIndex& holes() const { return holes_by_size_; }
+  const std::set<uint64_t>& zombies() const { return zombies_; }  // VAs of zombie regions
+  const Totals& totals() const { return totals_; }
+
+  // A stream's state, made on first use; null when it has none.
+  StreamState& stream(Stream s) { return streams_[s]; }
+  StreamState* find_stream(Stream s) {
+    auto it = streams_.find(s);
+    return it == streams_.end() ? nullptr : &it->second;
+  }
+  void forget_stream(Stream s) { streams_.erase(s); }  // its regions were re-keyed first
+
+  // A new VA chunk, whole a hole; returns the hole.
+  RegionIt add_chunk(uint64_t va, uint64_t size);
+
+  // Physical mappings, each with the totals it changes.
+  void map_new(uint64_t va, const Mapping& m);       // new memory: mapped grows
+  void unmap_released(uint64_t va);                  // memory given back: mapped shrinks
+  void start_move(uint64_t va);                      // primary -> zombie side; the handle is moving
+  void cancel_move(uint64_t va);                     // zombie -> primary side; it stays
+  void place_moved(uint64_t va, const Mapping& m);   // a moving handle's new VA
+  void drop_zombie_mapping(uint64_t va);             // the old VA was unmapped
+
+  // Everything, for the pool's destructor (events die while the backend lives).
+  void clear() {
+    regions_.clear();
+    streams_.clear();
+  }
 
   // Region insertion/removal keeps indexes and totals in step.
   RegionIt insert(uint64_t va, const Region& r);
@@ -165,7 +202,7 @@ class RegionMap {
 
   // Handles fully inside [va, va+size).
   std::vector<std::pair<uint64_t, Mapping>> whole_mappings_in(uint64_t va, uint64_t size) const;
-  uint32_t count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va, uint64_t size) const;
+  static uint32_t count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va, uint64_t size);
 
   // Returns "" when every invariant holds, else the first violation.
   std::string check(uint64_t page_size) const;
@@ -175,6 +212,14 @@ class RegionMap {
   uint64_t changes() const { return changes_; }
 
  private:
+  std::map<uint64_t, Region> regions_;
+  std::map<uint64_t, Mapping> mappings_;
+  std::map<uint64_t, Mapping> zombie_mappings_;
+  std::vector<Chunk> chunks_;
+  std::unordered_map<Stream, StreamState> streams_;
+  SizeIndex holes_by_size_;
+  std::set<uint64_t> zombies_;
+  Totals totals_;
   uint64_t changes_ = 0;
   void index(RegionIt it);
   void unindex(RegionIt it);

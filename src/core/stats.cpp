@@ -16,7 +16,7 @@ void Pool::stats(vpmm_stats* out) {
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
-  const Totals& t = m_.totals;
+  const Totals& t = m_.totals();
   s.mapped_bytes = t.mapped;
   s.reserved_va_bytes = t.reserved;
   // Empty small-object slabs are cached memory, not live: they count as free,
@@ -35,10 +35,10 @@ void Pool::stats(vpmm_stats* out) {
   s.pages_created = c_.pages_created;
   s.bytes_remapped = c_.bytes_remapped;
   s.page_size = opt_.page_size;
-  s.handles = m_.mappings.size();
+  s.handles = m_.mappings().size();
   s.handles_created = c_.handles_created;
-  s.va_chunks = m_.chunks.size();
-  for (const auto& kv : m_.streams)
+  s.va_chunks = m_.chunks().size();
+  for (const auto& kv : m_.streams())
     if (!kv.second.free_by_size.empty())
       s.largest_free_bytes = std::max(s.largest_free_bytes, std::get<0>(*kv.second.free_by_size.rbegin()));
   s.small_bytes = t.small;
@@ -74,8 +74,8 @@ void Pool::stats(vpmm_stats* out) {
 std::vector<vpmm_region_info> Pool::snapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<vpmm_region_info> out;
-  out.reserve(m_.regions.size());
-  for (auto& kv : m_.regions) {
+  out.reserve(m_.regions().size());
+  for (auto& kv : m_) {
     const Region& r = kv.second;
     vpmm_region_info x;
     std::memset(&x, 0, sizeof x);
@@ -85,13 +85,13 @@ std::vector<vpmm_region_info> Pool::snapshot() {
     // A transit region is a hole being mapped by a malloc still in flight.
     x.kind = static_cast<int32_t>(r.kind == Kind::Transit ? Kind::Hole : r.kind);
     x.chunk = r.chunk;
-    x.chunk_offset = kv.first - m_.chunks[r.chunk].va;
+    x.chunk_offset = kv.first - m_.chunks()[r.chunk].va;
     if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free) {
-      x.handles = m_.count_mappings_in(m_.mappings, kv.first, r.size);
+      x.handles = RegionMap::count_mappings_in(m_.mappings(), kv.first, r.size);
       x.stream = r.stream == clean_stream() ? nullptr : r.stream;  // never used: no stream
       x.id = r.id;
     } else if (r.kind == Kind::Zombie) {
-      x.handles = m_.count_mappings_in(m_.zombie_mappings, kv.first, r.size);
+      x.handles = RegionMap::count_mappings_in(m_.zombie_mappings(), kv.first, r.size);
     }
     if (r.kind == Kind::Live) x.requested = r.requested;
     if (r.kind == Kind::Small) {
