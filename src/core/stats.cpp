@@ -10,9 +10,10 @@ namespace vpmm {
 
 void Pool::stats(vpmm_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Small blocks freed on another stream return to their slabs once that
-  // stream's event completed; settle them so the counts are current.
-  small_->settle();
+  // No side effects: reading the counters must not change what the pool does
+  // next (it once settled small blocks here, so `vpmm replay --timeline`
+  // changed later placements and peaks). Blocks freed on another stream
+  // return to their slabs at the next small malloc, as they would unobserved.
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;

@@ -1,12 +1,15 @@
-// The `vpmm` command: `info` (version, the backend AUTO picks, the effective
-// configuration and the VPMM_* environment), `replay` (allocation traces on a
-// fresh pool each, with fragmentation figures, a per-op timeline, invariant
-// checks and expectations so that traces double as tests) and `plot` (a
-// timeline as a dependency-free SVG chart). Concern: command lines, printing
-// and wiring libvpmm into the replay engine of trace.hpp; parsing and replay
-// order live there, and PyTorch memory snapshots become traces in
-// snapshot.hpp. Only the public C API (vpmm.h) is used, so the tool behaves
-// exactly as any other client of the library would.
+// `vpmm replay`: each trace (text, RMM log or PyTorch snapshot) on a fresh
+// pool, with fragmentation figures, a per-op timeline, invariant checks and
+// expectations so that traces double as tests. Concern: the command line and
+// wiring libvpmm into the replay engine of trace.hpp; parsing and replay
+// order live there, snapshots become traces in snapshot.hpp.
+//
+// Reproducibility: the figures depend on the trace and the flags only. The
+// replay launches no work on its streams, so on the host backend every event
+// completes when it is recorded and no decision of the pool depends on
+// timing; and observing the pool (vpmm_pool_stats for --timeline,
+// vpmm_pool_check for --check) has no side effects. A test replays a
+// multistream trace plain, with --timeline and under load and compares.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -15,233 +18,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "snapshot.hpp"
 #include "trace.hpp"
 #include "vpmm.h"
 
-extern char** environ;
-
+namespace vcli {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Formatting
-// ---------------------------------------------------------------------------
-
-// "0 B", "64 KiB", "1.5 MiB": exact when the value is a whole number of the
-// unit, one decimal otherwise, so page-sized figures read exactly.
-std::string fmt_bytes(uint64_t v) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  uint64_t div = 1;
-  while (u < 5 && v >= div * 1024) div *= 1024, ++u;
-  char b[64];
-  if (v % div == 0)
-    std::snprintf(b, sizeof b, "%" PRIu64 " %s", v / div, units[u]);
-  else
-    std::snprintf(b, sizeof b, "%.1f %s", double(v) / double(div), units[u]);
-  return b;
-}
-
-std::string status_msg(vpmm_status st) {
-  std::string m = vpmm_status_string(st);
-  const char* e = vpmm_last_error();
-  if (e && *e) m += std::string(": ") + e;
-  return m;
-}
-
-const char* backend_arg_name(int32_t b) {
-  switch (b) {
-    case VPMM_BACKEND_AUTO: return "auto";
-    case VPMM_BACKEND_CUDA: return "cuda";
-    case VPMM_BACKEND_HIP: return "hip";
-    case VPMM_BACKEND_HOST: return "host";
-    default: return "?";
-  }
-}
-
-// The seed notation of vpmm-design.md: sizes in pages; live plain, free '-',
-// hole '*', zombie '~', small-object pages 's', paused 'p'; VA chunks
-// separated by " | ". The same string the unit tests compare against.
-std::string layout_of(vpmm_pool* pool, uint64_t page_size) {
-  size_t n = 0;
-  if (vpmm_pool_dump(pool, nullptr, 0, &n) != VPMM_OK) return "?";
-  std::vector<vpmm_region> r(n + 16);  // slack: the pool may not change here, but be safe
-  if (vpmm_pool_dump(pool, r.data(), r.size(), &n) != VPMM_OK) return "?";
-  r.resize(std::min(n, r.size()));
-  std::string out;
-  uint32_t chunk = r.empty() ? 0 : r.front().chunk;
-  for (const vpmm_region& x : r) {
-    if (x.chunk != chunk) out += " | ", chunk = x.chunk;
-    const char* mark = "";
-    switch (x.kind) {
-      case VPMM_REGION_LIVE: mark = ""; break;
-      case VPMM_REGION_FREE: mark = "-"; break;
-      case VPMM_REGION_HOLE: mark = "*"; break;
-      case VPMM_REGION_ZOMBIE: mark = "~"; break;
-      case VPMM_REGION_SMALL: mark = "s"; break;
-      case VPMM_REGION_PAUSED: mark = "p"; break;
-      default: mark = "?"; break;
-    }
-    out += "[" + std::string(mark) + std::to_string(x.size / page_size) + "]";
-  }
-  return out;
-}
-
-vpmm_stats stats_of(vpmm_pool* pool) {
-  vpmm_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  vpmm_pool_stats(pool, &s);
-  return s;
-}
-
-bool get_config(vpmm_pool* pool, vpmm_config* c) {
-  std::memset(c, 0, sizeof *c);
-  c->struct_size = sizeof *c;
-  return vpmm_pool_get_config(pool, c) == VPMM_OK;
-}
-
-// ---------------------------------------------------------------------------
-// Option parsing helpers
-// ---------------------------------------------------------------------------
-
-// A size option: bytes with K/M/G/T, or pages (`p`) of the replay's page size,
-// resolved once the page size is known.
-struct SizeOpt {
-  bool set = false;
-  bool pages = false;
-  uint64_t value = 0;
-  bool resolve(uint64_t page_size, uint64_t* out) const {
-    if (!pages) return *out = value, true;
-    if (value > UINT64_MAX / page_size) return false;
-    *out = value * page_size;
-    return true;
-  }
-};
-
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "vpmm: %s (see `vpmm help`)\n", msg.c_str());
-  return 2;
-}
-
-// Splits "--name=value" and "--name value"; returns false when the option
-// wants a value and none is left.
-struct ArgCursor {
-  ArgCursor(int c, char** v) : argc(c), argv(v) {}
-  int argc;
-  char** argv;
-  int i = 0;
-  std::string name, value;
-  bool has_inline = false;
-  bool next_is_option() const { return i < argc && argv[i][0] == '-' && argv[i][1] == '-' && argv[i][2]; }
-  void take_option() {
-    std::string a = argv[i++];
-    size_t eq = a.find('=');
-    has_inline = eq != std::string::npos;
-    name = has_inline ? a.substr(0, eq) : a;
-    value = has_inline ? a.substr(eq + 1) : "";
-  }
-  bool take_value() {
-    if (has_inline) return true;
-    if (i >= argc) return false;
-    value = argv[i++];
-    return true;
-  }
-};
-
-// ---------------------------------------------------------------------------
-// vpmm info
-// ---------------------------------------------------------------------------
-
-const char* const kEnvNames[] = {
-    "VPMM_BACKEND",       "VPMM_DEVICE",          "VPMM_PAGE_SIZE",   "VPMM_VA_SIZE",
-    "VPMM_PAGES",         "VPMM_HOST_CAPACITY",   "VPMM_MAX_HANDLE_SIZE", "VPMM_SMALL_SIZE",
-    "VPMM_BACKUP_CACHE_SIZE", "VPMM_MEMORY_LIMIT", "VPMM_BACKUP_PINNED_LIMIT",
-};
-
-void print_config(const vpmm_config& c, const char* indent) {
-  auto row = [&](const char* k, const std::string& v) { std::printf("%s%-22s %s\n", indent, k, v.c_str()); };
-  auto bytes = [&](uint64_t v) { return fmt_bytes(v) + " (" + std::to_string(v) + ")"; };
-  row("page_size", bytes(c.page_size));
-  row("va_size", bytes(c.va_size));
-  row("initial_pages", std::to_string(c.initial_pages));
-  row("max_handle_size", c.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited (one handle per growth)" : c.max_handle_size ? bytes(c.max_handle_size) : "0 (scaled handles: max(page, growth / 128))");
-  row("small_size", bytes(c.small_size));
-  // 0 is what the library reports when the backend's own default applies
-  // (1 GiB on the host backend; the CUDA backend ignores the field).
-  row("host_capacity", c.host_capacity ? bytes(c.host_capacity) : "0 (backend default)");
-  row("backup_cache_size", c.backup_cache_size ? bytes(c.backup_cache_size) : "0 (keep all)");
-  row("backup_pinned_limit", c.backup_pinned_limit ? bytes(c.backup_pinned_limit) : "0 (none)");
-  row("memory_limit", c.memory_limit ? bytes(c.memory_limit) : "0 (none)");
-  char b[64];
-  std::snprintf(b, sizeof b, "%g", c.memory_limit_fraction);
-  row("memory_limit_fraction", b);
-  std::snprintf(b, sizeof b, "%g / %g", c.watermark_trigger, c.watermark_stop);
-  row("watermarks", b);
-  row("device", std::to_string(c.device));
-}
-
-int cmd_info(int argc, char** argv) {
-  if (argc > 0) return usage_error(std::string("info takes no arguments, got '") + argv[0] + "'");
-  std::printf("libvpmm %s (ABI %d); tool built against %d.%d.%d (ABI %d)\n", vpmm_version(),
-              vpmm_abi_version(), VPMM_VERSION_MAJOR, VPMM_VERSION_MINOR, VPMM_VERSION_PATCH,
-              VPMM_ABI_VERSION);
-
-  // The environment first: when it is malformed, pool creation below fails
-  // and this is what the user needs to see.
-  std::printf("environment:\n");
-  for (const char* n : kEnvNames) {
-    const char* v = std::getenv(n);
-    std::printf("  %-24s %s\n", n, v ? v : "(unset)");
-  }
-  for (char** e = environ; e && *e; ++e) {
-    if (std::strncmp(*e, "VPMM_", 5) != 0) continue;
-    std::string kv = *e;
-    std::string k = kv.substr(0, kv.find('='));
-    bool known = false;
-    for (const char* n : kEnvNames) known = known || k == n;
-    if (!known)
-      std::printf("  %-24s %s   (not a variable libvpmm reads)\n", k.c_str(),
-                  kv.substr(k.size() + 1).c_str());
-  }
-
-  vpmm_config c;
-  vpmm_config_init(&c);
-  const int32_t asked = c.backend;
-  vpmm_pool* pool = nullptr;
-  vpmm_status st = vpmm_pool_create(&c, &pool);
-  if (st != VPMM_OK) {
-    std::printf("pool (backend %s): cannot create: %s\n", backend_arg_name(asked), status_msg(st).c_str());
-    return 1;
-  }
-  vpmm_config eff;
-  get_config(pool, &eff);
-  std::printf("backend: %s (asked for %s)\n", vpmm_pool_backend_name(pool), backend_arg_name(asked));
-  // When the environment forces a backend, also say what AUTO would pick.
-  if (asked != VPMM_BACKEND_AUTO) {
-    vpmm_config a = c;
-    a.backend = VPMM_BACKEND_AUTO;
-    vpmm_pool* ap = nullptr;
-    if (vpmm_pool_create(&a, &ap) == VPMM_OK) {
-      std::printf("  auto would pick %s\n", vpmm_pool_backend_name(ap));
-      vpmm_pool_destroy(ap);
-    }
-  }
-  std::printf("effective config (vpmm_pool_get_config):\n");
-  print_config(eff, "  ");
-  vpmm_pool_destroy(pool);
-  return 0;
-}
-
-// ---------------------------------------------------------------------------
-// vpmm replay
-// ---------------------------------------------------------------------------
 
 const char* const kReplayUsage =
     "usage: vpmm replay [OPTIONS] TRACE...\n"
@@ -250,6 +37,8 @@ const char* const kReplayUsage =
     "CSV) or a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot: a pickle, or the\n"
     "same gzip-compressed), told apart by content. See docs/trace-format.md.\n"
     "\n";
+
+}  // namespace
 
 const char* const kReplayHelp =
     "replay options (sizes take K/M/G/T suffixes, powers of 1024, or Np pages):\n"
@@ -282,6 +71,23 @@ const char* const kReplayHelp =
     "Every VPMM_* variable applies as in any program; options override them.\n"
     "Exit status: 0 success, 1 failure (malformed trace, allocation failure, check or\n"
     "expectation failed), 2 usage error.\n";
+
+
+namespace {
+
+// A size option: bytes with K/M/G/T, or pages (`p`) of the replay's page size,
+// resolved once the page size is known.
+struct SizeOpt {
+  bool set = false;
+  bool pages = false;
+  uint64_t value = 0;
+  bool resolve(uint64_t page_size, uint64_t* out) const {
+    if (!pages) return *out = value, true;
+    if (value > UINT64_MAX / page_size) return false;
+    *out = value * page_size;
+    return true;
+  }
+};
 
 struct ReplayOpts {
   int32_t backend = -1;  // -1: from the environment (default AUTO)
@@ -615,6 +421,8 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
   return rc;
 }
 
+}  // namespace
+
 int cmd_replay(int argc, char** argv) {
   ReplayOpts o;
   ArgCursor a(argc, argv);
@@ -717,290 +525,5 @@ int cmd_replay(int argc, char** argv) {
   return rc;
 }
 
-// ---------------------------------------------------------------------------
-// vpmm plot
-// ---------------------------------------------------------------------------
 
-struct Series {
-  const char* column;
-  const char* label;
-  const char* color;
-  const char* dash;  // SVG stroke-dasharray, "" for solid
-  std::vector<double> y;
-};
-
-// A "nice" tick step (1, 2 or 5 x 10^k) giving about `want` intervals.
-double nice_step(double range, int want) {
-  if (range <= 0) return 1;
-  double raw = range / want;
-  double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double f = raw / mag;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-int cmd_plot(int argc, char** argv) {
-  std::string in, out, want_trace;
-  ArgCursor a(argc, argv);
-  while (a.i < argc) {
-    std::string arg = argv[a.i];
-    if (arg == "-o") {
-      if (a.i + 1 >= argc) return usage_error("-o wants a file");
-      out = argv[a.i + 1];
-      a.i += 2;
-      continue;
-    }
-    if (!a.next_is_option()) {
-      if (!in.empty()) return usage_error("plot takes one TIMELINE.csv");
-      in = argv[a.i++];
-      continue;
-    }
-    a.take_option();
-    if (!a.take_value()) return usage_error(a.name + " wants a value");
-    if (a.name == "--output") out = a.value;
-    else if (a.name == "--trace") want_trace = a.value;
-    else return usage_error("unknown plot option '" + a.name + "'");
-  }
-  if (in.empty() || out.empty()) return usage_error("usage: vpmm plot TIMELINE.csv -o OUT.svg [--trace NAME]");
-
-  std::ifstream f(in);
-  if (!f) {
-    std::fprintf(stderr, "vpmm plot: cannot open %s\n", in.c_str());
-    return 1;
-  }
-  std::string line;
-  if (!std::getline(f, line)) {
-    std::fprintf(stderr, "vpmm plot: %s: empty file\n", in.c_str());
-    return 1;
-  }
-  auto split = [](const std::string& l) {
-    std::vector<std::string> v;
-    std::stringstream ss(l);
-    std::string x;
-    while (std::getline(ss, x, ',')) v.push_back(x);
-    return v;
-  };
-  std::vector<std::string> hdr = split(line);
-  auto col = [&](const std::string& n) {
-    for (size_t i = 0; i < hdr.size(); ++i)
-      if (hdr[i] == n) return static_cast<int>(i);
-    return -1;
-  };
-  std::vector<Series> series = {
-      {"mapped_bytes", "mapped", "#d62728", "", {}},
-      {"live_bytes", "live", "#1f77b4", "", {}},
-      {"requested_bytes", "requested", "#2ca02c", "6,3", {}},
-  };
-  const int c_trace = col("trace"), c_op = col("op");
-  std::vector<int> cols;
-  for (auto& s : series) cols.push_back(col(s.column));
-  if (c_op < 0 || std::find(cols.begin(), cols.end(), -1) != cols.end()) {
-    std::fprintf(stderr, "vpmm plot: %s:1: header lacks op, mapped_bytes, live_bytes or requested_bytes "
-                 "(write it with `vpmm replay --timeline`)\n", in.c_str());
-    return 1;
-  }
-  std::vector<double> xs;
-  std::vector<std::string> others;  // other traces in the file, to mention
-  std::string trace = want_trace;
-  int lineno = 1;
-  while (std::getline(f, line)) {
-    ++lineno;
-    if (line.empty()) continue;
-    std::vector<std::string> v = split(line);
-    if (v.size() < hdr.size()) {
-      std::fprintf(stderr, "vpmm plot: %s:%d: %zu fields, want %zu\n", in.c_str(), lineno, v.size(), hdr.size());
-      return 1;
-    }
-    if (c_trace >= 0) {
-      if (trace.empty()) trace = v[c_trace];
-      if (v[c_trace] != trace) {
-        if (std::find(others.begin(), others.end(), v[c_trace]) == others.end()) others.push_back(v[c_trace]);
-        continue;
-      }
-    }
-    char* end = nullptr;
-    xs.push_back(std::strtod(v[c_op].c_str(), &end));
-    for (size_t k = 0; k < series.size(); ++k) series[k].y.push_back(std::strtod(v[cols[k]].c_str(), &end));
-  }
-  if (xs.empty()) {
-    std::fprintf(stderr, "vpmm plot: %s: no rows%s\n", in.c_str(),
-                 want_trace.empty() ? "" : (" for trace " + want_trace).c_str());
-    return 1;
-  }
-  if (!others.empty())
-    std::fprintf(stderr, "vpmm plot: plotting trace %s; the file also has %zu other trace(s), "
-                 "e.g. %s (pick one with --trace)\n", trace.c_str(), others.size(), others[0].c_str());
-
-  // Geometry: plot area inside fixed margins.
-  const double W = 960, H = 540, L = 90, R = 30, T = 50, B = 60;
-  const double pw = W - L - R, ph = H - T - B;
-  double xmax = std::max(1.0, *std::max_element(xs.begin(), xs.end()));
-  double ymax = 0;
-  for (auto& s : series) ymax = std::max(ymax, *std::max_element(s.y.begin(), s.y.end()));
-  // Y in a binary unit that keeps tick labels short.
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  double div = 1;
-  while (u < 4 && ymax / div >= 1024) div *= 1024, ++u;
-  double ystep = nice_step(std::max(ymax / div, 1.0), 6);
-  double ytop = std::ceil(std::max(ymax / div, 1.0) / ystep) * ystep;
-  double xstep = nice_step(xmax, 8);
-  double xtop = std::ceil(xmax / xstep) * xstep;
-  auto px = [&](double x) { return L + x / xtop * pw; };
-  auto py = [&](double y) { return T + ph - (y / div) / ytop * ph; };
-
-  std::ofstream o(out);
-  if (!o) {
-    std::fprintf(stderr, "vpmm plot: cannot write %s\n", out.c_str());
-    return 1;
-  }
-  char b[512];
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  std::snprintf(b, sizeof b,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
-  o << b;
-  o << "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << W / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">vpmm replay: "
-    << xml_escape(trace.empty() ? in : trace) << "</text>\n";
-  // Grid and ticks.
-  o << "<g stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
-  for (double y = 0; y <= ytop + ystep / 2; y += ystep) {
-    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, py(y * div), L + pw, py(y * div));
-    o << b;
-  }
-  for (double x = 0; x <= xtop + xstep / 2; x += xstep) {
-    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px(x), T, px(x), T + ph);
-    o << b;
-  }
-  o << "</g>\n<g fill=\"#333\">\n";
-  for (double y = 0; y <= ytop + ystep / 2; y += ystep) {
-    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", L - 8, py(y * div) + 4, y);
-    o << b;
-  }
-  for (double x = 0; x <= xtop + xstep / 2; x += xstep) {
-    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px(x), T + ph + 18, x);
-    o << b;
-  }
-  std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">op index</text>\n", L + pw / 2, H - 14);
-  o << b;
-  std::snprintf(b, sizeof b,
-                "<text x=\"22\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 22 %.1f)\">bytes (%s)</text>\n",
-                T + ph / 2, T + ph / 2, units[u]);
-  o << b << "</g>\n";
-  // Axes.
-  std::snprintf(b, sizeof b, "<path d=\"M%.1f %.1f V%.1f H%.1f\" fill=\"none\" stroke=\"#333\" stroke-width=\"1.5\"/>\n",
-                L, T, T + ph, L + pw);
-  o << b;
-  // Series as step lines (a value holds until the next op), reduced to at
-  // most a few points per pixel column so huge timelines stay small.
-  for (const Series& s : series) {
-    std::string d;
-    double last_px = -1, last_y = 0;
-    bool have = false;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      double X = px(xs[i]), Y = py(s.y[i]);
-      if (!have) {
-        std::snprintf(b, sizeof b, "M%.1f %.1f", X, Y);
-        d += b;
-        have = true;
-      } else if (std::fabs(Y - last_y) >= 0.05 || i + 1 == xs.size()) {
-        if (std::fabs(X - last_px) >= 0.05) {
-          std::snprintf(b, sizeof b, "H%.1f", X);
-          d += b;
-        }
-        if (std::fabs(Y - last_y) >= 0.05) {
-          std::snprintf(b, sizeof b, "V%.1f", Y);
-          d += b;
-        }
-      } else {
-        continue;  // same height: the next change draws the run
-      }
-      last_px = X;
-      last_y = Y;
-    }
-    o << "<path d=\"" << d << "\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.6\"";
-    if (*s.dash) o << " stroke-dasharray=\"" << s.dash << "\"";
-    o << "/>\n";
-  }
-  // Legend, with each series' peak.
-  const double lx = L + 14, ly = T + 10, lh = 18;
-  std::snprintf(b, sizeof b,
-                "<rect x=\"%.1f\" y=\"%.1f\" width=\"230\" height=\"%.1f\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#999\"/>\n",
-                lx, ly, lh * series.size() + 10);
-  o << b;
-  for (size_t k = 0; k < series.size(); ++k) {
-    const Series& s = series[k];
-    double yy = ly + 14 + lh * k;
-    double peak = *std::max_element(s.y.begin(), s.y.end());
-    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
-                  lx + 8, yy - 4, lx + 36, yy - 4, s.color, *s.dash ? " stroke-dasharray=\"" : "", s.dash,
-                  *s.dash ? "\"" : "");
-    o << b;
-    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\">%s (peak %s)</text>\n", lx + 44, yy,
-                  s.label, xml_escape(fmt_bytes(static_cast<uint64_t>(peak))).c_str());
-    o << b;
-  }
-  o << "</svg>\n";
-  o.close();
-  if (!o) {
-    std::fprintf(stderr, "vpmm plot: writing %s failed\n", out.c_str());
-    return 1;
-  }
-  return 0;
-}
-
-// ---------------------------------------------------------------------------
-// Dispatch
-// ---------------------------------------------------------------------------
-
-const char* const kHelp =
-    "usage: vpmm COMMAND [ARGS]\n"
-    "\n"
-    "  info                      library version and ABI, the backend AUTO picks, the effective\n"
-    "                            configuration of a default pool, and the VPMM_* environment\n"
-    "  replay [OPTIONS] TRACE... replay allocation traces or PyTorch memory snapshots, each on a\n"
-    "                            fresh pool, and print fragmentation figures\n"
-    "                            (docs/trace-format.md; `vpmm replay --help`)\n"
-    "  plot TIMELINE.csv -o OUT.svg [--trace NAME]\n"
-    "                            chart mapped, live and requested bytes over op index\n"
-    "  help                      this text\n"
-    "  version                   the library version\n"
-    "\n";
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fputs(kHelp, stderr);
-    std::fputs(kReplayHelp, stderr);
-    return 2;
-  }
-  const std::string cmd = argv[1];
-  if (cmd == "info") return cmd_info(argc - 2, argv + 2);
-  if (cmd == "replay") return cmd_replay(argc - 2, argv + 2);
-  if (cmd == "plot") return cmd_plot(argc - 2, argv + 2);
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::fputs(kHelp, stdout);
-    std::fputs(kReplayHelp, stdout);
-    return 0;
-  }
-  if (cmd == "version" || cmd == "--version") {
-    std::printf("vpmm %s (ABI %d)\n", vpmm_version(), vpmm_abi_version());
-    return 0;
-  }
-  return usage_error("unknown command '" + cmd + "'");
-}
+}  // namespace vcli

@@ -1,0 +1,101 @@
+// Shared helpers of the `vpmm` subcommands (see cli.hpp).
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace vcli {
+
+std::string fmt_bytes(uint64_t v) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  uint64_t div = 1;
+  while (u < 5 && v >= div * 1024) div *= 1024, ++u;
+  char b[64];
+  if (v % div == 0)
+    std::snprintf(b, sizeof b, "%" PRIu64 " %s", v / div, units[u]);
+  else
+    std::snprintf(b, sizeof b, "%.1f %s", double(v) / double(div), units[u]);
+  return b;
+}
+
+std::string status_msg(vpmm_status st) {
+  std::string m = vpmm_status_string(st);
+  const char* e = vpmm_last_error();
+  if (e && *e) m += std::string(": ") + e;
+  return m;
+}
+
+const char* backend_arg_name(int32_t b) {
+  switch (b) {
+    case VPMM_BACKEND_AUTO: return "auto";
+    case VPMM_BACKEND_CUDA: return "cuda";
+    case VPMM_BACKEND_HIP: return "hip";
+    case VPMM_BACKEND_HOST: return "host";
+    default: return "?";
+  }
+}
+
+std::string layout_of(vpmm_pool* pool, uint64_t page_size) {
+  size_t n = 0;
+  if (vpmm_pool_dump(pool, nullptr, 0, &n) != VPMM_OK) return "?";
+  std::vector<vpmm_region> r(n + 16);  // slack: the pool may not change here, but be safe
+  if (vpmm_pool_dump(pool, r.data(), r.size(), &n) != VPMM_OK) return "?";
+  r.resize(std::min(n, r.size()));
+  std::string out;
+  uint32_t chunk = r.empty() ? 0 : r.front().chunk;
+  for (const vpmm_region& x : r) {
+    if (x.chunk != chunk) out += " | ", chunk = x.chunk;
+    const char* mark = "";
+    switch (x.kind) {
+      case VPMM_REGION_LIVE: mark = ""; break;
+      case VPMM_REGION_FREE: mark = "-"; break;
+      case VPMM_REGION_HOLE: mark = "*"; break;
+      case VPMM_REGION_ZOMBIE: mark = "~"; break;
+      case VPMM_REGION_SMALL: mark = "s"; break;
+      case VPMM_REGION_PAUSED: mark = "p"; break;
+      default: mark = "?"; break;
+    }
+    out += "[" + std::string(mark) + std::to_string(x.size / page_size) + "]";
+  }
+  return out;
+}
+
+vpmm_stats stats_of(vpmm_pool* pool) {
+  vpmm_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  vpmm_pool_stats(pool, &s);
+  return s;
+}
+
+bool get_config(vpmm_pool* pool, vpmm_config* c) {
+  std::memset(c, 0, sizeof *c);
+  c->struct_size = sizeof *c;
+  return vpmm_pool_get_config(pool, c) == VPMM_OK;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "vpmm: %s (see `vpmm help`)\n", msg.c_str());
+  return 2;
+}
+
+void ArgCursor::take_option() {
+  std::string a = argv[i++];
+  size_t eq = a.find('=');
+  has_inline = eq != std::string::npos;
+  name = has_inline ? a.substr(0, eq) : a;
+  value = has_inline ? a.substr(eq + 1) : "";
+}
+
+bool ArgCursor::take_value() {
+  if (has_inline) return true;
+  if (i >= argc) return false;
+  value = argv[i++];
+  return true;
+}
+
+}  // namespace vcli
