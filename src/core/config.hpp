@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "core/defaults.hpp"
+#include "core/log.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 
@@ -47,12 +48,6 @@ bool parse_size(const char* text, uint64_t* out);
 // kDefaultPageSize when page_size is 0) or a size as parse_size reads it.
 bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out);
 
-// VPMM_LOG: how much the library says on stderr (allocator hooks).
-enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
-bool parse_log_level(const char* text, LogLevel* out);
-// The level in force: VPMM_LOG read once per process (kWarn when unset or
-// malformed; a malformed value also fails vpmm_pool_create via config_error).
-LogLevel log_level();
 
 // Copies at most struct_size bytes of `in` over defaults (ABI growth rule).
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out);
