@@ -1,6 +1,7 @@
 // `vpmm plot`: a replay timeline (`vpmm replay --timeline`) as a
 // dependency-free SVG chart of mapped, live and requested bytes over op index.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,7 @@ int cmd_plot(int argc, char** argv) {
 
   std::ifstream f(in);
   if (!f) {
-    std::fprintf(stderr, "vpmm plot: cannot open %s\n", in.c_str());
+    std::fprintf(stderr, "vpmm plot: cannot open %s: %s\n", in.c_str(), std::strerror(errno));
     return 1;
   }
   std::string line;
@@ -160,7 +161,7 @@ int cmd_plot(int argc, char** argv) {
 
   std::ofstream o(out);
   if (!o) {
-    std::fprintf(stderr, "vpmm plot: cannot write %s\n", out.c_str());
+    std::fprintf(stderr, "vpmm plot: cannot write %s: %s\n", out.c_str(), std::strerror(errno));
     return 1;
   }
   char b[512];

@@ -11,6 +11,7 @@
 // vpmm_pool_check for --check) has no side effects. A test replays a
 // multistream trace plain, with --timeline and under load and compares.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -166,8 +167,101 @@ void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, 
               fmt_bytes(f.prelive_bytes).c_str(), f.repairs, f.ignored);
 }
 
+int parse_option(ArgCursor& a, ReplayOpts& o);
+
+// The `# replay:` line among a text trace's leading comments names the pool
+// shape the trace was written for (the walkthrough traces need 64 KiB pages
+// and a 64-page VA chunk; with defaults their layouts mean nothing). Its pool
+// shape flags apply unless the command line gives the same flag; anything
+// from a "(" on is prose. *applied lists the flags that took effect.
+// Returns 0, or 1 after printing why the line is malformed.
+const char* const kHeaderFlags[] = {"--page-size", "--va-size", "--pages", "--max-handle-size",
+                                    "--small-size", "--host-capacity"};
+
+int apply_header_flags(const std::string& path, ReplayOpts* o, std::string* applied) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return 0;  // load_trace reports it, with the reason
+  std::string line, flags;
+  int lineno = 0, at = 0;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) {
+    ++lineno;
+    line = buf;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.empty()) continue;
+    if (line[0] != '#') break;  // only the leading comments
+    if (line.rfind("# replay:", 0) == 0) {
+      flags = line.substr(9);
+      at = lineno;
+      break;
+    }
+  }
+  std::fclose(f);
+  if (at == 0) return 0;
+  // Words, with "double quotes" grouping; stop at prose.
+  std::vector<std::string> words;
+  for (size_t i = 0; i < flags.size();) {
+    if (std::isspace(static_cast<unsigned char>(flags[i]))) {
+      ++i;
+      continue;
+    }
+    if (flags[i] == '(') break;
+    std::string w;
+    while (i < flags.size() && !std::isspace(static_cast<unsigned char>(flags[i]))) {
+      if (flags[i] == '"') {
+        size_t e = flags.find('"', i + 1);
+        if (e == std::string::npos) e = flags.size();
+        w += flags.substr(i + 1, e - i - 1);
+        i = e + 1;
+      } else {
+        w += flags[i++];
+      }
+    }
+    words.push_back(w);
+  }
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(&w[0]);
+  ReplayOpts h;
+  ArgCursor a(static_cast<int>(argv.size()), argv.data());
+  while (a.i < a.argc) {
+    if (!a.next_is_option()) {
+      std::fprintf(stderr, "vpmm replay: %s:%d: # replay: '%s' is not a flag\n", path.c_str(), at, argv[a.i]);
+      return 1;
+    }
+    a.take_option();
+    bool shape = false;
+    for (const char* n : kHeaderFlags) shape = shape || a.name == n;
+    if (!shape) {
+      std::fprintf(stderr, "vpmm replay: %s:%d: # replay: %s is not a pool shape flag (%s", path.c_str(), at,
+                   a.name.c_str(), kHeaderFlags[0]);
+      for (size_t k = 1; k < sizeof kHeaderFlags / sizeof kHeaderFlags[0]; ++k)
+        std::fprintf(stderr, ", %s", kHeaderFlags[k]);
+      std::fprintf(stderr, ")\n");
+      return 1;
+    }
+    if (parse_option(a, h) != 0) {
+      std::fprintf(stderr, "vpmm replay: %s:%d: in its # replay: line\n", path.c_str(), at);
+      return 1;
+    }
+    // The command line wins over the trace.
+    bool took = false;
+    auto take = [&](const SizeOpt& from, SizeOpt* to) {
+      if (from.set && !to->set) *to = from, took = true;
+    };
+    take(h.page_size, &o->page_size);
+    take(h.va_size, &o->va_size);
+    take(h.max_handle, &o->max_handle);
+    take(h.small_size, &o->small_size);
+    take(h.host_capacity, &o->host_capacity);
+    if (h.pages_set && !o->pages_set) o->pages = h.pages, o->pages_set = took = true;
+    h = ReplayOpts();
+    if (took) *applied += (applied->empty() ? "" : " ") + a.name + " " + a.value;
+  }
+  return 0;
+}
+
 // One trace on one fresh pool. Returns 0, or 1 after printing why not.
-int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline) {
+int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
   vtrace::Trace trace;
   std::string err;
   // A snapshot is told apart by its content (a pickle's PROTO or gzip's
@@ -177,7 +271,7 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
   double load_ms = 0;
   if (snapshot) {
     vtrace::SnapshotOptions so;
-    so.device = o.device;
+    so.device = cmdline.device;
     auto t0 = std::chrono::steady_clock::now();
     if (!vtrace::load_snapshot(path, so, &trace, &facts, &err)) {
       std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
@@ -188,6 +282,9 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
     std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
     return 1;
   }
+  ReplayOpts o = cmdline;
+  std::string header_flags;
+  if (!snapshot && apply_header_flags(path, &o, &header_flags) != 0) return 1;
 
   vpmm_config c;
   vpmm_config_init(&c);
@@ -334,6 +431,8 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
                 eff.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "scaled",
                 snapshot ? ", PyTorch snapshot"
                 : trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
+    if (!header_flags.empty())
+      std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags.c_str());
     std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
                 " syncs; %zu streams)%s\n",
                 res.ops_done, trace.ops.size(), res.mallocs, res.frees, res.syncs, sum.streams.size(),
@@ -423,9 +522,11 @@ int replay_one(const std::string& path, const ReplayOpts& o, std::FILE* timeline
 
 }  // namespace
 
-int cmd_replay(int argc, char** argv) {
-  ReplayOpts o;
-  ArgCursor a(argc, argv);
+namespace {
+
+// One option at the cursor (a.take_option() done). Returns 0 when taken,
+// -1 for --help, or a usage error's exit status (2).
+int parse_option(ArgCursor& a, ReplayOpts& o) {
   auto size_opt = [&](SizeOpt* s) {
     if (a.value == "0") {  // 0 = the library's default for every size field
       *s = SizeOpt{true, false, 0};
@@ -441,66 +542,77 @@ int cmd_replay(int argc, char** argv) {
     s->set = true;
     return true;
   };
+  const std::string& n = a.name;
+  if (n == "--help") return -1;
+  if (n == "--dump") return o.dump = true, 0;
+  if (n == "--check") return o.check = true, 0;
+  if (n == "--quiet") return o.quiet = true, 0;
+  if (n == "--verbose") return o.verbose = true, 0;
+  if (n == "--release-all") return o.release_all = true, 0;
+  if (!a.take_value()) return usage_error(n + " wants a value");
+  const std::string& val = a.value;
+  if (n == "--backend") {
+    if (val == "auto") o.backend = VPMM_BACKEND_AUTO;
+    else if (val == "cuda") o.backend = VPMM_BACKEND_CUDA;
+    else if (val == "hip") o.backend = VPMM_BACKEND_HIP;
+    else if (val == "host") o.backend = VPMM_BACKEND_HOST;
+    else return usage_error("--backend wants auto, cuda, hip or host, got '" + val + "'");
+  } else if (n == "--page-size" || n == "--va-size" || n == "--max-handle-size" ||
+             n == "--host-capacity" || n == "--small-size") {
+    SizeOpt* s = n == "--page-size" ? &o.page_size : n == "--va-size" ? &o.va_size
+               : n == "--max-handle-size" ? &o.max_handle : n == "--host-capacity" ? &o.host_capacity
+               : &o.small_size;
+    if (!size_opt(s))
+      return usage_error(n + " wants a size (decimal or 0x-hex, K/M/G/T suffix, or Np pages), got '" + val + "'");
+    if (s == &o.page_size && s->pages) return usage_error("--page-size cannot be given in pages");
+  } else if (n == "--pages" || n == "--expect-mapped-pages" || n == "--expect-held-pages") {
+    uint64_t x = 0;
+    bool pages = false;
+    bool ok = val == "0" || (vtrace::parse_size(val, &x, &pages) && !pages);
+    if (!ok) return usage_error(n + " wants a page count, got '" + val + "'");
+    if (n == "--pages") o.pages = x, o.pages_set = true;
+    else if (n == "--expect-held-pages") o.expect_held_pages = x, o.expect_held_set = o.release_all = true;
+    else o.expect_mapped_pages = x, o.expect_mapped_set = true;
+  } else if (n == "--expect-max-ratio") {
+    char* end = nullptr;
+    double r = std::strtod(val.c_str(), &end);
+    if (val.empty() || *end != '\0' || !std::isfinite(r) || r <= 0)
+      return usage_error("--expect-max-ratio wants a number > 0, got '" + val + "'");
+    o.expect_max_ratio = r;
+    o.expect_ratio_set = true;
+  } else if (n == "--device") {
+    if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
+      return usage_error("--device wants a device number, got '" + val + "'");
+    o.device = std::atoi(val.c_str());
+  } else if (n == "--timeline") {
+    o.timeline = val;
+  } else if (n == "--expect-layout") {
+    o.expect_layout = val;
+    o.expect_layout_set = true;
+  } else {
+    return usage_error("unknown replay option '" + n + "'");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_replay(int argc, char** argv) {
+  ReplayOpts o;
+  ArgCursor a(argc, argv);
   while (a.i < argc) {
     if (!a.next_is_option()) {
       o.traces.push_back(argv[a.i++]);
       continue;
     }
     a.take_option();
-    const std::string& n = a.name;
-    if (n == "--help") {
+    const int rc = parse_option(a, o);
+    if (rc == -1) {
       std::fputs(kReplayUsage, stdout);
       std::fputs(kReplayHelp, stdout);
       return 0;
     }
-    if (n == "--dump") { o.dump = true; continue; }
-    if (n == "--check") { o.check = true; continue; }
-    if (n == "--quiet") { o.quiet = true; continue; }
-    if (n == "--verbose") { o.verbose = true; continue; }
-    if (n == "--release-all") { o.release_all = true; continue; }
-    if (!a.take_value()) return usage_error(n + " wants a value");
-    const std::string& val = a.value;
-    if (n == "--backend") {
-      if (val == "auto") o.backend = VPMM_BACKEND_AUTO;
-      else if (val == "cuda") o.backend = VPMM_BACKEND_CUDA;
-      else if (val == "hip") o.backend = VPMM_BACKEND_HIP;
-      else if (val == "host") o.backend = VPMM_BACKEND_HOST;
-      else return usage_error("--backend wants auto, cuda, hip or host, got '" + val + "'");
-    } else if (n == "--page-size" || n == "--va-size" || n == "--max-handle-size" ||
-               n == "--host-capacity" || n == "--small-size") {
-      SizeOpt* s = n == "--page-size" ? &o.page_size : n == "--va-size" ? &o.va_size
-                 : n == "--max-handle-size" ? &o.max_handle : n == "--host-capacity" ? &o.host_capacity
-                 : &o.small_size;
-      if (!size_opt(s))
-        return usage_error(n + " wants a size (decimal or 0x-hex, K/M/G/T suffix, or Np pages), got '" + val + "'");
-      if (s == &o.page_size && s->pages) return usage_error("--page-size cannot be given in pages");
-    } else if (n == "--pages" || n == "--expect-mapped-pages" || n == "--expect-held-pages") {
-      uint64_t x = 0;
-      bool pages = false;
-      bool ok = val == "0" || (vtrace::parse_size(val, &x, &pages) && !pages);
-      if (!ok) return usage_error(n + " wants a page count, got '" + val + "'");
-      if (n == "--pages") o.pages = x, o.pages_set = true;
-      else if (n == "--expect-held-pages") o.expect_held_pages = x, o.expect_held_set = o.release_all = true;
-      else o.expect_mapped_pages = x, o.expect_mapped_set = true;
-    } else if (n == "--expect-max-ratio") {
-      char* end = nullptr;
-      double r = std::strtod(val.c_str(), &end);
-      if (val.empty() || *end != '\0' || !std::isfinite(r) || r <= 0)
-        return usage_error("--expect-max-ratio wants a number > 0, got '" + val + "'");
-      o.expect_max_ratio = r;
-      o.expect_ratio_set = true;
-    } else if (n == "--device") {
-      if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
-        return usage_error("--device wants a device number, got '" + val + "'");
-      o.device = std::atoi(val.c_str());
-    } else if (n == "--timeline") {
-      o.timeline = val;
-    } else if (n == "--expect-layout") {
-      o.expect_layout = val;
-      o.expect_layout_set = true;
-    } else {
-      return usage_error("unknown replay option '" + n + "'");
-    }
+    if (rc != 0) return rc;
   }
   if (o.traces.empty()) return usage_error("replay wants at least one TRACE");
 
