@@ -3,6 +3,7 @@
 // the option table (config.cpp) prints the same figures from here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "vpmm.h"
@@ -28,6 +29,6 @@ inline constexpr uint64_t small_charge(uint64_t requested) {
   return (requested + kSmallQuantum - 1) / kSmallQuantum * kSmallQuantum;
 }
 // Longest tag (bytes, without the NUL): the public VPMM_TAG_MAX_BYTES.
-constexpr uint64_t kMaxTagLength = VPMM_TAG_MAX_BYTES;
+constexpr size_t kMaxTagLength = VPMM_TAG_MAX_BYTES;
 
 }  // namespace vpmm

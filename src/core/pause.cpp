@@ -23,10 +23,6 @@
 
 namespace vpmm {
 
-namespace {
-constexpr size_t kMaxTagLength = 63;
-}
-
 vpmm_status Pool::intern_tag(const char* tag, uint32_t* id) {
   if (!tag || !*tag) {
     *id = 0;

@@ -18,7 +18,7 @@ namespace vpmm {
 
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
-constexpr uint64_t kSmallMinimum = 256;  // small_size below this disables small blocks
+constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
 constexpr vpmm_status kRetryPhase1 = -100;  // internal: defragment freed memory, run Phase 1 again
 }  // namespace
 

@@ -29,7 +29,7 @@ struct SmallAllocator::Slab {
 };
 
 namespace {
-constexpr uint64_t kQuantum = 256;
+constexpr uint64_t kQuantum = kSmallQuantum;
 }
 
 SmallAllocator::SmallAllocator(Pool& pool) : pool_(pool) {
@@ -231,7 +231,7 @@ uint64_t SmallAllocator::forget_reservation(Reservation* res) {
     for (size_t b = 0; b < kv.second->res.size(); ++b)
       if (kv.second->res[b] == res) {
         kv.second->res[b] = nullptr;
-        if (!kv.second->paused) bytes += (kv.second->requested[b] + 255) / 256 * 256;  // Pool::small_charge
+        if (!kv.second->paused) bytes += small_charge(kv.second->requested[b]);
       }
   return bytes;
 }

@@ -105,7 +105,7 @@ void SmallAllocator::for_each_charge(const void* p, F&& fn) const {
   const Slab* slab = static_cast<const Slab*>(p);
   for (uint32_t b = 0; b < slab_blocks(slab); ++b) {
     uint64_t req = slab_requested(slab, b);
-    if (req) fn(slab_res(slab, b), (req + 255) / 256 * 256);  // Pool::small_charge
+    if (req) fn(slab_res(slab, b), small_charge(req));
   }
 }
 
