@@ -185,6 +185,19 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   return VPMM_OK;
 }
 
+uint64_t SmallAllocator::empty_bytes_if_settled() {
+  if (pending_.empty()) return empty_bytes_;
+  std::unordered_map<const Slab*, uint32_t> done;  // per slab: pending blocks whose event completed
+  for (const Pending& pd : pending_) {
+    bool d = false;
+    if (pool_.query(pd.event, &d) == VPMM_OK && d) ++done[pd.slab];
+  }
+  uint64_t bytes = empty_bytes_;
+  for (const auto& kv : done)
+    if (kv.first->n_used == 0 && kv.first->n_pending == kv.second) bytes += kv.first->bytes;
+  return bytes;
+}
+
 void SmallAllocator::on_empty(Slab* slab) {
   empty_bytes_ += slab->bytes;
   if (slab->paused) {  // nothing left to resume: its VA goes back to the pool
@@ -251,6 +264,13 @@ Reservation* SmallAllocator::slab_res(const Slab* s, uint32_t b) {
 
 bool SmallAllocator::has_pending(const void* slab) const {
   return static_cast<const Slab*>(slab)->n_pending != 0;
+}
+
+bool SmallAllocator::waits_on_event(const void* slab) const {
+  if (!has_pending(slab)) return false;
+  for (const Pending& pd : pending_)
+    if (pd.slab == slab && pd.event && !pd.event->done_cached()) return true;
+  return false;
 }
 
 uint64_t SmallAllocator::requested_in(const void* slab) const {

@@ -60,8 +60,17 @@ class SmallAllocator {
   }
   // Bytes of slabs with no block in use or pending: cached free memory.
   uint64_t empty_bytes() const { return empty_bytes_; }
+  // empty_bytes() plus the slabs settle() would empty now (every block left
+  // is pending on a completed event), computed without settling: stats must
+  // not change what the pool does next.
+  uint64_t empty_bytes_if_settled();
   uint64_t requested_in(const void* slab) const;  // bytes asked for in a slab
   bool has_pending(const void* slab) const;       // blocks waiting on a foreign event
+  // has_pending, but only for events not known to be complete: those that
+  // empty_bytes_if_settled (stats) or the pool saw completed count as free.
+  // Reads what is known without asking the backend, so a dump agrees with
+  // the stats taken just before it even while events complete meanwhile.
+  bool waits_on_event(const void* slab) const;
   // Blocks until the events of blocks freed on foreign streams complete
   // (pool destruction: queued work may still write those blocks).
   void wait_pending();

@@ -20,10 +20,12 @@ void Pool::stats(vpmm_stats* out) {
   const Totals& t = m_.totals;
   s.mapped_bytes = t.mapped;
   s.reserved_va_bytes = t.reserved;
-  // Empty small-object slabs are cached memory, not live: they count as free.
-  s.live_bytes = t.live + t.small - small_->empty_bytes();
+  // Empty small-object slabs are cached memory, not live: they count as free,
+  // and so do slabs whose blocks only wait for completed events.
+  const uint64_t small_empty = small_->empty_bytes_if_settled();
+  s.live_bytes = t.live + t.small - small_empty;
   s.requested_bytes = c_.requested;
-  s.free_bytes = t.free + small_->empty_bytes();
+  s.free_bytes = t.free + small_empty;
   s.hole_bytes = t.hole;
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
@@ -94,7 +96,7 @@ std::vector<vpmm_region> Pool::snapshot() {
     if (r.kind == Kind::Live) x.requested = r.requested;
     if (r.kind == Kind::Small) {
       x.requested = small_->requested_in(r.owner);
-      x.event_pending = small_->has_pending(r.owner) ? 1 : 0;
+      x.event_pending = small_->waits_on_event(r.owner) ? 1 : 0;
     }
     if ((r.kind == Kind::Free || r.kind == Kind::Zombie) && r.event && !r.event->done_cached()) {
       bool done = true;
