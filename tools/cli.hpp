@@ -19,7 +19,7 @@ std::string status_msg(vpmm_status st);
 // "auto", "cuda", "hip", "host" ("?" otherwise).
 const char* backend_arg_name(int32_t backend);
 
-// The seed notation: sizes in pages; live plain, free '-', hole '*', zombie
+// The layout notation of docs/design.md: sizes in pages; live plain, free '-', hole '*', zombie
 // '~', small-object pages 's', paused 'p'; VA chunks separated by " | ". The
 // same string the unit tests compare against (docs/design.md).
 std::string layout_of(vpmm_pool* pool, uint64_t page_size);

@@ -1,4 +1,4 @@
-// The pool: the algorithm of vpmm-design.md over an abstract Backend.
+// The pool: the algorithm of docs/design.md over an abstract Backend.
 //
 //   Phase 0  reap zombies whose events completed (unmap old VAs -> holes)
 //   Phase 1  best fit on the caller's stream, then the smallest completed
