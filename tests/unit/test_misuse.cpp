@@ -2,8 +2,6 @@
 // cover, one TEST per row, named "row N: ..." after the table. Each error
 // row checks the status, that vpmm_last_error() names the call, that
 // out-parameters are untouched and that the pool still passes its check.
-// Rows marked BUG in the table assert the behaviour vpmm.h promises and fail
-// until the library is fixed.
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
