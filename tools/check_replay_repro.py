@@ -47,15 +47,18 @@ def same(label, got, want):
         for a, b in zip(want, got):
             if a != b:
                 print(f"  plain: {a}\n  {label}: {b}")
-    else:
+    elif not label.startswith("again"):
         print(f"ok   {label}")
 
 
 plain = run()
 peak = next(l for l in plain if l.strip().startswith("peak mapped")).split(None, 2)[2].strip()
 print(f"plain: peak mapped {peak}")
-for i in range(8):  # stream handles are heap addresses: ASLR differs per run
+# Stream handles are heap addresses and ASLR moves them from run to run: a
+# pool that broke ties by stream order differed in about one run in six.
+for i in range(30):
     same(f"again {i}", run(), plain)
+print("ok   30 more plain replays" if failures == 0 else "")
 
 with tempfile.TemporaryDirectory() as tmp:
     tl = os.path.join(tmp, "timeline.csv")

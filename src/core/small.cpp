@@ -235,6 +235,9 @@ void SmallAllocator::release_empty_slabs() {
   std::vector<Slab*> empties;
   for (auto& kv : slabs_)
     if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
+  // In VA order, not the hash map's (VAs move with ASLR): the order decides
+  // the ids of the free regions they become, and so later placements.
+  std::sort(empties.begin(), empties.end(), [](const Slab* a, const Slab* b) { return a->va < b->va; });
   for (Slab* s : empties) retire_slab(s);
 }
 
