@@ -19,10 +19,11 @@ std::string status_msg(vpmm_status st);
 // "auto", "cuda", "hip", "host" ("?" otherwise).
 const char* backend_arg_name(int32_t backend);
 
-// The layout notation of docs/design.md: sizes in pages; live plain, free '-', hole '*', zombie
-// '~', small-object pages 's', paused 'p'; VA chunks separated by " | ". The
-// same string the unit tests compare against (docs/design.md).
-std::string layout_of(vpmm_pool* pool, uint64_t page_size);
+// The layout in the notation of docs/design.md, as vpmm_pool_dump_text
+// writes it: sizes in pages; live plain, free '-', hole '*', zombie '~',
+// small-object pages 's', paused 'p'; VA chunks joined by " | ". The string
+// `--expect-layout` and the unit tests compare against. "?" on failure.
+std::string layout_of(vpmm_pool* pool);
 // vpmm_pool_stats / vpmm_pool_get_config with struct_size set.
 vpmm_stats stats_of(vpmm_pool* pool);
 bool get_config(vpmm_pool* pool, vpmm_config* c);

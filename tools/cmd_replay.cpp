@@ -236,7 +236,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
                        : op.kind == vtrace::OpKind::kFree ? "free " + trace.ids[op.id]
                        : std::string("sync");
       if (op.kind != vtrace::OpKind::kSync || op.stream >= 0) what += " @" + std::to_string(op.stream);
-      std::printf("  %5zu %-24s %s\n", done, what.c_str(), layout_of(pool, page).c_str());
+      std::printf("  %5zu %-24s %s\n", done, what.c_str(), layout_of(pool).c_str());
     }
     return true;
   };
@@ -254,7 +254,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   }
 
   vpmm_stats s = stats_of(pool);
-  const std::string layout = layout_of(pool, page);
+  const std::string layout = layout_of(pool);
   const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
   if (!o.quiet) {
     std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s%s\n",
@@ -321,7 +321,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
       std::printf("  after release-all mapped %s (%" PRIu64 " pages), free %s, zombies %s, layout %s\n",
                   fmt_bytes(after.mapped_bytes).c_str(), after.mapped_bytes / page,
                   fmt_bytes(after.free_bytes).c_str(), fmt_bytes(after.zombie_bytes).c_str(),
-                  layout_of(pool, page).c_str());
+                  layout_of(pool).c_str());
     if (rc == 0 && o.expect_held_set && after.mapped_bytes != o.expect_held_pages * page) {
       std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " pages held after release-all, expected %" PRIu64 "\n",
                    path.c_str(), after.mapped_bytes / page, o.expect_held_pages);
