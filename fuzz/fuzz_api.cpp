@@ -418,6 +418,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FZ_CHECK(vpmm_version() && vpmm_abi_version() == VPMM_ABI_VERSION, "version");
         const char* bn = vpmm_pool_backend_name(pool);
         FZ_CHECK(live ? bn != nullptr : bn == nullptr, "backend_name");
+        // The option table and struct facts: any index, any struct_size; a
+        // failure leaves the buffer past struct_size untouched.
+        {
+          vpmm_option_info* oi = reinterpret_cast<vpmm_option_info*>(g_buf);
+          std::memset(g_buf, 0x5a, sizeof(vpmm_option_info) + 16);
+          oi->struct_size = (in.u8() & 1) ? sizeof *oi : in.u32() % 96;
+          const uint32_t idx = (in.u8() & 1) ? in.u32() % (vpmm_option_count() + 2) : in.u32();
+          st = vpmm_option_get(idx, (in.u8() % 8) ? oi : nullptr);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "option_get -> %d", st);
+          if (st == VPMM_OK) FZ_CHECK(oi->name && oi->help && oi->default_text, "option strings");
+          static const char* const kStructs[] = {"vpmm_config", "vpmm_stats", "vpmm_region", "", "vpmm_nope"};
+          uint32_t size = 0, n = 0;
+          st = vpmm_struct_layout((in.u8() % 8) ? kStructs[in.u8() % 5] : nullptr, &size, &n);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "struct_layout -> %d", st);
+        }
         break;
       }
       case 24: {  // pool create with a config of any struct_size

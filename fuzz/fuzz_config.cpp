@@ -15,10 +15,8 @@
 //     pointer its malloc got. vtrace::parse_size is checked against
 //     docs/trace-format.md's grammar.
 //
-// Known deviation (reported, not fuzzed): vpmm_config_init reads sizes with
-// strtoull base 0, so a leading 0 means octal ("010" = 8, "08" malformed),
-// while vpmm.h says "decimal". The reference skips values with a leading 0
-// followed by a digit.
+// Leading zeros are decimal ("010" is ten, "08" is eight), as vpmm.h says:
+// the library never reads octal, and the reference judges such values too.
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -81,12 +79,10 @@ uint64_t suffix_mult(char c) {
 }
 
 // The environment's size grammar: [space] INTEGER [K|M|G|T [i] [B]] [space].
-// 0 when the value cannot be judged (leading-zero octal, see the top).
 enum Verdict { kSkip, kAccept, kReject };
 Verdict ref_env_size(const std::string& s, uint64_t* out) {
   size_t i = 0;
   while (i < s.size() && is_ws(s[i])) ++i;
-  if (i + 1 < s.size() && s[i] == '0' && std::isdigit(static_cast<unsigned char>(s[i + 1]))) return kSkip;
   uint64_t v = 0;
   if (!ref_integer(s, &i, &v)) {
     // strtoull also refuses: no digit, or overflow.
@@ -110,12 +106,25 @@ Verdict ref_env_size(const std::string& s, uint64_t* out) {
 // Environment
 // ---------------------------------------------------------------------------
 
-// In vpmm_config_init's order (config_error = index + 1).
-const char* const kVars[] = {"VPMM_BACKEND",       "VPMM_DEVICE",          "VPMM_PAGE_SIZE",
-                             "VPMM_VA_SIZE",       "VPMM_PAGES",           "VPMM_HOST_CAPACITY",
-                             "VPMM_MAX_HANDLE_SIZE", "VPMM_SMALL_SIZE",    "VPMM_BACKUP_CACHE_SIZE",
-                             "VPMM_MEMORY_LIMIT"};
-constexpr int kNumVars = sizeof kVars / sizeof kVars[0];
+// The variables, from the library's option table (never a copy): vars[k]
+// is table entry vars[k].index, and config_error = that index + 1.
+struct EnvVar {
+  uint32_t index;
+  vpmm_option_info info;
+};
+const std::vector<EnvVar>& env_vars() {
+  static const std::vector<EnvVar> v = [] {
+    std::vector<EnvVar> out;
+    for (uint32_t i = 0; i < vpmm_option_count(); ++i) {
+      vpmm_option_info o;
+      std::memset(&o, 0, sizeof o);
+      o.struct_size = sizeof o;
+      if (vpmm_option_get(i, &o) == VPMM_OK && o.env) out.push_back({i, o});
+    }
+    return out;
+  }();
+  return v;
+}
 
 const char* const kSeeds[] = {"host", "auto", "cuda", "hip", "0", "1", "4096", "64K", "2M", "2MiB",
                               "1G", "0x10000", "80%", "100%", "0.5%", " 64k ", "1T", "-1", "",
@@ -134,70 +143,84 @@ std::string env_value(fz::Reader& in) {
   return in.str(40);
 }
 
-uint64_t field_of(const vpmm_config& c, int var) {
-  switch (var) {
-    case 1: return static_cast<uint64_t>(c.device);
-    case 2: return c.page_size;
-    case 3: return c.va_size;
-    case 4: return c.initial_pages;
-    case 5: return c.host_capacity;
-    case 6: return c.max_handle_size;
-    case 7: return c.small_size;
-    case 8: return c.backup_cache_size;
-    case 9: return c.memory_limit;
-    default: return 0;
+// The field a variable writes, as the table's offset and size say.
+uint64_t field_of(const vpmm_config& c, const vpmm_option_info& o) {
+  const char* p = reinterpret_cast<const char*>(&c) + o.field_offset;
+  if (o.field_size == sizeof(int32_t)) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return static_cast<uint64_t>(v);
   }
+  uint64_t v = 0;
+  if (o.field_size == sizeof v) std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 void fuzz_env(fz::Reader& in) {
-  for (const char* v : kVars) unsetenv(v);
-  std::map<int, std::string> set;
+  const std::vector<EnvVar>& vars = env_vars();
+  const int kNumVars = static_cast<int>(vars.size());
+  for (const EnvVar& e : vars) unsetenv(e.info.env);
+  std::map<int, std::string> set;  // by position in vars
   uint16_t mask = in.u16();
-  for (int i = 0; i < kNumVars; ++i)
+  for (int i = 0; i < kNumVars && i < 15; ++i)
     if (mask & (1u << i)) {
       std::string v = env_value(in);
-      if (i == 0 && (mask & 0x8000)) v = "host";  // mostly keep the backend usable
-      setenv(kVars[i], v.c_str(), 1);
+      if (vars[i].info.kind == VPMM_OPTION_BACKEND && (mask & 0x8000)) v = "host";  // mostly keep the backend usable
+      setenv(vars[i].info.env, v.c_str(), 1);
       set[i] = v;
     }
   vpmm_config c;
   std::memset(&c, 0xee, sizeof c);
   vpmm_config_init(&c);
   FZ_CHECK(c.struct_size == sizeof c, "struct_size %u", c.struct_size);
-  FZ_CHECK(c.config_error >= 0 && c.config_error <= kNumVars, "config_error %d", c.config_error);
+  FZ_CHECK(c.config_error >= 0 && c.config_error <= static_cast<int32_t>(vpmm_option_count()),
+           "config_error %d", c.config_error);
   // The reference: the first variable it rejects is config_error.
   int want_error = 0;
   bool judged = true;
+  auto lower = [](const std::string& v) {
+    std::string l;
+    for (char ch : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return l;
+  };
+  std::string percent_limit;  // a VPMM_MEMORY_LIMIT given as "N%"
   for (const auto& kv : set) {
-    int i = kv.first;
+    const vpmm_option_info& o = vars[kv.first].info;
     const std::string& v = kv.second;
     Verdict verdict;
     uint64_t val = 0;
-    if (i == 0) {
-      std::string l;
-      for (char ch : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (o.kind == VPMM_OPTION_BACKEND) {
+      const std::string l = lower(v);
       verdict = (l == "auto" || l == "cuda" || l == "hip" || l == "host") ? kAccept : kReject;
-    } else if (i == 9 && v.size() > 1 && v.back() == '%') {
+    } else if (o.kind == VPMM_OPTION_LOG_LEVEL) {
+      const std::string l = lower(v);
+      verdict = (l == "off" || l == "error" || l == "warn" || l == "info" || l == "debug") ? kAccept
+                                                                                          : kReject;
+    } else if (o.kind == VPMM_OPTION_LIMIT && v.size() > 1 && v.back() == '%') {
       verdict = kSkip;  // strtod grammar: judged by the range check below
+      percent_limit = v;
+    } else if (o.kind == VPMM_OPTION_HANDLE_SIZE &&
+               (v == "unlimited" || (!v.empty() && (v.back() == 'p' || v.back() == 'P')))) {
+      verdict = kSkip;  // pages and "unlimited": test_bad_input covers them
     } else {
       verdict = ref_env_size(v, &val);
-      if (i == 1 && verdict == kAccept && val > INT32_MAX) verdict = kReject;
+      if (o.kind == VPMM_OPTION_INT32 && verdict == kAccept && val > INT32_MAX) verdict = kReject;
     }
     if (verdict == kSkip) {
       judged = false;
       break;
     }
     if (verdict == kReject) {
-      want_error = i + 1;
+      want_error = static_cast<int>(vars[kv.first].index) + 1;
       break;
     }
-    if (i >= 1)
-      FZ_CHECK(field_of(c, i) == val, "%s=\"%s\" read as %llu, expected %llu", kVars[i], v.c_str(),
-               (unsigned long long)field_of(c, i), (unsigned long long)val);
+    if (o.field_size != 0 && o.kind != VPMM_OPTION_BACKEND)
+      FZ_CHECK(field_of(c, o) == val, "%s=\"%s\" read as %llu, expected %llu", o.env, v.c_str(),
+               (unsigned long long)field_of(c, o), (unsigned long long)val);
   }
   if (judged)
     FZ_CHECK(c.config_error == want_error, "config_error %d, expected %d", c.config_error, want_error);
-  if (c.config_error == 0 && set.count(9) && set[9].size() > 1 && set[9].back() == '%')
+  if (c.config_error == 0 && !percent_limit.empty())
     FZ_CHECK(c.memory_limit_fraction > 0.0 && c.memory_limit_fraction <= 1.0, "fraction %g",
              c.memory_limit_fraction);
 
@@ -219,7 +242,7 @@ void fuzz_env(fz::Reader& in) {
   } else {
     FZ_CHECK(vpmm_last_error()[0] != '\0', "create -> %d without a message", st);
   }
-  for (const char* v : kVars) unsetenv(v);
+  for (const EnvVar& e : vars) unsetenv(e.info.env);
 }
 
 // ---------------------------------------------------------------------------

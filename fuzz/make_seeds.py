@@ -95,6 +95,6 @@ put("fuzz_config", "trace_walkthrough", bytes([2, 3]) + b"10p" + trace_a)
 put("fuzz_config", "trace_streams", bytes([2, 4]) + b"0x1B" + trace_b)
 put("fuzz_config", "trace_rmm", bytes([2, 2]) + b"4K" + trace_rmm)
 put("fuzz_config", "trace_bad", bytes([2, 3]) + b"010" + b"malloc a 0\nfree b\nmalloc c 1 2000\n")
-# Known trace-parser bug (a line of only separators): kept in the corpus so
-# fuzz.sh fails until tools/trace.cpp is fixed.
+# A line of only separators once broke the trace parser; it is now rejected
+# with "a line of separators only" (FILE:LINE). Kept as a regression seed.
 put("fuzz_config", "trace_separator_only_line", bytes([2, 0]) + b",\n")

@@ -646,6 +646,85 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
 
 /* Host backend streams, for tests only: see vpmm_host_streams.h. */
 
+/* ------------------------------------------------------------------------ */
+/* Option table and struct facts (for bindings and tools)                    */
+/* ------------------------------------------------------------------------ */
+/* Every option the library reads, in one table: its vpmm_config field (if
+ * any), its VPMM_* environment variable (if any), its default and a line of
+ * help. vpmm_config_init, `vpmm info` and the docs all come from this table,
+ * so a binding reads names, defaults and field offsets here instead of
+ * copying them. Entries are in a fixed order: the index of an entry with an
+ * environment variable, plus 1, is what vpmm_config.config_error reports.
+ * The table only grows (new entries are appended). */
+
+/* Longest tag accepted by vpmm_alloc_attrs.tag / vpmm_region_push (bytes,
+ * without the NUL). */
+#define VPMM_TAG_MAX_BYTES 63
+
+/* vpmm_option_info.kind: how the value is written and stored. */
+#define VPMM_OPTION_BACKEND 1     /* int32_t VPMM_BACKEND_*; text auto|cuda|hip|host */
+#define VPMM_OPTION_INT32 2       /* int32_t; decimal or 0x-hex */
+#define VPMM_OPTION_SIZE 3        /* uint64_t bytes; decimal or 0x-hex, K/M/G/T (powers of 1024) */
+#define VPMM_OPTION_COUNT 4       /* uint64_t count; written as a size without suffix */
+#define VPMM_OPTION_HANDLE_SIZE 5 /* uint64_t; a size, "Np" (N pages) or "unlimited" */
+#define VPMM_OPTION_LIMIT 6       /* uint64_t bytes as a size, or "N%" of device memory, which
+                                   * sets memory_limit_fraction instead */
+#define VPMM_OPTION_FRACTION 7    /* double in [0, 1]; no environment variable */
+#define VPMM_OPTION_LOG_LEVEL 8   /* process-wide, no config field: off|error|warn|info|debug */
+
+typedef struct vpmm_option_info {
+  uint32_t struct_size;     /* = sizeof(vpmm_option_info), set by the caller */
+  int32_t kind;             /* VPMM_OPTION_* */
+  const char* name;         /* vpmm_config field name, e.g. "page_size"; for an option
+                             * without a field its own name, e.g. "log" */
+  const char* env;          /* "VPMM_PAGE_SIZE", or NULL when only the field sets it */
+  const char* default_text; /* the default in words, e.g. "0 (backend granularity, 2 MiB)" */
+  const char* help;         /* one line */
+  uint32_t field_offset;    /* offsetof(vpmm_config, field); UINT32_MAX without a field */
+  uint32_t field_size;      /* sizeof the field; 0 without a field */
+} vpmm_option_info;
+
+/* Number of entries in the option table. Thread safe. */
+VPMM_API uint32_t vpmm_option_count(void);
+
+/* Describe entry i (0 <= i < vpmm_option_count()). out->struct_size must be
+ * set; at most that many bytes are written. Strings are static (never freed).
+ * Errors: INVALID_ARGUMENT (null out, struct_size too small, i out of range).
+ * Thread safe. */
+VPMM_API vpmm_status vpmm_option_get(uint32_t i, vpmm_option_info* out);
+
+/* Find an entry by field name ("page_size") or variable ("VPMM_PAGE_SIZE");
+ * *index (may be NULL) receives its index. Errors: INVALID_ARGUMENT (null
+ * name or out, bad struct_size, no such option). Thread safe. */
+VPMM_API vpmm_status vpmm_option_find(const char* name, vpmm_option_info* out, uint32_t* index);
+
+/* vpmm_field_info.kind: the C type of a public struct's field. */
+#define VPMM_FIELD_U32 1
+#define VPMM_FIELD_I32 2
+#define VPMM_FIELD_U64 3
+#define VPMM_FIELD_F64 4
+#define VPMM_FIELD_PTR 5 /* a pointer (void*, const char*, a handle) */
+
+typedef struct vpmm_field_info {
+  uint32_t struct_size; /* = sizeof(vpmm_field_info), set by the caller */
+  int32_t kind;         /* VPMM_FIELD_* */
+  const char* name;     /* the field's name in this header */
+  uint32_t offset;      /* offsetof in the library's build */
+  uint32_t size;        /* sizeof the field */
+} vpmm_field_info;
+
+/* The layout of a public struct of this header as the library was built:
+ * name is the struct's name ("vpmm_config", "vpmm_stats", "vpmm_alloc_attrs",
+ * "vpmm_tag_stats", "vpmm_region", "vpmm_option_info", "vpmm_field_info").
+ * *size (may be NULL) receives its sizeof, *fields (may be NULL) its number of
+ * fields. Errors: INVALID_ARGUMENT (null name, unknown struct). Thread safe. */
+VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields);
+
+/* Field i of struct `name`, in declaration order. out->struct_size must be
+ * set. Errors: INVALID_ARGUMENT (null name/out, unknown struct, i out of
+ * range, bad struct_size). Thread safe. */
+VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out);
+
 #ifdef __cplusplus
 }
 #endif

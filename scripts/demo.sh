@@ -6,10 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 BUILD=${BUILD:-build}
-[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null
-ninja -C "$BUILD" >/dev/null
+[ -f "$BUILD/build.ninja" ] || { echo "== configuring $BUILD"; meson setup "$BUILD" >/dev/null; }
+echo "== building (ninja -C $BUILD; about a minute on a fresh tree)"
+ninja -C "$BUILD"
 "$BUILD/tools/vpmm" info
 for t in traces/training.trace traces/multistream.trace; do
   "$BUILD/tools/vpmm" replay --check "$t"
 done
-"$BUILD/tools/vpmm" replay --page-size 64K --va-size 4M --pages 15 --dump traces/walkthrough_c.trace
+# The walkthrough trace's `# replay:` line sets its pool shape (64 KiB pages).
+"$BUILD/tools/vpmm" replay --dump traces/walkthrough_c.trace

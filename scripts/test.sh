@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
 # Builds libvpmm and runs the whole test suite: the unit suite on the host
 # backend and, where a GPU is usable, the GPU suite (which otherwise reports
-# every GPU test as SKIPPED with a visible reason: never as passed).
-# Ends with one "N passed, N failed, N skipped" line.
+# every GPU test as SKIPPED with its reason: never as passed).
+# Shows the build as it goes (ninja's [n/N] lines), each test as it finishes,
+# then every test that did not pass with the reason it gave, and ends with
+# one line: "test.sh: N passed, N failed, N skipped" and why GPU tests skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 BUILD=${BUILD:-build}
-[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" >/dev/null
+if [ ! -f "$BUILD/build.ninja" ]; then
+  echo "== configuring $BUILD (meson setup)"
+  meson setup "$BUILD" | grep -E "^(Project|Build type|C\+\+ compiler|Run-time dependency|Message|WARNING)" || true
+fi
+echo "== building (ninja -C $BUILD; about a minute on a fresh tree)"
 ninja -C "$BUILD"
+echo "== testing (meson test; GPU tests skip without a GPU)"
 status=0
 meson test -C "$BUILD" --print-errorlogs --num-processes 2 || status=$?
 python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
 import json, sys
 counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
+skip_reasons = {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     res = r.get("result", "")
     key = "OK" if res in ("OK", "EXPECTEDFAIL") else "SKIP" if res == "SKIP" else "FAIL"
     counts[key] += 1
-    if key != "OK":
-        print(f"  {res:8} {r.get('name')}")
-print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    if key == "OK":
+        continue
+    # A skipping test says why on a line of its own ("SKIP: no CUDA device ...").
+    out = (r.get("stdout") or "").splitlines()
+    reason = next((l.strip() for l in out if l.startswith("SKIP")), out[-1].strip() if out else "")
+    print(f"  {res:8} {r.get('name')}: {reason}")
+    if key == "SKIP":
+        skip_reasons[reason] = skip_reasons.get(reason, 0) + 1
+why = ""
+if skip_reasons:
+    top = max(skip_reasons, key=skip_reasons.get)
+    why = f" ({skip_reasons[top]} skipped because {top.removeprefix('SKIP:').strip()})"
+print(f"test.sh: {counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped{why}")
 PY
 exit $status

@@ -14,6 +14,7 @@
 #include "snapshot.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -598,7 +599,7 @@ bool load_snapshot(const std::string& path, const SnapshotOptions& opts, Trace* 
                    SnapshotFacts* facts, std::string* err) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (err) *err = path + ": cannot open";
+    if (err) *err = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
   in.seekg(0, std::ios::end);

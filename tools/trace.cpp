@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -387,7 +389,7 @@ bool parse_trace_text(const std::string& text, const std::string& name, Trace* o
 bool load_trace(const std::string& path, Trace* out, std::string* err) {
   std::ifstream in(path);
   if (!in) {
-    if (err) *err = path + ": cannot open";
+    if (err) *err = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
   return parse_trace_stream(in, path, out, err);

@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -15,20 +16,6 @@
 namespace vpmm {
 
 namespace {
-const EnvOption kEnv[] = {
-    {"VPMM_BACKEND", "auto|cuda|hip|host"},
-    {"VPMM_DEVICE", "device ordinal"},
-    {"VPMM_PAGE_SIZE", "page size in bytes (K/M/G suffixes)"},
-    {"VPMM_VA_SIZE", "VA chunk size in bytes"},
-    {"VPMM_PAGES", "pages created at pool creation"},
-    {"VPMM_HOST_CAPACITY", "host backend physical bytes"},
-    {"VPMM_MAX_HANDLE_SIZE", "handle policy: 0 = scaled (default), \"unlimited\" = one per growth, \"1p\" = page handles, or a size"},
-    {"VPMM_SMALL_SIZE", "largest request served from shared pages"},
-    {"VPMM_BACKUP_CACHE_SIZE", "pinned host bytes kept for pause backups"},
-    {"VPMM_MEMORY_LIMIT", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
-    {"VPMM_BACKUP_PINNED_LIMIT", "most pinned host bytes held for pause backups"},
-};
-constexpr int kEnvCount = sizeof kEnv / sizeof kEnv[0];
 
 bool parse_backend(const char* v, int32_t* out) {
   struct {
@@ -63,7 +50,111 @@ bool parse_int(const char* v, int32_t* out) {
   *out = static_cast<int32_t>(x);
   return true;
 }
+
+// The table's parsers: one per environment variable, each writing its field.
+#define VPMM_SIZE_PARSER_(field) \
+  [](const char* v, vpmm_config* c) { return parse_size(v, &c->field); }
+#define VPMM_FIELD_(field) \
+  static_cast<uint32_t>(offsetof(vpmm_config, field)), \
+      static_cast<uint32_t>(sizeof(vpmm_config::field))
+constexpr uint32_t kNoField = UINT32_MAX;
+
+// THE option table. Order is ABI (config_error = index + 1): append only.
+// The environment is applied in this order, so page_size is read before
+// max_handle_size (whose "Np" counts pages of it).
+const OptionDef kOptions[] = {
+    {"backend", "VPMM_BACKEND", VPMM_OPTION_BACKEND, VPMM_FIELD_(backend),
+     [](const char* v, vpmm_config* c) { return parse_backend(v, &c->backend); }, "auto",
+     "auto|cuda|hip|host: auto picks CUDA when a GPU is usable, else host"},
+    {"device", "VPMM_DEVICE", VPMM_OPTION_INT32, VPMM_FIELD_(device),
+     [](const char* v, vpmm_config* c) { return parse_int(v, &c->device); }, "0",
+     "device ordinal (ignored by the host backend)"},
+    {"page_size", "VPMM_PAGE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(page_size),
+     VPMM_SIZE_PARSER_(page_size), "0 (the backend's granularity: 2 MiB on CUDA and host)",
+     "accounting unit in bytes, a multiple of the backend granularity"},
+    {"va_size", "VPMM_VA_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(va_size), VPMM_SIZE_PARSER_(va_size),
+     "0 (backend default: 8 TiB on CUDA, 64 GiB on host)",
+     "bytes of VA reserved per chunk (more chunks are reserved on demand)"},
+    {"initial_pages", "VPMM_PAGES", VPMM_OPTION_COUNT, VPMM_FIELD_(initial_pages),
+     VPMM_SIZE_PARSER_(initial_pages), "0", "pages mapped when the pool is created"},
+    {"host_capacity", "VPMM_HOST_CAPACITY", VPMM_OPTION_SIZE, VPMM_FIELD_(host_capacity),
+     VPMM_SIZE_PARSER_(host_capacity), "0 (1 GiB)", "host backend: physical bytes it may hand out"},
+    {"max_handle_size", "VPMM_MAX_HANDLE_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(max_handle_size),
+     [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->max_handle_size); },
+     "0 (scaled handles: max(page_size, growth / 128))",
+     "handle policy: 0 = scaled, \"unlimited\" = one per growth, \"1p\" = page handles, or a cap"},
+    {"small_size", "VPMM_SMALL_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(small_size),
+     VPMM_SIZE_PARSER_(small_size), "0 (page_size / 2)",
+     "largest request served from shared pages (below 256 turns them off)"},
+    {"backup_cache_size", "VPMM_BACKUP_CACHE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(backup_cache_size),
+     VPMM_SIZE_PARSER_(backup_cache_size), "0 (keep everything pinned so far)",
+     "pinned host bytes kept cached for pause backups after a resume"},
+    {"memory_limit", "VPMM_MEMORY_LIMIT", VPMM_OPTION_LIMIT, VPMM_FIELD_(memory_limit), parse_limit,
+     "0 (none)", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
+    {"backup_pinned_limit", "VPMM_BACKUP_PINNED_LIMIT", VPMM_OPTION_SIZE,
+     VPMM_FIELD_(backup_pinned_limit), VPMM_SIZE_PARSER_(backup_pinned_limit), "0 (no limit)",
+     "most pinned host bytes held for pause backups (beyond it: pageable memory)"},
+    {"log", "VPMM_LOG", VPMM_OPTION_LOG_LEVEL, kNoField, 0,
+     [](const char* v, vpmm_config*) {
+       LogLevel l;
+       return parse_log_level(v, &l);
+     },
+     "warn", "off|error|warn|info|debug: what the allocator hooks report on stderr"},
+    {"memory_limit_fraction", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(memory_limit_fraction),
+     nullptr, "0 (none)",
+     "cap as a fraction of the device's total memory; the smaller of the two caps wins"},
+    {"watermark_trigger", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_trigger), nullptr,
+     "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_TRIGGER_) ")",
+     "pressure starts when mapped >= trigger x capacity"},
+    {"watermark_stop", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_stop), nullptr,
+     "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_STOP_) ")",
+     "pressure ends when mapped <= stop x capacity"},
+};
+constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
+#undef VPMM_SIZE_PARSER_
+#undef VPMM_FIELD_
+
 }  // namespace
+
+const OptionDef* options(uint32_t* count) {
+  *count = kOptionCount;
+  return kOptions;
+}
+
+const OptionDef* find_option(const char* name, uint32_t* index) {
+  if (!name) return nullptr;
+  for (uint32_t i = 0; i < kOptionCount; ++i)
+    if (std::strcmp(kOptions[i].name, name) == 0 ||
+        (kOptions[i].env && std::strcmp(kOptions[i].env, name) == 0)) {
+      if (index) *index = i;
+      return &kOptions[i];
+    }
+  return nullptr;
+}
+
+bool parse_log_level(const char* v, LogLevel* out) {
+  static const struct {
+    const char* name;
+    LogLevel level;
+  } names[] = {{"off", LogLevel::kOff},   {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
+               {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}};
+  for (const auto& n : names)
+    if (strcasecmp(v, n.name) == 0) {
+      *out = n.level;
+      return true;
+    }
+  return false;
+}
+
+LogLevel log_level() {
+  static const LogLevel level = [] {
+    LogLevel l = LogLevel::kWarn;
+    const char* v = std::getenv("VPMM_LOG");
+    if (v && !parse_log_level(v, &l)) l = LogLevel::kWarn;
+    return l;
+  }();
+  return level;
+}
 
 // VPMM_MAX_HANDLE_SIZE also takes "unlimited" and pages: "Np" is N pages of
 // VPMM_PAGE_SIZE (read before it), or of the 2 MiB page every backend
@@ -87,10 +178,6 @@ bool parse_handle_size(const char* v, uint64_t page_size, uint64_t* out) {
   return parse_size(v, out);
 }
 
-const EnvOption* env_options(int* count) {
-  *count = kEnvCount;
-  return kEnv;
-}
 
 bool parse_size(const char* text, uint64_t* out) {
   if (!text) return false;
@@ -126,24 +213,10 @@ void config_defaults(vpmm_config* c) {
 }
 
 int32_t config_apply_env(vpmm_config* c) {
-  for (int i = 0; i < kEnvCount; ++i) {
-    const char* v = std::getenv(kEnv[i].name);
-    if (!v) continue;
-    bool ok = false;
-    switch (i) {
-      case 0: ok = parse_backend(v, &c->backend); break;
-      case 1: ok = parse_int(v, &c->device); break;
-      case 2: ok = parse_size(v, &c->page_size); break;
-      case 3: ok = parse_size(v, &c->va_size); break;
-      case 4: ok = parse_size(v, &c->initial_pages); break;
-      case 5: ok = parse_size(v, &c->host_capacity); break;
-      case 6: ok = parse_handle_size(v, c->page_size, &c->max_handle_size); break;
-      case 7: ok = parse_size(v, &c->small_size); break;
-      case 8: ok = parse_size(v, &c->backup_cache_size); break;
-      case 9: ok = parse_limit(v, c); break;
-      case 10: ok = parse_size(v, &c->backup_pinned_limit); break;
-    }
-    if (!ok) return i + 1;
+  for (uint32_t i = 0; i < kOptionCount; ++i) {
+    if (!kOptions[i].env) continue;
+    const char* v = std::getenv(kOptions[i].env);
+    if (v && !kOptions[i].parse(v, c)) return static_cast<int32_t>(i) + 1;
   }
   return 0;
 }
@@ -163,15 +236,13 @@ vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* ou
     out->struct_size = sizeof *out;
   }
   if (out->config_error) {
-    int n = 0;
-    const EnvOption* opts = env_options(&n);
-    int i = out->config_error - 1;
-    if (i < 0 || i >= n)
+    const int64_t i = static_cast<int64_t>(out->config_error) - 1;
+    if (i < 0 || i >= kOptionCount || !kOptions[i].env)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->config_error %d is not valid", call,
                   out->config_error);
-    const char* v = std::getenv(opts[i].name);
+    const char* v = std::getenv(kOptions[i].env);
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: environment variable %s=\"%s\" is malformed (%s)",
-                call, opts[i].name, v ? v : "", opts[i].help);
+                call, kOptions[i].env, v ? v : "", kOptions[i].help);
   }
   if (out->backend < VPMM_BACKEND_AUTO || out->backend > VPMM_BACKEND_HOST)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->backend %d is not a VPMM_BACKEND_* value",
@@ -191,6 +262,14 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
                 "%s: page_size %" PRIu64 " is not a multiple of the %s backend granularity %" PRIu64,
                 call, o.page_size, b.name(), g);
   o.va_size = c.va_size ? c.va_size : b.default_va_size();
+  // A va_size the caller never set is the backend's default: blame the page
+  // size that does not divide it, not the default.
+  if (c.va_size == 0 && o.va_size % o.page_size != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: page_size %" PRIu64 " does not divide the %s backend's default va_size %" PRIu64
+                " (use a page_size that does, e.g. a power of two, or set va_size / VPMM_VA_SIZE "
+                "to a multiple of it)",
+                call, o.page_size, b.name(), o.va_size);
   if (o.va_size % o.page_size != 0 || o.va_size < o.page_size)
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: va_size %" PRIu64 " is not a non-zero multiple of page_size %" PRIu64, call,
@@ -215,8 +294,8 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
   if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: memory_limit_fraction %g is not within [0, 1]", call,
                 c.memory_limit_fraction);
-  o.watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : 0.85;
-  o.watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : 0.65;
+  o.watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : kDefaultWatermarkTrigger;
+  o.watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : kDefaultWatermarkStop;
   if (!(o.watermark_trigger > 0.0 && o.watermark_trigger <= 1.0) ||
       !(o.watermark_stop >= 0.0 && o.watermark_stop <= o.watermark_trigger))
     return fail(VPMM_ERR_INVALID_ARGUMENT,

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <set>
 
+#include "core/defaults.hpp"
+
 namespace vpmm {
 
 struct Reservation {
@@ -23,7 +25,7 @@ struct LimitState {
   uint64_t limit = 0;     // hard cap on mapped bytes; 0 = none
   uint64_t capacity = 0;  // limit, else device total
   uint64_t trigger = 0, stop = 0;  // watermark bytes
-  double trigger_fraction = 0.85, stop_fraction = 0.65;
+  double trigger_fraction = kDefaultWatermarkTrigger, stop_fraction = kDefaultWatermarkStop;
   bool pressure = false;
   int pending_transition = -1;  // 0/1 to report to the pressure callback, -1 none
   std::set<Reservation*> reservations;

@@ -18,7 +18,7 @@ namespace vpmm {
 
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
-constexpr uint64_t kSmallMinimum = SmallAllocator::kQuantum;  // small_size below this disables small blocks
+constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
 }  // namespace
 
 Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
@@ -209,19 +209,25 @@ RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
   return best ? m_.find(std::get<2>(*best)) : m_.end();
 }
 
+// The smallest completed candidate by its whole index key (size, id, va), so
+// that equal sizes on two streams are decided by the key, never by the
+// streams map's iteration order (stream handles are heap addresses: the order
+// changed from run to run under ASLR, and so did replay figures).
 RegionIt Pool::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
   RegionIt best = m_.end();
+  std::tuple<uint64_t, uint64_t, uint64_t> best_key;
   for (const auto& kv : m_.streams()) {
     if (kv.first == s) continue;
     int probed = 0;
     for (auto it = kv.second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
          it != kv.second.free_by_size.end() && probed < kOtherStreamProbe; ++it, ++probed) {
-      if (best != m_.end() && std::get<0>(*it) >= best->second.size) break;
+      if (best != m_.end() && !(*it < best_key)) break;
       if (exact && exact_run(std::get<2>(*it), std::get<0>(*it), bytes) == UINT64_MAX) continue;
       RegionIt r = m_.find(std::get<2>(*it));
       bool done = false;
       if (is_complete(r->second, &done) == VPMM_OK && done) {
         best = r;
+        best_key = *it;
         break;
       }
     }

@@ -1,4 +1,4 @@
-// The pool: the algorithm of vpmm-design.md over an abstract Backend.
+// The pool: the algorithm of docs/design.md over an abstract Backend.
 //
 //   Phase 0  reap zombies whose events completed (unmap old VAs -> holes)
 //   Phase 1  best fit on the caller's stream, then the smallest completed
@@ -109,7 +109,7 @@ struct PoolOptions {
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
   uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
   uint64_t device_total = 0;       // device memory (capacity when there is no limit)
-  double watermark_trigger = 0.85, watermark_stop = 0.65;
+  double watermark_trigger = kDefaultWatermarkTrigger, watermark_stop = kDefaultWatermarkStop;
 };
 
 struct PoolCounters {
@@ -250,7 +250,7 @@ class Pool final : private SlabSource {
   // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
   vpmm_status admit(uint64_t charge, Reservation* res);
   void uncharge(uint64_t charge, Reservation* res);
-  static uint64_t small_charge(uint64_t requested) { return SmallAllocator::charge(requested); }
+  static uint64_t small_charge(uint64_t requested) { return vpmm::small_charge(requested); }
   // Reports a pending watermark crossing; call without mu_ held.
   void report_pressure(int transition, uint64_t mapped);
   int take_transition() {

@@ -27,6 +27,10 @@ struct SmallAllocator::Slab {
   std::vector<Reservation*> res;       // per block charged reservation (empty until one is)
 };
 
+namespace {
+constexpr uint64_t kQuantum = kSmallQuantum;
+}
+
 SmallAllocator::SmallAllocator(SlabSource& pages, uint64_t small_size) : pages_(pages) {
   const uint64_t limit = small_size;
   if (limit < kQuantum) return;  // small allocator disabled
@@ -177,6 +181,19 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
   return VPMM_OK;
 }
 
+uint64_t SmallAllocator::empty_bytes_if_settled() {
+  if (pending_.empty()) return empty_bytes_;
+  std::unordered_map<const Slab*, uint32_t> done;  // per slab: pending blocks whose event completed
+  for (const Pending& pd : pending_) {
+    bool d = false;
+    if (pages_.query(pd.event, &d) == VPMM_OK && d) ++done[pd.slab];
+  }
+  uint64_t bytes = empty_bytes_;
+  for (const auto& kv : done)
+    if (kv.first->n_used == 0 && kv.first->n_pending == kv.second) bytes += kv.first->bytes;
+  return bytes;
+}
+
 void SmallAllocator::on_empty(Slab* slab) {
   empty_bytes_ += slab->bytes;
   if (slab->paused) {  // nothing left to resume: its VA goes back to the pool
@@ -211,6 +228,9 @@ void SmallAllocator::release_empty_slabs() {
   std::vector<Slab*> empties;
   for (auto& kv : slabs_)
     if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
+  // In VA order, not the hash map's (VAs move with ASLR): the order decides
+  // the ids of the free regions they become, and so later placements.
+  std::sort(empties.begin(), empties.end(), [](const Slab* a, const Slab* b) { return a->va < b->va; });
   for (Slab* s : empties) retire_slab(s);
 }
 
@@ -220,7 +240,7 @@ uint64_t SmallAllocator::forget_reservation(Reservation* res) {
     for (size_t b = 0; b < kv.second->res.size(); ++b)
       if (kv.second->res[b] == res) {
         kv.second->res[b] = nullptr;
-        if (!kv.second->paused) bytes += charge(kv.second->requested[b]);
+        if (!kv.second->paused) bytes += small_charge(kv.second->requested[b]);
       }
   return bytes;
 }
@@ -239,6 +259,13 @@ Reservation* SmallAllocator::slab_res(const Slab* s, uint32_t b) {
 
 bool SmallAllocator::has_pending(const void* slab) const {
   return static_cast<const Slab*>(slab)->n_pending != 0;
+}
+
+bool SmallAllocator::waits_on_event(const void* slab) const {
+  if (!has_pending(slab)) return false;
+  for (const Pending& pd : pending_)
+    if (pd.slab == slab && pd.event && !pd.event->done_cached()) return true;
+  return false;
 }
 
 uint64_t SmallAllocator::requested_in(const void* slab) const {

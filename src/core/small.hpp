@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/defaults.hpp"
 #include "core/limits.hpp"
 #include "core/regions.hpp"
 
@@ -55,10 +56,6 @@ class SmallAllocator {
   // Requests of at most small_size bytes are served (0 or < kQuantum: none).
   SmallAllocator(SlabSource& pages, uint64_t small_size);
 
-  // Small blocks are charged (limits, reservations) in steps of kQuantum
-  // bytes, the smallest size class.
-  static constexpr uint64_t kQuantum = 256;
-  static uint64_t charge(uint64_t requested) { return (requested + kQuantum - 1) / kQuantum * kQuantum; }
   ~SmallAllocator();
 
   vpmm_status malloc(uint64_t size, Stream s, const Attrs& a, Reservation* res, void** out);
@@ -84,8 +81,17 @@ class SmallAllocator {
   }
   // Bytes of slabs with no block in use or pending: cached free memory.
   uint64_t empty_bytes() const { return empty_bytes_; }
+  // empty_bytes() plus the slabs settle() would empty now (every block left
+  // is pending on a completed event), computed without settling: stats must
+  // not change what the pool does next.
+  uint64_t empty_bytes_if_settled();
   uint64_t requested_in(const void* slab) const;  // bytes asked for in a slab
   bool has_pending(const void* slab) const;       // blocks waiting on a foreign event
+  // has_pending, but only for events not known to be complete: those that
+  // empty_bytes_if_settled (stats) or the pool saw completed count as free.
+  // Reads what is known without asking the backend, so a dump agrees with
+  // the stats taken just before it even while events complete meanwhile.
+  bool waits_on_event(const void* slab) const;
   // Blocks until the events of blocks freed on foreign streams complete
   // (pool destruction: queued work may still write those blocks).
   void wait_pending();
@@ -129,7 +135,7 @@ void SmallAllocator::for_each_charge(const void* p, F&& fn) const {
   const Slab* slab = static_cast<const Slab*>(p);
   for (uint32_t b = 0; b < slab_blocks(slab); ++b) {
     uint64_t req = slab_requested(slab, b);
-    if (req) fn(slab_res(slab, b), charge(req));
+    if (req) fn(slab_res(slab, b), small_charge(req));
   }
 }
 

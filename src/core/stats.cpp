@@ -10,9 +10,10 @@ namespace vpmm {
 
 void Pool::stats(vpmm_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Small blocks freed on another stream return to their slabs once that
-  // stream's event completed; settle them so the counts are current.
-  small_->settle();
+  // No side effects: reading the counters must not change what the pool does
+  // next (it once settled small blocks here, so `vpmm replay --timeline`
+  // changed later placements and peaks). Blocks freed on another stream
+  // return to their slabs at the next small malloc, as they would unobserved.
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
@@ -20,10 +21,12 @@ void Pool::stats(vpmm_stats* out) {
   s.mapped_bytes = t.mapped;
   s.reserved_va_bytes = t.reserved;
   // Empty small-object slabs are cached memory, not live: they count as free,
-  // as do free pages a malloc in flight is moving into its new span.
-  s.live_bytes = t.live + t.small - small_->empty_bytes();
+  // and so do slabs whose blocks only wait for completed events, and free
+  // pages a malloc in flight is moving into its new span.
+  const uint64_t small_empty = small_->empty_bytes_if_settled();
+  s.live_bytes = t.live + t.small - small_empty;
   s.requested_bytes = c_.requested;
-  s.free_bytes = t.free + t.moving + small_->empty_bytes();
+  s.free_bytes = t.free + t.moving + small_empty;
   s.hole_bytes = t.hole;
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
@@ -96,7 +99,7 @@ std::vector<vpmm_region_info> Pool::snapshot() {
     if (r.kind == Kind::Live) x.requested = r.requested;
     if (r.kind == Kind::Small) {
       x.requested = small_->requested_in(r.owner);
-      x.event_pending = small_->has_pending(r.owner) ? 1 : 0;
+      x.event_pending = small_->waits_on_event(r.owner) ? 1 : 0;
     }
     if ((r.kind == Kind::Free || r.kind == Kind::Zombie) && r.event && !r.event->done_cached()) {
       bool done = true;

@@ -2,14 +2,17 @@
 // PyTorch's CUDAPluggableAllocator (malloc/free by device and stream), CuPy
 // and XLA-style custom allocators. One pool per device, created on first use
 // from vpmm_config_init() (so VPMM_* environment variables apply), destroyed
-// never: allocator hooks can be called until process exit.
+// never: allocator hooks can be called until process exit. A hook cannot
+// return a reason, so failures are reported on stderr as VPMM_LOG allows.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <cstddef>
+#include <cstring>
 
 #include "common/status.hpp"
+#include "core/log.hpp"
 #include "vpmm.h"
 
 namespace {
@@ -19,12 +22,32 @@ vpmm_pool* g_pools[kMaxDevices] = {};
 
 // A hook that returns NULL makes PyTorch report a bare "out of memory" or
 // "invalid argument"; the reason (a malformed VPMM_* variable, no device)
-// would be lost. Say it on stderr, once per kind of failure.
+// would be lost. Say it on stderr: out of memory at VPMM_LOG=warn (the
+// default), any other failure (configuration, device, driver) at error; once
+// per kind of failure, or every time at VPMM_LOG=debug.
 void report_hook_failure(const char* hook, vpmm_status st) {
+  using vpmm::LogLevel;
+  const LogLevel level = st == VPMM_ERR_OUT_OF_MEMORY ? LogLevel::kWarn : LogLevel::kError;
+  if (!vpmm::log_enabled(level)) return;
   static std::atomic<uint32_t> reported{0};
   const uint32_t bit = 1u << (static_cast<uint32_t>(st) & 31u);
-  if (reported.fetch_or(bit) & bit) return;
-  std::fprintf(stderr, "libvpmm: %s: %s: %s\n", hook, vpmm_status_string(st), vpmm_last_error());
+  const bool first = !(reported.fetch_or(bit) & bit);
+  if (!first && !vpmm::log_enabled(LogLevel::kDebug)) return;
+  std::fprintf(stderr, "libvpmm: %s: %s: %s%s\n", hook, vpmm_status_string(st), vpmm_last_error(),
+               first && !vpmm::log_enabled(LogLevel::kDebug)
+                   ? " (reported once; VPMM_LOG=debug reports every failure)"
+                   : "");
+}
+
+// VPMM_LOG=info: what the default pool of a device is, once, when created.
+void report_pool_created(int32_t device, vpmm_pool* pool) {
+  if (!vpmm::log_enabled(vpmm::LogLevel::kInfo)) return;
+  vpmm_config c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  if (vpmm_pool_get_config(pool, &c) != VPMM_OK) return;
+  std::fprintf(stderr, "libvpmm: default pool of device %d: %s backend, page %llu bytes\n", device,
+               vpmm_pool_backend_name(pool), static_cast<unsigned long long>(c.page_size));
 }
 }  // namespace
 
@@ -43,6 +66,7 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
     c.device = device;
     vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
     if (st != VPMM_OK) return st;
+    report_pool_created(device, g_pools[device]);
   }
   *out = g_pools[device];
   return VPMM_OK;
@@ -69,7 +93,7 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
   (void)size;
   vpmm_pool* pool = nullptr;
   if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
-  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK)
+  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK && vpmm::log_enabled(vpmm::LogLevel::kError))
     std::fprintf(stderr, "libvpmm: vpmm_torch_free: %s\n", vpmm_last_error());
 }
 

@@ -1,4 +1,4 @@
-// The four walkthrough cases of vpmm-design.md on a real GPU (CUDA backend,
+// The four walkthrough cases of docs/design.md on a real GPU (CUDA backend,
 // 2 MiB pages): PAGES = 11 + X initial pages, then +10 > +1 > -10 > +4 > +11 on
 // one stream. Kernels write a pattern into every allocation as soon as it is
 // handed out (queued, not synchronized: the defragmentation in step 5 runs

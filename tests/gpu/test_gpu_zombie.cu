@@ -1,6 +1,7 @@
 // Zombie lifetimes on a real GPU: the key proof that remapping is safe.
 //
-// cuMemUnmap does not wait for kernels (notes/h100-measurements.md), so when
+// cuMemUnmap does not wait for kernels (measured on an H100: an unmap returns
+// while a kernel still reads the range), so when
 // the pool remaps the pages of a freed region to a new VA while a kernel still
 // reads the old VA, the old VA must stay mapped (a zombie) until the event of
 // that work completes. Here a kernel held at a gate reads a region through its

@@ -99,11 +99,14 @@ void expect_err(int line, const char* text, vpmm_pool* pool, vpmm_status want, c
 
 // --- helpers ------------------------------------------------------------------
 
-const char* const kEnvVars[] = {"VPMM_BACKEND", "VPMM_DEVICE", "VPMM_PAGE_SIZE", "VPMM_VA_SIZE",
-                                "VPMM_PAGES", "VPMM_HOST_CAPACITY", "VPMM_MAX_HANDLE_SIZE",
-                                "VPMM_SMALL_SIZE", "VPMM_BACKUP_CACHE_SIZE", "VPMM_MEMORY_LIMIT"};
+// Every variable the library reads, from its option table (never a copy).
 void clean_env() {
-  for (const char* v : kEnvVars) unsetenv(v);
+  for (uint32_t i = 0; i < vpmm_option_count(); ++i) {
+    vpmm_option_info o;
+    std::memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    if (vpmm_option_get(i, &o) == VPMM_OK && o.env) unsetenv(o.env);
+  }
 }
 
 vpmm_config host_config() {

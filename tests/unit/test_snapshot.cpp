@@ -976,7 +976,7 @@ TEST("snapshot: files: detection by content or name, load errors") {
   std::remove(path.c_str());
   CHECK(!vtrace::is_snapshot_file("/nonexistent/x.pickle"));
   CHECK(!vtrace::load_snapshot("/nonexistent/x.pickle", vtrace::SnapshotOptions(), &t, &f, &err));
-  CHECK_EQ(err, std::string("/nonexistent/x.pickle: cannot open"));
+  CHECK_EQ(err, std::string("/nonexistent/x.pickle: cannot open: No such file or directory"));  // the reason, strerror(errno)
   CHECK(vtrace::looks_like_snapshot(bytes(data), data.size()));
   CHECK(!vtrace::looks_like_snapshot(bytes(data), 0));
 }

@@ -378,7 +378,7 @@ TEST("files: load_trace and parse_trace read a file; a missing file is an error"
   std::remove(path.c_str());
   Trace t;
   CHECK(!vtrace::load_trace("/nonexistent/x.trace", &t, &err));
-  CHECK_EQ(err, std::string("/nonexistent/x.trace: cannot open"));
+  CHECK_EQ(err, std::string("/nonexistent/x.trace: cannot open: No such file or directory"));  // the reason, strerror(errno)
 }
 
 TEST_MAIN()

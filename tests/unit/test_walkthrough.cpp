@@ -1,4 +1,4 @@
-// The four walkthrough cases of vpmm-design.md on the host backend.
+// The four walkthrough cases of docs/design.md on the host backend.
 // One page stands for the seed's "1 GB"; PAGES = 11 + X initial pages; the
 // sequence is +10 > +1 > -10 > +4 > +11 on one stream. Each case asserts the
 // exact layout (sizes and chunk offsets), the mapped pages, and that the data

@@ -1,0 +1,262 @@
+// The option table and the public structs' layouts through the C ABI
+// (vpmm_option_*, vpmm_struct_*), so that bindings and tools read names,
+// defaults, field offsets and sizes from the library instead of copying them.
+// Concern: exporting facts only; the table itself lives in core/config.cpp and
+// the layouts come from offsetof/sizeof of this build. Nothing here allocates
+// or keeps state: every function is thread safe.
+//
+// Invariant: each struct's field list names every field of its declaration
+// in vpmm.h, in order (tests/unit/test_options.cpp checks that the fields tile
+// the struct: each starts where alignment puts it after the previous one).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "vpmm.h"
+
+namespace vpmm {
+namespace {
+
+struct FieldDef {
+  const char* name;
+  int32_t kind;
+  uint32_t offset, size;
+};
+#define VPMM_F_(type, kind, field)                                                       \
+  FieldDef {                                                                             \
+    #field, VPMM_FIELD_##kind, static_cast<uint32_t>(offsetof(type, field)),            \
+        static_cast<uint32_t>(sizeof(static_cast<type*>(nullptr)->field))                \
+  }
+
+const FieldDef k_vpmm_config[] = {
+    VPMM_F_(vpmm_config, U32, struct_size),
+    VPMM_F_(vpmm_config, I32, backend),
+    VPMM_F_(vpmm_config, I32, device),
+    VPMM_F_(vpmm_config, I32, config_error),
+    VPMM_F_(vpmm_config, U64, page_size),
+    VPMM_F_(vpmm_config, U64, va_size),
+    VPMM_F_(vpmm_config, U64, initial_pages),
+    VPMM_F_(vpmm_config, U64, host_capacity),
+    VPMM_F_(vpmm_config, U64, max_handle_size),
+    VPMM_F_(vpmm_config, U64, small_size),
+    VPMM_F_(vpmm_config, U64, backup_cache_size),
+    VPMM_F_(vpmm_config, U64, memory_limit),
+    VPMM_F_(vpmm_config, F64, memory_limit_fraction),
+    VPMM_F_(vpmm_config, F64, watermark_trigger),
+    VPMM_F_(vpmm_config, F64, watermark_stop),
+    VPMM_F_(vpmm_config, U64, backup_pinned_limit),
+};
+const FieldDef k_vpmm_alloc_attrs[] = {
+    VPMM_F_(vpmm_alloc_attrs, U32, struct_size),
+    VPMM_F_(vpmm_alloc_attrs, U32, flags),
+    VPMM_F_(vpmm_alloc_attrs, PTR, tag),
+    VPMM_F_(vpmm_alloc_attrs, PTR, reservation),
+};
+const FieldDef k_vpmm_tag_stats[] = {
+    VPMM_F_(vpmm_tag_stats, U32, struct_size),
+    VPMM_F_(vpmm_tag_stats, U32, reserved0),
+    VPMM_F_(vpmm_tag_stats, U64, live_bytes),
+    VPMM_F_(vpmm_tag_stats, U64, paused_bytes),
+    VPMM_F_(vpmm_tag_stats, U64, backup_bytes),
+    VPMM_F_(vpmm_tag_stats, U64, n_live),
+    VPMM_F_(vpmm_tag_stats, U64, n_paused),
+};
+const FieldDef k_vpmm_stats[] = {
+    VPMM_F_(vpmm_stats, U32, struct_size),
+    VPMM_F_(vpmm_stats, U32, reserved0),
+    VPMM_F_(vpmm_stats, U64, mapped_bytes),
+    VPMM_F_(vpmm_stats, U64, reserved_va_bytes),
+    VPMM_F_(vpmm_stats, U64, live_bytes),
+    VPMM_F_(vpmm_stats, U64, requested_bytes),
+    VPMM_F_(vpmm_stats, U64, free_bytes),
+    VPMM_F_(vpmm_stats, U64, hole_bytes),
+    VPMM_F_(vpmm_stats, U64, zombie_bytes),
+    VPMM_F_(vpmm_stats, U64, peak_mapped_bytes),
+    VPMM_F_(vpmm_stats, U64, peak_live_bytes),
+    VPMM_F_(vpmm_stats, U64, n_malloc),
+    VPMM_F_(vpmm_stats, U64, n_free),
+    VPMM_F_(vpmm_stats, U64, n_defrag),
+    VPMM_F_(vpmm_stats, U64, n_grow),
+    VPMM_F_(vpmm_stats, U64, pages_created),
+    VPMM_F_(vpmm_stats, U64, bytes_remapped),
+    VPMM_F_(vpmm_stats, U64, page_size),
+    VPMM_F_(vpmm_stats, U64, handles),
+    VPMM_F_(vpmm_stats, U64, handles_created),
+    VPMM_F_(vpmm_stats, U64, va_chunks),
+    VPMM_F_(vpmm_stats, U64, largest_free_bytes),
+    VPMM_F_(vpmm_stats, U64, small_bytes),
+    VPMM_F_(vpmm_stats, U64, small_live_bytes),
+    VPMM_F_(vpmm_stats, U64, n_small_malloc),
+    VPMM_F_(vpmm_stats, U64, n_cross_stream_reuse),
+    VPMM_F_(vpmm_stats, U64, n_stream_waits),
+    VPMM_F_(vpmm_stats, U64, n_events_recorded),
+    VPMM_F_(vpmm_stats, U64, n_zombies_reaped),
+    VPMM_F_(vpmm_stats, U64, n_live),
+    VPMM_F_(vpmm_stats, U64, paused_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_cache_bytes),
+    VPMM_F_(vpmm_stats, U64, n_pause),
+    VPMM_F_(vpmm_stats, U64, n_resume),
+    VPMM_F_(vpmm_stats, U64, n_trim),
+    VPMM_F_(vpmm_stats, U64, bytes_trimmed),
+    VPMM_F_(vpmm_stats, U64, capacity_bytes),
+    VPMM_F_(vpmm_stats, U64, reserved_bytes),
+    VPMM_F_(vpmm_stats, U64, reservation_used_bytes),
+    VPMM_F_(vpmm_stats, U64, available_bytes),
+    VPMM_F_(vpmm_stats, U64, watermark_trigger_bytes),
+    VPMM_F_(vpmm_stats, U64, watermark_stop_bytes),
+    VPMM_F_(vpmm_stats, U64, under_pressure),
+    VPMM_F_(vpmm_stats, U64, n_oom),
+    VPMM_F_(vpmm_stats, U64, n_oom_recovered),
+    VPMM_F_(vpmm_stats, U64, backup_pinned_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_pageable_bytes),
+};
+const FieldDef k_vpmm_region_info[] = {
+    VPMM_F_(vpmm_region_info, U32, struct_size),
+    VPMM_F_(vpmm_region_info, I32, kind),
+    VPMM_F_(vpmm_region_info, U64, va),
+    VPMM_F_(vpmm_region_info, U64, size),
+    VPMM_F_(vpmm_region_info, U64, chunk_offset),
+    VPMM_F_(vpmm_region_info, U32, chunk),
+    VPMM_F_(vpmm_region_info, U32, handles),
+    VPMM_F_(vpmm_region_info, I32, event_pending),
+    VPMM_F_(vpmm_region_info, U32, reserved0),
+    VPMM_F_(vpmm_region_info, U64, id),
+    VPMM_F_(vpmm_region_info, U64, requested),
+    VPMM_F_(vpmm_region_info, PTR, stream),
+};
+const FieldDef k_vpmm_option_info[] = {
+    VPMM_F_(vpmm_option_info, U32, struct_size),
+    VPMM_F_(vpmm_option_info, I32, kind),
+    VPMM_F_(vpmm_option_info, PTR, name),
+    VPMM_F_(vpmm_option_info, PTR, env),
+    VPMM_F_(vpmm_option_info, PTR, default_text),
+    VPMM_F_(vpmm_option_info, PTR, help),
+    VPMM_F_(vpmm_option_info, U32, field_offset),
+    VPMM_F_(vpmm_option_info, U32, field_size),
+};
+const FieldDef k_vpmm_field_info[] = {
+    VPMM_F_(vpmm_field_info, U32, struct_size),
+    VPMM_F_(vpmm_field_info, I32, kind),
+    VPMM_F_(vpmm_field_info, PTR, name),
+    VPMM_F_(vpmm_field_info, U32, offset),
+    VPMM_F_(vpmm_field_info, U32, size),
+};
+#undef VPMM_F_
+
+struct StructDef {
+  const char* name;
+  uint32_t size;
+  const FieldDef* fields;
+  uint32_t n;
+};
+#define VPMM_S_(type) \
+  StructDef { #type, static_cast<uint32_t>(sizeof(type)), k_##type, sizeof k_##type / sizeof k_##type[0] }
+const StructDef kStructs[] = {
+    VPMM_S_(vpmm_config),  VPMM_S_(vpmm_alloc_attrs), VPMM_S_(vpmm_tag_stats),
+    VPMM_S_(vpmm_stats),   VPMM_S_(vpmm_region_info),   VPMM_S_(vpmm_option_info),
+    VPMM_S_(vpmm_field_info),
+};
+#undef VPMM_S_
+
+const StructDef* find_struct(const char* name) {
+  if (!name) return nullptr;
+  for (const StructDef& s : kStructs)
+    if (std::strcmp(s.name, name) == 0) return &s;
+  return nullptr;
+}
+
+// The first field's end: a caller's struct must reach at least past kind
+// (struct_size, kind) to be worth filling.
+constexpr uint32_t kMinOptionInfo = offsetof(vpmm_option_info, name);
+constexpr uint32_t kMinFieldInfo = offsetof(vpmm_field_info, name);
+
+vpmm_status fill_option(const char* call, uint32_t i, vpmm_option_info* out) {
+  if (!out) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: out is NULL", call);
+  if (out->struct_size < kMinOptionInfo || out->struct_size > 65536)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: out->struct_size %u is not a vpmm_option_info size (expected %u)", call,
+                out->struct_size, static_cast<unsigned>(sizeof(vpmm_option_info)));
+  uint32_t n = 0;
+  const OptionDef* t = options(&n);
+  if (i >= n)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: option %u is out of range (%u options)", call, i, n);
+  vpmm_option_info o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = static_cast<uint32_t>(std::min<size_t>(out->struct_size, sizeof o));
+  o.kind = t[i].kind;
+  o.name = t[i].name;
+  o.env = t[i].env;
+  o.default_text = t[i].default_text;
+  o.help = t[i].help;
+  o.field_offset = t[i].offset;
+  o.field_size = t[i].size;
+  std::memcpy(out, &o, o.struct_size);
+  return VPMM_OK;
+}
+
+}  // namespace
+}  // namespace vpmm
+
+extern "C" {
+
+VPMM_API uint32_t vpmm_option_count(void) {
+  uint32_t n = 0;
+  vpmm::options(&n);
+  return n;
+}
+
+VPMM_API vpmm_status vpmm_option_get(uint32_t i, vpmm_option_info* out) {
+  return vpmm::fill_option("vpmm_option_get", i, out);
+}
+
+VPMM_API vpmm_status vpmm_option_find(const char* name, vpmm_option_info* out, uint32_t* index) {
+  const char* call = "vpmm_option_find";
+  if (!name) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: name is NULL", call);
+  uint32_t i = 0;
+  if (!vpmm::find_option(name, &i))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: no option is named \"%.64s\"", call, name);
+  vpmm_status st = vpmm::fill_option(call, i, out);
+  if (st == VPMM_OK && index) *index = i;
+  return st;
+}
+
+VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields) {
+  const vpmm::StructDef* s = vpmm::find_struct(name);
+  if (!s)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_struct_layout: %s%.64s%s is not a public struct",
+                      name ? "\"" : "", name ? name : "name NULL", name ? "\"" : "");
+  if (size) *size = s->size;
+  if (fields) *fields = s->n;
+  return VPMM_OK;
+}
+
+VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out) {
+  const char* call = "vpmm_struct_field";
+  const vpmm::StructDef* s = vpmm::find_struct(name);
+  if (!s)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s%.64s%s is not a public struct", call,
+                      name ? "\"" : "", name ? name : "name NULL", name ? "\"" : "");
+  if (!out) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: out is NULL", call);
+  if (out->struct_size < vpmm::kMinFieldInfo || out->struct_size > 65536)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: out->struct_size %u is not a vpmm_field_info size (expected %u)", call,
+                      out->struct_size, static_cast<unsigned>(sizeof(vpmm_field_info)));
+  if (i >= s->n)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s has %u fields, not %u", call, s->name, s->n,
+                      i + 1);
+  vpmm_field_info f;
+  std::memset(&f, 0, sizeof f);
+  f.struct_size = static_cast<uint32_t>(std::min<size_t>(out->struct_size, sizeof f));
+  f.kind = s->fields[i].kind;
+  f.name = s->fields[i].name;
+  f.offset = s->fields[i].offset;
+  f.size = s->fields[i].size;
+  std::memcpy(out, &f, f.struct_size);
+  return VPMM_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,34 @@
+// The library's fixed numbers, one definition each: every file that needs a
+// default or a limit includes this instead of writing the number again, and
+// the option table (config.cpp) prints the same figures from here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vpmm.h"
+
+// Spelled as macros too so the option table's default text is the same token
+// as the value (VPMM_STR_ turns the number into its help text).
+#define VPMM_DEFAULT_WATERMARK_TRIGGER_ 0.85
+#define VPMM_DEFAULT_WATERMARK_STOP_ 0.65
+#define VPMM_STR2_(x) #x
+#define VPMM_STR_(x) VPMM_STR2_(x)
+
+namespace vpmm {
+
+// The page every backend uses when page_size is 0 (its granularity).
+constexpr uint64_t kDefaultPageSize = 2ull << 20;
+// Pressure starts when mapped >= trigger x capacity, ends at <= stop x capacity.
+constexpr double kDefaultWatermarkTrigger = VPMM_DEFAULT_WATERMARK_TRIGGER_;
+constexpr double kDefaultWatermarkStop = VPMM_DEFAULT_WATERMARK_STOP_;
+// Small allocations are carved in multiples of this (and aligned to it); a
+// small_size below it turns the small allocator off.
+constexpr uint64_t kSmallQuantum = 256;
+inline constexpr uint64_t small_charge(uint64_t requested) {
+  return (requested + kSmallQuantum - 1) / kSmallQuantum * kSmallQuantum;
+}
+// Longest tag (bytes, without the NUL): the public VPMM_TAG_MAX_BYTES.
+constexpr size_t kMaxTagLength = VPMM_TAG_MAX_BYTES;
+
+}  // namespace vpmm

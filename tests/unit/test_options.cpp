@@ -1,0 +1,226 @@
+// The option table and struct facts exported through the C ABI
+// (vpmm_option_*, vpmm_struct_*): the single source of truth bindings, the
+// tool, the docs and the other tests read. Checks that every table entry with
+// a variable is really read by vpmm_config_init (in table order:
+// config_error = index + 1), that field offsets match this compilation of
+// vpmm.h, that each struct's field list tiles the struct, and that
+// docs/options.md (VPMM_TEST_OPTIONS_DOC) lists exactly the table.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "vpmm.h"
+
+namespace {
+
+std::vector<vpmm_option_info> table() {
+  std::vector<vpmm_option_info> t;
+  for (uint32_t i = 0; i < vpmm_option_count(); ++i) {
+    vpmm_option_info o;
+    std::memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    CHECK_OK(vpmm_option_get(i, &o));
+    t.push_back(o);
+  }
+  return t;
+}
+
+void clean_env() {
+  for (const vpmm_option_info& o : table())
+    if (o.env) unsetenv(o.env);
+}
+
+// A value each kind rejects.
+const char* malformed(int32_t kind) {
+  switch (kind) {
+    case VPMM_OPTION_BACKEND: return "gpu";
+    case VPMM_OPTION_LOG_LEVEL: return "loud";
+    default: return "12Q";
+  }
+}
+
+TEST("the table: names and variables are unique, every entry documented") {
+  std::set<std::string> names, envs;
+  const std::vector<vpmm_option_info> t = table();
+  CHECK(t.size() >= 15);
+  for (const vpmm_option_info& o : t) {
+    CHECK(o.name && *o.name);
+    CHECK(o.help && *o.help);
+    CHECK(o.default_text && *o.default_text);
+    CHECK(o.kind >= VPMM_OPTION_BACKEND && o.kind <= VPMM_OPTION_LOG_LEVEL);
+    CHECK(names.insert(o.name).second);
+    if (o.env) {
+      CHECK(std::strncmp(o.env, "VPMM_", 5) == 0);
+      CHECK(envs.insert(o.env).second);
+    }
+  }
+  // The variables the tests used to copy by hand, VPMM_BACKUP_PINNED_LIMIT
+  // included (two copies missed it).
+  for (const char* v : {"VPMM_BACKEND", "VPMM_PAGE_SIZE", "VPMM_MAX_HANDLE_SIZE", "VPMM_MEMORY_LIMIT",
+                        "VPMM_BACKUP_PINNED_LIMIT", "VPMM_LOG"})
+    CHECK(envs.count(v) == 1);
+}
+
+TEST("every variable in the table is read, in table order (config_error = index + 1)") {
+  const std::vector<vpmm_option_info> t = table();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    if (!t[i].env) continue;
+    clean_env();
+    setenv(t[i].env, malformed(t[i].kind), 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    CHECK_EQ(c.config_error, static_cast<int32_t>(i + 1));
+    vpmm_pool* p = nullptr;
+    CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK(std::strstr(vpmm_last_error(), t[i].env) != nullptr);
+  }
+  clean_env();
+}
+
+TEST("a well-formed variable lands in the field the table names") {
+  const std::vector<vpmm_option_info> t = table();
+  for (const vpmm_option_info& o : t) {
+    if (!o.env || o.field_size != sizeof(uint64_t) || o.kind == VPMM_OPTION_FRACTION) continue;
+    clean_env();
+    setenv(o.env, "0x30000", 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    CHECK_EQ(c.config_error, 0);
+    uint64_t v = 0;
+    std::memcpy(&v, reinterpret_cast<const char*>(&c) + o.field_offset, sizeof v);
+    CHECK_EQ(v, 0x30000u);
+  }
+  clean_env();
+}
+
+TEST("field offsets match this compilation of vpmm.h") {
+  vpmm_option_info o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  uint32_t i = 0;
+  CHECK_OK(vpmm_option_find("VPMM_BACKUP_PINNED_LIMIT", &o, &i));
+  CHECK_EQ(o.field_offset, offsetof(vpmm_config, backup_pinned_limit));
+  CHECK_OK(vpmm_option_find("page_size", &o, nullptr));
+  CHECK_EQ(o.field_offset, offsetof(vpmm_config, page_size));
+  CHECK_EQ(o.field_size, sizeof(uint64_t));
+  CHECK_OK(vpmm_option_find("watermark_stop", &o, nullptr));
+  CHECK(o.env == nullptr);
+  CHECK_EQ(o.field_offset, offsetof(vpmm_config, watermark_stop));
+  CHECK_OK(vpmm_option_find("log", &o, nullptr));
+  CHECK_EQ(o.field_size, 0u);
+  CHECK_EQ(o.field_offset, UINT32_MAX);
+  CHECK_EQ(vpmm_option_find("VPMM_NOPE", &o, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_option_find(nullptr, &o, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_option_get(vpmm_option_count(), &o), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_option_get(0, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  o.struct_size = 4;
+  CHECK_EQ(vpmm_option_get(0, &o), VPMM_ERR_INVALID_ARGUMENT);
+}
+
+TEST("an older, shorter vpmm_option_info is filled only up to its struct_size") {
+  unsigned char buf[sizeof(vpmm_option_info) + 8];
+  std::memset(buf, 0xab, sizeof buf);
+  vpmm_option_info* o = reinterpret_cast<vpmm_option_info*>(buf);
+  const uint32_t short_size = offsetof(vpmm_option_info, help);
+  o->struct_size = short_size;
+  CHECK_OK(vpmm_option_get(0, o));
+  CHECK_EQ(o->struct_size, short_size);
+  for (size_t k = short_size; k < sizeof buf; ++k) CHECK_EQ(buf[k], 0xab);
+}
+
+size_t align_of_kind(int32_t kind) {
+  switch (kind) {
+    case VPMM_FIELD_U32:
+    case VPMM_FIELD_I32: return 4;
+    case VPMM_FIELD_F64:
+    case VPMM_FIELD_U64: return alignof(uint64_t);
+    default: return alignof(void*);
+  }
+}
+
+TEST("struct layouts: sizes match, fields tile each struct in order") {
+  struct Known {
+    const char* name;
+    size_t size;
+  } known[] = {{"vpmm_config", sizeof(vpmm_config)},       {"vpmm_alloc_attrs", sizeof(vpmm_alloc_attrs)},
+               {"vpmm_tag_stats", sizeof(vpmm_tag_stats)}, {"vpmm_stats", sizeof(vpmm_stats)},
+               {"vpmm_region_info", sizeof(vpmm_region_info)}, {"vpmm_option_info", sizeof(vpmm_option_info)},
+               {"vpmm_field_info", sizeof(vpmm_field_info)}};
+  for (const Known& k : known) {
+    uint32_t size = 0, n = 0;
+    CHECK_OK(vpmm_struct_layout(k.name, &size, &n));
+    CHECK_EQ(size, k.size);
+    CHECK(n >= 2);
+    size_t end = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      vpmm_field_info f;
+      std::memset(&f, 0, sizeof f);
+      f.struct_size = sizeof f;
+      CHECK_OK(vpmm_struct_field(k.name, i, &f));
+      const size_t a = align_of_kind(f.kind);
+      const size_t want = (end + a - 1) / a * a;  // no field left out between two listed ones
+      if (f.offset != want) std::printf("  %s.%s at %u, expected %zu\n", k.name, f.name, f.offset, want);
+      CHECK_EQ(f.offset, want);
+      end = f.offset + f.size;
+    }
+    CHECK_EQ((end + alignof(uint64_t) - 1) / alignof(uint64_t) * alignof(uint64_t), k.size);
+    vpmm_field_info f;
+    f.struct_size = sizeof f;
+    CHECK_EQ(vpmm_struct_field(k.name, n, &f), VPMM_ERR_INVALID_ARGUMENT);
+  }
+  vpmm_field_info f;
+  f.struct_size = sizeof f;
+  CHECK_OK(vpmm_struct_field("vpmm_stats", 2, &f));
+  CHECK(std::strcmp(f.name, "mapped_bytes") == 0);
+  CHECK_EQ(f.offset, offsetof(vpmm_stats, mapped_bytes));
+  CHECK_EQ(vpmm_struct_layout("vpmm_nope", nullptr, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_struct_layout(nullptr, nullptr, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+}
+
+// docs/options.md's table, one row per option:
+//   | `name` | `VPMM_X` or - | default | help |
+// must equal the library's table, row for row. On a mismatch the expected
+// table is printed, ready to paste.
+TEST("docs/options.md lists exactly the option table") {
+  const char* path = std::getenv("VPMM_TEST_OPTIONS_DOC");
+  CHECK(path != nullptr);
+  if (!path) return;
+  std::ifstream f(path);
+  CHECK(f.good());
+  std::vector<std::string> rows;
+  std::string line;
+  bool in_table = false;
+  while (std::getline(f, line)) {
+    if (line.rfind("| option", 0) == 0) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table) continue;
+    if (line.rfind("|--", 0) == 0) continue;
+    if (line.rfind("|", 0) != 0) break;
+    rows.push_back(line);
+  }
+  std::vector<std::string> want;
+  for (const vpmm_option_info& o : table()) {
+    std::string env = o.env ? std::string("`") + o.env + "`" : "-";
+    want.push_back(std::string("| `") + o.name + "` | " + env + " | " + o.default_text + " | " + o.help + " |");
+  }
+  bool same = rows == want;
+  CHECK(same);
+  if (!same) {
+    std::printf("  docs/options.md disagrees with the library's table; expected:\n"
+                "| option | variable | default | meaning |\n|--|--|--|--|\n");
+    for (const std::string& w : want) std::printf("%s\n", w.c_str());
+  }
+}
+
+}  // namespace
+
+TEST_MAIN()

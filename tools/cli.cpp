@@ -1,0 +1,102 @@
+// Shared helpers of the `vpmm` subcommands (see cli.hpp).
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace vcli {
+
+std::string fmt_bytes(uint64_t v) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  uint64_t div = 1;
+  while (u < 5 && v >= div * 1024) div *= 1024, ++u;
+  char b[64];
+  if (v % div == 0)
+    std::snprintf(b, sizeof b, "%" PRIu64 " %s", v / div, units[u]);
+  else
+    std::snprintf(b, sizeof b, "%.1f %s", double(v) / double(div), units[u]);
+  return b;
+}
+
+std::string status_msg(vpmm_status st) {
+  std::string m = vpmm_status_string(st);
+  const char* e = vpmm_last_error();
+  if (e && *e) m += std::string(": ") + e;
+  return m;
+}
+
+const char* backend_arg_name(int32_t b) {
+  switch (b) {
+    case VPMM_BACKEND_AUTO: return "auto";
+    case VPMM_BACKEND_CUDA: return "cuda";
+    case VPMM_BACKEND_HIP: return "hip";
+    case VPMM_BACKEND_HOST: return "host";
+    default: return "?";
+  }
+}
+
+std::string layout_of(vpmm_pool* pool) {
+  // The library formats the notation (vpmm_pool_dump_text's "regions
+  // (pages):" section, one "  chunk N: ..." line per VA chunk); the tool only
+  // joins the chunks, so there is one formatter for the dump, the tool and
+  // the tests' expectations.
+  size_t need = 0;
+  if (vpmm_pool_dump_text(pool, nullptr, 0, &need) != VPMM_OK || need == 0) return "?";
+  std::string text(need + 256, '\0');  // slack: the pool may not change here, but be safe
+  if (vpmm_pool_dump_text(pool, &text[0], text.size(), &need) != VPMM_OK) return "?";
+  text.resize(std::strlen(text.c_str()));
+  const size_t at = text.find("regions (pages):");
+  if (at == std::string::npos) return "?";
+  std::string out;
+  size_t pos = text.find('\n', at);
+  while (pos != std::string::npos && pos + 1 < text.size()) {
+    const size_t end = text.find('\n', pos + 1);
+    const std::string line = text.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
+    pos = end;
+    const size_t colon = line.find(": ");
+    if (line.rfind("  chunk ", 0) != 0 || colon == std::string::npos) break;
+    if (!out.empty()) out += " | ";
+    out += line.substr(colon + 2);
+  }
+  return out.empty() ? "?" : out;
+}
+
+vpmm_stats stats_of(vpmm_pool* pool) {
+  vpmm_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  vpmm_pool_stats(pool, &s);
+  return s;
+}
+
+bool get_config(vpmm_pool* pool, vpmm_config* c) {
+  std::memset(c, 0, sizeof *c);
+  c->struct_size = sizeof *c;
+  return vpmm_pool_get_config(pool, c) == VPMM_OK;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "vpmm: %s (see `vpmm help`)\n", msg.c_str());
+  return 2;
+}
+
+void ArgCursor::take_option() {
+  std::string a = argv[i++];
+  size_t eq = a.find('=');
+  has_inline = eq != std::string::npos;
+  name = has_inline ? a.substr(0, eq) : a;
+  value = has_inline ? a.substr(eq + 1) : "";
+}
+
+bool ArgCursor::take_value() {
+  if (has_inline) return true;
+  if (i >= argc) return false;
+  value = argv[i++];
+  return true;
+}
+
+}  // namespace vcli

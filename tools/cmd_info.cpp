@@ -1,0 +1,131 @@
+// `vpmm info`: the library's version and ABI, every option of the library's
+// option table (vpmm_option_get) with its environment value, its effective
+// value in a default pool and where that came from, the VPMM_* variables the
+// library does not read, and the backend AUTO picks. The option list comes
+// from the library, so a new option shows up here without a change.
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "vpmm.h"
+
+extern char** environ;
+
+namespace vcli {
+namespace {
+
+std::vector<vpmm_option_info> option_table() {
+  std::vector<vpmm_option_info> t;
+  const uint32_t n = vpmm_option_count();
+  for (uint32_t i = 0; i < n; ++i) {
+    vpmm_option_info o;
+    std::memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    if (vpmm_option_get(i, &o) == VPMM_OK) t.push_back(o);
+  }
+  return t;
+}
+
+// The field of `c` an option describes, as text ("" when it has none).
+std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
+  if (o.field_size == 0 || o.field_offset + o.field_size > sizeof c) return "";
+  const char* p = reinterpret_cast<const char*>(&c) + o.field_offset;
+  char b[96];
+  switch (o.kind) {
+    case VPMM_OPTION_BACKEND: {
+      int32_t v;
+      std::memcpy(&v, p, sizeof v);
+      return backend_arg_name(v);
+    }
+    case VPMM_OPTION_INT32: {
+      int32_t v;
+      std::memcpy(&v, p, sizeof v);
+      return std::to_string(v);
+    }
+    case VPMM_OPTION_FRACTION: {
+      double v;
+      std::memcpy(&v, p, sizeof v);
+      std::snprintf(b, sizeof b, "%g", v);
+      return b;
+    }
+    default: {
+      uint64_t v;
+      std::memcpy(&v, p, sizeof v);
+      if (o.kind == VPMM_OPTION_COUNT) return std::to_string(v);
+      if (o.kind == VPMM_OPTION_HANDLE_SIZE && v == VPMM_HANDLE_SIZE_UNLIMITED) return "unlimited";
+      if (v == 0) return "0";
+      return fmt_bytes(v) + " (" + std::to_string(v) + ")";
+    }
+  }
+}
+
+}  // namespace
+
+int cmd_info(int argc, char** argv) {
+  if (argc > 0) return usage_error(std::string("info takes no arguments, got '") + argv[0] + "'");
+  std::printf("libvpmm %s (ABI %d); tool built against %d.%d.%d (ABI %d)\n", vpmm_version(),
+              vpmm_abi_version(), VPMM_VERSION_MAJOR, VPMM_VERSION_MINOR, VPMM_VERSION_PATCH,
+              VPMM_ABI_VERSION);
+  const std::vector<vpmm_option_info> table = option_table();
+
+  // The environment first: when it is malformed, pool creation below fails
+  // and this is what the user needs to see.
+  std::printf("environment:\n");
+  for (const vpmm_option_info& o : table) {
+    if (!o.env) continue;
+    const char* v = std::getenv(o.env);
+    std::printf("  %-24s %s\n", o.env, v ? v : "(unset)");
+  }
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "VPMM_", 5) != 0) continue;
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    bool known = false;
+    for (const vpmm_option_info& o : table) known = known || (o.env && k == o.env);
+    if (!known)
+      std::printf("  %-24s %s   (not a variable libvpmm reads)\n", k.c_str(),
+                  kv.substr(k.size() + 1).c_str());
+  }
+
+  vpmm_config c;
+  vpmm_config_init(&c);
+  const int32_t asked = c.backend;
+  vpmm_pool* pool = nullptr;
+  vpmm_status st = vpmm_pool_create(&c, &pool);
+  if (st != VPMM_OK) {
+    std::printf("pool (backend %s): cannot create: %s\n", backend_arg_name(asked), status_msg(st).c_str());
+    return 1;
+  }
+  vpmm_config eff;
+  get_config(pool, &eff);
+  std::printf("backend: %s (asked for %s)\n", vpmm_pool_backend_name(pool), backend_arg_name(asked));
+  // When the environment forces a backend, also say what AUTO would pick.
+  if (asked != VPMM_BACKEND_AUTO) {
+    vpmm_config a = c;
+    a.backend = VPMM_BACKEND_AUTO;
+    vpmm_pool* ap = nullptr;
+    if (vpmm_pool_create(&a, &ap) == VPMM_OK) {
+      std::printf("  auto would pick %s\n", vpmm_pool_backend_name(ap));
+      vpmm_pool_destroy(ap);
+    }
+  }
+  // Every option: the effective value (vpmm_pool_get_config), and where it
+  // came from: its variable, or the default (the backend's, when 0 means
+  // "backend default" and the pool resolved it).
+  std::printf("effective config (vpmm_pool_get_config; source; default):\n");
+  for (const vpmm_option_info& o : table) {
+    const char* env = o.env ? std::getenv(o.env) : nullptr;
+    std::string value = field_text(eff, o);
+    if (o.kind == VPMM_OPTION_LOG_LEVEL) value = env ? env : "warn";
+    const std::string source = env ? std::string("env ") + o.env : "default";
+    std::printf("  %-22s %-28s %-26s %s\n", o.name, value.c_str(), source.c_str(), o.default_text);
+  }
+  vpmm_pool_destroy(pool);
+  return 0;
+}
+
+}  // namespace vcli

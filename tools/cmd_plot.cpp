@@ -1,0 +1,264 @@
+// `vpmm plot`: a replay timeline (`vpmm replay --timeline`) as a
+// dependency-free SVG chart of mapped, live and requested bytes over op index.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace vcli {
+namespace {
+
+struct Series {
+  const char* column;
+  const char* label;
+  const char* color;
+  const char* dash;  // SVG stroke-dasharray, "" for solid
+  std::vector<double> y;
+};
+
+// A "nice" tick step (1, 2 or 5 x 10^k) giving about `want` intervals.
+double nice_step(double range, int want) {
+  if (range <= 0) return 1;
+  double raw = range / want;
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double f = raw / mag;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int cmd_plot(int argc, char** argv) {
+  std::string in, out, want_trace;
+  ArgCursor a(argc, argv);
+  while (a.i < argc) {
+    std::string arg = argv[a.i];
+    if (arg == "-o") {
+      if (a.i + 1 >= argc) return usage_error("-o wants a file");
+      out = argv[a.i + 1];
+      a.i += 2;
+      continue;
+    }
+    if (!a.next_is_option()) {
+      if (!in.empty()) return usage_error("plot takes one TIMELINE.csv");
+      in = argv[a.i++];
+      continue;
+    }
+    a.take_option();
+    if (!a.take_value()) return usage_error(a.name + " wants a value");
+    if (a.name == "--output") out = a.value;
+    else if (a.name == "--trace") want_trace = a.value;
+    else return usage_error("unknown plot option '" + a.name + "'");
+  }
+  if (in.empty() || out.empty()) return usage_error("usage: vpmm plot TIMELINE.csv -o OUT.svg [--trace NAME]");
+
+  std::ifstream f(in);
+  if (!f) {
+    std::fprintf(stderr, "vpmm plot: cannot open %s: %s\n", in.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::string line;
+  if (!std::getline(f, line)) {
+    std::fprintf(stderr, "vpmm plot: %s: empty file\n", in.c_str());
+    return 1;
+  }
+  auto split = [](const std::string& l) {
+    std::vector<std::string> v;
+    std::stringstream ss(l);
+    std::string x;
+    while (std::getline(ss, x, ',')) v.push_back(x);
+    return v;
+  };
+  std::vector<std::string> hdr = split(line);
+  auto col = [&](const std::string& n) {
+    for (size_t i = 0; i < hdr.size(); ++i)
+      if (hdr[i] == n) return static_cast<int>(i);
+    return -1;
+  };
+  std::vector<Series> series = {
+      {"mapped_bytes", "mapped", "#d62728", "", {}},
+      {"live_bytes", "live", "#1f77b4", "", {}},
+      {"requested_bytes", "requested", "#2ca02c", "6,3", {}},
+  };
+  const int c_trace = col("trace"), c_op = col("op");
+  std::vector<int> cols;
+  for (auto& s : series) cols.push_back(col(s.column));
+  if (c_op < 0 || std::find(cols.begin(), cols.end(), -1) != cols.end()) {
+    std::fprintf(stderr, "vpmm plot: %s:1: header lacks op, mapped_bytes, live_bytes or requested_bytes "
+                 "(write it with `vpmm replay --timeline`)\n", in.c_str());
+    return 1;
+  }
+  std::vector<double> xs;
+  std::vector<std::string> others;  // other traces in the file, to mention
+  std::string trace = want_trace;
+  int lineno = 1;
+  while (std::getline(f, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    std::vector<std::string> v = split(line);
+    if (v.size() < hdr.size()) {
+      std::fprintf(stderr, "vpmm plot: %s:%d: %zu fields, want %zu\n", in.c_str(), lineno, v.size(), hdr.size());
+      return 1;
+    }
+    if (c_trace >= 0) {
+      if (trace.empty()) trace = v[c_trace];
+      if (v[c_trace] != trace) {
+        if (std::find(others.begin(), others.end(), v[c_trace]) == others.end()) others.push_back(v[c_trace]);
+        continue;
+      }
+    }
+    char* end = nullptr;
+    xs.push_back(std::strtod(v[c_op].c_str(), &end));
+    for (size_t k = 0; k < series.size(); ++k) series[k].y.push_back(std::strtod(v[cols[k]].c_str(), &end));
+  }
+  if (xs.empty()) {
+    std::fprintf(stderr, "vpmm plot: %s: no rows%s\n", in.c_str(),
+                 want_trace.empty() ? "" : (" for trace " + want_trace).c_str());
+    return 1;
+  }
+  if (!others.empty())
+    std::fprintf(stderr, "vpmm plot: plotting trace %s; the file also has %zu other trace(s), "
+                 "e.g. %s (pick one with --trace)\n", trace.c_str(), others.size(), others[0].c_str());
+
+  // Geometry: plot area inside fixed margins.
+  const double W = 960, H = 540, L = 90, R = 30, T = 50, B = 60;
+  const double pw = W - L - R, ph = H - T - B;
+  double xmax = std::max(1.0, *std::max_element(xs.begin(), xs.end()));
+  double ymax = 0;
+  for (auto& s : series) ymax = std::max(ymax, *std::max_element(s.y.begin(), s.y.end()));
+  // Y in a binary unit that keeps tick labels short.
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double div = 1;
+  while (u < 4 && ymax / div >= 1024) div *= 1024, ++u;
+  double ystep = nice_step(std::max(ymax / div, 1.0), 6);
+  double ytop = std::ceil(std::max(ymax / div, 1.0) / ystep) * ystep;
+  double xstep = nice_step(xmax, 8);
+  double xtop = std::ceil(xmax / xstep) * xstep;
+  auto px = [&](double x) { return L + x / xtop * pw; };
+  auto py = [&](double y) { return T + ph - (y / div) / ytop * ph; };
+
+  std::ofstream o(out);
+  if (!o) {
+    std::fprintf(stderr, "vpmm plot: cannot write %s: %s\n", out.c_str(), std::strerror(errno));
+    return 1;
+  }
+  char b[512];
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  std::snprintf(b, sizeof b,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+  o << b;
+  o << "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  o << "<text x=\"" << W / 2 << "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">vpmm replay: "
+    << xml_escape(trace.empty() ? in : trace) << "</text>\n";
+  // Grid and ticks.
+  o << "<g stroke=\"#e0e0e0\" stroke-width=\"1\">\n";
+  for (double y = 0; y <= ytop + ystep / 2; y += ystep) {
+    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, py(y * div), L + pw, py(y * div));
+    o << b;
+  }
+  for (double x = 0; x <= xtop + xstep / 2; x += xstep) {
+    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", px(x), T, px(x), T + ph);
+    o << b;
+  }
+  o << "</g>\n<g fill=\"#333\">\n";
+  for (double y = 0; y <= ytop + ystep / 2; y += ystep) {
+    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", L - 8, py(y * div) + 4, y);
+    o << b;
+  }
+  for (double x = 0; x <= xtop + xstep / 2; x += xstep) {
+    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px(x), T + ph + 18, x);
+    o << b;
+  }
+  std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">op index</text>\n", L + pw / 2, H - 14);
+  o << b;
+  std::snprintf(b, sizeof b,
+                "<text x=\"22\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 22 %.1f)\">bytes (%s)</text>\n",
+                T + ph / 2, T + ph / 2, units[u]);
+  o << b << "</g>\n";
+  // Axes.
+  std::snprintf(b, sizeof b, "<path d=\"M%.1f %.1f V%.1f H%.1f\" fill=\"none\" stroke=\"#333\" stroke-width=\"1.5\"/>\n",
+                L, T, T + ph, L + pw);
+  o << b;
+  // Series as step lines (a value holds until the next op), reduced to at
+  // most a few points per pixel column so huge timelines stay small.
+  for (const Series& s : series) {
+    std::string d;
+    double last_px = -1, last_y = 0;
+    bool have = false;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double X = px(xs[i]), Y = py(s.y[i]);
+      if (!have) {
+        std::snprintf(b, sizeof b, "M%.1f %.1f", X, Y);
+        d += b;
+        have = true;
+      } else if (std::fabs(Y - last_y) >= 0.05 || i + 1 == xs.size()) {
+        if (std::fabs(X - last_px) >= 0.05) {
+          std::snprintf(b, sizeof b, "H%.1f", X);
+          d += b;
+        }
+        if (std::fabs(Y - last_y) >= 0.05) {
+          std::snprintf(b, sizeof b, "V%.1f", Y);
+          d += b;
+        }
+      } else {
+        continue;  // same height: the next change draws the run
+      }
+      last_px = X;
+      last_y = Y;
+    }
+    o << "<path d=\"" << d << "\" fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"1.6\"";
+    if (*s.dash) o << " stroke-dasharray=\"" << s.dash << "\"";
+    o << "/>\n";
+  }
+  // Legend, with each series' peak.
+  const double lx = L + 14, ly = T + 10, lh = 18;
+  std::snprintf(b, sizeof b,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"230\" height=\"%.1f\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#999\"/>\n",
+                lx, ly, lh * series.size() + 10);
+  o << b;
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    double yy = ly + 14 + lh * k;
+    double peak = *std::max_element(s.y.begin(), s.y.end());
+    std::snprintf(b, sizeof b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
+                  lx + 8, yy - 4, lx + 36, yy - 4, s.color, *s.dash ? " stroke-dasharray=\"" : "", s.dash,
+                  *s.dash ? "\"" : "");
+    o << b;
+    std::snprintf(b, sizeof b, "<text x=\"%.1f\" y=\"%.1f\">%s (peak %s)</text>\n", lx + 44, yy,
+                  s.label, xml_escape(fmt_bytes(static_cast<uint64_t>(peak))).c_str());
+    o << b;
+  }
+  o << "</svg>\n";
+  o.close();
+  if (!o) {
+    std::fprintf(stderr, "vpmm plot: writing %s failed\n", out.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+
+}  // namespace vcli

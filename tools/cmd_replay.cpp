@@ -1,0 +1,398 @@
+// `vpmm replay`: each trace (text, RMM log or PyTorch snapshot) on a fresh
+// pool, with fragmentation figures, a per-op timeline, invariant checks and
+// expectations so that traces double as tests. Concern: wiring libvpmm into
+// the replay engine of trace.hpp and printing what came out; options are
+// parsed in replay_opts.cpp, traces in trace.cpp, snapshots become traces in
+// snapshot.cpp.
+//
+// Reproducibility: the figures depend on the trace and the flags only. The
+// replay launches no work on its streams, so on the host backend every event
+// completes when it is recorded and no decision of the pool depends on
+// timing; observing the pool (vpmm_pool_stats for --timeline,
+// vpmm_pool_check for --check) has no side effects; and the pool breaks ties
+// between streams by its own order, not by stream addresses (which ASLR
+// changes from run to run). check_replay_repro.py replays a multistream trace
+// repeatedly, plain, with --timeline and concurrently, and compares.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "replay_opts.hpp"
+#include "snapshot.hpp"
+#include "trace.hpp"
+#include "vpmm.h"
+
+namespace vcli {
+namespace {
+
+std::string base_name(const std::string& path) {
+  std::string n = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  for (const char* ext : {".trace", ".pickle.gz", ".pickle", ".pkl"}) {
+    const size_t k = std::strlen(ext);
+    if (n.size() > k && n.compare(n.size() - k, k, ext) == 0) {
+      n.resize(n.size() - k);
+      break;
+    }
+  }
+  for (char& ch : n)
+    if (ch == ',' || ch == '"') ch = '_';  // the timeline's trace column is plain CSV
+  return n;
+}
+
+// Upper bound of the page-rounded live bytes at the trace's peak: what the
+// default host capacity is sized from.
+uint64_t peak_rounded(const std::vector<vtrace::TraceOp>& ops, uint64_t page) {
+  std::vector<uint64_t> live;
+  uint64_t cur = 0, peak = 0;
+  for (const vtrace::TraceOp& op : ops) {
+    if (op.kind == vtrace::OpKind::kMalloc) {
+      uint64_t n = 0;
+      vtrace::op_bytes(op, page, &n);
+      n = (n + page - 1) / page * page;
+      if (live.size() <= op.id) live.resize(op.id + 1);
+      live[op.id] = n;
+      cur += n;
+      peak = std::max(peak, cur);
+    } else if (op.kind == vtrace::OpKind::kFree && op.id < live.size()) {
+      cur -= live[op.id];
+      live[op.id] = 0;
+    }
+  }
+  return peak;
+}
+
+// The PyTorch side of a snapshot replay, beside libvpmm's figures.
+void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, double load_ms) {
+  std::printf("  pytorch snapshot  device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
+              " OOM), %zu streams; read in %.0f ms\n",
+              f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
+  std::printf("  pytorch reserved peak   %s (segments), allocated peak %s\n", fmt_bytes(f.reserved_peak).c_str(),
+              fmt_bytes(f.allocated_peak).c_str());
+  std::printf("  pytorch reserved  %s at the start%s, %s at dump (%" PRIu64 " segments)\n",
+              fmt_bytes(f.reserved_at_start).c_str(),
+              f.reserved_clamped ? " (clamped: the segment events exceed the dump's segments)" : "",
+              fmt_bytes(f.reserved_at_dump).c_str(), f.segments);
+  if (f.reserved_peak)
+    std::printf("  vpmm peak mapped / pytorch reserved peak  %.2fx\n", double(peak_mapped) / double(f.reserved_peak));
+  else
+    std::printf("  vpmm peak mapped / pytorch reserved peak  n/a (no reserved bytes)\n");
+  std::printf("  pre-live allocations %" PRIu64 " (%" PRIu64 " freed in the trace, %" PRIu64
+              " from segments; %s), repairs %" PRIu64 ", events ignored %" PRIu64 "\n",
+              f.prelive_from_frees + f.prelive_from_segments, f.prelive_from_frees, f.prelive_from_segments,
+              fmt_bytes(f.prelive_bytes).c_str(), f.repairs, f.ignored);
+}
+
+// One trace on one fresh pool. Returns 0, or 1 after printing why not.
+int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
+  vtrace::Trace trace;
+  std::string err;
+  // A snapshot is told apart by its content (a pickle's PROTO or gzip's
+  // magic), so a text trace named .pickle still reads as one.
+  const bool snapshot = vtrace::is_snapshot_file(path);
+  vtrace::SnapshotFacts facts;
+  double load_ms = 0;
+  if (snapshot) {
+    vtrace::SnapshotOptions so;
+    so.device = cmdline.device;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!vtrace::load_snapshot(path, so, &trace, &facts, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+      return 1;
+    }
+    load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  } else if (!vtrace::load_trace(path, &trace, &err)) {
+    std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+    return 1;
+  }
+  ReplayOpts o = cmdline;
+  std::string header_flags;
+  if (!snapshot && apply_header_flags(path, &o, &header_flags) != 0) return 1;
+
+  vpmm_config c;
+  vpmm_config_init(&c);
+  if (o.backend >= 0) c.backend = o.backend;
+  uint64_t v = 0;
+  if (o.page_size.set) c.page_size = o.page_size.value;
+  // The page size decides `p` sizes (trace and options) and the default host
+  // capacity; when neither option nor environment fixes it, ask a probe pool
+  // of the same backend what its default is.
+  uint64_t page = c.page_size;
+  if (page == 0) {
+    vpmm_pool* probe = nullptr;
+    vpmm_status st = vpmm_pool_create(&c, &probe);
+    if (st != VPMM_OK) {
+      std::fprintf(stderr, "vpmm replay: %s: cannot create a pool: %s\n", path.c_str(), status_msg(st).c_str());
+      return 1;
+    }
+    vpmm_config pc;
+    get_config(probe, &pc);
+    page = pc.page_size;
+    vpmm_pool_destroy(probe);
+  }
+  auto resolve = [&](const SizeOpt& s, const char* name, uint64_t* field) {
+    if (!s.set) return true;
+    if (!s.resolve(page, &v)) {
+      std::fprintf(stderr, "vpmm replay: %s overflows with page size %" PRIu64 "\n", name, page);
+      return false;
+    }
+    *field = v;
+    return true;
+  };
+  if (!resolve(o.va_size, "--va-size", &c.va_size) ||
+      !resolve(o.max_handle, "--max-handle-size", &c.max_handle_size) ||
+      !resolve(o.small_size, "--small-size", &c.small_size) ||
+      !resolve(o.host_capacity, "--host-capacity", &c.host_capacity))
+    return 1;
+  if (o.pages_set) c.initial_pages = o.pages;
+
+  vtrace::TraceSummary sum;
+  if (!vtrace::summarize_trace(trace.ops, page, &sum, &err)) {
+    std::fprintf(stderr, "vpmm replay: %s:%s\n", path.c_str(), err.c_str());
+    return 1;
+  }
+  // Default host capacity: never the reason a replay fails. The host backend's
+  // memory is a sparse memfd, so a generous figure costs nothing.
+  if (!o.host_capacity.set && !std::getenv("VPMM_HOST_CAPACITY")) {
+    uint64_t need = peak_rounded(trace.ops, page) + c.initial_pages * page;
+    c.host_capacity = std::max<uint64_t>(8ull << 30, std::min<uint64_t>(need, 1ull << 56) * 4);
+  }
+
+  vpmm_pool* pool = nullptr;
+  vpmm_status st = vpmm_pool_create(&c, &pool);
+  if (st != VPMM_OK) {
+    std::fprintf(stderr, "vpmm replay: %s: cannot create a pool: %s\n", path.c_str(), status_msg(st).c_str());
+    return 1;
+  }
+  vpmm_config eff;
+  get_config(pool, &eff);
+  page = eff.page_size;
+
+  // Trace stream k > 0 is a stream of the pool's backend; 0 is the default.
+  std::map<int, vpmm_stream> streams;
+  streams[0] = nullptr;
+  int rc = 0;
+  for (int s : sum.streams) {
+    if (s == 0) continue;
+    vpmm_stream h = nullptr;
+    if ((st = vpmm_pool_stream_create(pool, &h)) != VPMM_OK) {
+      std::fprintf(stderr, "vpmm replay: %s: cannot create stream %d: %s\n", path.c_str(), s, status_msg(st).c_str());
+      rc = 1;
+      break;
+    }
+    streams[s] = h;
+  }
+
+  const std::string name = base_name(path);
+  auto write_row = [&](size_t op) {
+    vpmm_stats s = stats_of(pool);
+    std::fprintf(timeline, "%s,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
+                 name.c_str(), op, s.mapped_bytes, s.live_bytes, s.requested_bytes, s.free_bytes,
+                 s.hole_bytes, s.zombie_bytes);
+  };
+
+  vtrace::ReplayHooks hooks;
+  hooks.malloc = [&](const vtrace::TraceOp& op, uint64_t bytes, void** p, std::string* e) {
+    vpmm_status s = vpmm_pool_malloc(pool, bytes, streams.at(op.stream), p);
+    if (s == VPMM_OK) return true;
+    *e = "malloc " + trace.ids[op.id] + " " + std::to_string(bytes) + " (" + fmt_bytes(bytes) +
+         ") on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
+    return false;
+  };
+  hooks.free = [&](const vtrace::TraceOp& op, void* p, uint64_t, std::string* e) {
+    vpmm_status s = vpmm_pool_free(pool, p, streams.at(op.stream));
+    if (s == VPMM_OK) return true;
+    *e = "free " + trace.ids[op.id] + " on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
+    return false;
+  };
+  hooks.sync = [&](int stream, std::string* e) {
+    vpmm_status s = vpmm_pool_stream_synchronize(pool, streams.at(stream));
+    if (s == VPMM_OK) return true;
+    *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
+    return false;
+  };
+  hooks.after = [&](size_t done, const vtrace::TraceOp& op, std::string* e) {
+    if (o.check) {
+      vpmm_status s = vpmm_pool_check(pool);
+      if (s != VPMM_OK) {
+        *e = "vpmm_pool_check failed after op " + std::to_string(done) + ": " + status_msg(s);
+        return false;
+      }
+    }
+    if (timeline) write_row(done);
+    if (o.verbose) {
+      // One line per op: the op as the trace wrote it, then the layout.
+      std::string what = op.kind == vtrace::OpKind::kMalloc ? "malloc " + trace.ids[op.id] + " " +
+                             (op.in_pages ? std::to_string(op.size) + "p" : fmt_bytes(op.size))
+                       : op.kind == vtrace::OpKind::kFree ? "free " + trace.ids[op.id]
+                       : std::string("sync");
+      if (op.kind != vtrace::OpKind::kSync || op.stream >= 0) what += " @" + std::to_string(op.stream);
+      std::printf("  %5zu %-24s %s\n", done, what.c_str(), layout_of(pool).c_str());
+    }
+    return true;
+  };
+
+  vtrace::ReplayResult res;
+  double ms = 0;
+  if (rc == 0) {
+    if (timeline) write_row(0);  // the pool as created (initial pages)
+    auto t0 = std::chrono::steady_clock::now();
+    if (!vtrace::replay_trace(trace.ops, page, hooks, &res, &err, path)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+      rc = 1;
+    }
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  vpmm_stats s = stats_of(pool);
+  const std::string layout = layout_of(pool);
+  const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
+  if (!o.quiet) {
+    std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s%s\n",
+                path.c_str(), vpmm_pool_backend_name(pool), fmt_bytes(page).c_str(),
+                fmt_bytes(eff.va_size).c_str(), eff.initial_pages,
+                eff.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "scaled",
+                snapshot ? ", PyTorch snapshot"
+                : trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
+    if (!header_flags.empty())
+      std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags.c_str());
+    std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
+                " syncs; %zu streams)%s\n",
+                res.ops_done, trace.ops.size(), res.mallocs, res.frees, res.syncs, sum.streams.size(),
+                trace.skipped_failures ? (", " + std::to_string(trace.skipped_failures) +
+                                          " RMM failures/zero-size skipped").c_str() : "");
+    std::printf("  replay time       %.1f ms%s\n", ms, o.check ? " (with --check)" : "");
+    std::printf("  peak requested    %s\n", fmt_bytes(res.peak_requested).c_str());
+    std::printf("  peak live         %s\n", fmt_bytes(s.peak_live_bytes).c_str());
+    std::printf("  peak mapped       %s\n", fmt_bytes(s.peak_mapped_bytes).c_str());
+    std::printf("  fragmentation     %.3f (peak mapped / peak live); peak mapped / peak requested %.3f\n", frag,
+                res.peak_requested ? double(s.peak_mapped_bytes) / double(res.peak_requested) : 0.0);
+    std::printf("  final             mapped %s, live %s, requested %s, free %s, holes %s, zombies %s\n",
+                fmt_bytes(s.mapped_bytes).c_str(), fmt_bytes(s.live_bytes).c_str(),
+                fmt_bytes(s.requested_bytes).c_str(), fmt_bytes(s.free_bytes).c_str(),
+                fmt_bytes(s.hole_bytes).c_str(), fmt_bytes(s.zombie_bytes).c_str());
+    std::printf("  largest free      %s\n", fmt_bytes(s.largest_free_bytes).c_str());
+    std::printf("  defrags %" PRIu64 ", grows %" PRIu64 ", pages created %" PRIu64 ", bytes remapped %s, "
+                "handles %" PRIu64 " (%" PRIu64 " created), VA chunks %" PRIu64 "\n",
+                s.n_defrag, s.n_grow, s.pages_created, fmt_bytes(s.bytes_remapped).c_str(), s.handles,
+                s.handles_created, s.va_chunks);
+    std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page);
+    std::printf("  layout            %s\n", layout.c_str());
+    if (snapshot) print_snapshot_facts(facts, s.peak_mapped_bytes, load_ms);
+  }
+  if (rc == 0 && o.expect_layout_set && layout != o.expect_layout) {
+    std::fprintf(stderr, "vpmm replay: %s: layout %s, expected %s\n", path.c_str(), layout.c_str(),
+                 o.expect_layout.c_str());
+    rc = 1;
+  }
+  if (rc == 0 && o.expect_mapped_set && s.mapped_bytes != o.expect_mapped_pages * page) {
+    std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " mapped pages, expected %" PRIu64 "\n", path.c_str(),
+                 s.mapped_bytes / page, o.expect_mapped_pages);
+    rc = 1;
+  }
+  const double mapped_per_requested =
+      res.peak_requested ? double(s.peak_mapped_bytes) / double(res.peak_requested) : 0.0;
+  if (rc == 0 && o.expect_ratio_set && mapped_per_requested > o.expect_max_ratio) {
+    std::fprintf(stderr, "vpmm replay: %s: peak mapped / peak requested %.3f exceeds --expect-max-ratio %g\n",
+                 path.c_str(), mapped_per_requested, o.expect_max_ratio);
+    rc = 1;
+  }
+  if (rc == 0 && o.release_all) {
+    // What an application that frees everything and calls empty_cache() gets
+    // back: every live allocation freed on its stream, the streams synced,
+    // then vpmm_pool_trim(0).
+    for (const vtrace::ReplayLive& l : res.live)
+      if ((st = vpmm_pool_free(pool, l.ptr, streams.at(l.stream))) != VPMM_OK) rc = 1;
+    for (auto& kv : streams)
+      if (vpmm_pool_stream_synchronize(pool, kv.second) != VPMM_OK) rc = 1;
+    if (vpmm_pool_trim(pool, 0) != VPMM_OK) rc = 1;
+    if (rc != 0) std::fprintf(stderr, "vpmm replay: %s: release-all failed: %s\n", path.c_str(), vpmm_last_error());
+    vpmm_stats after = stats_of(pool);
+    if (!o.quiet)
+      std::printf("  after release-all mapped %s (%" PRIu64 " pages), free %s, zombies %s, layout %s\n",
+                  fmt_bytes(after.mapped_bytes).c_str(), after.mapped_bytes / page,
+                  fmt_bytes(after.free_bytes).c_str(), fmt_bytes(after.zombie_bytes).c_str(),
+                  layout_of(pool).c_str());
+    if (rc == 0 && o.expect_held_set && after.mapped_bytes != o.expect_held_pages * page) {
+      std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " pages held after release-all, expected %" PRIu64 "\n",
+                   path.c_str(), after.mapped_bytes / page, o.expect_held_pages);
+      rc = 1;
+    }
+  }
+  if (o.dump) {
+    size_t need = 0;
+    vpmm_pool_dump_text(pool, nullptr, 0, &need);
+    std::string text(need, '\0');
+    if (vpmm_pool_dump_text(pool, &text[0], text.size(), &need) == VPMM_OK) {
+      text.resize(std::strlen(text.c_str()));
+      std::printf("%s", text.c_str());
+    }
+  }
+  for (auto& kv : streams) {
+    if (kv.first == 0) continue;
+    if ((st = vpmm_pool_stream_destroy(pool, kv.second)) != VPMM_OK) {
+      std::fprintf(stderr, "vpmm replay: %s: destroying stream %d: %s\n", path.c_str(), kv.first,
+                   status_msg(st).c_str());
+      rc = 1;
+    }
+  }
+  if ((st = vpmm_pool_destroy(pool)) != VPMM_OK) {
+    std::fprintf(stderr, "vpmm replay: %s: destroying the pool: %s\n", path.c_str(), status_msg(st).c_str());
+    rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace
+
+int cmd_replay(int argc, char** argv) {
+  ReplayOpts o;
+  ArgCursor a(argc, argv);
+  while (a.i < argc) {
+    if (!a.next_is_option()) {
+      o.traces.push_back(argv[a.i++]);
+      continue;
+    }
+    a.take_option();
+    const int rc = parse_replay_option(a, o);
+    if (rc == -1) {
+      std::fputs(kReplayUsage, stdout);
+      std::fputs(kReplayHelp, stdout);
+      return 0;
+    }
+    if (rc != 0) return rc;
+  }
+  if (o.traces.empty()) return usage_error("replay wants at least one TRACE");
+
+  std::FILE* tl = nullptr;
+  if (!o.timeline.empty()) {
+    tl = std::fopen(o.timeline.c_str(), "w");
+    if (!tl) {
+      std::fprintf(stderr, "vpmm replay: cannot write %s: %s\n", o.timeline.c_str(), std::strerror(errno));
+      return 1;
+    }
+    std::fprintf(tl, "trace,op,mapped_bytes,live_bytes,requested_bytes,free_bytes,hole_bytes,zombie_bytes\n");
+  }
+  int rc = 0;
+  for (size_t i = 0; i < o.traces.size(); ++i) {
+    if (i && !o.quiet) std::printf("\n");
+    rc |= replay_one(o.traces[i], o, tl);
+  }
+  if (tl && std::fclose(tl) != 0) {
+    std::fprintf(stderr, "vpmm replay: writing %s failed\n", o.timeline.c_str());
+    rc = 1;
+  }
+  return rc;
+}
+
+
+}  // namespace vcli

@@ -1,0 +1,61 @@
+// `vpmm replay`'s options: the command line, the `# replay:` line of a text
+// trace (its pool shape; the command line wins), and the help text. Concern:
+// turning words into a ReplayOpts; cmd_replay.cpp runs the replay.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace vcli {
+
+// A size option: bytes with K/M/G/T, or pages (`p`) of the replay's page size,
+// resolved once the page size is known.
+struct SizeOpt {
+  bool set = false;
+  bool pages = false;
+  uint64_t value = 0;
+  bool resolve(uint64_t page_size, uint64_t* out) const {
+    if (!pages) return *out = value, true;
+    if (value > UINT64_MAX / page_size) return false;
+    *out = value * page_size;
+    return true;
+  }
+};
+
+struct ReplayOpts {
+  int32_t backend = -1;  // -1: from the environment (default AUTO)
+  SizeOpt page_size, va_size, max_handle, host_capacity, small_size;
+  bool pages_set = false;
+  uint64_t pages = 0;
+  std::string timeline;
+  bool dump = false, check = false, quiet = false, verbose = false;
+  bool expect_layout_set = false;
+  std::string expect_layout;
+  bool expect_mapped_set = false;
+  uint64_t expect_mapped_pages = 0;
+  bool release_all = false;  // free what is live, sync, trim(0), report what stays mapped
+  bool expect_held_set = false;
+  uint64_t expect_held_pages = 0;
+  bool expect_ratio_set = false;
+  double expect_max_ratio = 0;  // fail when peak mapped / peak requested exceeds it
+  int device = -1;              // snapshots: the device to replay (-1: most events)
+  std::vector<std::string> traces;
+};
+
+
+// One option at the cursor (a.take_option() done). Returns 0 when taken,
+// -1 for --help, or a usage error's exit status (2) after printing it.
+int parse_replay_option(ArgCursor& a, ReplayOpts& o);
+
+// Applies the pool shape flags of a text trace's `# replay:` line to *o where
+// the command line did not give them; *applied lists those that took effect.
+// Returns 0, or 1 after printing why the line is malformed.
+int apply_header_flags(const std::string& path, ReplayOpts* o, std::string* applied);
+
+// "usage: vpmm replay ..." and what a TRACE is.
+extern const char* const kReplayUsage;
+
+}  // namespace vcli
