@@ -662,15 +662,31 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
 #define VPMM_TAG_MAX_BYTES 63
 
 /* vpmm_option_info.kind: how the value is written and stored. */
-#define VPMM_OPTION_BACKEND 1     /* int32_t VPMM_BACKEND_*; text auto|cuda|hip|host */
-#define VPMM_OPTION_INT32 2       /* int32_t; decimal or 0x-hex */
-#define VPMM_OPTION_SIZE 3        /* uint64_t bytes; decimal or 0x-hex, K/M/G/T (powers of 1024) */
-#define VPMM_OPTION_COUNT 4       /* uint64_t count; written as a size without suffix */
-#define VPMM_OPTION_HANDLE_SIZE 5 /* uint64_t; a size, "Np" (N pages) or "unlimited" */
-#define VPMM_OPTION_LIMIT 6       /* uint64_t bytes as a size, or "N%" of device memory, which
-                                   * sets memory_limit_fraction instead */
-#define VPMM_OPTION_FRACTION 7    /* double in [0, 1]; no environment variable */
-#define VPMM_OPTION_LOG_LEVEL 8   /* process-wide, no config field: off|error|warn|info|debug */
+/* Signed constants in the style of the status codes (see there). */
+#ifdef __cplusplus
+static const int32_t VPMM_OPTION_BACKEND = 1;
+static const int32_t VPMM_OPTION_INT32 = 2;
+static const int32_t VPMM_OPTION_SIZE = 3;
+static const int32_t VPMM_OPTION_COUNT = 4;
+static const int32_t VPMM_OPTION_HANDLE_SIZE = 5;
+static const int32_t VPMM_OPTION_LIMIT = 6;
+static const int32_t VPMM_OPTION_FRACTION = 7;
+static const int32_t VPMM_OPTION_LOG_LEVEL = 8;
+static const int32_t VPMM_OPTION_SIGNED_ = -1;
+#else
+enum {
+  VPMM_OPTION_BACKEND = 1, /* int32_t VPMM_BACKEND_*; text auto|cuda|hip|host */
+  VPMM_OPTION_INT32 = 2, /* int32_t; decimal or 0x-hex */
+  VPMM_OPTION_SIZE = 3, /* uint64_t bytes; decimal or 0x-hex, K/M/G/T (powers of 1024) */
+  VPMM_OPTION_COUNT = 4, /* uint64_t count; written as a size without suffix */
+  VPMM_OPTION_HANDLE_SIZE = 5, /* uint64_t; a size, "Np" (N pages) or "unlimited" */
+  VPMM_OPTION_LIMIT = 6, /* uint64_t bytes as a size, or "N%" of device memory, which
+                          * sets memory_limit_fraction instead */
+  VPMM_OPTION_FRACTION = 7, /* double in [0, 1]; no environment variable */
+  VPMM_OPTION_LOG_LEVEL = 8, /* process-wide, no config field: off|error|warn|info|debug */
+  VPMM_OPTION_SIGNED_ = -1 /* never used: makes the enum's type int (see the status codes) */
+};
+#endif
 
 typedef struct vpmm_option_info {
   uint32_t struct_size;     /* = sizeof(vpmm_option_info), set by the caller */
@@ -699,11 +715,24 @@ VPMM_API vpmm_status vpmm_option_get(uint32_t i, vpmm_option_info* out);
 VPMM_API vpmm_status vpmm_option_find(const char* name, vpmm_option_info* out, uint32_t* index);
 
 /* vpmm_field_info.kind: the C type of a public struct's field. */
-#define VPMM_FIELD_U32 1
-#define VPMM_FIELD_I32 2
-#define VPMM_FIELD_U64 3
-#define VPMM_FIELD_F64 4
-#define VPMM_FIELD_PTR 5 /* a pointer (void*, const char*, a handle) */
+/* Signed constants in the style of the status codes (see there). */
+#ifdef __cplusplus
+static const int32_t VPMM_FIELD_U32 = 1;
+static const int32_t VPMM_FIELD_I32 = 2;
+static const int32_t VPMM_FIELD_U64 = 3;
+static const int32_t VPMM_FIELD_F64 = 4;
+static const int32_t VPMM_FIELD_PTR = 5;
+static const int32_t VPMM_FIELD_SIGNED_ = -1;
+#else
+enum {
+  VPMM_FIELD_U32 = 1,
+  VPMM_FIELD_I32 = 2,
+  VPMM_FIELD_U64 = 3,
+  VPMM_FIELD_F64 = 4,
+  VPMM_FIELD_PTR = 5, /* a pointer (void*, const char*, a handle) */
+  VPMM_FIELD_SIGNED_ = -1 /* never used: makes the enum's type int (see the status codes) */
+};
+#endif
 
 typedef struct vpmm_field_info {
   uint32_t struct_size; /* = sizeof(vpmm_field_info), set by the caller */

@@ -30,7 +30,7 @@ if [ -n "$build" ]; then
 fi
 
 # Named constants must come out as i32 (c_int) constants, never u32.
-for name in VPMM_OK VPMM_ERR_TIMEOUT VPMM_BACKEND_HOST VPMM_REGION_LIVE; do
+for name in VPMM_OK VPMM_ERR_TIMEOUT VPMM_BACKEND_HOST VPMM_REGION_LIVE VPMM_OPTION_SIZE VPMM_FIELD_U64; do
   grep -q "pub const $name:" "$work/plain.rs" || { echo "FAIL: bindgen emitted no $name"; exit 1; }
 done
 
@@ -50,6 +50,9 @@ pub fn typed(cfg: &mut vpmm_config, r: &vpmm_region_info) -> i32 {
     };
     if r.kind == VPMM_REGION_LIVE { named + host + live + timeout } else { named }
 }
+pub fn kinds(o: &vpmm_option_info, f: &vpmm_field_info) -> bool {
+    o.kind == VPMM_OPTION_SIZE && f.kind == VPMM_FIELD_U64
+}
 RS
 
 {
@@ -57,7 +60,7 @@ RS
   cat "$work/plain.rs" "$work/check.rs"
 } > "$work/lib.rs"
 rustc --edition 2021 --crate-type lib -o "$work/libcheck.rlib" "$work/lib.rs"
-echo "ok: bindgen constants are i32 (VPMM_OK, VPMM_BACKEND_HOST, VPMM_REGION_LIVE, VPMM_ERR_TIMEOUT)"
+echo "ok: bindgen constants are i32 (statuses, backends, region kinds, option and field kinds)"
 
 # With a built library: the same constants through a real call sequence.
 lib=$(ls "$build"/libvpmm.so 2>/dev/null || true)
