@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
-#include <deque>
 
 #include "core/backup.hpp"
+#include "core/pause_pipeline.hpp"
 #include "core/error.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
@@ -164,14 +164,6 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
   return VPMM_OK;
 }
 
-// Pause is a pipeline: D2H copies are queued on the copy stream in batches
-// that each end with an event, a few batches ahead, and the CPU unmaps and
-// releases a batch's handles as soon as its event completes, while the copy
-// engine works on the next batches. So the per-handle driver calls (set-access,
-// unmap and release cost ~20-40 us per handle on an H100) hide behind the copies instead of adding to
-// them. An allocation is released only after its own backup is complete, so
-// any failure leaves each allocation either paused with a whole backup or
-// active and untouched.
 vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
   uint32_t want = 0;
@@ -192,129 +184,8 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-
-  // 1. Pinned buffers for every backup, before anything changes: no host
-  // memory means nothing is paused.
-  struct Buffer {
-    void* p;
-    uint64_t size;
-  };
-  std::vector<Buffer> bufs;
-  bufs.reserve(backed.size());
-  for (uint64_t va : backed) {
-    Buffer b{nullptr, 0};
-    st = backup_bufs_->get(m_.find(va)->second.size, &b.p, &b.size);
-    if (st != VPMM_OK) {
-      for (const Buffer& x : bufs) backup_bufs_->put(x.p, x.size);
-      return fail_context(st, call);
-    }
-    bufs.push_back(b);
-  }
-  // Buffers [from, end) go back to the cache once no copy can write them.
-  Stream cs = nullptr;
-  auto give_back = [&](size_t from) {
-    if (from < bufs.size() && cs) backend_->stream_sync(cs);
-    for (size_t i = from; i < bufs.size(); ++i) backup_bufs_->put(bufs[i].p, bufs[i].size);
-  };
-  if (!backed.empty() && (st = copy_stream(&cs)) != VPMM_OK) {
-    give_back(0);
-    return fail_context(st, call);
-  }
-
-  // 2. Order after the work queued on each allocation's stream: the copy
-  // stream waits on the GPU (and `ready` marks that point for the targets
-  // without a backup); without any backup the CPU waits.
-  std::vector<Stream> streams;
-  for (const auto* list : {&plain, &backed})
-    for (uint64_t va : *list) {
-      Stream s = m_.find(va)->second.stream;
-      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
-    }
-  for (Stream s : streams) {
-    EventHandle h = 0;
-    if ((st = backend_->event_record(s, &h)) != VPMM_OK) break;
-    ++c_.n_events_recorded;
-    Event ev(backend_.get(), h);
-    st = backed.empty() ? backend_->event_sync(h) : backend_->stream_wait(cs, h);
-    if (st != VPMM_OK) break;
-  }
-  EventRef ready;
-  if (st == VPMM_OK && !backed.empty() && !plain.empty()) st = record_event(cs, &ready);
-  if (st != VPMM_OK) {
-    give_back(0);
-    return fail_context(st, call);
-  }
-
-  // 3. The pipeline. Copies are queued a few batches ahead of the releases,
-  // not all at once: a stream holds only so many pending copies, and past
-  // that every enqueue blocks until one completes (on the H100, queueing
-  // 4096 copies of 4 MiB took 240 of the 320 ms they ran), which leaves the
-  // unmaps no CPU time to hide in. Each batch ends with an event; its
-  // allocations are released once it completed. A copy or event that fails
-  // ends the queueing: what was not released stays active.
-  FirstFailure result;
-  const uint64_t batch_limit = opt_.pause_batch_bytes ? opt_.pause_batch_bytes : kPauseBatchBytes;
-  std::deque<std::pair<size_t, EventRef>> pending;  // (end of batch in `backed`, its event)
-  size_t queued = 0;     // copies queued
-  bool stopped = false;  // queue no more
-  auto queue_batches = [&] {
-    while (!stopped && queued < backed.size() && pending.size() < kPauseBatchesAhead) {
-      uint64_t bytes = 0;
-      size_t start = queued;
-      for (; queued < backed.size() && bytes < batch_limit; ++queued) {
-        uint64_t size = m_.find(backed[queued])->second.size;
-        vpmm_status cst = backend_->copy_d2h(bufs[queued].p, backed[queued], size, cs);
-        if (cst != VPMM_OK) {
-          result.note(fail_context(cst, call));
-          stopped = true;
-          break;
-        }
-        bytes += size;
-      }
-      EventRef ev;
-      if (queued > start) {
-        vpmm_status est = record_event(cs, &ev);
-        if (est != VPMM_OK) {
-          result.note(fail_context(est, call));
-          stopped = true;  // copies without an event are never released
-          break;
-        }
-        pending.emplace_back(queued, std::move(ev));
-      }
-    }
-  };
-  queue_batches();
-
-  // 4. Release. An allocation whose unmap fails stays active (its data is
-  // still there); the others go on and the call reports the error.
-  if (!plain.empty() && ready) {
-    st = backend_->event_sync(ready->handle());
-    if (st != VPMM_OK) {
-      give_back(0);
-      return fail_context(st, call);
-    }
-  }
-  for (uint64_t va : plain) result.note(release_paused_target(call, va, nullptr, 0));
-  size_t next = 0;  // first backup not yet released or given back
-  while (!pending.empty()) {
-    st = backend_->event_sync(pending.front().second->handle());
-    if (st != VPMM_OK) {
-      result.note(fail_context(st, call));
-      break;  // this batch's backups may be incomplete: the rest stays active
-    }
-    size_t end = pending.front().first;
-    pending.pop_front();
-    queue_batches();  // feed the copy engine before the CPU turns to unmapping
-    for (; next < end; ++next)
-      if ((st = release_paused_target(call, backed[next], bufs[next].p, bufs[next].size)) != VPMM_OK) {
-        result.note(st);
-        backup_bufs_->put(bufs[next].p, bufs[next].size);  // its copy completed
-      }
-  }
-  give_back(next);
-  st = result.finish();
-  if (st == VPMM_OK && n_changed) *n_changed = plain.size() + backed.size();
-  return st;
+  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), opt_.pause_batch_bytes);
+  return pipeline.run(n_changed);
 }
 
 // ---------------------------------------------------------------------------
@@ -368,72 +239,21 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
   release_charges(r);
 }
 
-// Resume is a pipeline too: each allocation's H2D copy is queued right after
-// its handles are mapped, so the copy engine restores one allocation while
-// the CPU creates and maps the next; the CPU waits once, at the end. An
-// allocation is committed only after that wait succeeded; one that could not
-// be mapped or copied stays paused with its backup, and so does every
-// allocation after it (call again later).
 vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> targets;
-  bool any_backup = false;
   for (auto& kv : m_)
-    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) {
-      targets.push_back(kv.first);
-      any_backup |= kv.second.backup != nullptr;
-    }
+    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) targets.push_back(kv.first);
   if (targets.empty()) {  // nothing paused: success that changed nothing
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-  Stream cs = nullptr;
-  if (any_backup && (st = copy_stream(&cs)) != VPMM_OK) return fail_context(st, call);
-
-  struct Mapped {
-    uint64_t va;
-    std::vector<Mapping> handles;
-  };
-  std::vector<Mapped> mapped;
-  mapped.reserve(targets.size());
-  FirstFailure stop;  // why the pipeline stopped early (the rest stays paused)
-  for (uint64_t va : targets) {
-    const Region& r = m_.find(va)->second;
-    std::vector<Mapping> hs;
-    st = map_paused_target(r, va, &hs);
-    if (st == VPMM_OK && r.backup && (st = backend_->copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
-      stop.note(st);  // before the undo can overwrite the message
-      undo_resume_target(r, va, hs, hs.size());  // not queued: nothing writes it; it stays paused
-      break;
-    }
-    if (st != VPMM_OK) {
-      stop.note(st);
-      break;
-    }
-    mapped.push_back({va, std::move(hs)});
-  }
-
-  // Every queued copy completes before anything is committed.
-  if (cs && !mapped.empty() && (st = drain_stream(cs)) != VPMM_OK) {
-    FirstFailure drain;
-    drain.note(fail_context(st, call));
-    backend_->stream_sync(cs);  // nothing may still write what is unmapped next
-    for (const Mapped& m : mapped) {
-      undo_resume_target(m_.find(m.va)->second, m.va, m.handles, m.handles.size());
-    }
-    return drain.finish();  // everything stays paused with its backup
-  }
-
-  for (const Mapped& m : mapped) commit_resumed(m.va, m.handles);
+  st = ResumePipeline(*this, call, std::move(targets)).run(n_changed);
   note_peaks();
-  if (!stop.failed()) {
-    if (n_changed) *n_changed = mapped.size();
-    return VPMM_OK;
-  }
-  return fail_context(stop.finish(), call);
+  return st;
 }
 
 void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {

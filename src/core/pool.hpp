@@ -24,6 +24,7 @@
 #include "backend/backend.hpp"
 #include "core/limits.hpp"
 #include "core/regions.hpp"
+#include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
 
 namespace vpmm {
@@ -65,15 +66,6 @@ class LockWindow {
 };
 
 
-// Pause closes a batch of D2H copies with one event once it holds this many
-// bytes: the CPU releases a batch's handles while the copy engine works on
-// the next (about 1 ms of copying at H100 speed), and thousands of small
-// allocations cost a few hundred events, not thousands.
-constexpr uint64_t kPauseBatchBytes = 64ull << 20;
-// Batches queued ahead of the one being released: enough to keep the copy
-// engine busy through CPU hiccups (4 x 64 MiB is ~5 ms of copying), few
-// enough that the stream's queue never fills and blocks the enqueue.
-constexpr size_t kPauseBatchesAhead = 4;
 
 // Scaled handles (max_handle_size 0): a growth of S bytes is cut into handles
 // of max(page, S / kHandlesPerGrowth). Memory first: a handle is the unit of
@@ -122,7 +114,7 @@ struct PoolCounters {
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
 };
 
-class Pool final : private SlabSource {
+class Pool final : private SlabSource, private PipelineSteps {
  public:
   static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
                             std::unique_ptr<Pool>* out);
@@ -160,7 +152,7 @@ class Pool final : private SlabSource {
   std::string check();                     // "" when all invariants hold
 
   const PoolOptions& options() const { return opt_; }
-  Backend& backend() { return *backend_; }
+  Backend& backend() override { return *backend_; }
 
  private:
   Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
@@ -265,21 +257,16 @@ class Pool final : private SlabSource {
   static bool tag_matches(uint32_t region_tag, uint32_t want) {
     return region_tag != 0 && (want == 0 || region_tag == want);
   }
-  vpmm_status copy_stream(Stream* out);
-  vpmm_status drain_stream(Stream s);  // CPU waits for what is queued on s now
+  // PipelineSteps (pause_pipeline.hpp documents each).
+  BackupBuffers& backups() override { return *backup_bufs_; }
+  const Region& region(uint64_t va) override { return m_.find(va)->second; }
+  vpmm_status copy_stream(Stream* out) override;
+  vpmm_status drain_stream(Stream s) override;
   vpmm_status record_event(Stream s, EventRef* out) override;
-  // Pause of one target whose backup (if any) is complete: unmap and release
-  // its handles, turn it into a Paused region holding `backup`. On failure it
-  // stays active and whole; the caller still owns `backup`.
-  vpmm_status release_paused_target(const char* call, uint64_t va, void* backup, uint64_t backup_size);
-  // Resume of one target: charges retaken, fresh handles created, mapped at
-  // va and made accessible. On failure nothing of that is left.
-  vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out);
-  // Undoes map_paused_target: unmaps the first n_mapped of hs (from va),
-  // releases them all, gives the region's charges back. It stays paused.
-  void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs, size_t n_mapped);
-  // A resumed target's mapped handles become its own; backup returned to the cache.
-  void commit_resumed(uint64_t va, const std::vector<Mapping>& handles);
+  vpmm_status release_paused_target(const char* call, uint64_t va, void* backup, uint64_t backup_size) override;
+  vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) override;
+  void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs, size_t n_mapped) override;
+  void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) override;
   // Capacity charges of a live or paused region (pause gives them back,
   // resume takes them again).
   void release_charges(const Region& r);

@@ -1,0 +1,124 @@
+// The pause and resume pipelines: the order of copies, events, unmaps and
+// maps that makes a pause run at copy-engine speed and a failure leave every
+// allocation either whole and active or paused with its whole backup.
+//
+// The pool decides which allocations are targets (tags, small slabs) and
+// does the per-allocation region work; a pipeline only orders it, through
+// the narrow PipelineSteps interface the pool implements. Everything runs
+// with the pool mutex held.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "common/status.hpp"
+#include "core/regions.hpp"
+
+namespace vpmm {
+
+class BackupBuffers;
+
+// Pause closes a batch of D2H copies with one event once it holds this many
+// bytes: the CPU releases a batch's handles while the copy engine works on
+// the next (about 1 ms of copying at H100 speed), and thousands of small
+// allocations cost a few hundred events, not thousands.
+constexpr uint64_t kPauseBatchBytes = 64ull << 20;
+// Batches queued ahead of the one being released: enough to keep the copy
+// engine busy through CPU hiccups (4 x 64 MiB is ~5 ms of copying), few
+// enough that the stream's queue never fills and blocks the enqueue.
+constexpr size_t kPauseBatchesAhead = 4;
+
+// What the pipelines ask of the pool.
+class PipelineSteps {
+ public:
+  virtual Backend& backend() = 0;
+  virtual BackupBuffers& backups() = 0;
+  virtual const Region& region(uint64_t va) = 0;
+  virtual vpmm_status record_event(Stream s, EventRef* out) = 0;  // counted in the pool's stats
+  virtual vpmm_status copy_stream(Stream* out) = 0;               // made on first use
+  virtual vpmm_status drain_stream(Stream s) = 0;                 // the CPU waits for what is queued
+  // Pause of one target whose backup (if any) is complete: unmap and release
+  // its handles, turn it into a Paused region holding `backup`. On failure it
+  // stays active and whole; the caller still owns `backup`.
+  virtual vpmm_status release_paused_target(const char* call, uint64_t va, void* backup,
+                                            uint64_t backup_size) = 0;
+  // Resume of one target: charges retaken, fresh handles created, mapped at
+  // va and made accessible. On failure nothing of that is left.
+  virtual vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) = 0;
+  // Undoes map_paused_target (the first n_mapped of hs were mapped); it stays paused.
+  virtual void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
+                                  size_t n_mapped) = 0;
+  // A resumed target's mapped handles become its own; backup returned to the cache.
+  virtual void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) = 0;
+
+ protected:
+  ~PipelineSteps() = default;
+};
+
+// Pause is a pipeline: D2H copies are queued on the copy stream in batches
+// that each end with an event, a few batches ahead, and the CPU unmaps and
+// releases a batch's handles as soon as its event completes, while the copy
+// engine works on the next batches. So the per-handle driver calls
+// (set-access, unmap and release cost ~20-40 us per handle on an H100) hide
+// behind the copies instead of adding to them. An allocation is released
+// only after its own backup is complete.
+class PausePipeline {
+ public:
+  // `plain`: targets without a backup; `backed`: with one. batch_bytes 0 =
+  // kPauseBatchBytes.
+  PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
+                std::vector<uint64_t> backed, uint64_t batch_bytes);
+  ~PausePipeline();
+  // Pauses what it can. Returns the first failure (the rest of the targets
+  // stay active); *n_paused (may be null) is set on success.
+  vpmm_status run(uint64_t* n_paused);
+
+ private:
+  struct Buffer {
+    void* p = nullptr;
+    uint64_t size = 0;
+  };
+  vpmm_status take_buffers();       // 1. pinned buffers before anything changes
+  vpmm_status order_after_work();   // 2. copies wait for the targets' streams
+  void queue_batches();             // 3. copies, a few batches ahead
+  vpmm_status release();            // 4. unmap and release as batches complete
+  void give_back(size_t from);      // buffers [from, end) back to the cache
+
+  PipelineSteps& pool_;
+  const char* call_;
+  std::vector<uint64_t> plain_, backed_;
+  uint64_t batch_bytes_;
+  std::vector<Buffer> bufs_;
+  bool bufs_owned_ = false;  // give_back not yet done
+  Stream cs_ = nullptr;
+  EventRef ready_;  // the point the plain targets' release waits for
+  std::deque<std::pair<size_t, EventRef>> pending_;  // (end of batch in backed_, its event)
+  size_t queued_ = 0;     // copies queued
+  size_t released_ = 0;   // backed_ targets released or given back
+  bool stopped_ = false;  // queue no more
+  FirstFailure result_;
+};
+
+// Resume is a pipeline too: each allocation's H2D copy is queued right after
+// its handles are mapped, so the copy engine restores one allocation while
+// the CPU creates and maps the next; the CPU waits once, at the end. An
+// allocation is committed only after that wait succeeded; one that could not
+// be mapped or copied stays paused with its backup, and so does every
+// allocation after it (call again later).
+class ResumePipeline {
+ public:
+  ResumePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> targets)
+      : pool_(pool), call_(call), targets_(std::move(targets)) {}
+  // *n_resumed (may be null) is set on success.
+  vpmm_status run(uint64_t* n_resumed);
+
+ private:
+  PipelineSteps& pool_;
+  const char* call_;
+  std::vector<uint64_t> targets_;
+};
+
+}  // namespace vpmm
