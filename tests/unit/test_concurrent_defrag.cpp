@@ -86,6 +86,21 @@ struct World {
   }
 };
 
+// Starts a thread whose 2-page malloc the gate holds in its first map call.
+std::thread start_mover(World& w, vpmm::Reservation* res, vpmm_status* st, void** out) {
+  {
+    std::lock_guard<std::mutex> lk(w.gate.mu);
+    w.gate.armed = true;
+  }
+  return std::thread([&w, res, st, out] {
+    {
+      std::lock_guard<std::mutex> lk(w.gate.mu);
+      w.gate.holder = std::this_thread::get_id();
+    }
+    *st = w.pool->malloc("vpmm_pool_malloc", 2 * kPage, nullptr, nullptr, 0, res, out);
+  });
+}
+
 // [a][x][c][y][f][z] then a, c, f freed: no free region holds 2 pages, so a
 // 2-page malloc harvests the two oldest (a, c) into the hole; f stays free.
 struct Fragmented {
@@ -106,17 +121,7 @@ TEST("other threads allocate, free and check while a defragmentation maps") {
   CHECK(fr.make(w));
   void* big = nullptr;
   vpmm_status big_st = VPMM_ERR_INTERNAL;
-  {
-    std::lock_guard<std::mutex> lk(w.gate.mu);
-    w.gate.armed = true;
-  }
-  std::thread mover([&] {
-    {
-      std::lock_guard<std::mutex> lk(w.gate.mu);
-      w.gate.holder = std::this_thread::get_id();
-    }
-    big_st = w.pool->malloc("vpmm_pool_malloc", 2 * kPage, nullptr, nullptr, 0, nullptr, &big);
-  });
+  std::thread mover = start_mover(w, nullptr, &big_st, &big);
   // The holder id is set by the mover itself before its malloc; the gate
   // only fires for it.
   CHECK(w.gate.wait_entered());
@@ -160,19 +165,9 @@ TEST("a defragmentation that fails while others run puts every page back") {
   vpmm_stats before = w.stats();
   // The mover's second map fails: it must unmap the first and return a and c.
   w.ctl->arm(FaultPlan{2, static_cast<int>(vpmm::Op::map), VPMM_ERR_BACKEND});
-  {
-    std::lock_guard<std::mutex> lk(w.gate.mu);
-    w.gate.armed = true;
-  }
   void* big = nullptr;
   vpmm_status big_st = VPMM_OK;
-  std::thread mover([&] {
-    {
-      std::lock_guard<std::mutex> lk(w.gate.mu);
-      w.gate.holder = std::this_thread::get_id();
-    }
-    big_st = w.pool->malloc("vpmm_pool_malloc", 2 * kPage, nullptr, nullptr, 0, nullptr, &big);
-  });
+  std::thread mover = start_mover(w, nullptr, &big_st, &big);
   CHECK(w.gate.wait_entered());
   // Meanwhile x, a's right neighbour, is freed: when a comes back it must
   // merge with it into one free region of the stream.
@@ -204,19 +199,9 @@ TEST("a reservation released while its malloc maps leaves the charge unreserved"
   vpmm::Reservation* res = nullptr;
   CHECK_OK(w.pool->reserve(4 * kPage, VPMM_RESERVE_TRY, 0, &res));
   const uint64_t available_before = w.stats().available_bytes;
-  {
-    std::lock_guard<std::mutex> lk(w.gate.mu);
-    w.gate.armed = true;
-  }
   void* big = nullptr;
   vpmm_status big_st = VPMM_ERR_INTERNAL;
-  std::thread mover([&] {
-    {
-      std::lock_guard<std::mutex> lk(w.gate.mu);
-      w.gate.holder = std::this_thread::get_id();
-    }
-    big_st = w.pool->malloc("vpmm_pool_malloc", 2 * kPage, nullptr, nullptr, 0, res, &big);
-  });
+  std::thread mover = start_mover(w, res, &big_st, &big);
   CHECK(w.gate.wait_entered());
   CHECK_OK(w.pool->release_reservation(res));
   w.gate.release();
