@@ -754,6 +754,29 @@ VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32
  * range, bad struct_size). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out);
 
+/* ------------------------------------------------------------------------ */
+/* Layout string                                                             */
+/* ------------------------------------------------------------------------ */
+/* The pool's regions in the seed notation of docs/design.md, on one line:
+ * sizes in pages; [X] live, [-X] free, [*X] hole, [~X] zombie, [sX] pages of
+ * the small-object allocator, [pX] paused; regions in ascending VA order,
+ * VA chunks separated by " | ". Example: "[4][*6][1][11][*42]". This is the
+ * string `vpmm replay --expect-layout` compares and the notation of the
+ * regions part of vpmm_pool_dump_text: both are made by the same code.
+ *
+ * Buffer: the caller owns buf. At most capacity bytes are written, always
+ * NUL-terminated when capacity > 0; a shorter buffer receives a truncated
+ * prefix and VPMM_OK (truncation is not an error: compare *needed with
+ * capacity). *needed (may be NULL) receives the full length + 1, so
+ * vpmm_pool_layout(pool, NULL, 0, &n) sizes the buffer. The layout can change
+ * between two calls when other threads use the pool: size the second buffer
+ * with some slack, or call again while *needed > capacity.
+ * Errors: INVALID_ARGUMENT (null or destroyed pool, NULL buf with capacity >
+ * 0), OUT_OF_MEMORY. Thread safe: a consistent snapshot under the pool's lock;
+ * never blocks on the device. */
+VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacity,
+                                      size_t* needed);
+
 #ifdef __cplusplus
 }
 #endif

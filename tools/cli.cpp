@@ -40,29 +40,17 @@ const char* backend_arg_name(int32_t b) {
 }
 
 std::string layout_of(vpmm_pool* pool) {
-  // The library formats the notation (vpmm_pool_dump_text's "regions
-  // (pages):" section, one "  chunk N: ..." line per VA chunk); the tool only
-  // joins the chunks, so there is one formatter for the dump, the tool and
-  // the tests' expectations.
+  // The library formats the notation (vpmm_pool_layout, the same formatter
+  // as vpmm_pool_dump_text's regions and the tests' expectations).
   size_t need = 0;
-  if (vpmm_pool_dump_text(pool, nullptr, 0, &need) != VPMM_OK || need == 0) return "?";
-  std::string text(need + 256, '\0');  // slack: the pool may not change here, but be safe
-  if (vpmm_pool_dump_text(pool, &text[0], text.size(), &need) != VPMM_OK) return "?";
-  text.resize(std::strlen(text.c_str()));
-  const size_t at = text.find("regions (pages):");
-  if (at == std::string::npos) return "?";
+  if (vpmm_pool_layout(pool, nullptr, 0, &need) != VPMM_OK || need == 0) return "?";
   std::string out;
-  size_t pos = text.find('\n', at);
-  while (pos != std::string::npos && pos + 1 < text.size()) {
-    const size_t end = text.find('\n', pos + 1);
-    const std::string line = text.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
-    pos = end;
-    const size_t colon = line.find(": ");
-    if (line.rfind("  chunk ", 0) != 0 || colon == std::string::npos) break;
-    if (!out.empty()) out += " | ";
-    out += line.substr(colon + 2);
-  }
-  return out.empty() ? "?" : out;
+  do {  // the pool may change between the two calls: retry until it fits
+    out.assign(need + 64, '\0');
+    if (vpmm_pool_layout(pool, &out[0], out.size(), &need) != VPMM_OK) return "?";
+  } while (need > out.size());
+  out.resize(need - 1);
+  return out;
 }
 
 vpmm_stats stats_of(vpmm_pool* pool) {

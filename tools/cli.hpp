@@ -19,8 +19,8 @@ std::string status_msg(vpmm_status st);
 // "auto", "cuda", "hip", "host" ("?" otherwise).
 const char* backend_arg_name(int32_t backend);
 
-// The layout in the notation of docs/design.md, as vpmm_pool_dump_text
-// writes it: sizes in pages; live plain, free '-', hole '*', zombie '~',
+// The layout in the notation of docs/design.md, as vpmm_pool_layout writes
+// it: sizes in pages; live plain, free '-', hole '*', zombie '~',
 // small-object pages 's', paused 'p'; VA chunks joined by " | ". The string
 // `--expect-layout` and the unit tests compare against. "?" on failure.
 std::string layout_of(vpmm_pool* pool);

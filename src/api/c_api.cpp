@@ -16,6 +16,7 @@
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "core/config.hpp"
+#include "core/layout.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 #include "vpmm_version.h"  // directly too: a build without it must fail, not lose vpmm_version()
@@ -542,16 +543,23 @@ std::string dump_text(vpmm::Pool& p) {
       std::snprintf(line, sizeof line, "\n  chunk %u: ", chunk);
       out += line;
     }
-    const char* mark = r.kind == VPMM_REGION_LIVE ? "" : r.kind == VPMM_REGION_FREE ? "-"
-                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~"
-                     : r.kind == VPMM_REGION_PAUSED ? "p" : "s";
-    std::snprintf(line, sizeof line, "[%s%" PRIu64 "]", mark, r.size / s.page_size);
-    out += line;
+    vpmm::append_layout_region(&out, r, s.page_size);  // the one notation (core/layout.hpp)
   }
   out += "\n";
   return out;
 }
 }  // namespace
+
+// Copies text (with its NUL) into buf as far as capacity allows; *needed
+// (optional) gets the full size. Shared by the text-returning calls.
+static void copy_text(const std::string& text, char* buf, size_t capacity, size_t* needed) {
+  if (needed) *needed = text.size() + 1;
+  if (capacity > 0) {
+    size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+}
 
 VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capacity,
                                          size_t* needed) {
@@ -560,13 +568,20 @@ VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capa
   if (capacity > 0 && !buf)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
   return guarded(call, [&]() -> vpmm_status {
-    std::string text = dump_text(*pool->pool);
-    if (needed) *needed = text.size() + 1;
-    if (capacity > 0) {
-      size_t n = std::min(capacity - 1, text.size());
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
+    copy_text(dump_text(*pool->pool), buf, capacity, needed);
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacity,
+                                      size_t* needed) {
+  const char* call = "vpmm_pool_layout";
+  VPMM_CHECK_POOL(call, pool);
+  if (capacity > 0 && !buf)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
+  return guarded(call, [&]() -> vpmm_status {
+    std::vector<vpmm_region_info> regions = pool->pool->snapshot();
+    copy_text(vpmm::format_layout(regions, pool->pool->options().page_size), buf, capacity, needed);
     return VPMM_OK;
   });
 }

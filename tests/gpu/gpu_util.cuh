@@ -1,7 +1,7 @@
-// Shared helpers of the GPU test suite (tests/gpu/*.cu): the skip protocol,
-// a tiny CHECK harness, CUDA-backend pools, the region layout in the seed's
-// notation, and the kernels that write and verify patterns through pool
-// memory.
+// Shared helpers of the GPU test suite (tests/gpu/*.cu): the skip protocol
+// over the shared harness (tests/unit/check.hpp), CUDA-backend pools, the
+// region layout (the library's own, vpmm_pool_layout), and the kernels that
+// write and verify patterns through pool memory.
 //
 // Conventions every GPU test follows:
 //  - No usable CUDA device (no driver, no GPU, or a libvpmm built without the
@@ -32,98 +32,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "../unit/check.hpp"
 #include "vpmm.h"
 
 namespace gt {
 
 // ---------------------------------------------------------------------------
-// Harness
+// Harness: tests/unit/check.hpp (CHECK, CHECK_MSG, CHECK_EQ, CHECK_OK, the
+// "N passed, N failed" line), plus what only a GPU needs: the skip protocol
+// before the first case, a device sync after each case, CUDA_OK.
 // ---------------------------------------------------------------------------
-struct Case {
-  const char* name;
-  std::function<void()> fn;
-};
-inline std::vector<Case>& cases() {
-  static std::vector<Case> c;
-  return c;
-}
-inline int& failures() {
-  static int f = 0;
-  return f;
-}
-struct Registrar {
-  Registrar(const char* name, std::function<void()> fn) { cases().push_back({name, std::move(fn)}); }
-};
-
-inline void report_fail(const char* what, const char* file, int line) {
-  ++failures();
-  std::printf("  FAIL %s:%d: %s\n", file, line, what);
-  const char* le = vpmm_last_error();
-  if (le && *le) std::printf("       vpmm_last_error: %s\n", le);
-  std::fflush(stdout);
-}
-
-#define GT_CAT2(a, b) a##b
-#define GT_CAT(a, b) GT_CAT2(a, b)
-#define GPU_TEST(name)                                                   \
-  static void GT_CAT(gt_case_, __LINE__)();                              \
-  static gt::Registrar GT_CAT(gt_reg_, __LINE__)(name, GT_CAT(gt_case_, __LINE__)); \
-  static void GT_CAT(gt_case_, __LINE__)()
-
-#define CHECK(cond)                                               \
-  do {                                                            \
-    if (!(cond)) gt::report_fail(#cond, __FILE__, __LINE__);      \
-  } while (0)
-#define CHECK_MSG(cond, ...)                                      \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      gt::report_fail(#cond, __FILE__, __LINE__);                 \
-      std::printf("       ");                                     \
-      std::printf(__VA_ARGS__);                                   \
-      std::printf("\n");                                          \
-    }                                                             \
-  } while (0)
-#define CHECK_OK(expr)                                                              \
-  do {                                                                              \
-    vpmm_status gt_st_ = (expr);                                                    \
-    if (gt_st_ != VPMM_OK) {                                                        \
-      gt::report_fail(#expr " == VPMM_OK", __FILE__, __LINE__);                     \
-      std::printf("       got %s\n", vpmm_status_string(gt_st_));                   \
-    }                                                                               \
-  } while (0)
-#define CHECK_EQ(a, b)                                                              \
-  do {                                                                              \
-    auto gt_a_ = (a);                                                               \
-    auto gt_b_ = (b);                                                               \
-    if (!(gt_a_ == gt_b_)) {                                                        \
-      gt::report_fail(#a " == " #b, __FILE__, __LINE__);                            \
-      std::printf("       left:  %s\n       right: %s\n", gt::str(gt_a_).c_str(),    \
-                  gt::str(gt_b_).c_str());                                          \
-    }                                                                               \
-  } while (0)
-// CUDA runtime call that must succeed. A sticky error ends the program.
-#define CUDA_OK(expr)                                                               \
-  do {                                                                              \
-    cudaError_t gt_e_ = (expr);                                                     \
-    if (gt_e_ != cudaSuccess) {                                                     \
-      gt::report_fail(#expr " == cudaSuccess", __FILE__, __LINE__);                 \
-      std::printf("       got %s: %s\n", cudaGetErrorName(gt_e_), cudaGetErrorString(gt_e_)); \
-      gt::die_if_sticky(gt_e_);                                                     \
-    }                                                                               \
-  } while (0)
-
-inline std::string str(const std::string& s) { return "\"" + s + "\""; }
-inline std::string str(const char* s) { return s ? str(std::string(s)) : "(null)"; }
-template <typename T>
-std::string str(const T& v) {
-  if constexpr (std::is_pointer<T>::value) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%p", static_cast<const void*>(v));
-    return b;
-  } else {
-    return std::to_string(v);
-  }
-}
+#define GPU_TEST(name) TEST(name)
 
 inline void die_if_sticky(cudaError_t e) {
   if (e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure ||
@@ -136,6 +55,17 @@ inline void die_if_sticky(cudaError_t e) {
     std::_Exit(1);
   }
 }
+
+// CUDA runtime call that must succeed. A sticky error ends the program.
+#define CUDA_OK(expr)                                                               \
+  do {                                                                              \
+    cudaError_t gt_e_ = (expr);                                                     \
+    if (gt_e_ != cudaSuccess) {                                                     \
+      vt::report_fail(__FILE__, __LINE__, #expr " == cudaSuccess");                 \
+      std::printf("       got %s: %s\n", cudaGetErrorName(gt_e_), cudaGetErrorString(gt_e_)); \
+      gt::die_if_sticky(gt_e_);                                                     \
+    }                                                                               \
+  } while (0)
 
 inline bool under_sanitizer() {
   const char* v = std::getenv("VPMM_GPU_SANITIZER");
@@ -176,35 +106,31 @@ inline void require_gpu() {
   vpmm_pool_destroy(pool);
 }
 
-inline int run_all(int argc, char** argv) {
-  require_gpu();
-  int passed = 0, failed = 0;
-  const char* only = argc > 1 ? argv[1] : nullptr;
-  for (auto& c : cases()) {
-    if (only && std::string(c.name).find(only) == std::string::npos) continue;
-    failures() = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    std::printf("---- %s\n", c.name);
-    std::fflush(stdout);
-    c.fn();
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-      report_fail("cudaDeviceSynchronize() after the case", __FILE__, __LINE__);
-      std::printf("       got %s\n", cudaGetErrorName(e));
-      die_if_sticky(e);
-    }
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (failures() == 0) {
-      ++passed;
-      std::printf("ok   %s (%.0f ms)\n", c.name, ms);
-    } else {
-      ++failed;
-      std::printf("FAIL %s (%.0f ms)\n", c.name, ms);
-    }
-    std::fflush(stdout);
+// Every failure also shows the library's last error, when there is one.
+inline void print_last_error() {
+  const char* le = vpmm_last_error();
+  if (le && *le) std::printf("       vpmm_last_error: %s\n", le);
+}
+
+// After each case: the device must be healthy (an asynchronous kernel error
+// fails the case that launched it).
+inline void sync_after_case() {
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    vt::report_fail(__FILE__, __LINE__, "cudaDeviceSynchronize() after the case");
+    std::printf("       got %s\n", cudaGetErrorName(e));
+    die_if_sticky(e);
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+}
+
+inline int run_all(int argc, char** argv) {
+  vt::fail_hook() = print_last_error;
+  vt::RunOptions o;
+  o.before_all = require_gpu;
+  o.after_case = sync_after_case;
+  o.banner = true;
+  o.timing = true;
+  return vt::run_all(argc, argv, o);
 }
 
 #define GPU_TEST_MAIN() \
@@ -262,26 +188,18 @@ inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
   return r;
 }
 
-// "[4][*6][1][11][*42]": sizes in pages; live plain, free '-', hole '*',
-// zombie '~', small 's', paused 'p'; VA chunks separated by " | ".
+// "[4][*6][1][11][*42]": the layout in the seed notation, as the library
+// writes it (vpmm_pool_layout; see include/vpmm.h).
 inline std::string layout(vpmm_pool* p) {
-  uint64_t page = stats(p).page_size;
-  std::string out;
-  uint32_t chunk = 0;
-  for (const vpmm_region_info& r : regions(p)) {
-    if (r.chunk != chunk) {
-      out += " | ";
-      chunk = r.chunk;
-    }
-    const char* mark = r.kind == VPMM_REGION_LIVE     ? ""
-                       : r.kind == VPMM_REGION_FREE   ? "-"
-                       : r.kind == VPMM_REGION_HOLE   ? "*"
-                       : r.kind == VPMM_REGION_ZOMBIE ? "~"
-                       : r.kind == VPMM_REGION_SMALL  ? "s"
-                                                      : "p";
-    out += "[" + std::string(mark) + std::to_string(r.size / page) + "]";
-  }
-  return out;
+  size_t need = 0;
+  if (vpmm_pool_layout(p, nullptr, 0, &need) != VPMM_OK) return "?";
+  std::string s;
+  do {  // the pool may change between the two calls: retry until it fits
+    s.assign(need + 64, '\0');
+    if (vpmm_pool_layout(p, &s[0], s.size(), &need) != VPMM_OK) return "?";
+  } while (need > s.size());
+  s.resize(need - 1);
+  return s;
 }
 
 inline const vpmm_region_info* find_region(const std::vector<vpmm_region_info>& rs, const void* ptr) {

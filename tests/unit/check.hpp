@@ -1,8 +1,18 @@
-// A minimal test harness: CHECK records a failure and goes on; the program
-// ends with the plain "N passed, N failed" line that CI reads and exits
-// non-zero on any failure. Each TEST is one counted case.
+// The one test harness of the repository (unit, conformance and GPU suites):
+// CHECK records a failure and goes on; the program ends with the plain
+// "N passed, N failed" line that CI reads and exits non-zero on any failure.
+// Each TEST is one counted case.
+//
+// Suites with needs of their own build on it rather than copy it: run_all
+// takes RunOptions (a setup that may skip the program with exit 77, a check
+// after every case, a banner and timings), and fail_hook() adds a line to
+// every failure report (the GPU suite prints vpmm_last_error there). Plain
+// C++17 host code, so nvcc can include it from .cu files. It calls nothing of
+// libvpmm itself (test_trace and test_snapshot link without it); only the
+// CHECK_OK macro does, where it is used.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -27,20 +37,53 @@ struct Registrar {
   Registrar(const char* name, std::function<void()> fn) { cases().push_back({name, std::move(fn)}); }
 };
 
-inline int run_all(int argc, char** argv) {
+// Called after every failure report, when set (one extra line of context).
+inline void (*&fail_hook())() {
+  static void (*hook)() = nullptr;
+  return hook;
+}
+
+// Counts a failure of the current case and says where it happened.
+inline void report_fail(const char* file, int line, const char* what) {
+  ++case_failures();
+  std::printf("  %s:%d: %s failed\n", file, line, what);
+  if (fail_hook()) fail_hook()();
+  std::fflush(stdout);
+}
+
+struct RunOptions {
+  void (*before_all)() = nullptr;  // runs first; may print "SKIP: ..." and exit(77)
+  void (*after_case)() = nullptr;  // runs after each case; its CHECKs count for the case
+  bool banner = false;             // print "---- NAME" before each case
+  bool timing = false;             // add "(N ms)" to each case's result line
+};
+
+// Runs every case (or those whose name contains argv[1]).
+inline int run_all(int argc, char** argv, const RunOptions& o = RunOptions()) {
+  if (o.before_all) o.before_all();
   int passed = 0, failed = 0;
   const char* only = argc > 1 ? argv[1] : nullptr;
   for (auto& c : cases()) {
     if (only && std::string(c.name).find(only) == std::string::npos) continue;
     case_failures() = 0;
-    c.fn();
-    if (case_failures() == 0) {
-      ++passed;
-      std::printf("ok   %s\n", c.name);
-    } else {
-      ++failed;
-      std::printf("FAIL %s\n", c.name);
+    if (o.banner) {
+      std::printf("---- %s\n", c.name);
+      std::fflush(stdout);
     }
+    auto t0 = std::chrono::steady_clock::now();
+    c.fn();
+    if (o.after_case) o.after_case();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool ok = case_failures() == 0;
+    if (ok)
+      ++passed;
+    else
+      ++failed;
+    if (o.timing)
+      std::printf("%s %s (%.0f ms)\n", ok ? "ok  " : "FAIL", c.name, ms);
+    else
+      std::printf("%s %s\n", ok ? "ok  " : "FAIL", c.name);
     std::fflush(stdout);
   }
   std::printf("%d passed, %d failed\n", passed, failed);
@@ -58,9 +101,17 @@ inline int run_all(int argc, char** argv) {
 
 #define CHECK(cond)                                                              \
   do {                                                                           \
+    if (!(cond)) vt::report_fail(__FILE__, __LINE__, "CHECK(" #cond ")");        \
+  } while (0)
+
+// CHECK_MSG(cond, printf-format, ...): CHECK with a line of explanation.
+#define CHECK_MSG(cond, ...)                                                     \
+  do {                                                                           \
     if (!(cond)) {                                                               \
-      ++vt::case_failures();                                                     \
-      std::printf("  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);     \
+      vt::report_fail(__FILE__, __LINE__, "CHECK(" #cond ")");                   \
+      std::printf("       ");                                                    \
+      std::printf(__VA_ARGS__);                                                  \
+      std::printf("\n");                                                         \
     }                                                                            \
   } while (0)
 
@@ -69,9 +120,8 @@ inline int run_all(int argc, char** argv) {
     auto va_ = (a);                                                              \
     auto vb_ = (b);                                                              \
     if (!(va_ == vb_)) {                                                         \
-      ++vt::case_failures();                                                     \
-      std::printf("  %s:%d: CHECK_EQ(%s, %s) failed: %s vs %s\n", __FILE__, __LINE__, #a, #b, \
-                  vt::show(va_).c_str(), vt::show(vb_).c_str());                 \
+      vt::report_fail(__FILE__, __LINE__, "CHECK_EQ(" #a ", " #b ")");           \
+      std::printf("       %s vs %s\n", vt::show(va_).c_str(), vt::show(vb_).c_str()); \
     }                                                                            \
   } while (0)
 
@@ -80,9 +130,8 @@ inline int run_all(int argc, char** argv) {
   do {                                                                           \
     vpmm_status st_ = (call);                                                    \
     if (st_ != VPMM_OK) {                                                        \
-      ++vt::case_failures();                                                     \
-      std::printf("  %s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #call,    \
-                  vpmm_status_string(st_), vpmm_last_error());                   \
+      vt::report_fail(__FILE__, __LINE__, #call " == VPMM_OK");                  \
+      std::printf("       got %s: %s\n", vpmm_status_string(st_), vpmm_last_error()); \
     }                                                                            \
   } while (0)
 

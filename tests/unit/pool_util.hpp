@@ -54,25 +54,18 @@ inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
   return r;
 }
 
-// "[4][*6][1][11][*233]": sizes in pages; live plain, free '-', hole '*',
-// zombie '~', small 's'; chunks separated by " | ".
+// "[4][*6][1][11][*233]": the layout in the seed notation, as the library
+// writes it (vpmm_pool_layout; see include/vpmm.h).
 inline std::string layout(vpmm_pool* p) {
-  vpmm_stats st;
-  st.struct_size = sizeof st;
-  vpmm_pool_stats(p, &st);
-  std::string out;
-  uint32_t chunk = 0;
-  for (const vpmm_region_info& r : regions(p)) {
-    if (r.chunk != chunk) {
-      out += " | ";
-      chunk = r.chunk;
-    }
-    const char* mark = r.kind == VPMM_REGION_LIVE ? "" : r.kind == VPMM_REGION_FREE ? "-"
-                     : r.kind == VPMM_REGION_HOLE ? "*" : r.kind == VPMM_REGION_ZOMBIE ? "~"
-                     : r.kind == VPMM_REGION_PAUSED ? "p" : "s";
-    out += "[" + std::string(mark) + std::to_string(r.size / st.page_size) + "]";
-  }
-  return out;
+  size_t need = 0;
+  if (vpmm_pool_layout(p, nullptr, 0, &need) != VPMM_OK) return "?";
+  std::string s;
+  do {  // the pool may change between the two calls: retry until it fits
+    s.assign(need + 64, '\0');
+    if (vpmm_pool_layout(p, &s[0], s.size(), &need) != VPMM_OK) return "?";
+  } while (need > s.size());
+  s.resize(need - 1);
+  return s;
 }
 
 inline vpmm_stats stats(vpmm_pool* p) {

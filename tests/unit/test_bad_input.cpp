@@ -171,6 +171,7 @@ TEST("NULL pool: every pool function fails with INVALID_ARGUMENT and names itsel
   EXPECT_ERR(nullptr, vpmm_pool_dump(nullptr, nullptr, 0, &n), IA, "vpmm_pool_dump");
   EXPECT_ERR(nullptr, vpmm_pool_visit(nullptr, visit_count, &visited), IA, "vpmm_pool_visit");
   EXPECT_ERR(nullptr, vpmm_pool_dump_text(nullptr, text, sizeof text, &n), IA, "vpmm_pool_dump_text");
+  EXPECT_ERR(nullptr, vpmm_pool_layout(nullptr, text, sizeof text, &n), IA, "vpmm_pool_layout");
   EXPECT_ERR(nullptr, vpmm_pool_check(nullptr), IA, "vpmm_pool_check");
   EXPECT_ERR(nullptr, vpmm_pool_get_config(nullptr, &cfg), IA, "vpmm_pool_get_config");
   CHECK_EQ(out, kSentinel);
@@ -702,6 +703,35 @@ TEST("dump and dump_text reject a NULL buffer with a capacity; short buffers are
   CHECK_OK(vpmm_pool_dump_text(p, small, sizeof small, &need));
   CHECK(need > sizeof small);
   CHECK_EQ(std::strlen(small), sizeof small - 1);
+  CHECK_OK(vpmm_pool_free(p, x, nullptr));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("pool_layout: the one layout string, sized, truncated, checked") {
+  vpmm_pool* p = make_pool();
+  if (!p) return;
+  void* x = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &x));
+  size_t need = 12345;
+  EXPECT_ERR(p, vpmm_pool_layout(p, nullptr, 16, &need), VPMM_ERR_INVALID_ARGUMENT,
+             "vpmm_pool_layout");
+  CHECK_EQ(need, size_t(12345));
+  CHECK_OK(vpmm_pool_layout(p, nullptr, 0, &need));
+  std::string full(need, '\0');
+  CHECK_OK(vpmm_pool_layout(p, &full[0], full.size(), nullptr));
+  full.resize(std::strlen(full.c_str()));
+  CHECK_EQ(full.size() + 1, need);
+  CHECK_EQ(full.substr(0, 3), std::string("[2]"));  // the live allocation first
+  CHECK_EQ(full, vt::layout(p));
+  // The text dump prints the same notation for its regions.
+  std::string text(4096, '\0');
+  CHECK_OK(vpmm_pool_dump_text(p, &text[0], text.size(), nullptr));
+  CHECK(text.find(full.substr(0, full.find(" | "))) != std::string::npos);
+  // Truncation is not an error: a NUL-terminated prefix and the full size.
+  char small[4];
+  CHECK_OK(vpmm_pool_layout(p, small, sizeof small, &need));
+  CHECK_EQ(need, full.size() + 1);
+  CHECK_EQ(std::string(small), full.substr(0, 3));
   CHECK_OK(vpmm_pool_free(p, x, nullptr));
   CHECK_OK(vpmm_pool_destroy(p));
 }
