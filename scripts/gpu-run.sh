@@ -268,7 +268,7 @@ fi
 # ------------------------------------------------------------------ compute-sanitizer
 if (( BUILD_OK && SAN )) && command -v compute-sanitizer >/dev/null 2>&1; then
   : > "$OUT/sanitizer.log"
-  for t in smoke_backend walkthrough streams zombie growth small split_handle oom pause_resume; do
+  for t in cuda_backend walkthrough streams zombie growth small split_handle oom pause_resume; do
     exe="$BUILD/tests/gpu/test_gpu_$t"
     [ -x "$exe" ] || continue
     one=$(mktemp "${TMPDIR:-/tmp}/vpmm-san-$t.XXXXXX")  # not under OUT: at most 8 files there

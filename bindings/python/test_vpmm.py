@@ -31,6 +31,9 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.pool.stats()["n_free"], 1)
         self.pool.check()
         self.assertIn("regions (pages)", self.pool.dump())
+        self.assertTrue(self.pool.layout().startswith("[-"), self.pool.layout())  # freed: free pages
+        # The text dump prints the same notation (one formatter in the library).
+        self.assertIn("chunk 0: " + self.pool.layout().split(" | ")[0], self.pool.dump())
 
     def test_errors_carry_status_and_message(self):
         with self.assertRaises(vpmm.Error) as e:

@@ -508,9 +508,15 @@ TEST("copies: h2d and d2h across mappings, pinned and pageable, stream ordered")
     CHECK_ST(b->copy_d2h(dst.data(), va, G, &bogus), VPMM_ERR_INVALID_ARGUMENT);
   }
 
-  // On a held stream the copy waits for the release: stream ordered.
+  // On a held stream the copy waits for the release: stream ordered. From
+  // pinned memory: a driver may stage a pageable source synchronously, which
+  // would wait for the held stream (CUDA does: cuMemcpyHtoDAsync blocks).
+  void* pinned = nullptr;
+  CHECK_ST(b->host_alloc_pinned(2 * G, &pinned), VPMM_OK);
+  if (pinned == nullptr) return;
+  std::memcpy(pinned, src.data(), 2 * G);
   if (target().hold && target().hold(s)) {
-    CHECK_ST(b->copy_h2d(va, src.data(), 2 * G, s), VPMM_OK);  // spans two mappings
+    CHECK_ST(b->copy_h2d(va, pinned, 2 * G, s), VPMM_OK);  // spans two mappings
     EventHandle e = 0;
     CHECK_ST(b->event_record(s, &e), VPMM_OK);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -521,19 +527,21 @@ TEST("copies: h2d and d2h across mappings, pinned and pageable, stream ordered")
     CHECK_ST(b->event_sync(e), VPMM_OK);
     CHECK_ST(b->event_destroy(e), VPMM_OK);
   } else {
-    CHECK_ST(b->copy_h2d(va, src.data(), 2 * G, s), VPMM_OK);
+    CHECK_ST(b->copy_h2d(va, pinned, 2 * G, s), VPMM_OK);
     CHECK_ST(b->stream_sync(s), VPMM_OK);
   }
   CHECK(reads_as(*b, va, src));
 
+  // From pageable memory too, on an idle stream (the driver may stage it).
+  CHECK_ST(b->copy_h2d(va, src.data(), 2 * G, s), VPMM_OK);
+  CHECK_ST(b->stream_sync(s), VPMM_OK);
+  CHECK(reads_as(*b, va, src));
   // Back to pageable memory on the stream; after a sync it has landed.
   CHECK_ST(b->copy_d2h(dst.data(), va, 2 * G, s), VPMM_OK);
   CHECK_ST(b->stream_sync(s), VPMM_OK);
   CHECK(dst == src);
   // Into pinned memory on the default stream.
-  void* pinned = nullptr;
-  CHECK_ST(b->host_alloc_pinned(G, &pinned), VPMM_OK);
-  if (pinned) {
+  {
     std::memset(pinned, 0, G);
     CHECK_ST(b->copy_d2h(pinned, va + G, G, nullptr), VPMM_OK);
     CHECK_ST(b->stream_sync(nullptr), VPMM_OK);
@@ -543,7 +551,7 @@ TEST("copies: h2d and d2h across mappings, pinned and pageable, stream ordered")
     CHECK_ST(b->copy_h2d(va, pinned, G, nullptr), VPMM_OK);
     CHECK_ST(b->stream_sync(nullptr), VPMM_OK);
     CHECK(reads_as(*b, va, std::vector<char>(G, 0x5a)));
-    CHECK_ST(b->host_free_pinned(pinned, G), VPMM_OK);
+    CHECK_ST(b->host_free_pinned(pinned, 2 * G), VPMM_OK);
   }
   void* pageable = nullptr;
   CHECK_ST(b->host_alloc_pageable(G, &pageable), VPMM_OK);

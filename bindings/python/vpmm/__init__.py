@@ -112,6 +112,7 @@ _trim = _sig("vpmm_pool_trim", _i32, _vp, _u64)
 _push = _sig("vpmm_region_push", _i32, ctypes.c_char_p, _u32)
 _pop = _sig("vpmm_region_pop", _i32)
 _dump_text = _sig("vpmm_pool_dump_text", _i32, _vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
+_layout = _sig("vpmm_pool_layout", _i32, _vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
 _backend_name = _sig("vpmm_pool_backend_name", ctypes.c_char_p, _vp)
 _default_pool = _sig("vpmm_default_pool", _i32, _i32, ctypes.POINTER(_vp))
 
@@ -226,6 +227,17 @@ class Pool:
         buf = ctypes.create_string_buffer(need.value)
         _ok(_dump_text(self._h, buf, need.value, None))
         return buf.value.decode()
+
+    def layout(self):
+        """The regions in the seed notation, e.g. "[4][*6][1][11][*42]" (sizes in pages)."""
+        need = ctypes.c_size_t()
+        _ok(_layout(self._h, None, 0, ctypes.byref(need)))
+        while True:  # the pool may change between the calls: retry until it fits
+            cap = need.value + 64
+            buf = ctypes.create_string_buffer(cap)
+            _ok(_layout(self._h, buf, cap, ctypes.byref(need)))
+            if need.value <= cap:
+                return buf.value.decode()
 
 
 @contextlib.contextmanager
