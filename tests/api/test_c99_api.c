@@ -106,6 +106,14 @@ int main(void) {
   EXPECT(vpmm_pool_dump(pool, regs, 8, &n) == VPMM_OK && n >= 2 && n <= 8);
   EXPECT(regs[0].kind == VPMM_REGION_LIVE && regs[0].va == (uint64_t)(uintptr_t)p);
   EXPECT(regs[1].struct_size == sizeof regs[1] && regs[n - 1].kind == VPMM_REGION_HOLE);
+  {
+    /* The layout string: live region first (2 pages), a hole last. */
+    char lay[256];
+    size_t need = 0;
+    EXPECT(vpmm_pool_layout(pool, NULL, 0, &need) == VPMM_OK && need > 4 && need <= sizeof lay);
+    EXPECT(vpmm_pool_layout(pool, lay, sizeof lay, NULL) == VPMM_OK);
+    EXPECT(strncmp(lay, "[2]", 3) == 0 && strstr(lay, "[*") != NULL && strlen(lay) + 1 == need);
+  }
   memset(&cfg, 0, sizeof cfg);
   cfg.struct_size = sizeof cfg;
   EXPECT(vpmm_pool_get_config(pool, &cfg) == VPMM_OK && cfg.backend == VPMM_BACKEND_HOST);
