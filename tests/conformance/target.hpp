@@ -37,6 +37,7 @@ struct Target {
   const char* backend_name;
   uint64_t default_va_size;
   uint32_t capabilities;
+  uint64_t max_handle_size;  // checked always: 0 = the backend states no cap
   // Keeps a stream busy until release(s); false when it cannot.
   bool (*hold)(vpmm::Stream s);
   void (*release)(vpmm::Stream s);

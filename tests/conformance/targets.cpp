@@ -83,14 +83,14 @@ void cuda_release(vpmm::Stream s) {
 constexpr uint32_t kAllCaps = vpmm::kCapDeviceCopy | vpmm::kCapPinnedHost | vpmm::kCapMemInfo;
 
 const Target kTargets[] = {
-    // name        kind                fault  strict cpu    name    VA size       caps      hold / release
-    {"host",       VPMM_BACKEND_HOST,  false, true,  true,  "host", 64ull << 30,  kAllCaps, host_hold, host_release},
-    {"host+fault", VPMM_BACKEND_HOST,  true,  true,  true,  "host", 64ull << 30,  kAllCaps, host_hold, host_release},
+    // name        kind                fault  strict cpu    name    VA size       caps      cap  hold / release
+    {"host",       VPMM_BACKEND_HOST,  false, true,  true,  "host", 64ull << 30,  kAllCaps, 0,   host_hold, host_release},
+    {"host+fault", VPMM_BACKEND_HOST,  true,  true,  true,  "host", 64ull << 30,  kAllCaps, 0,   host_hold, host_release},
 #ifdef VPMM_HAVE_CUDA
-    {"cuda",       VPMM_BACKEND_CUDA,  false, false, false, "cuda", 8ull << 40,   kAllCaps, cuda_hold, cuda_release},
+    {"cuda",       VPMM_BACKEND_CUDA,  false, false, false, "cuda", 8ull << 40,   kAllCaps, 0,   cuda_hold, cuda_release},
 #endif
     // The HIP emulator (tests/hip_emu) joins with one row, e.g.
-    // {"hip",     VPMM_BACKEND_HIP,   false, false, false, "hip",  0,            kAllCaps, hip_hold, hip_release},
+    // {"hip",     VPMM_BACKEND_HIP,   false, false, false, "hip",  0,            kAllCaps, CAP, hip_hold, hip_release},
 };
 
 const Target* g_current = nullptr;

@@ -141,6 +141,7 @@ TEST("identity: static facts, and the registry entry that made the backend") {
   if (target().backend_name) CHECK_EQ(std::string(b->name()), std::string(target().backend_name));
   if (target().default_va_size) CHECK_EQ(b->default_va_size(), target().default_va_size);
   CHECK_EQ(b->capabilities(), target().capabilities);
+  CHECK_EQ(b->max_handle_size(), target().max_handle_size);
   const vpmm::BackendEntry* e = vpmm::find_backend_entry(b->kind());
   CHECK(e != nullptr);
   if (e) {

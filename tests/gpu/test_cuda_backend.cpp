@@ -139,18 +139,28 @@ TEST("context discipline: the caller's current context is restored") {
   CHECK(back == pattern);
   CHECK(current_ctx() == nullptr);
 
-  // Threads with no context keep none.
+  // Threads with no context keep none, whatever they call.
+  const int kThreads = 8;
+  uint64_t tva = 0;
+  CHECK_OK(b->reserve(kThreads * g, 0, &tva));
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      EventHandle ev = 0;
-      bool ok = b->event_record(nullptr, &ev) == VPMM_OK && b->event_sync(ev) == VPMM_OK &&
-                b->event_destroy(ev) == VPMM_OK;
-      if (!ok || current_ctx() != nullptr) bad.fetch_add(1);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        PhysHandle th = 0;
+        const uint64_t tv = tva + static_cast<uint64_t>(t) * g;
+        EventHandle ev = 0;
+        bool ok = b->create(g, &th) == VPMM_OK && b->map(tv, g, th) == VPMM_OK &&
+                  b->set_access(tv, g) == VPMM_OK && b->event_record(nullptr, &ev) == VPMM_OK &&
+                  b->event_sync(ev) == VPMM_OK && b->event_destroy(ev) == VPMM_OK &&
+                  b->unmap(tv, g) == VPMM_OK && b->release(th, g) == VPMM_OK;
+        if (!ok || current_ctx() != nullptr) bad.fetch_add(1);
+      }
     });
   for (auto& th : threads) th.join();
   CHECK_EQ(bad.load(), 0);
+  CHECK_OK(b->unreserve(tva, kThreads * g));
 
   CHECK_OK(b->unmap(va, 2 * g));
   CHECK_OK(b->release(h, 2 * g));
