@@ -16,10 +16,12 @@
 #    memory mapping", "FATAL: ThreadSanitizer"); the script probes a TSan
 #    binary first and, if that fails, runs the suite under
 #    `setarch $(uname -m) -R` (ASLR off for the tests only).
-#  - python_binding runs the uninstrumented interpreter against the
-#    instrumented libvpmm.so: under ASan it runs with the ASan runtime
+#  - Tests in the suite 'python' run the uninstrumented interpreter against
+#    the instrumented libvpmm.so: under ASan they run with the ASan runtime
 #    preloaded (leak checks off: CPython keeps memory until exit); under TSan
-#    it is skipped (TSan cannot be preloaded into a running interpreter).
+#    they are skipped (TSan cannot be preloaded into a running interpreter).
+#  - Tests in the suite 'static' link a program with -static, which the
+#    sanitizer runtimes do not support: they run in the plain build only.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -59,8 +61,8 @@ tsan_wrapper() {  # prints the wrapper TSan binaries need here ("" or setarch)
   fi
 }
 
-list_unit_tests() {  # names of the unit suite's tests ("proj:suite / name" or "name")
-  meson test -C "$1" --list --suite unit 2>/dev/null | grep -v '^ninja' | sed 's|.* / ||'
+list_tests() {  # names of a suite's tests ("proj:suite / name" or "name"); more meson args after
+  meson test -C "$1" --list "${@:2}" 2>/dev/null | grep -v '^ninja' | sed 's|.* / ||'
 }
 
 declare -A result
@@ -85,8 +87,9 @@ for kind in "${WHICH[@]}"; do
     fi
   fi
   echo "== $kind: meson test --suite unit"
-  # Every unit test but the Python one, which runs apart (see the top).
-  mapfile -t tests < <(list_unit_tests "$dir" | grep -vx python_binding)
+  # Every unit test but the Python and static ones (see the top).
+  mapfile -t tests < <(list_tests "$dir" --suite unit --no-suite python --no-suite static)
+  mapfile -t pytests < <(list_tests "$dir" --suite python)
   if [[ ${#tests[@]} -eq 0 ]]; then
     echo "sanitize.sh: no unit tests found in $dir" >&2
     exit 2
@@ -96,19 +99,19 @@ for kind in "${WHICH[@]}"; do
     >"$dir/sanitize.log" 2>&1
   rc=$?
   set -e
-  if list_unit_tests "$dir" | grep -qx python_binding; then
+  if [[ ${#pytests[@]} -gt 0 ]]; then
     if [[ $kind == asan ]]; then
       libasan=$(c++ -print-file-name=libasan.so)
       set +e
       LD_PRELOAD=$libasan ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
-        meson test -C "$dir" --no-rebuild --print-errorlogs --logbase pylog python_binding \
+        meson test -C "$dir" --no-rebuild --print-errorlogs --logbase pylog "${pytests[@]}" \
         >>"$dir/sanitize.log" 2>&1
       prc=$?
       set -e
       [[ $prc -ne 0 ]] && rc=$prc
       cat "$dir/meson-logs/pylog.txt" >>"$dir/meson-logs/testlog.txt" 2>/dev/null || true
     else
-      echo "   python_binding skipped under TSan (an interpreter cannot load TSan late)"
+      echo "   ${pytests[*]} skipped under TSan (an interpreter cannot load TSan late)"
     fi
   fi
   log=$dir/meson-logs/testlog.txt
