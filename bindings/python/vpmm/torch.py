@@ -46,7 +46,8 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
 _lock = threading.Lock()
 _global_allocator: Any = None
 _pluggable: Any = None
-_mem_pools: Dict[Tuple[int, Optional[str], bool], Any] = {}
+_mem_pools: Dict[Tuple[int, Optional[str], bool, bool], Any] = {}
+_in_use: Dict[Tuple[int, Optional[str], bool, bool], int] = {}
 
 
 def _device_index(device: Any = None) -> int:
@@ -90,15 +91,18 @@ def is_global() -> bool:
     return _global_allocator is not None
 
 
-def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None) -> Any:
+def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
+             for_graphs: bool = False) -> Any:
     """The torch.cuda.MemPool whose allocations come from libvpmm for (device,
-    tag, host_backup), created on first use and kept for the process (its
-    cached blocks, and so their tag, are reused by later blocks with the same
-    key). Its ``.id`` can be passed to ``torch.cuda.graph(pool=...)``."""
+    tag, host_backup), created on first use and kept until
+    :func:`empty_cache` (PyTorch caches freed blocks in it for the next
+    block with the same key). CUDA graphs get a MemPool of their own per
+    key (``for_graphs``): blocks a graph uses between replays must never be
+    handed to eager tensors."""
     if not hasattr(_torch.cuda, "MemPool"):
         raise ImportError(f"vpmm.torch.pool needs torch.cuda.MemPool (PyTorch >= 2.5); "
                           f"this is PyTorch {_torch.__version__}")
-    key = (_device_index(device), tag or None, bool(host_backup))
+    key = (_device_index(device), tag or None, bool(host_backup), bool(for_graphs))
     with _lock:
         mp = _mem_pools.get(key)
     if mp is None:
@@ -108,6 +112,19 @@ def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any =
         with _lock:
             mp = _mem_pools.setdefault(key, mp)
     return mp
+
+
+@contextlib.contextmanager
+def _using(key: Tuple[int, Optional[str], bool, bool]) -> Iterator[None]:
+    # Counts the blocks in which a MemPool is entered, so that empty_cache
+    # never drops one in use.
+    with _lock:
+        _in_use[key] = _in_use.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _in_use[key] -= 1
 
 
 @contextlib.contextmanager
@@ -128,10 +145,12 @@ def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = Non
             yield None
         return
     idx = _device_index(device)
-    mp = mem_pool(tag, host_backup, idx)
-    with _torch.cuda.use_mem_pool(mp, device=idx):
-        with region(tag, host_backup):
-            yield mp
+    key = (idx, tag or None, bool(host_backup), False)
+    with _using(key):
+        mp = mem_pool(tag, host_backup, idx)
+        with _torch.cuda.use_mem_pool(mp, device=idx):
+            with region(tag, host_backup):
+                yield mp
 
 
 @contextlib.contextmanager
@@ -143,16 +162,29 @@ def graph(cuda_graph: Any, tag: Optional[str] = None, host_backup: bool = False,
     capture's private pool is the tag's MemPool, so graphs captured with the
     same tag share it."""
     idx = _device_index(device)
+    _quiesce_for_capture(idx)
     if is_global():
         with region(tag, host_backup):
             with _torch.cuda.graph(cuda_graph, stream=stream, capture_error_mode=capture_error_mode):
                 yield
         return
-    mp = mem_pool(tag, host_backup, idx)
-    with region(tag, host_backup):
-        with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
-                               capture_error_mode=capture_error_mode):
-            yield
+    mp = mem_pool(tag, host_backup, idx, for_graphs=True)
+    with _using((idx, tag or None, bool(host_backup), True)):
+        with region(tag, host_backup):
+            with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
+                                   capture_error_mode=capture_error_mode):
+                yield
+
+
+def _quiesce_for_capture(idx: int) -> None:
+    # A malloc during capture must not make libvpmm reuse memory freed on
+    # another stream: that reuse may need a GPU-side wait on an event recorded
+    # outside the capture, which invalidates it. With the device idle,
+    # PyTorch's cached blocks given back and the pool's free regions released,
+    # every capture-time malloc maps fresh memory (no event, no wait).
+    _torch.cuda.synchronize(idx)
+    _torch.cuda.empty_cache()
+    _default_pool(idx).trim(0)
 
 
 def default_pool(device: Any = None) -> Pool:
@@ -185,10 +217,21 @@ def resume(tag: Optional[str] = None, device: Any = None) -> bool:
 
 
 def empty_cache(device: Any = None) -> None:
-    """torch.cuda.empty_cache() (PyTorch gives its cached blocks back,
-    MemPools included), then trim the libvpmm pool to nothing cached."""
+    """Give cached memory back: PyTorch keeps freed blocks of a live MemPool
+    cached (torch.cuda.empty_cache() does not touch them), so the MemPools
+    of this device that no block is using are dropped (PyTorch then frees
+    their cached blocks, and frees the rest as their tensors die; the next
+    block makes a new MemPool), then torch.cuda.empty_cache(), then the
+    libvpmm pool is trimmed to nothing cached."""
+    import gc
+    idx = _device_index(device)
+    with _lock:
+        idle = [k for k in _mem_pools if k[0] == idx and not _in_use.get(k)]
+        dropped = [_mem_pools.pop(k) for k in idle]
+    del dropped
+    gc.collect()
     _torch.cuda.empty_cache()
-    default_pool(device).trim(0)
+    default_pool(idx).trim(0)
 
 
 # libvpmm counters under PyTorch's names where they mean the same thing
