@@ -151,6 +151,13 @@ class BindingTest(unittest.TestCase):
         ctypes.memmove(host, b"EDITED", 6)  # resume copies back what the backup holds
         self.assertTrue(self.pool.pause("nb"))
         self.assertIsNone(self.pool.backup(n))  # paused without a backup
+        L = vpmm._library  # the C call's own argument checks
+        self.assertEqual(L.pool_backup_lookup(None, w, None, None), 1)  # INVALID_ARGUMENT: pool
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, None, None, None), 1)  # ptr
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, 4096, None, None), 3)  # UNKNOWN_POINTER
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, w, None, None), 0)  # outs optional
+        with self.assertRaises(vpmm.UnknownPointer):
+            self.pool.backup(4096)
         self.assertTrue(self.pool.resume(None))
         self.assertEqual(ctypes.string_at(w, 13), b"backup!EDITED")
         self.assertEqual(self.pool.tag_stats()["n_live"], 2)

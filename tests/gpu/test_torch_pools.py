@@ -54,8 +54,9 @@ def partial_routing():
         th.start()
         th.join()
     assert not _owned_by_vpmm(pool, other["t"]), "another thread's tensor was routed"
-    # Freed blocks stay cached in the MemPool; empty_cache gives them back.
-    del inside
+    # Freed blocks stay cached in the MemPool; empty_cache gives them back
+    # (it drops the MemPool, so no reference to it may be kept here).
+    del inside, mp
     vt.empty_cache()
     assert pool.tag_stats("routed")["n_live"] == 0, pool.tag_stats("routed")
     assert pool.stats()["free_bytes"] == 0

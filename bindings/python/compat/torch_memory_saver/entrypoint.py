@@ -218,6 +218,9 @@ class TorchMemorySaver:
 
     @staticmethod
     def _reject(kwargs: Dict[str, Any], call: str) -> None:
+        # Newer torch_memory_saver options, passed with their "off" value
+        # (None/False) by callers that forward every argument, are fine.
+        kwargs = {k: v for k, v in kwargs.items() if v not in (None, False)}
         if kwargs:
             raise TypeError(f"torch_memory_saver (libvpmm): {call}() does not support "
                             f"{', '.join(sorted(kwargs))} (see docs/torch_memory_saver.md)")
