@@ -16,10 +16,11 @@
 #    memory mapping", "FATAL: ThreadSanitizer"); the script probes a TSan
 #    binary first and, if that fails, runs the suite under
 #    `setarch $(uname -m) -R` (ASLR off for the tests only).
-#  - python_binding runs the uninstrumented interpreter against the
-#    instrumented libvpmm.so: under ASan it runs with the ASan runtime
-#    preloaded (leak checks off: CPython keeps memory until exit); under TSan
-#    it is skipped (TSan cannot be preloaded into a running interpreter).
+#  - The Python tests ($PY_TESTS) run the uninstrumented interpreter against
+#    the instrumented libvpmm.so: under ASan they run with the ASan runtime
+#    preloaded (leak checks off: CPython keeps memory until exit; without the
+#    preload ASan aborts: "runtime does not come first"); under TSan they are
+#    skipped (TSan cannot be preloaded into a running interpreter).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,6 +35,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # fails its test, without the sanitizer's report).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=0:strict_string_checks=1:detect_stack_use_after_return=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-handle_segv=0:second_deadlock_stack=1:history_size=4}
+
+# The unit tests that load libvpmm into a Python interpreter (see Notes).
+PY_TESTS=(python_binding python_without_frameworks python_install hook_log binding_layout)
 
 # Sanitizer reports look like these in the test logs.
 REPORT_RE='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|ThreadSanitizer: reported|FATAL: ThreadSanitizer|ERROR: UndefinedBehaviorSanitizer'
@@ -85,8 +89,8 @@ for kind in "${WHICH[@]}"; do
     fi
   fi
   echo "== $kind: meson test --suite unit"
-  # Every unit test but the Python one, which runs apart (see the top).
-  mapfile -t tests < <(list_unit_tests "$dir" | grep -vx python_binding)
+  # Every unit test but the Python ones that load libvpmm, which run apart (see the top).
+  mapfile -t tests < <(list_unit_tests "$dir" | grep -vxF -f <(printf '%s\n' "${PY_TESTS[@]}"))
   if [[ ${#tests[@]} -eq 0 ]]; then
     echo "sanitize.sh: no unit tests found in $dir" >&2
     exit 2
@@ -96,19 +100,20 @@ for kind in "${WHICH[@]}"; do
     >"$dir/sanitize.log" 2>&1
   rc=$?
   set -e
-  if list_unit_tests "$dir" | grep -qx python_binding; then
+  mapfile -t py_here < <(list_unit_tests "$dir" | grep -xF -f <(printf '%s\n' "${PY_TESTS[@]}"))
+  if [[ ${#py_here[@]} -gt 0 ]]; then
     if [[ $kind == asan ]]; then
       libasan=$(c++ -print-file-name=libasan.so)
       set +e
       LD_PRELOAD=$libasan ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 \
-        meson test -C "$dir" --no-rebuild --print-errorlogs --logbase pylog python_binding \
+        meson test -C "$dir" --no-rebuild --print-errorlogs --logbase pylog "${py_here[@]}" \
         >>"$dir/sanitize.log" 2>&1
       prc=$?
       set -e
       [[ $prc -ne 0 ]] && rc=$prc
       cat "$dir/meson-logs/pylog.txt" >>"$dir/meson-logs/testlog.txt" 2>/dev/null || true
     else
-      echo "   python_binding skipped under TSan (an interpreter cannot load TSan late)"
+      echo "   ${py_here[*]} skipped under TSan (an interpreter cannot load TSan late)"
     fi
   fi
   log=$dir/meson-logs/testlog.txt
