@@ -5,7 +5,7 @@ import contextlib
 import os
 from typing import Iterator, Optional
 
-__all__ = ["change_env"]
+__all__ = ["change_env", "is_xpu"]
 
 
 @contextlib.contextmanager
@@ -24,3 +24,8 @@ def change_env(key: str, value: Optional[str]) -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = old
+
+
+def is_xpu() -> bool:
+    """False: the drop-in runs on CUDA devices only."""
+    return False
