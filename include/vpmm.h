@@ -777,6 +777,40 @@ VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_
 VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacity,
                                       size_t* needed);
 
+/* ------------------------------------------------------------------------ */
+/* Python frameworks: backups of paused allocations, CuPy hooks (issue 12)   */
+/* ------------------------------------------------------------------------ */
+/* The host backup of the paused allocation that contains ptr (interior
+ * pointers allowed): *host (may be NULL) receives the address of ptr's byte
+ * in the backup, *bytes (may be NULL) how many backup bytes follow it up to
+ * the end of the paused region (page padding included). The backup is owned
+ * by the pool; it may be read (and written: resume copies back whatever it
+ * holds) until the allocation is resumed or freed, after which the buffer
+ * goes back to the pool's cache and the pointer must not be used.
+ * Errors: INVALID_ARGUMENT (null pool or ptr), UNKNOWN_POINTER (ptr is not in
+ * an allocation of this pool), WRONG_STATE (the allocation is active, or was
+ * paused without VPMM_ALLOC_HOST_BACKUP). Thread safe; the caller must not
+ * race it with a resume or free of the same allocation. */
+VPMM_API vpmm_status vpmm_pool_backup_lookup(vpmm_pool* pool, const void* ptr, void** host,
+                                             uint64_t* bytes);
+
+/* CuPy cupy.cuda.memory.CFunctionAllocator entry points over the default
+ * pools (vpmm_default_pool(device)):
+ *   CFunctionAllocator(param, vpmm_cupy_malloc, vpmm_cupy_free, owner)
+ * `param` is NULL, or a const vpmm_alloc_attrs* the caller keeps alive (and
+ * unchanged) as long as the allocator is used: NULL means the calling
+ * thread's vpmm_region_push scope (or untagged), like the PyTorch hooks; an
+ * attrs pointer fixes the tag and flags of every allocation made through it.
+ * CuPy passes no stream: memory is allocated and freed in the order of the
+ * backend's default stream (NULL), which on CUDA is the legacy default stream
+ * and so is ordered after the work of CuPy's blocking streams. malloc returns
+ * NULL on failure (size 0 included; the reason is in vpmm_last_error() and,
+ * as VPMM_LOG allows, on stderr); CuPy itself does not turn NULL into an
+ * error, so wrap it (vpmm.cupy does). free of NULL or of a pointer the pool
+ * does not know is reported on stderr and otherwise ignored. Thread safe. */
+VPMM_API void* vpmm_cupy_malloc(void* param, size_t size, int device);
+VPMM_API void vpmm_cupy_free(void* param, void* ptr, int device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=0:strict_string_checks=1:detect_stack_use_after_return=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-handle_segv=0:second_deadlock_stack=1:history_size=4}
 
+# The unit tests that load libvpmm into a Python interpreter (see Notes).
+PY_TESTS=(python_binding python_without_frameworks python_install hook_log binding_layout)
+
 # Sanitizer reports look like these in the test logs.
 REPORT_RE='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|ThreadSanitizer: reported|FATAL: ThreadSanitizer|ERROR: UndefinedBehaviorSanitizer'
 

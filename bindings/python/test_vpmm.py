@@ -84,8 +84,8 @@ class BindingTest(unittest.TestCase):
         self.pool.free(p)
 
     def test_statuses_and_defaults_only_config(self):
-        self.assertEqual(vpmm._STATUS[8], "VPMM_ERR_TIMEOUT")
-        self.assertNotIn(100, vpmm._STATUS)  # no non-zero success any more
+        self.assertEqual(vpmm.errors.STATUS_NAMES[8], "VPMM_ERR_TIMEOUT")
+        self.assertNotIn(100, vpmm.errors.STATUS_NAMES)  # no non-zero success any more
         old = os.environ.get("VPMM_PAGE_SIZE")
         os.environ["VPMM_PAGE_SIZE"] = "not-a-size"
         try:
@@ -118,6 +118,161 @@ class BindingTest(unittest.TestCase):
             pool.free(w)
         finally:
             pool.close()
+
+    def test_exceptions_are_classes_of_their_status(self):
+        with self.assertRaises(vpmm.InvalidArgument) as e:
+            self.pool.malloc(0)
+        self.assertIsInstance(e.exception, ValueError)
+        self.assertEqual((e.exception.status, e.exception.name), (1, "VPMM_ERR_INVALID_ARGUMENT"))
+        self.assertIn("vpmm_pool_malloc", e.exception.message)
+        with self.assertRaises(vpmm.OutOfMemory) as e:
+            self.pool.malloc(1 << 30)  # more than host_capacity
+        self.assertIsInstance(e.exception, MemoryError)
+        self.assertIsInstance(e.exception, vpmm.VpmmError)
+        self.assertEqual(e.exception.name, "VPMM_ERR_OUT_OF_MEMORY")
+        with self.assertRaises(vpmm.UnknownPointer):
+            self.pool.lookup(12345)
+        with self.assertRaises(vpmm.InvalidArgument):
+            self.pool.pause("never-used")
+        with self.assertRaises(vpmm.InvalidArgument):
+            vpmm.Pool("no-such-backend")
+        self.assertIs(vpmm.Error, vpmm.VpmmError)
+
+    def test_tag_stats_lookup_and_backup_view(self):
+        w = self.pool.malloc(2 * PAGE, tag="kv", host_backup=True)
+        n = self.pool.malloc(PAGE, tag="nb")
+        self.assertEqual(self.pool.lookup(w + 10), (w, 2 * PAGE))
+        ctypes.memmove(w, b"backup!" * 10, 70)
+        self.assertIsNone(self.pool.backup(w))  # active: no backup to show
+        self.assertTrue(self.pool.pause("kv"))
+        ts = self.pool.tag_stats("kv")
+        self.assertEqual((ts["paused_bytes"], ts["n_paused"], ts["n_live"]), (2 * PAGE, 1, 0))
+        self.assertEqual(ts["backup_bytes"], 2 * PAGE)
+        host, nbytes = self.pool.backup(w + 7)
+        self.assertEqual(nbytes, 2 * PAGE - 7)
+        self.assertEqual(ctypes.string_at(host, 63), (b"backup!" * 10)[7:])
+        ctypes.memmove(host, b"EDITED", 6)  # resume copies back what the backup holds
+        self.assertTrue(self.pool.pause("nb"))
+        self.assertIsNone(self.pool.backup(n))  # paused without a backup
+        L = vpmm._library  # the C call's own argument checks
+        self.assertEqual(L.pool_backup_lookup(None, w, None, None), 1)  # INVALID_ARGUMENT: pool
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, None, None, None), 1)  # ptr
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, 4096, None, None), 3)  # UNKNOWN_POINTER
+        self.assertEqual(L.pool_backup_lookup(self.pool.handle, w, None, None), 0)  # outs optional
+        with self.assertRaises(vpmm.UnknownPointer):
+            self.pool.backup(4096)
+        self.assertTrue(self.pool.resume(None))
+        self.assertEqual(ctypes.string_at(w, 13), b"backup!EDITED")
+        self.assertEqual(self.pool.tag_stats()["n_live"], 2)
+        self.pool.free(w)
+        self.pool.free(n)
+
+    def test_limits_reservations_and_callbacks(self):
+        self.pool.set_limit(8 * PAGE)
+        self.assertEqual(self.pool.limit, 8 * PAGE)
+        calls = []
+
+        def on_oom(pool, nbytes):
+            calls.append(nbytes)
+            if len(calls) == 1:
+                pool.set_limit(16 * PAGE)  # make room, then ask for a retry
+                return True
+            return False
+        self.pool.set_oom_callback(on_oom)
+        big = self.pool.malloc(12 * PAGE)  # over the 8-page limit: the callback raises it
+        self.assertEqual(calls, [12 * PAGE])
+        self.assertEqual(self.pool.stats()["n_oom_recovered"], 1)
+        self.pool.free(big)
+        self.pool.set_oom_callback(None)
+        with self.pool.reserve(4 * PAGE) as r:
+            self.assertEqual(r.info(), (4 * PAGE, 0))
+            p = self.pool.malloc(2 * PAGE, reservation=r)
+            self.assertEqual(r.used, 2 * PAGE)
+            self.assertEqual(self.pool.stats()["reserved_bytes"], 4 * PAGE)
+            with self.assertRaises(vpmm.OutOfMemory):
+                self.pool.reserve(1 << 40)
+            with self.assertRaises(vpmm.Timeout):
+                self.pool.reserve(15 * PAGE, mode="block", timeout=0.01)
+        self.assertEqual(self.pool.stats()["reserved_bytes"], 0)
+        r.release()  # idempotent
+        self.pool.free(p)
+        self.pool.trim(0)
+        with self.assertRaises(vpmm.WrongState):
+            q = self.pool.malloc(4 * PAGE)
+            try:
+                self.pool.set_limit(2 * PAGE)
+            finally:
+                self.pool.free(q)
+
+    def test_config_and_pool_lifetime(self):
+        c = self.pool.config()
+        self.assertEqual((c["page_size"], c["backend"]), (PAGE, vpmm.BACKENDS["host"]))
+        with vpmm.Pool("host", use_env=False, host_capacity=64 << 20) as p:
+            self.assertTrue(p.owned)
+            self.assertIn("host owned", repr(p))
+        with self.assertRaises(vpmm.InvalidArgument):
+            p.stats()  # closed
+        self.assertRegex(vpmm.version(), r"^\d+\.\d+\.\d+$")
+        self.assertEqual(vpmm.abi_version(), 1)
+
+
+class DefaultPoolTest(unittest.TestCase):
+    """The process-wide pool of the hooks, as Python sees it. The test runs
+    with VPMM_BACKEND=host (set below before the pool exists)."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["VPMM_BACKEND"] = "host"
+        os.environ.setdefault("VPMM_HOST_CAPACITY", "256M")
+        cls.lib = ctypes.CDLL(vpmm.library_path())
+        cls.lib.vpmm_torch_malloc.restype = ctypes.c_void_p
+        cls.lib.vpmm_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        cls.lib.vpmm_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        cls.lib.vpmm_cupy_malloc.restype = ctypes.c_void_p
+        cls.lib.vpmm_cupy_malloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        cls.lib.vpmm_cupy_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+
+    def test_default_pool_is_the_hooks_pool(self):
+        d = vpmm.default_pool(0)
+        self.assertIs(d, vpmm.default_pool(0))
+        self.assertFalse(d.owned)
+        self.assertEqual(d.backend, "host")
+        with vpmm.region("hook-weights", host_backup=True):
+            p = self.lib.vpmm_torch_malloc(3 << 20, 0, None)
+        self.assertTrue(p)
+        ctypes.memmove(p, b"from the torch hook", 19)
+        self.assertEqual(d.tag_stats("hook-weights")["n_live"], 1)
+        self.assertTrue(d.pause("hook-weights"))
+        self.assertEqual(vpmm.default_pool_stats(0)["paused_bytes"], d.tag_stats("hook-weights")["paused_bytes"])
+        self.assertTrue(d.resume("hook-weights"))
+        self.assertEqual(ctypes.string_at(p, 19), b"from the torch hook")
+        self.lib.vpmm_torch_free(p, 3 << 20, 0, None)
+        d.close()  # no-op: the library owns it
+        self.assertEqual(d.tag_stats("hook-weights")["n_live"], 0)
+        d.check()
+
+    def test_cupy_hooks_take_region_or_fixed_attrs(self):
+        d = vpmm.default_pool(0)
+        with vpmm.region("cupy-scope"):
+            a = self.lib.vpmm_cupy_malloc(None, 4 << 20, 0)  # above small_size: its own pages
+        attrs = vpmm._library.sized(vpmm._AllocAttrs)
+        tag = ctypes.create_string_buffer(b"cupy-fixed")
+        attrs.tag = ctypes.addressof(tag)
+        attrs.flags = vpmm.ALLOC_HOST_BACKUP
+        b = self.lib.vpmm_cupy_malloc(ctypes.addressof(attrs), 4 << 20, 0)
+        self.assertTrue(a and b)
+        self.assertEqual(d.tag_stats("cupy-scope")["n_live"], 1)
+        self.assertEqual(d.tag_stats("cupy-fixed")["n_live"], 1)
+        ctypes.memmove(b, b"kept", 4)
+        self.assertTrue(d.pause("cupy-fixed"))
+        self.assertEqual(d.tag_stats("cupy-fixed")["backup_bytes"], 4 << 20)
+        self.assertTrue(d.resume("cupy-fixed"))
+        self.assertEqual(ctypes.string_at(b, 4), b"kept")
+        self.assertIsNone(self.lib.vpmm_cupy_malloc(None, 0, 0))
+        self.assertIn("vpmm_cupy_malloc", vpmm._library.last_error().decode())
+        self.lib.vpmm_cupy_free(None, a, 0)
+        self.lib.vpmm_cupy_free(None, b, 0)
+        self.assertEqual(d.tag_stats("cupy-scope")["n_live"] + d.tag_stats("cupy-fixed")["n_live"], 0)
 
 
 if __name__ == "__main__":

@@ -392,6 +392,14 @@ VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** b
   return guarded(call, [&] { return pool->pool->lookup(ptr, base, size); });
 }
 
+VPMM_API vpmm_status vpmm_pool_backup_lookup(vpmm_pool* pool, const void* ptr, void** host,
+                                             uint64_t* bytes) {
+  const char* call = "vpmm_pool_backup_lookup";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, ptr);
+  return guarded(call, [&] { return pool->pool->backup_lookup(ptr, host, bytes); });
+}
+
 VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream) {
   const char* call = "vpmm_pool_stream_synchronize";
   VPMM_CHECK_POOL(call, pool);

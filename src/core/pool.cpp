@@ -617,6 +617,29 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
   return fail(VPMM_ERR_UNKNOWN_POINTER, "vpmm_pool_lookup: pointer %p is not inside a live allocation of this pool", ptr);
 }
 
+// Read-only view of a paused region's backup: the pointer stays valid until
+// the region is resumed or freed (then the buffer returns to the cache).
+vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
+  const uint64_t va = reinterpret_cast<uint64_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  RegionIt it = m_.find_containing(va);
+  if (it == m_.end() || it->second.kind == Kind::Hole || it->second.kind == Kind::Free ||
+      it->second.kind == Kind::Zombie || it->second.kind == Kind::Transit)
+    return fail(VPMM_ERR_UNKNOWN_POINTER,
+                "vpmm_pool_backup_lookup: pointer %p is not inside an allocation of this pool", ptr);
+  if (it->second.kind != Kind::Paused)
+    return fail(VPMM_ERR_WRONG_STATE,
+                "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused", ptr);
+  if (!it->second.backup)
+    return fail(VPMM_ERR_WRONG_STATE,
+                "vpmm_pool_backup_lookup: the paused allocation containing %p has no host backup "
+                "(allocated without VPMM_ALLOC_HOST_BACKUP)", ptr);
+  const uint64_t off = va - it->first;
+  if (host) *host = static_cast<char*>(it->second.backup) + off;
+  if (bytes) *bytes = it->second.size - off;
+  return VPMM_OK;
+}
+
 vpmm_status Pool::stream_synchronize(Stream s) {
   if (!backend_->stream_valid(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT,

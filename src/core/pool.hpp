@@ -127,6 +127,8 @@ class Pool final : private SlabSource, private PipelineSteps {
                      Reservation* res, void** out);
   vpmm_status free(void* ptr, Stream s);
   vpmm_status lookup(const void* ptr, void** base, uint64_t* size);
+  // The host backup of the paused allocation containing ptr (vpmm_pool_backup_lookup).
+  vpmm_status backup_lookup(const void* ptr, void** host, uint64_t* bytes);
   vpmm_status stream_synchronize(Stream s);
   vpmm_status stream_retire(Stream s);
 

@@ -13,12 +13,10 @@
 
 #include "common/status.hpp"
 #include "core/log.hpp"
+#include "hooks/report.hpp"
 #include "vpmm.h"
 
-namespace {
-constexpr int kMaxDevices = 64;
-std::mutex g_mu;
-vpmm_pool* g_pools[kMaxDevices] = {};
+namespace vpmm {
 
 // A hook that returns NULL makes PyTorch report a bare "out of memory" or
 // "invalid argument"; the reason (a malformed VPMM_* variable, no device)
@@ -38,6 +36,13 @@ void report_hook_failure(const char* hook, vpmm_status st) {
                    ? " (reported once; VPMM_LOG=debug reports every failure)"
                    : "");
 }
+
+}  // namespace vpmm
+
+namespace {
+constexpr int kMaxDevices = 64;
+std::mutex g_mu;
+vpmm_pool* g_pools[kMaxDevices] = {};
 
 // VPMM_LOG=info: what the default pool of a device is, once, when created.
 void report_pool_created(int32_t device, vpmm_pool* pool) {
@@ -83,7 +88,7 @@ VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream) {
   vpmm_status st = vpmm_default_pool(device, &pool);
   if (st == VPMM_OK) st = vpmm_pool_malloc(pool, static_cast<uint64_t>(size), stream, &p);
   if (st != VPMM_OK) {
-    report_hook_failure("vpmm_torch_malloc", st);
+    vpmm::report_hook_failure("vpmm_torch_malloc", st);
     return nullptr;
   }
   return p;

@@ -1,0 +1,186 @@
+"""Finding and loading libvpmm.so.1, the C signatures, and the public structs
+as ctypes classes built from the library's own layout facts
+(vpmm_struct_layout / vpmm_struct_field), so the binding never carries a
+copy of a struct that could drift from the library it loaded."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type
+
+from .errors import error_for_status
+
+SONAME = "libvpmm.so.1"
+_BUILD_DIRS = ("build", "build-ci", "build-gpu", "build-release")
+
+
+def candidate_paths() -> List[str]:
+    """Where :func:`library_path` looks, in order: $VPMM_LIBRARY; the system
+    loader's name for libvpmm (ld.so.cache, LD_LIBRARY_PATH at load time);
+    the build directories of the source checkout this package sits in."""
+    out: List[str] = []
+    env = os.environ.get("VPMM_LIBRARY")
+    if env:
+        out.append(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    out.append(ctypes.util.find_library("vpmm") or SONAME)
+    out.extend(os.path.join(root, b, SONAME) for b in _BUILD_DIRS)
+    return out
+
+
+def _load() -> Tuple[ctypes.CDLL, str]:
+    errors = []
+    env = os.environ.get("VPMM_LIBRARY")
+    for path in candidate_paths():
+        if os.sep in path and not os.path.exists(path):
+            if path == env:
+                # An explicit choice that does not exist is an error, not a
+                # reason to pick some other library silently.
+                raise ImportError(f"vpmm: VPMM_LIBRARY={env!r} does not exist")
+            errors.append(f"{path}: not found")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            if path == env:
+                raise ImportError(f"vpmm: cannot load VPMM_LIBRARY={env!r}: {e}") from e
+            errors.append(f"{path}: {e}")
+    raise ImportError("vpmm: libvpmm.so.1 not found; set VPMM_LIBRARY to its path, install it where "
+                      "the system loader finds it, or build it in the source tree (meson setup "
+                      "build && ninja -C build). Tried: " + "; ".join(errors))
+
+
+lib, path = _load()
+
+u32, i32, u64, vp, cp, size_t = (ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64,
+                                 ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t)
+
+
+def sig(name: str, res: Any, *args: Any) -> Callable[..., Any]:
+    """The library's function `name` with its ctypes signature set."""
+    f = getattr(lib, name)
+    f.restype, f.argtypes = res, list(args)
+    return f
+
+
+last_error = sig("vpmm_last_error", cp)
+status_string = sig("vpmm_status_string", cp, i32)
+
+
+def check(status: int) -> None:
+    """Raise the exception of a failed status (VPMM_OK is the only success).
+    The message is read right away, on the thread that made the call."""
+    if status != 0:
+        raise error_for_status(status, last_error().decode(errors="replace"))
+
+
+# --- struct layouts from the library ---------------------------------------
+class _FieldInfo(ctypes.Structure):
+    # vpmm_field_info is the one struct the layout query itself needs; its
+    # layout is fixed by ABI 1 (struct_size tells the library how much we read).
+    _fields_ = [("struct_size", u32), ("kind", i32), ("name", cp), ("offset", u32), ("size", u32)]
+
+
+_KINDS = {1: u32, 2: i32, 3: u64, 4: ctypes.c_double, 5: vp}
+_layout = sig("vpmm_struct_layout", i32, cp, ctypes.POINTER(u32), ctypes.POINTER(u32))
+_field = sig("vpmm_struct_field", i32, cp, u32, ctypes.POINTER(_FieldInfo))
+
+
+def library_fields(struct: str) -> Tuple[int, List[Tuple[str, int, int, int]]]:
+    """(sizeof, [(field, kind, offset, size)...]) of a public struct as the
+    loaded library was built."""
+    size, n = u32(), u32()
+    check(_layout(struct.encode(), ctypes.byref(size), ctypes.byref(n)))
+    fields = []
+    for i in range(n.value):
+        f = _FieldInfo()
+        f.struct_size = ctypes.sizeof(_FieldInfo)
+        check(_field(struct.encode(), i, ctypes.byref(f)))
+        fields.append((f.name.decode(), f.kind, f.offset, f.size))
+    return size.value, fields
+
+
+def make_struct(struct: str, class_name: str) -> Type[ctypes.Structure]:
+    """A ctypes.Structure with exactly the library's fields of `struct`, in
+    order, checked field by field against the library's offsets and sizes
+    (an unknown field kind or any disagreement is an ImportError: a binding
+    that guessed would corrupt memory)."""
+    size, fields = library_fields(struct)
+    decl = []
+    for name, kind, _off, _sz in fields:
+        if kind not in _KINDS:
+            raise ImportError(f"vpmm: {struct}.{name} has field kind {kind}, unknown to this binding")
+        decl.append((name, _KINDS[kind]))
+    cls = type(class_name, (ctypes.Structure,), {"_fields_": decl, "__doc__":
+               f"{struct} as the loaded library lays it out (built from vpmm_struct_field)."})
+    for name, _kind, off, sz in fields:
+        d = getattr(cls, name)
+        if (d.offset, d.size) != (off, sz):
+            raise ImportError(f"vpmm: {struct}.{name} is at {off} ({sz} bytes) in the library, "
+                              f"{d.offset} ({d.size} bytes) in ctypes")
+    if ctypes.sizeof(cls) != size:
+        raise ImportError(f"vpmm: sizeof({struct}) is {size} in the library, {ctypes.sizeof(cls)} in ctypes")
+    return cls
+
+
+Config = make_struct("vpmm_config", "Config")
+Stats = make_struct("vpmm_stats", "Stats")
+AllocAttrs = make_struct("vpmm_alloc_attrs", "AllocAttrs")
+TagStats = make_struct("vpmm_tag_stats", "TagStats")
+RegionInfo = make_struct("vpmm_region_info", "RegionInfo")
+
+
+def field_names(cls: Type[ctypes.Structure]) -> List[str]:
+    """The data fields of a struct class (struct_size and reservedN padding left out)."""
+    return [n for n, _t in cls._fields_ if n != "struct_size" and not re.fullmatch(r"reserved\d+", n)]
+
+
+def sized(cls: Type[ctypes.Structure]) -> Any:
+    """A zeroed instance with struct_size set."""
+    s = cls()
+    s.struct_size = ctypes.sizeof(cls)
+    return s
+
+
+P = ctypes.POINTER
+OOM_FN = ctypes.CFUNCTYPE(ctypes.c_int, vp, u64, vp)
+PRESSURE_FN = ctypes.CFUNCTYPE(None, vp, ctypes.c_int, u64, vp)
+
+version = sig("vpmm_version", cp)
+abi_version = sig("vpmm_abi_version", i32)
+config_init = sig("vpmm_config_init", None, P(Config))
+config_init_defaults = sig("vpmm_config_init_defaults", None, P(Config))
+pool_create = sig("vpmm_pool_create", i32, P(Config), P(vp))
+pool_destroy = sig("vpmm_pool_destroy", i32, vp)
+pool_malloc_ex = sig("vpmm_pool_malloc_ex", i32, vp, u64, vp, P(AllocAttrs), P(vp))
+pool_free = sig("vpmm_pool_free", i32, vp, vp, vp)
+pool_lookup = sig("vpmm_pool_lookup", i32, vp, vp, P(vp), P(u64))
+pool_stream_synchronize = sig("vpmm_pool_stream_synchronize", i32, vp, vp)
+pool_stats = sig("vpmm_pool_stats", i32, vp, P(Stats))
+pool_check = sig("vpmm_pool_check", i32, vp)
+pool_pause_ex = sig("vpmm_pool_pause_ex", i32, vp, cp, P(u64))
+pool_resume_ex = sig("vpmm_pool_resume_ex", i32, vp, cp, P(u64))
+pool_tag_stats = sig("vpmm_pool_tag_stats", i32, vp, cp, P(TagStats))
+pool_trim = sig("vpmm_pool_trim", i32, vp, u64)
+pool_dump = sig("vpmm_pool_dump", i32, vp, P(RegionInfo), size_t, P(size_t))
+pool_dump_text = sig("vpmm_pool_dump_text", i32, vp, cp, size_t, P(size_t))
+pool_layout = sig("vpmm_pool_layout", i32, vp, cp, size_t, P(size_t))
+pool_get_config = sig("vpmm_pool_get_config", i32, vp, P(Config))
+pool_backend_name = sig("vpmm_pool_backend_name", cp, vp)
+pool_set_limit = sig("vpmm_pool_set_limit", i32, vp, u64)
+pool_reserve_ex = sig("vpmm_pool_reserve_ex", i32, vp, u64, u32, u64, P(vp))
+reservation_info = sig("vpmm_reservation_info", i32, vp, vp, P(u64), P(u64))
+reservation_release = sig("vpmm_reservation_release", i32, vp, vp)
+pool_set_oom_callback = sig("vpmm_pool_set_oom_callback", i32, vp, OOM_FN, vp)
+pool_set_pressure_callback = sig("vpmm_pool_set_pressure_callback", i32, vp, PRESSURE_FN, vp)
+region_push = sig("vpmm_region_push", i32, cp, u32)
+region_pop = sig("vpmm_region_pop", i32)
+default_pool = sig("vpmm_default_pool", i32, i32, P(vp))
+# Appended by issue 12; absent from older libraries (then None).
+pool_backup_lookup: Optional[Callable[..., int]] = (
+    sig("vpmm_pool_backup_lookup", i32, vp, vp, P(vp), P(u64))
+    if hasattr(lib, "vpmm_pool_backup_lookup") else None)
+

@@ -1,0 +1,404 @@
+"""Pools, reservations and allocation scopes over the C API."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from . import _library as L
+from .errors import InvalidArgument
+
+__all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
+           "ALLOC_HOST_BACKUP"]
+
+#: vpmm_config.backend values by name.
+BACKENDS: Dict[str, int] = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
+#: vpmm_region_info.kind values and their names.
+REGION_KINDS: Dict[int, str] = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused"}
+#: VPMM_ALLOC_HOST_BACKUP: pause keeps the bytes in host memory, resume restores them.
+ALLOC_HOST_BACKUP = 1
+_RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
+_OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
+_NO_TIMEOUT = (1 << 64) - 1
+
+Stream = Optional[int]
+"""A stream handle as an integer (cudaStream_t, torch.cuda.Stream.cuda_stream,
+a host stream); None or 0 is the backend's default stream."""
+
+
+def _tag(tag: Optional[str]) -> Optional[bytes]:
+    if tag is None or tag == "":
+        return None
+    if not isinstance(tag, str):
+        raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
+    return tag.encode()
+
+
+class Reservation:
+    """Bytes of a pool's capacity promised to one owner (vpmm_pool_reserve).
+
+    Pass it to :meth:`Pool.malloc` (``reservation=``) to charge allocations
+    to it. Release it with :meth:`release` or by leaving a ``with`` block;
+    allocations still charged stay valid and count as unreserved."""
+
+    def __init__(self, pool: "Pool", handle: int) -> None:
+        self._pool = pool
+        self._h: Optional[int] = handle
+
+    @property
+    def handle(self) -> int:
+        """The vpmm_reservation* as an integer (0 once released)."""
+        return self._h or 0
+
+    def info(self) -> Tuple[int, int]:
+        """(size, used): bytes reserved and bytes currently charged."""
+        size, used = L.u64(), L.u64()
+        L.check(L.reservation_info(self._pool._handle(), self._h, ctypes.byref(size), ctypes.byref(used)))
+        return size.value, used.value
+
+    @property
+    def size(self) -> int:
+        """Bytes reserved."""
+        return self.info()[0]
+
+    @property
+    def used(self) -> int:
+        """Bytes of live allocations charged to the reservation."""
+        return self.info()[1]
+
+    def release(self) -> None:
+        """Give the bytes back (idempotent)."""
+        if self._h:
+            L.check(L.reservation_release(self._pool._handle(), self._h))
+            self._h = None
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<vpmm.Reservation {'released' if not self._h else hex(self._h)}>"
+
+
+class Pool:
+    """A libvpmm pool.
+
+    ``Pool(backend, use_env=True, **fields)`` creates a pool that this object
+    owns (destroyed by :meth:`close` or at the end of a ``with`` block; never
+    implicitly, since live tensors may point into it). Keyword arguments are
+    vpmm_config fields (page_size, va_size, host_capacity, memory_limit, ...).
+    With ``use_env=False`` the VPMM_* environment variables are ignored.
+
+    :func:`default_pool` returns a non-owning Pool over the library's
+    process-wide pool of a device, the one the PyTorch and CuPy hooks use.
+
+    Every method may be called from any thread (the pool serialises
+    internally); failures raise the :class:`vpmm.VpmmError` subclass of the
+    status.
+    """
+
+    def __init__(self, backend: str = "auto", use_env: bool = True, **fields: Any) -> None:
+        if backend not in BACKENDS:
+            raise InvalidArgument(1, f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
+        cfg = L.Config()
+        (L.config_init if use_env else L.config_init_defaults)(ctypes.byref(cfg))
+        cfg.backend = BACKENDS[backend]
+        for k, v in fields.items():
+            if k not in L.field_names(L.Config):
+                raise TypeError(f"unknown vpmm_config field {k!r}")
+            setattr(cfg, k, v)
+        h = L.vp()
+        L.check(L.pool_create(ctypes.byref(cfg), ctypes.byref(h)))
+        self._h: Optional[int] = h.value
+        self._owned = True
+        self._callbacks: Dict[str, Any] = {}
+
+    @classmethod
+    def _wrap(cls, handle: int) -> "Pool":
+        p = cls.__new__(cls)
+        p._h, p._owned, p._callbacks = handle, False, {}
+        return p
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise InvalidArgument(1, "the pool is closed")
+        return self._h
+
+    # --- lifetime --------------------------------------------------------
+    @property
+    def handle(self) -> int:
+        """The vpmm_pool* as an integer (for other bindings or ctypes calls)."""
+        return self._handle()
+
+    @property
+    def owned(self) -> bool:
+        """True if :meth:`close` destroys the pool (False for default pools)."""
+        return self._owned
+
+    def close(self) -> None:
+        """Destroy an owned pool (every pointer into it becomes invalid).
+        A no-op on a default pool, which lives as long as the process."""
+        if self._h and self._owned:
+            L.check(L.pool_destroy(self._h))
+        if self._owned:
+            self._h = None
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if not self._h:
+            return "<vpmm.Pool closed>"
+        kind = "owned" if self._owned else "default"
+        return f"<vpmm.Pool {self.backend} {kind} {hex(self._h)}>"
+
+    # --- configuration ---------------------------------------------------
+    @property
+    def backend(self) -> str:
+        """"cuda", "hip" or "host"."""
+        return L.pool_backend_name(self._handle()).decode()
+
+    def config(self) -> Dict[str, Any]:
+        """The effective vpmm_config (defaults resolved) as a dict."""
+        c = L.sized(L.Config)
+        L.check(L.pool_get_config(self._handle(), ctypes.byref(c)))
+        return {n: getattr(c, n) for n in L.field_names(L.Config)}
+
+    # --- allocation ------------------------------------------------------
+    def malloc(self, size: int, stream: Stream = None, tag: Optional[str] = None,
+               host_backup: bool = False, reservation: Optional[Reservation] = None) -> int:
+        """Allocate `size` bytes usable on `stream`; returns the address.
+
+        With neither tag, host_backup nor reservation the calling thread's
+        :func:`region` scope applies. A tag makes the allocation pausable;
+        host_backup keeps its bytes across a pause."""
+        out = L.vp()
+        if tag is None and not host_backup and reservation is None:
+            attrs = None
+        else:
+            if host_backup and tag is None:
+                raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")
+            attrs = L.sized(L.AllocAttrs)
+            attrs.flags = ALLOC_HOST_BACKUP if host_backup else 0
+            t = _tag(tag)
+            buf = ctypes.create_string_buffer(t) if t else None  # lives until the call returns
+            attrs.tag = ctypes.addressof(buf) if buf is not None else None
+            attrs.reservation = reservation.handle if reservation is not None else None
+        L.check(L.pool_malloc_ex(self._handle(), size, stream,
+                                 ctypes.byref(attrs) if attrs is not None else None, ctypes.byref(out)))
+        return out.value
+
+    def free(self, ptr: int, stream: Stream = None) -> None:
+        """Free an address returned by :meth:`malloc`, in the order of `stream`."""
+        L.check(L.pool_free(self._handle(), ptr, stream))
+
+    def lookup(self, ptr: int) -> Tuple[int, int]:
+        """(base, size) of the allocation containing `ptr` (interior pointers allowed)."""
+        base, size = L.vp(), L.u64()
+        L.check(L.pool_lookup(self._handle(), ptr, ctypes.byref(base), ctypes.byref(size)))
+        return base.value or 0, size.value
+
+    def synchronize(self, stream: Stream = None) -> None:
+        """Block until the work queued on `stream` completed."""
+        L.check(L.pool_stream_synchronize(self._handle(), stream))
+
+    # --- pause and resume ------------------------------------------------
+    def pause(self, tag: Optional[str] = None) -> bool:
+        """Pause every live allocation with `tag` (None: every tagged one):
+        backups copied to host memory, physical memory released, addresses
+        kept. Returns True if something was paused, False if nothing with
+        that tag was active."""
+        n = L.u64()
+        L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        return n.value > 0
+
+    def resume(self, tag: Optional[str] = None) -> bool:
+        """Resume paused allocations with `tag` (None: all) at the same
+        addresses, restoring backups. Returns True if something was resumed.
+        Raises :class:`vpmm.OutOfMemory` when memory is short; what was not
+        resumed stays paused with its backup, so the call can be retried."""
+        n = L.u64()
+        L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        return n.value > 0
+
+    def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
+        """Byte and region counts of one tag (None: all tagged allocations):
+        live_bytes, paused_bytes, backup_bytes, n_live, n_paused."""
+        s = L.sized(L.TagStats)
+        L.check(L.pool_tag_stats(self._handle(), _tag(tag), ctypes.byref(s)))
+        return {n: getattr(s, n) for n in L.field_names(L.TagStats)}
+
+    def backup(self, ptr: int) -> Optional[Tuple[int, int]]:
+        """(host address, bytes) of the host backup of the paused allocation
+        containing `ptr`, or None when it is active or has no backup. The
+        buffer belongs to the pool and is valid until the allocation is
+        resumed or freed."""
+        if L.pool_backup_lookup is None:
+            raise NotImplementedError("the loaded libvpmm predates vpmm_pool_backup_lookup")
+        host, n = L.vp(), L.u64()
+        st = L.pool_backup_lookup(self._handle(), ptr, ctypes.byref(host), ctypes.byref(n))
+        if st == 4:  # WRONG_STATE: active, or paused without a backup
+            return None
+        L.check(st)
+        return host.value or 0, n.value
+
+    # --- memory ----------------------------------------------------------
+    def trim(self, keep_bytes: int = 0) -> None:
+        """Give cached free memory back to the driver until at most
+        `keep_bytes` stay mapped in free regions (torch.cuda.empty_cache)."""
+        L.check(L.pool_trim(self._handle(), keep_bytes))
+
+    def set_limit(self, limit_bytes: int) -> None:
+        """Change the hard cap on mapped bytes (0 = none). Raises
+        :class:`vpmm.WrongState` when more than that is in use after trimming."""
+        L.check(L.pool_set_limit(self._handle(), limit_bytes))
+
+    @property
+    def limit(self) -> int:
+        """The capacity in force: the memory limit, else the device's memory."""
+        return self.stats()["capacity_bytes"]
+
+    @limit.setter
+    def limit(self, limit_bytes: int) -> None:
+        self.set_limit(limit_bytes)
+
+    def reserve(self, nbytes: int, mode: str = "try", overdraft: Optional[str] = None,
+                timeout: Optional[float] = None) -> Reservation:
+        """Reserve `nbytes` of capacity. mode: "try" (fail at once with
+        OutOfMemory), "block" (wait, up to `timeout` seconds, then
+        :class:`vpmm.Timeout`), "upto" (whatever is available, at least 1
+        byte). overdraft: what an allocation beyond the reservation does:
+        None/"fail", "ignore" (counts as unreserved), "grow"."""
+        if mode not in _RESERVE_MODES or overdraft not in _OVERDRAFT:
+            raise InvalidArgument(1, f"reserve: mode {mode!r} / overdraft {overdraft!r} unknown")
+        ns = _NO_TIMEOUT if timeout is None else max(0, int(timeout * 1e9))
+        out = L.vp()
+        L.check(L.pool_reserve_ex(self._handle(), nbytes, _RESERVE_MODES[mode] | _OVERDRAFT[overdraft],
+                                  ns, ctypes.byref(out)))
+        return Reservation(self, out.value)
+
+    def set_oom_callback(self, fn: Optional[Callable[["Pool", int], bool]]) -> None:
+        """Call fn(pool, bytes) when a malloc or resume runs out of memory;
+        a true return asks for a retry (at most 8). None removes it. An
+        exception in fn counts as False (it is printed, not raised)."""
+        if fn is None:
+            L.check(L.pool_set_oom_callback(self._handle(), L.OOM_FN(), None))
+            self._callbacks.pop("oom", None)
+            return
+
+        def tramp(_p: int, nbytes: int, _u: int) -> int:
+            try:
+                return 1 if fn(self, nbytes) else 0
+            except Exception:  # an exception cannot cross the C frame
+                import traceback
+                traceback.print_exc()
+                return 0
+        cb = L.OOM_FN(tramp)
+        L.check(L.pool_set_oom_callback(self._handle(), cb, None))
+        self._callbacks["oom"] = cb  # the C side holds a raw pointer to it
+
+    def set_pressure_callback(self, fn: Optional[Callable[["Pool", bool, int], None]]) -> None:
+        """Call fn(pool, under_pressure, mapped_bytes) when the mapped bytes
+        cross the trigger watermark up or the stop watermark down. None removes it."""
+        if fn is None:
+            L.check(L.pool_set_pressure_callback(self._handle(), L.PRESSURE_FN(), None))
+            self._callbacks.pop("pressure", None)
+            return
+
+        def tramp(_p: int, under: int, mapped: int, _u: int) -> None:
+            try:
+                fn(self, bool(under), mapped)
+            except Exception:
+                import traceback
+                traceback.print_exc()
+        cb = L.PRESSURE_FN(tramp)
+        L.check(L.pool_set_pressure_callback(self._handle(), cb, None))
+        self._callbacks["pressure"] = cb
+
+    # --- observability ---------------------------------------------------
+    def stats(self) -> Dict[str, int]:
+        """Every vpmm_stats counter of the loaded library, by field name."""
+        s = L.sized(L.Stats)
+        L.check(L.pool_stats(self._handle(), ctypes.byref(s)))
+        return {n: getattr(s, n) for n in L.field_names(L.Stats)}
+
+    def check(self) -> None:
+        """Verify every invariant of the pool; raises InternalError if one fails."""
+        L.check(L.pool_check(self._handle()))
+
+    def regions(self) -> List[Dict[str, Any]]:
+        """Every region in ascending VA order, as dicts of vpmm_region_info
+        fields with ``kind`` as a name ("live", "free", "hole", "paused", ...)."""
+        n = L.size_t()
+        L.check(L.pool_dump(self._handle(), None, 0, ctypes.byref(n)))
+        while True:
+            cap = max(n.value, 1)
+            buf = (L.RegionInfo * cap)()
+            buf[0].struct_size = ctypes.sizeof(L.RegionInfo)  # the stride the library writes with
+            L.check(L.pool_dump(self._handle(), buf, cap, ctypes.byref(n)))
+            if n.value <= cap:
+                break
+        names = [f for f in L.field_names(L.RegionInfo) if f != "kind"]
+        return [dict({"kind": REGION_KINDS.get(r.kind, r.kind)}, **{f: getattr(r, f) for f in names})
+                for r in buf[:n.value]]
+
+    def dump(self) -> str:
+        """The stats and the region map in the seed notation (vpmm_pool_dump_text)."""
+        need = L.size_t()
+        L.check(L.pool_dump_text(self._handle(), None, 0, ctypes.byref(need)))
+        buf = ctypes.create_string_buffer(need.value)
+        L.check(L.pool_dump_text(self._handle(), buf, need.value, None))
+        return buf.value.decode()
+
+    def layout(self) -> str:
+        """The regions in the seed notation on one line, e.g.
+        ``"[4][*6][1][11][*42]"`` (sizes in pages; vpmm_pool_layout)."""
+        need = L.size_t()
+        L.check(L.pool_layout(self._handle(), None, 0, ctypes.byref(need)))
+        while True:  # the pool may change between the calls: retry until it fits
+            cap = need.value + 64
+            buf = ctypes.create_string_buffer(cap)
+            L.check(L.pool_layout(self._handle(), buf, cap, ctypes.byref(need)))
+            if need.value <= cap:
+                return buf.value.decode()
+
+
+@contextlib.contextmanager
+def region(tag: Optional[str], host_backup: bool = False) -> Iterator[None]:
+    """Tag every allocation the calling thread makes inside the block
+    (vpmm_region_push / vpmm_region_pop): mallocs without attributes, the
+    PyTorch and CuPy hooks. Scopes nest; tag None opens an untagged scope.
+
+    The scope is per OS thread: allocations other threads make meanwhile are
+    not tagged (PyTorch's autograd runs backward on threads of its own)."""
+    if host_backup and not tag:
+        raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")
+    L.check(L.region_push(_tag(tag), ALLOC_HOST_BACKUP if host_backup else 0))
+    try:
+        yield
+    finally:
+        L.check(L.region_pop())
+
+
+_defaults: Dict[int, Pool] = {}
+_defaults_lock = threading.Lock()
+
+
+def default_pool(device: int = 0) -> Pool:
+    """The library's process-wide pool of `device` (vpmm_default_pool): the
+    pool the PyTorch and CuPy hooks allocate from. Created on first use from
+    the VPMM_* environment; owned by the library (close() is a no-op). The
+    same Pool object is returned for a device every time."""
+    with _defaults_lock:
+        p = _defaults.get(device)
+        if p is None:
+            h = L.vp()
+            L.check(L.default_pool(device, ctypes.byref(h)))
+            p = _defaults[device] = Pool._wrap(h.value)
+        return p

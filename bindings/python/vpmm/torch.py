@@ -1,0 +1,262 @@
+"""PyTorch on libvpmm: all of PyTorch, or only the allocations made inside a
+``with vpmm.torch.pool(tag):`` block, with pause/resume by tag.
+
+Two ways to route memory, chosen per process:
+
+* :func:`use_as_allocator` replaces PyTorch's CUDA allocator for the whole
+  process (CUDAPluggableAllocator over vpmm_torch_malloc/vpmm_torch_free).
+  Call it before the first CUDA allocation.
+* :func:`pool` leaves PyTorch's caching allocator in charge and routes only
+  what is allocated inside the block through libvpmm, into a
+  ``torch.cuda.MemPool`` whose allocator is libvpmm (one MemPool per device,
+  tag and host_backup). Everything else stays on PyTorch's own allocator.
+
+Either way the memory comes from the default pool of the device
+(:func:`default_pool`), and :func:`pause` / :func:`resume` release and
+restore the physical memory of a tag while every tensor keeps its address,
+so CUDA graphs captured over those tensors replay after a resume.
+
+Thread rule: the tag reaches libvpmm through the calling thread's
+vpmm_region_push scope, and ``torch.cuda.use_mem_pool`` routes the calling
+thread only, so both hold for allocations made *on the thread that entered
+the block*. Allocations PyTorch makes on other threads (autograd's backward
+threads, DataLoader workers) are not routed or tagged; enter the block on
+those threads too if they must be.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+try:
+    import torch as _torch
+except ImportError as _e:  # the binding itself needs no framework
+    raise ImportError(
+        "vpmm.torch needs PyTorch, which is not installed (import torch failed: "
+        f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
+
+from . import _library
+from ._pool import Pool, default_pool as _default_pool, region
+from .errors import InvalidArgument
+
+__all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
+           "resume", "empty_cache", "memory_stats", "default_pool", "synchronize"]
+
+_lock = threading.Lock()
+_global_allocator: Any = None
+_pluggable: Any = None
+_mem_pools: Dict[Tuple[int, Optional[str], bool, bool], Any] = {}
+_in_use: Dict[Tuple[int, Optional[str], bool, bool], int] = {}
+
+
+def _device_index(device: Any = None) -> int:
+    if device is None:
+        return _torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    d = _torch.device(device)
+    if d.type != "cuda":
+        raise InvalidArgument(1, f"vpmm.torch: device {device!r} is not a CUDA device")
+    return d.index if d.index is not None else _torch.cuda.current_device()
+
+
+def pluggable_allocator() -> Any:
+    """The CUDAPluggableAllocator over vpmm_torch_malloc / vpmm_torch_free
+    (created once per process)."""
+    global _pluggable
+    with _lock:
+        if _pluggable is None:
+            _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(
+                _library.path, "vpmm_torch_malloc", "vpmm_torch_free")
+        return _pluggable
+
+
+def use_as_allocator() -> Any:
+    """Route every CUDA allocation of PyTorch through libvpmm's default pools.
+    Global and final for the process (PyTorch cannot switch back); call it
+    before the first CUDA allocation. Idempotent. Returns the
+    CUDAPluggableAllocator."""
+    global _global_allocator
+    alloc = pluggable_allocator()
+    with _lock:
+        if _global_allocator is None:
+            _torch.cuda.memory.change_current_allocator(alloc)
+            _global_allocator = alloc
+    return alloc
+
+
+def is_global() -> bool:
+    """True once :func:`use_as_allocator` replaced PyTorch's allocator."""
+    return _global_allocator is not None
+
+
+def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
+             for_graphs: bool = False) -> Any:
+    """The torch.cuda.MemPool whose allocations come from libvpmm for (device,
+    tag, host_backup), created on first use and kept until
+    :func:`empty_cache` (PyTorch caches freed blocks in it for the next
+    block with the same key). CUDA graphs get a MemPool of their own per
+    key (``for_graphs``): blocks a graph uses between replays must never be
+    handed to eager tensors."""
+    if not hasattr(_torch.cuda, "MemPool"):
+        raise ImportError(f"vpmm.torch.pool needs torch.cuda.MemPool (PyTorch >= 2.5); "
+                          f"this is PyTorch {_torch.__version__}")
+    key = (_device_index(device), tag or None, bool(host_backup), bool(for_graphs))
+    with _lock:
+        mp = _mem_pools.get(key)
+    if mp is None:
+        alloc = pluggable_allocator().allocator()
+        with _torch.cuda.device(key[0]):
+            mp = _torch.cuda.MemPool(alloc)
+        with _lock:
+            mp = _mem_pools.setdefault(key, mp)
+    return mp
+
+
+@contextlib.contextmanager
+def _using(key: Tuple[int, Optional[str], bool, bool]) -> Iterator[None]:
+    # Counts the blocks in which a MemPool is entered, so that empty_cache
+    # never drops one in use.
+    with _lock:
+        _in_use[key] = _in_use.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _in_use[key] -= 1
+
+
+@contextlib.contextmanager
+def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None) -> Iterator[Any]:
+    """Route the CUDA allocations this thread makes inside the block through
+    libvpmm, tagged `tag` (pausable with :func:`pause`), their bytes kept
+    across a pause if host_backup. Yields the MemPool (None after
+    :func:`use_as_allocator`, where everything goes through libvpmm already
+    and only the tag scope is needed).
+
+    Tensors allocated inside keep coming from libvpmm after the block ends;
+    PyTorch caches their freed blocks in the MemPool for the next block with
+    the same tag (:func:`empty_cache` gives them back)."""
+    if host_backup and not tag:
+        raise InvalidArgument(1, "vpmm.torch.pool: host_backup needs a tag (only tagged memory pauses)")
+    if is_global():
+        with region(tag, host_backup):
+            yield None
+        return
+    idx = _device_index(device)
+    key = (idx, tag or None, bool(host_backup), False)
+    with _using(key):
+        mp = mem_pool(tag, host_backup, idx)
+        with _torch.cuda.use_mem_pool(mp, device=idx):
+            with region(tag, host_backup):
+                yield mp
+
+
+@contextlib.contextmanager
+def graph(cuda_graph: Any, tag: Optional[str] = None, host_backup: bool = False, stream: Any = None,
+          capture_error_mode: str = "global", device: Any = None) -> Iterator[None]:
+    """``torch.cuda.graph(cuda_graph, ...)`` whose memory (what the captured
+    work allocates) comes from libvpmm with `tag`: pausing the tag releases
+    it, and the graph replays after a resume (addresses are kept). The
+    capture's private pool is the tag's MemPool, so graphs captured with the
+    same tag share it."""
+    idx = _device_index(device)
+    _quiesce_for_capture(idx)
+    if is_global():
+        with region(tag, host_backup):
+            with _torch.cuda.graph(cuda_graph, stream=stream, capture_error_mode=capture_error_mode):
+                yield
+        return
+    mp = mem_pool(tag, host_backup, idx, for_graphs=True)
+    with _using((idx, tag or None, bool(host_backup), True)):
+        with region(tag, host_backup):
+            with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
+                                   capture_error_mode=capture_error_mode):
+                yield
+
+
+def _quiesce_for_capture(idx: int) -> None:
+    # A malloc during capture must not make libvpmm reuse memory freed on
+    # another stream: that reuse may need a GPU-side wait on an event recorded
+    # outside the capture, which invalidates it. With the device idle,
+    # PyTorch's cached blocks given back and the pool's free regions released,
+    # every capture-time malloc maps fresh memory (no event, no wait).
+    _torch.cuda.synchronize(idx)
+    _torch.cuda.empty_cache()
+    _default_pool(idx).trim(0)
+
+
+def default_pool(device: Any = None) -> Pool:
+    """The libvpmm default pool of a CUDA device (current device if None):
+    where :func:`use_as_allocator` and :func:`pool` allocate from."""
+    return _default_pool(_device_index(device))
+
+
+def synchronize(device: Any = None) -> None:
+    """torch.cuda.synchronize(device): pause waits for each allocation's own
+    stream, but tensors used on other streams (record_stream) need this."""
+    _torch.cuda.synchronize(_device_index(device))
+
+
+def pause(tag: Optional[str] = None, device: Any = None) -> bool:
+    """Synchronize the device, then pause every live allocation with `tag`
+    (None: every tagged one) in its default pool. Returns True if something
+    was paused. The tensors keep their addresses; touching them before
+    :func:`resume` faults."""
+    synchronize(device)
+    return default_pool(device).pause(tag)
+
+
+def resume(tag: Optional[str] = None, device: Any = None) -> bool:
+    """Resume the paused allocations with `tag` (None: all) at their
+    addresses, restoring host backups. Returns True if something was
+    resumed. On :class:`vpmm.OutOfMemory` what was not resumed stays paused
+    with its backup intact: free memory and call again."""
+    return default_pool(device).resume(tag)
+
+
+def empty_cache(device: Any = None) -> None:
+    """Give cached memory back: PyTorch keeps freed blocks of a live MemPool
+    cached (torch.cuda.empty_cache() does not touch them), so the MemPools
+    of this device that no block is using are dropped (PyTorch then frees
+    their cached blocks, and frees the rest as their tensors die; the next
+    block makes a new MemPool), then torch.cuda.empty_cache(), then the
+    libvpmm pool is trimmed to nothing cached."""
+    import gc
+    idx = _device_index(device)
+    with _lock:
+        idle = [k for k in _mem_pools if k[0] == idx and not _in_use.get(k)]
+        dropped = [_mem_pools.pop(k) for k in idle]
+    del dropped
+    gc.collect()
+    _torch.cuda.empty_cache()
+    default_pool(idx).trim(0)
+
+
+# libvpmm counters under PyTorch's names where they mean the same thing
+# (torch.cuda.memory_stats keys); everything else under "vpmm.<field>".
+_TORCH_KEYS = {
+    "allocated_bytes.all.current": "live_bytes",
+    "allocated_bytes.all.peak": "peak_live_bytes",
+    "reserved_bytes.all.current": "mapped_bytes",
+    "reserved_bytes.all.peak": "peak_mapped_bytes",
+    "requested_bytes.all.current": "requested_bytes",
+    "allocation.all.current": "n_live",
+    "allocation.all.allocated": "n_malloc",
+    "allocation.all.freed": "n_free",
+    "num_ooms": "n_oom",
+}
+
+
+def memory_stats(device: Any = None) -> Dict[str, int]:
+    """The device's libvpmm default pool statistics as a flat dict: PyTorch's
+    memory_stats key names where the meaning is the same (allocated_bytes,
+    reserved_bytes, requested_bytes, allocation counts, num_ooms), every
+    libvpmm counter also as "vpmm.<field>" (paused_bytes, backup_bytes, ...).
+    Under :func:`pool` this is libvpmm's view: the segments PyTorch's caching
+    allocator took from libvpmm, not the tensors inside them."""
+    s = default_pool(device).stats()
+    out = {k: s[v] for k, v in _TORCH_KEYS.items()}
+    out.update({"vpmm." + k: v for k, v in s.items()})
+    return out

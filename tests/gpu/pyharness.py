@@ -1,0 +1,90 @@
+"""Shared by the Python GPU tests: skip (exit 77) with a reason when the
+framework or the device is missing, and run each case in a process of its
+own (the allocator and the default pools are per process; an OOM case must
+not leave memory behind for the next one). Usage, in a test file:
+
+    CASES = {"name": function, ...}
+    if __name__ == "__main__": sys.exit(pyharness.main(__file__, CASES, needs="torch"))
+
+A case passes by returning; a failed assert or exception fails it."""
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+BINDING = os.path.join(ROOT, "bindings", "python")
+COMPAT = os.path.join(BINDING, "compat")
+BENCH_TORCH = os.path.join(ROOT, "bench", "torch")
+for p in (BINDING, COMPAT, BENCH_TORCH):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+
+def skip_reason(needs):
+    """None when the GPU and the framework are usable, else why not."""
+    if needs == "torch":
+        try:
+            import torch
+        except ImportError as e:
+            return f"torch is not installed ({e})"
+        if not torch.cuda.is_available():
+            return "no CUDA device visible to torch"
+        if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+            return f"torch {torch.__version__} has no torch.cuda.MemPool/use_mem_pool (needs >= 2.5)"
+        if torch.version.cuda is None:
+            return "torch is not a CUDA build"
+    elif needs == "cupy":
+        try:
+            import cupy
+        except ImportError as e:
+            return f"cupy is not installed ({e})"
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                return "no CUDA device visible to cupy"
+        except Exception as e:  # CUDARuntimeError without a driver/device
+            return f"no CUDA device visible to cupy ({e})"
+    if not os.environ.get("VPMM_LIBRARY") and not os.path.exists(os.path.join(ROOT, "build", "libvpmm.so.1")):
+        return "VPMM_LIBRARY is not set and there is no build/libvpmm.so.1"
+    return None
+
+
+def main(path, cases, needs):
+    if len(sys.argv) == 3 and sys.argv[1] == "--case":
+        try:
+            cases[sys.argv[2]]()
+        except BaseException:
+            traceback.print_exc()
+            return 1
+        return 0
+    reason = skip_reason(needs)
+    if reason:
+        print(f"SKIP: {reason}")
+        return 77
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([BINDING, COMPAT, BENCH_TORCH] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # expandable segments do not mix with MemPool routing
+    only = os.environ.get("VPMM_TEST_CASE")
+    failed = passed = 0
+    for name in cases:
+        if only and name != only:
+            continue
+        t0 = time.time()
+        try:
+            p = subprocess.run([sys.executable, path, "--case", name], env=env, capture_output=True,
+                               text=True, timeout=400)
+            rc, out = p.returncode, p.stdout + p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out = -1, f"timed out after 400 s\n{e.stdout or ''}{e.stderr or ''}"
+        if rc == 0:
+            passed += 1
+            last = [l for l in p.stdout.splitlines() if l.strip()]
+            print(f"ok   {name} ({time.time() - t0:.1f} s){': ' + last[-1] if last else ''}")
+        else:
+            failed += 1
+            print(f"FAIL {name} (exit {rc}):\n    " + out[-4000:].replace("\n", "\n    "))
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0

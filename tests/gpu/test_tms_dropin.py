@@ -1,0 +1,162 @@
+"""The torch_memory_saver drop-in (bindings/python/compat) on a real GPU:
+an RL-style sleep/wake loop (generate with the rollout model and its KV
+cache, pause both, train a separate trainer, resume, load the new weights,
+generate again), get_cpu_backup, disable(), cuda_graph, the memory margin,
+and an out-of-memory resume that raises and can be retried. Code is
+written the way torch_memory_saver users write it. Exits 77 without torch
+or a CUDA device."""
+import sys
+
+import pyharness
+
+MiB = 1 << 20
+
+
+def rl_sleep_wake_loop():
+    import torch
+    from torch_memory_saver import torch_memory_saver
+    import gpt
+    torch_memory_saver.hook_mode = "torch"
+    assert torch_memory_saver.enabled
+    vocab, d = 2048, 256
+    torch.manual_seed(0)
+    with torch_memory_saver.region(tag="weights", enable_cpu_backup=True):
+        rollout = gpt.GPT(vocab=vocab, d=d, layers=2, heads=4).cuda()
+    with torch_memory_saver.region(tag="kv_cache"):
+        kv = torch.zeros((64, 1024, d), device="cuda")  # 64 MiB, no backup: refilled each rollout
+    trainer = gpt.GPT(vocab=vocab, d=d, layers=2, heads=4).cuda()  # PyTorch's own allocator
+    trainer.load_state_dict(rollout.state_dict())
+    opt = torch.optim.AdamW(trainer.parameters(), lr=1e-3)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    import vpmm
+    pool = vpmm.default_pool(torch.cuda.current_device())
+    for it in range(3):
+        # generate
+        with torch.no_grad():
+            idx = torch.randint(0, vocab, (4, 64), device="cuda", generator=gen)
+            logits, _past = rollout(idx)
+            kv[:4, :64].copy_(logits[..., :d].float())  # the "cache" the rollout fills
+            sample = logits.argmax(-1)
+        torch.cuda.synchronize()
+        before = {n: p.detach().clone() for n, p in rollout.named_parameters()}
+        # sleep: release the rollout engine's memory
+        free0, _ = torch.cuda.mem_get_info()
+        torch_memory_saver.pause("kv_cache")
+        torch_memory_saver.pause("weights")
+        free1, _ = torch.cuda.mem_get_info()
+        assert free1 - free0 >= 48 * MiB, f"pause freed only {(free1 - free0) / MiB:.1f} MiB"
+        backup = torch_memory_saver.get_cpu_backup(rollout.head.weight)
+        assert backup is not None and torch.equal(backup, before["head.weight"].cpu())
+        assert torch_memory_saver.get_cpu_backup(kv) is None  # no backup for the KV cache
+        # train
+        loss = gpt.train_step(trainer, opt, 4, 64, vocab, gen)
+        assert loss.item() == loss.item()
+        # wake: resume, then load the trained weights
+        torch_memory_saver.resume("weights")
+        torch_memory_saver.resume("kv_cache")
+        for n, p in rollout.named_parameters():
+            assert torch.equal(p.detach(), before[n]), f"iteration {it}: {n} changed while asleep"
+        with torch.no_grad():
+            for (n, p), q in zip(rollout.named_parameters(), trainer.parameters()):
+                p.copy_(q)
+        kv.zero_()
+        assert pool.tag_stats("weights")["n_paused"] == 0
+        del sample
+    print(f"3 generate/pause/train/resume iterations; last loss {loss.item():.3f}")
+
+
+def disable_and_cuda_graph():
+    import torch
+    import vpmm
+    from torch_memory_saver import torch_memory_saver
+    pool = vpmm.default_pool(torch.cuda.current_device())
+    with torch_memory_saver.region():
+        inside = torch.ones(4 * MiB, device="cuda")
+        with torch_memory_saver.disable():
+            outside = torch.ones(4 * MiB, device="cuda")
+    pool.lookup(inside.data_ptr())
+    try:
+        pool.lookup(outside.data_ptr())
+        raise AssertionError("a tensor made under disable() came from libvpmm")
+    except vpmm.UnknownPointer:
+        pass
+    try:
+        with torch_memory_saver.disable():
+            pass
+        raise AssertionError("disable() outside a region was accepted")
+    except RuntimeError:
+        pass
+    with torch_memory_saver.region(tag="graph_in", enable_cpu_backup=True):
+        static_in = torch.zeros(1 << 20, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        (static_in * 2 + 1).sum()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch_memory_saver.cuda_graph(g, tag="graph_mem"):
+        static_out = static_in * 2 + 1
+    pool.lookup(static_out.data_ptr())
+    static_in.fill_(1)
+    g.replay()
+    assert float(static_out.sum().item()) == 3.0 * (1 << 20)
+    torch_memory_saver.pause()
+    torch_memory_saver.resume()
+    static_in.fill_(2)
+    g.replay()
+    assert float(static_out.sum().item()) == 5.0 * (1 << 20)
+    print("disable() bypasses libvpmm; a graph captured with cuda_graph() replays after pause/resume")
+
+
+def resume_oom_is_an_exception():
+    import torch
+    import vpmm
+    from torch_memory_saver import torch_memory_saver
+    n = 2048 * MiB
+    with torch_memory_saver.region(tag="big", enable_cpu_backup=True):
+        big = torch.full((n,), 4, dtype=torch.uint8, device="cuda")
+    torch_memory_saver.pause("big")
+    torch_memory_saver.memory_margin_bytes = 1 << 50  # more than any GPU: resume must refuse up front
+    try:
+        torch_memory_saver.resume("big")
+        raise AssertionError("resume ignored memory_margin_bytes")
+    except vpmm.OutOfMemory as e:
+        assert "memory_margin_bytes" in str(e)
+    torch_memory_saver.memory_margin_bytes = 0
+    free, _ = torch.cuda.mem_get_info()
+    filler = torch.empty(max(free - n // 2, 1), dtype=torch.uint8, device="cuda")
+    try:
+        torch_memory_saver.resume("big")
+        raise AssertionError("resume succeeded without the memory for it")
+    except MemoryError as e:  # vpmm.OutOfMemory: the process lives on
+        print(f"resume raised {type(e).__name__}: {str(e)[:120]}")
+    del filler
+    torch.cuda.empty_cache()
+    torch_memory_saver.resume("big")
+    assert int(big[:MiB].sum().item()) == 4 * MiB and int(big[-MiB:].sum().item()) == 4 * MiB
+    print("OOM on resume raised; the retry restored the bytes")
+
+
+def hook_mode_and_retain_flags():
+    from torch_memory_saver import torch_memory_saver, configure_subprocess
+    torch_memory_saver.hook_mode = "preload"  # served through the same MemPool path
+    assert torch_memory_saver.hook_mode == "preload"
+    try:
+        torch_memory_saver.hook_mode = "bogus"
+        raise AssertionError("an unknown hook_mode was accepted")
+    except ValueError:
+        pass
+    assert torch_memory_saver.retain_cpu_backup is False
+    torch_memory_saver.retain_cpu_backup = True
+    assert torch_memory_saver.retain_cpu_backup is True
+    import os
+    with configure_subprocess():
+        assert os.environ.get("VPMM_LIBRARY")
+    print("hook_mode, retain_cpu_backup and configure_subprocess behave as documented")
+
+
+CASES = {f.__name__: f for f in (rl_sleep_wake_loop, disable_and_cuda_graph, resume_oom_is_an_exception,
+                                 hook_mode_and_retain_flags)}
+
+if __name__ == "__main__":
+    sys.exit(pyharness.main(__file__, CASES, needs="torch"))
