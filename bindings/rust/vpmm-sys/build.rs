@@ -1,0 +1,69 @@
+//! Finds libvpmm for the linker, in this order:
+//!  1. the `pkg-config` command (`pkg-config --variable=libdir vpmm`), the
+//!     way an installed libvpmm (`meson install`) is found; skipped when
+//!     `VPMM_NO_PKG_CONFIG` is set (the pkg-config crate's convention), so a
+//!     test of the in-tree build is not handed an older installed copy;
+//!  2. the directory named by `VPMM_LIB_DIR`;
+//!  3. the in-tree build directory `build/` of the libvpmm checkout this
+//!     crate sits in.
+//! It links `-l dylib=vpmm`, i.e. libvpmm.so, whose SONAME makes the program
+//! load libvpmm.so.1 at run time (from the loader's path, LD_LIBRARY_PATH, or
+//! an rpath the final program sets).
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn from_pkg_config() -> Option<PathBuf> {
+    if env::var_os("VPMM_NO_PKG_CONFIG").is_some() {
+        return None;
+    }
+    let out = Command::new(env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string()))
+        .args(["--variable=libdir", "vpmm"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    if dir.is_empty() {
+        None
+    } else {
+        Some(PathBuf::from(dir))
+    }
+}
+
+fn from_env() -> Option<PathBuf> {
+    env::var_os("VPMM_LIB_DIR").map(PathBuf::from)
+}
+
+fn in_tree() -> Option<PathBuf> {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR")?);
+    let build = manifest.join("../../../build");
+    if build.join("libvpmm.so").exists() {
+        Some(build.canonicalize().unwrap_or(build))
+    } else {
+        None
+    }
+}
+
+fn main() {
+    for var in ["VPMM_LIB_DIR", "VPMM_NO_PKG_CONFIG", "PKG_CONFIG", "PKG_CONFIG_PATH"] {
+        println!("cargo:rerun-if-env-changed={}", var);
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+    match from_pkg_config().or_else(from_env).or_else(in_tree) {
+        Some(dir) => {
+            if !Path::new(&dir).join("libvpmm.so").exists() {
+                println!("cargo:warning=no libvpmm.so in {}", dir.display());
+            }
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            // DEP_VPMM_LIB_DIR for the build scripts of dependent crates.
+            println!("cargo:lib_dir={}", dir.display());
+        }
+        None => println!(
+            "cargo:warning=libvpmm not found through pkg-config, VPMM_LIB_DIR or ../../../build; \
+             relying on the linker's default search path"
+        ),
+    }
+    println!("cargo:rustc-link-lib=dylib=vpmm");
+}
