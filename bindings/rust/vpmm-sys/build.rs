@@ -1,14 +1,14 @@
-//! Finds libvpmm for the linker, in this order:
-//!  1. the `pkg-config` command (`pkg-config --variable=libdir vpmm`), the
-//!     way an installed libvpmm (`meson install`) is found; skipped when
-//!     `VPMM_NO_PKG_CONFIG` is set (the pkg-config crate's convention), so a
-//!     test of the in-tree build is not handed an older installed copy;
-//!  2. the directory named by `VPMM_LIB_DIR`;
-//!  3. the in-tree build directory `build/` of the libvpmm checkout this
-//!     crate sits in.
-//! It links `-l dylib=vpmm`, i.e. libvpmm.so, whose SONAME makes the program
-//! load libvpmm.so.1 at run time (from the loader's path, LD_LIBRARY_PATH, or
-//! an rpath the final program sets).
+// Finds libvpmm for the linker, in this order:
+//  1. the `pkg-config` command (`pkg-config --variable=libdir vpmm`), the
+//    way an installed libvpmm (`meson install`) is found; skipped when
+//    `VPMM_NO_PKG_CONFIG` is set (the pkg-config crate's convention), so a
+//    test of the in-tree build is not handed an older installed copy;
+//  2. the directory named by `VPMM_LIB_DIR`;
+//  3. the in-tree build directory `build/` of the libvpmm checkout this
+//    crate sits in.
+// It links `-l dylib=vpmm`, i.e. libvpmm.so, whose SONAME makes the program
+// load libvpmm.so.1 at run time (from the loader's path, LD_LIBRARY_PATH, or
+// an rpath the final program sets).
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -56,7 +56,7 @@ unsafe extern "C" fn run_task(user: *mut c_void) {
     let task = Box::from_raw(user as *mut Task);
     // A panic must not unwind into the stream's C++ worker thread; the panic
     // hook has already reported it.
-    let _ = catch_unwind(AssertUnwindSafe(move || task()));
+    let _ = catch_unwind(AssertUnwindSafe(task));
 }
 
 impl HostStream {

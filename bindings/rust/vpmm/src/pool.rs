@@ -187,6 +187,8 @@ impl Pool {
 
     /// The allocation containing `ptr` (interior pointers allowed): its base
     /// and size (`vpmm_pool_lookup`). Errors: `UnknownPointer`.
+    // `ptr` is a device address the library only compares, never dereferenced.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn lookup(&self, ptr: *const c_void) -> Result<(*mut c_void, u64)> {
         let (mut base, mut size): (*mut c_void, u64) = (ptr::null_mut(), 0);
         // SAFETY: valid pool, writable out-parameters.

@@ -26,6 +26,13 @@ use crate::error::{check, Error, Result, Status};
 /// assert_eq!(pool.tag_stats(Some("activations")).unwrap().n_live, 1);
 /// # drop(buf);
 /// ```
+///
+/// A scope cannot move to another thread:
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<vpmm::Region>();
+/// ```
 #[derive(Debug)]
 pub struct Region {
     _not_send: PhantomData<*const ()>,
