@@ -1,5 +1,5 @@
 // Finds libvpmm for the linker, in this order:
-//  1. the `pkg-config` command (`pkg-config --variable=libdir vpmm`), the
+//  1. the `pkg-config` command (`pkg-config --libs-only-L vpmm`), the
 //    way an installed libvpmm (`meson install`) is found; skipped when
 //    `VPMM_NO_PKG_CONFIG` is set (the pkg-config crate's convention), so a
 //    test of the in-tree build is not handed an older installed copy;
@@ -13,23 +13,23 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn from_pkg_config() -> Option<PathBuf> {
+/// The -L directories pkg-config gives for vpmm (none when the library is in
+/// a directory the linker searches anyway); None when pkg-config or vpmm.pc
+/// is missing. --libs-only-L honours PKG_CONFIG_SYSROOT_DIR (a DESTDIR
+/// install), which --variable=libdir would not.
+fn from_pkg_config() -> Option<Vec<PathBuf>> {
     if env::var_os("VPMM_NO_PKG_CONFIG").is_some() {
         return None;
     }
     let out = Command::new(env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string()))
-        .args(["--variable=libdir", "vpmm"])
+        .args(["--libs-only-L", "vpmm"])
         .output()
         .ok()?;
     if !out.status.success() {
         return None;
     }
-    let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    if dir.is_empty() {
-        None
-    } else {
-        Some(PathBuf::from(dir))
-    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    Some(text.split_whitespace().filter_map(|f| f.strip_prefix("-L")).map(PathBuf::from).collect())
 }
 
 fn from_env() -> Option<PathBuf> {
@@ -51,14 +51,21 @@ fn main() {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     println!("cargo:rerun-if-changed=build.rs");
-    match from_pkg_config().or_else(from_env).or_else(in_tree) {
-        Some(dir) => {
-            if !Path::new(&dir).join("libvpmm.so").exists() {
-                println!("cargo:warning=no libvpmm.so in {}", dir.display());
+    let dirs = from_pkg_config()
+        .or_else(|| from_env().map(|d| vec![d]))
+        .or_else(|| in_tree().map(|d| vec![d]));
+    match dirs {
+        Some(dirs) => {
+            for dir in &dirs {
+                if !Path::new(dir).join("libvpmm.so").exists() {
+                    println!("cargo:warning=no libvpmm.so in {}", dir.display());
+                }
+                println!("cargo:rustc-link-search=native={}", dir.display());
             }
-            println!("cargo:rustc-link-search=native={}", dir.display());
             // DEP_VPMM_LIB_DIR for the build scripts of dependent crates.
-            println!("cargo:lib_dir={}", dir.display());
+            if let Some(dir) = dirs.first() {
+                println!("cargo:lib_dir={}", dir.display());
+            }
         }
         None => println!(
             "cargo:warning=libvpmm not found through pkg-config, VPMM_LIB_DIR or ../../../build; \
