@@ -22,6 +22,9 @@ func TestCloseReleasesMemoryAndIsIdempotent(t *testing.T) {
 		if _, err := p.Malloc(page, vpmm.DefaultStream); !errors.Is(err, vpmm.ErrClosed) {
 			t.Fatalf("Malloc after Close: %v", err)
 		}
+		if err := p.SetOOMCallback(nil); !errors.Is(err, vpmm.ErrClosed) {
+			t.Fatalf("SetOOMCallback after Close: %v", err)
+		}
 		if _, err := p.Stats(); !errors.Is(err, vpmm.ErrClosed) {
 			t.Fatalf("Stats after Close: %v", err)
 		}

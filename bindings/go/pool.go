@@ -399,6 +399,9 @@ func (r *Reservation) Release() error {
 // the pool lock, so it may call the pool. A panic in f fails the
 // allocation and is raised again by the Pool method that allocated.
 func (p *Pool) SetOOMCallback(f func(p *Pool, bytes uint64) bool) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
 	c := p.cb.Value().(*callbacks)
 	c.mu.Lock()
 	c.oom = f
@@ -414,6 +417,9 @@ func (p *Pool) SetOOMCallback(f func(p *Pool, bytes uint64) bool) error {
 // when mapped bytes cross the trigger watermark upward or fall to the stop
 // watermark. Panics are handled as for SetOOMCallback.
 func (p *Pool) SetPressureCallback(f func(p *Pool, ev Pressure)) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
 	c := p.cb.Value().(*callbacks)
 	c.mu.Lock()
 	c.pressure = f
