@@ -117,3 +117,26 @@ func TestCallbacksReplacedWhileAllocating(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+func TestPanickingPressureCallbackFreesTheAllocation(t *testing.T) {
+	c := hostConfig(256)
+	c.MemoryLimit = 10 * page
+	c.WatermarkTrigger = 0.5
+	c.WatermarkStop = 0.2
+	p := newPool(t, c)
+	must(t, p.SetPressureCallback(func(*vpmm.Pool, vpmm.Pressure) { panic("pressure") }))
+	func() {
+		defer func() {
+			if v := recover(); v != "pressure" {
+				t.Fatalf("recovered %v", v)
+			}
+		}()
+		_, _ = p.Malloc(6*page, vpmm.DefaultStream)
+		t.Fatal("Malloc did not panic")
+	}()
+	must(t, p.SetPressureCallback(nil))
+	must(t, p.Check())
+	if s := stats(t, p); s.NLive != 0 || s.NFree != 1 {
+		t.Fatalf("live %d free %d: the allocation leaked", s.NLive, s.NFree)
+	}
+}

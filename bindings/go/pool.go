@@ -81,6 +81,29 @@ func (p *Pool) call(f func(m *msg) C.vpmm_status) error {
 	return err
 }
 
+// callUndo is call for calls that create something: when a callback
+// panicked during a call that succeeded anyway, undo releases what it
+// created before the panic is raised again, so nothing leaks.
+func (p *Pool) callUndo(f func(m *msg) C.vpmm_status, undo func()) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	var m msg
+	err := result(f(&m), &m)
+	p.panicMu.Lock()
+	pending := len(p.panics) > 0
+	p.panicMu.Unlock()
+	if pending && err == nil {
+		undo()
+		// A panic of a callback the undo ran is dropped: the first goes on.
+		p.panicMu.Lock()
+		p.panics = p.panics[:1]
+		p.panicMu.Unlock()
+	}
+	p.repanic()
+	return err
+}
+
 func (p *Pool) repanic() {
 	p.panicMu.Lock()
 	if len(p.panics) == 0 {
@@ -118,8 +141,11 @@ func (p *Pool) Config() (Config, error) {
 // unchanged), ErrBackend.
 func (p *Pool) Malloc(size uint64, stream Stream) (uintptr, error) {
 	var out C.uintptr_t
-	err := p.call(func(m *msg) C.vpmm_status {
+	err := p.callUndo(func(m *msg) C.vpmm_status {
 		return C.go_vpmm_pool_malloc(p.p, C.uint64_t(size), C.uintptr_t(stream), &out, m)
+	}, func() {
+		var m msg
+		C.go_vpmm_pool_free(p.p, out, C.uintptr_t(stream), &m)
 	})
 	return uintptr(out), err
 }
@@ -157,8 +183,11 @@ func (p *Pool) malloc(size uint64, stream Stream, attrs AllocAttrs) (uintptr, er
 		res = attrs.Reservation.r
 	}
 	var out C.uintptr_t
-	err := p.call(func(m *msg) C.vpmm_status {
+	err := p.callUndo(func(m *msg) C.vpmm_status {
 		return C.go_vpmm_pool_malloc_ex(p.p, C.uint64_t(size), C.uintptr_t(stream), flags, tag, res, &out, m)
+	}, func() {
+		var m msg
+		C.go_vpmm_pool_free(p.p, out, C.uintptr_t(stream), &m)
 	})
 	return uintptr(out), err
 }
@@ -366,8 +395,11 @@ func (p *Pool) ReserveContext(ctx context.Context, bytes uint64, flags ReserveFl
 
 func (p *Pool) reserve(bytes uint64, flags ReserveFlags, timeoutNs uint64) (*Reservation, error) {
 	var r *C.vpmm_reservation
-	err := p.call(func(m *msg) C.vpmm_status {
+	err := p.callUndo(func(m *msg) C.vpmm_status {
 		return C.go_vpmm_pool_reserve(p.p, C.uint64_t(bytes), C.uint32_t(flags), C.uint64_t(timeoutNs), &r, m)
+	}, func() {
+		var m msg
+		C.go_vpmm_reservation_release(p.p, r, &m)
 	})
 	if err != nil {
 		return nil, err
@@ -397,7 +429,9 @@ func (r *Reservation) Release() error {
 // could, f(pool, bytes) may free, pause or trim, and returns true to retry
 // (at most 8 times per call). It runs on the allocating goroutine without
 // the pool lock, so it may call the pool. A panic in f fails the
-// allocation and is raised again by the Pool method that allocated.
+// allocation and is raised again by the Pool method that allocated (an
+// allocation that succeeded while a pressure callback panicked is freed
+// first, so nothing leaks).
 func (p *Pool) SetOOMCallback(f func(p *Pool, bytes uint64) bool) error {
 	if p.closed.Load() {
 		return ErrClosed

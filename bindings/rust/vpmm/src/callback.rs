@@ -57,9 +57,14 @@ fn park_panic(payload: Box<dyn Any + Send + 'static>) {
 
 /// Resumes a panic parked by a callback on this thread, if any.
 pub(crate) fn resume_pending_panic() {
-    if let Some(payload) = PENDING_PANIC.with(|p| p.borrow_mut().take()) {
+    if let Some(payload) = take_pending_panic() {
         resume_unwind(payload);
     }
+}
+
+/// Takes a panic parked by a callback on this thread, if any.
+pub(crate) fn take_pending_panic() -> Option<Box<dyn Any + Send + 'static>> {
+    PENDING_PANIC.with(|p| p.borrow_mut().take())
 }
 
 /// Drops a parked panic without resuming it (for destructors, which must not

@@ -159,7 +159,33 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Turns a status into a `Result`, reading the message on failure, and
 /// resumes a panic that a callback raised during the call.
 pub(crate) fn check(code: sys::vpmm_status) -> Result<()> {
-    let result = if code == sys::VPMM_OK { Ok(()) } else { Err(Error::last(code)) };
+    let result = check_quiet(code);
     crate::callback::resume_pending_panic();
+    result
+}
+
+/// `check` without resuming a callback's panic, for calls that must undo
+/// what they made before the panic goes on (see `check_or_undo`).
+pub(crate) fn check_quiet(code: sys::vpmm_status) -> Result<()> {
+    if code == sys::VPMM_OK {
+        Ok(())
+    } else {
+        Err(Error::last(code))
+    }
+}
+
+/// For calls that create something (an allocation, a reservation): when a
+/// callback panicked during a call that nevertheless succeeded, `undo`
+/// releases what it created before the panic resumes, so nothing leaks.
+pub(crate) fn check_or_undo(code: sys::vpmm_status, undo: impl FnOnce()) -> Result<()> {
+    let result = check_quiet(code);
+    if let Some(payload) = crate::callback::take_pending_panic() {
+        if result.is_ok() {
+            undo();
+            // A panic of a callback the undo ran is dropped: the first goes on.
+            crate::callback::discard_pending_panic();
+        }
+        std::panic::resume_unwind(payload);
+    }
     result
 }

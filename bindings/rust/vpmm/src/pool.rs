@@ -12,7 +12,7 @@ use vpmm_sys as sys;
 use crate::buffer::{AllocAttrs, Buffer};
 use crate::callback::{self, Callbacks, Pressure};
 use crate::config::Config;
-use crate::error::{check, Error, Result, Status};
+use crate::error::{check, check_or_undo, Error, Result, Status};
 use crate::reservation::{Overdraft, ReserveMode, Reservation};
 use crate::stats::{RegionInfo, Stats, TagStats};
 use crate::stream::{PoolStream, Stream};
@@ -121,7 +121,10 @@ impl Pool {
     pub fn malloc(&self, size: u64, stream: Stream) -> Result<*mut c_void> {
         let mut out: *mut c_void = ptr::null_mut();
         // SAFETY: valid pool, writable out-parameter.
-        check(unsafe { sys::vpmm_pool_malloc(self.as_raw(), size, stream.as_raw(), &mut out) })?;
+        let st = unsafe { sys::vpmm_pool_malloc(self.as_raw(), size, stream.as_raw(), &mut out) };
+        check_or_undo(st, || unsafe {
+            sys::vpmm_pool_free(self.as_raw(), out, stream.as_raw());
+        })?;
         Ok(out)
     }
 
@@ -140,7 +143,10 @@ impl Pool {
         };
         let mut out: *mut c_void = ptr::null_mut();
         // SAFETY: valid pool and attributes (the tag outlives the call).
-        check(unsafe { sys::vpmm_pool_malloc_ex(self.as_raw(), size, stream.as_raw(), &raw, &mut out) })?;
+        let st = unsafe { sys::vpmm_pool_malloc_ex(self.as_raw(), size, stream.as_raw(), &raw, &mut out) };
+        check_or_undo(st, || unsafe {
+            sys::vpmm_pool_free(self.as_raw(), out, stream.as_raw());
+        })?;
         Ok(out)
     }
 
@@ -350,7 +356,10 @@ impl Pool {
         };
         let mut raw: *mut sys::vpmm_reservation = ptr::null_mut();
         let flags = mode.flags() | overdraft.flags();
-        check(unsafe { sys::vpmm_pool_reserve_ex(self.as_raw(), bytes, flags, ns, &mut raw) })?;
+        let st = unsafe { sys::vpmm_pool_reserve_ex(self.as_raw(), bytes, flags, ns, &mut raw) };
+        check_or_undo(st, || unsafe {
+            sys::vpmm_reservation_release(self.as_raw(), raw);
+        })?;
         Ok(Reservation::new(self, raw))
     }
 
@@ -359,7 +368,9 @@ impl Pool {
     /// may free, pause or trim, and returns `true` to retry (at most 8 times
     /// per call). It runs on the allocating thread without the pool lock.
     /// A panic in `f` is caught at the FFI boundary (the allocation then
-    /// fails) and resumed when the library call returns.
+    /// fails) and resumed when the library call returns; a callback that
+    /// panics during an allocation that succeeds anyway (a pressure
+    /// callback) has the allocation freed before the panic resumes.
     ///
     /// ```
     /// use vpmm::{Backend, Config, Pool, Status};

@@ -83,3 +83,17 @@ fn pressure_callback_sees_both_crossings() {
     .unwrap();
     let _b = pool.alloc(6 * PAGE).unwrap();
 }
+
+#[test]
+fn a_panicking_pressure_callback_resumes_on_the_caller_side() {
+    let config = host_config(256).memory_limit(10 * PAGE).watermark_trigger(0.5).watermark_stop(0.2);
+    let pool = Pool::new(&config).unwrap();
+    pool.set_pressure_callback(|_, _| panic!("pressure")).unwrap();
+    let caught = catch_unwind(AssertUnwindSafe(|| pool.alloc(6 * PAGE).map(|_| ())));
+    assert_eq!(*caught.unwrap_err().downcast_ref::<&str>().unwrap(), "pressure");
+    // The allocation succeeded, but its Buffer was never made: it was freed
+    // before the panic resumed, so nothing leaks.
+    pool.check().unwrap();
+    assert_eq!(pool.stats().n_live, 0);
+    assert_eq!(pool.stats().n_free, 1);
+}
