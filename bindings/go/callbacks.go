@@ -2,6 +2,7 @@ package vpmm
 
 // #include <stdint.h>
 // #include "vpmm.h"
+// uint64_t go_vpmm_thread(void);
 import "C"
 
 import (
@@ -19,8 +20,9 @@ import (
 // is deleted by Close, after vpmm_pool_destroy, when none can run.
 //
 // A Go panic must not unwind through the C frames of libvpmm: the exported
-// functions recover it, answer "no retry", and the Pool method that made the
-// C call raises it again once the call has returned.
+// functions recover it, answer "no retry", and park it with the OS thread it
+// ran on; the Pool method whose C call ran on that thread (the C wrapper
+// reports the thread) raises it again once the call has returned.
 
 // Pressure is what the pressure callback is told.
 type Pressure struct {
@@ -35,9 +37,14 @@ type callbacks struct {
 	pressure func(p *Pool, ev Pressure)
 }
 
+type parkedPanic struct {
+	thread uint64
+	value  interface{}
+}
+
 func (c *callbacks) recovered(v interface{}) {
 	c.pool.panicMu.Lock()
-	c.pool.panics = append(c.pool.panics, v)
+	c.pool.panics = append(c.pool.panics, parkedPanic{uint64(C.go_vpmm_thread()), v})
 	c.pool.panicMu.Unlock()
 }
 

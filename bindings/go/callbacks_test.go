@@ -140,3 +140,45 @@ func TestPanickingPressureCallbackFreesTheAllocation(t *testing.T) {
 		t.Fatalf("live %d free %d: the allocation leaked", s.NLive, s.NFree)
 	}
 }
+
+func TestPanicReachesTheGoroutineWhoseCallRanTheCallback(t *testing.T) {
+	// Two goroutines run out of memory on one pool at once; the callback
+	// panics only for one of them. Each panic must come out of that
+	// goroutine's Malloc, never the other's.
+	c := hostConfig(256)
+	c.MemoryLimit = 4 * page
+	p := newPool(t, c)
+	must(t, p.SetOOMCallback(func(_ *vpmm.Pool, bytes uint64) bool {
+		if bytes == 8*page {
+			panic("mine")
+		}
+		return false
+	}))
+	var wg sync.WaitGroup
+	results := make(chan string, 2)
+	for _, size := range []uint64{8 * page, 16 * page} {
+		wg.Add(1)
+		go func(size uint64) {
+			defer wg.Done()
+			panics := 0
+			for i := 0; i < 100; i++ {
+				func() {
+					defer func() {
+						if v := recover(); v != nil {
+							panics++
+						}
+					}()
+					_, _ = p.Malloc(size, vpmm.DefaultStream)
+				}()
+			}
+			results <- fmt.Sprintf("%d:%d", size/page, panics)
+		}(size)
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r != "8:100" && r != "16:0" {
+			t.Errorf("size:panics %s (want 8:100 and 16:0)", r)
+		}
+	}
+}

@@ -30,10 +30,10 @@ type Pool struct {
 	closed atomic.Bool
 
 	cb cgo.Handle // *callbacks, for the pool's whole life
-	// A panic recovered in a callback, raised again by the Pool method that
-	// ran the callback once its C call has returned.
+	// Panics recovered in callbacks, each raised again by the Pool method
+	// whose C call ran the callback, once that call has returned.
 	panicMu sync.Mutex
-	panics  []interface{}
+	panics  []parkedPanic
 }
 
 // NewPool creates a pool (vpmm_pool_create). A nil config means
@@ -72,13 +72,7 @@ func (p *Pool) Close() error {
 // call runs one wrapped C call on an open pool and raises a panic that a
 // callback recovered during it.
 func (p *Pool) call(f func(m *msg) C.vpmm_status) error {
-	if p.closed.Load() {
-		return ErrClosed
-	}
-	var m msg
-	err := result(f(&m), &m)
-	p.repanic()
-	return err
+	return p.callUndo(f, nil)
 }
 
 // callUndo is call for calls that create something: when a callback
@@ -90,30 +84,29 @@ func (p *Pool) callUndo(f func(m *msg) C.vpmm_status, undo func()) error {
 	}
 	var m msg
 	err := result(f(&m), &m)
-	p.panicMu.Lock()
-	pending := len(p.panics) > 0
-	p.panicMu.Unlock()
-	if pending && err == nil {
-		undo()
-		// A panic of a callback the undo ran is dropped: the first goes on.
-		p.panicMu.Lock()
-		p.panics = p.panics[:1]
-		p.panicMu.Unlock()
+	if v, ok := p.takePanic(uint64(m.thread)); ok {
+		if err == nil && undo != nil {
+			undo()
+			// A panic of a callback the undo ran is dropped: the first goes on.
+			p.takePanic(uint64(m.thread))
+		}
+		panic(v)
 	}
-	p.repanic()
 	return err
 }
 
-func (p *Pool) repanic() {
+// takePanic removes and returns the first panic parked by a callback that
+// ran on thread.
+func (p *Pool) takePanic(thread uint64) (interface{}, bool) {
 	p.panicMu.Lock()
-	if len(p.panics) == 0 {
-		p.panicMu.Unlock()
-		return
+	defer p.panicMu.Unlock()
+	for i, pp := range p.panics {
+		if pp.thread == thread {
+			p.panics = append(p.panics[:i], p.panics[i+1:]...)
+			return pp.value, true
+		}
 	}
-	v := p.panics[0]
-	p.panics = p.panics[1:]
-	p.panicMu.Unlock()
-	panic(v)
+	return nil, false
 }
 
 // BackendName is "cuda", "hip" or "host" ("" after Close).

@@ -7,9 +7,19 @@
 #include "vpmm.h"
 #include "vpmm_host_streams.h"
 
-typedef struct go_vpmm_msg { char text[512]; } go_vpmm_msg;
+/* What a wrapper reports besides the status: the message of a failure, and
+ * the OS thread the call ran on, where any callback it triggered ran too
+ * (that is how a panic recovered in a callback finds its call). */
+typedef struct go_vpmm_msg {
+  char text[512];
+  uint64_t thread;
+} go_vpmm_msg;
+
+/* The calling OS thread (callbacks.c). */
+uint64_t go_vpmm_thread(void);
 
 static inline vpmm_status go_vpmm_ret(vpmm_status st, go_vpmm_msg* m) {
+  m->thread = go_vpmm_thread();
   if (st != VPMM_OK) vpmm_last_error_copy(m->text, sizeof m->text);
   return st;
 }
