@@ -62,9 +62,11 @@ fn main() {
                 }
                 println!("cargo:rustc-link-search=native={}", dir.display());
             }
-            // DEP_VPMM_LIB_DIR for the build scripts of dependent crates.
+            // DEP_VPMM_LIB_DIR for the build scripts of dependent crates, and
+            // a RUNPATH for this package's own tests and doctests (see vpmm/build.rs).
             if let Some(dir) = dirs.first() {
                 println!("cargo:lib_dir={}", dir.display());
+                println!("cargo:rustc-link-arg=-Wl,--enable-new-dtags,-rpath,{}", dir.display());
             }
         }
         None => println!(
