@@ -21,8 +21,9 @@
 // is all an installed library needs (`meson install`; set PKG_CONFIG_PATH for
 // a non-standard prefix, and LD_LIBRARY_PATH if its libdir is not searched by
 // the loader). To build against an uninstalled in-tree build instead, use the
-// vpmm_intree build tag, which looks in ../../include and ../../build, and
-// point CGO_CFLAGS/CGO_LDFLAGS at another build directory if needed:
+// vpmm_intree build tag, which looks in ../../include and ../../build (and
+// sets a RUNPATH to it), and point CGO_CFLAGS/CGO_LDFLAGS at another build
+// directory if needed:
 //
 //	CGO_CFLAGS=-I$PWD/../../build-ci/include CGO_LDFLAGS=-L$PWD/../../build-ci \
 //	LD_LIBRARY_PATH=$PWD/../../build-ci go test -tags vpmm_intree ./...
