@@ -1,0 +1,103 @@
+package vpmm
+
+// #include "vpmm.h"
+import "C"
+
+// Backend selects the memory backend of a pool (VPMM_BACKEND_*).
+type Backend int32
+
+// The backends.
+const (
+	BackendAuto Backend = C.VPMM_BACKEND_AUTO // CUDA when a GPU is usable, else host
+	BackendCUDA Backend = C.VPMM_BACKEND_CUDA
+	BackendHIP  Backend = C.VPMM_BACKEND_HIP
+	BackendHost Backend = C.VPMM_BACKEND_HOST // host memory: no GPU needed, for tests
+)
+
+// HandleSizeUnlimited for Config.MaxHandleSize: one physical handle per growth.
+const HandleSizeUnlimited = ^uint64(0)
+
+// Config is a pool's configuration, every field of vpmm_config. Start from
+// DefaultConfig (the library's defaults) or ConfigFromEnv (the defaults with
+// the VPMM_* environment variables applied); 0 means "the default" wherever
+// vpmm.h says so.
+type Config struct {
+	Backend             Backend // env VPMM_BACKEND
+	Device              int32   // device ordinal (ignored by the host backend); env VPMM_DEVICE
+	PageSize            uint64  // accounting unit; 0 = backend granularity; env VPMM_PAGE_SIZE
+	VASize              uint64  // VA reserved per chunk; 0 = backend default; env VPMM_VA_SIZE
+	InitialPages        uint64  // pages mapped at creation; env VPMM_PAGES
+	HostCapacity        uint64  // host backend: bytes it may hand out (0 = 1 GiB); env VPMM_HOST_CAPACITY
+	MaxHandleSize       uint64  // 0 scaled, PageSize per page, HandleSizeUnlimited per growth; env VPMM_MAX_HANDLE_SIZE
+	SmallSize           uint64  // requests up to this share pages (0 = PageSize/2, <256 off); env VPMM_SMALL_SIZE
+	BackupCacheSize     uint64  // pinned bytes kept for backups after resume (0 = all); env VPMM_BACKUP_CACHE_SIZE
+	MemoryLimit         uint64  // hard cap on mapped bytes (0 = none); env VPMM_MEMORY_LIMIT
+	MemoryLimitFraction float64 // cap as a fraction of device memory (0 = none)
+	WatermarkTrigger    float64 // pressure starts at this fraction of capacity (0 = 0.85)
+	WatermarkStop       float64 // pressure ends at this fraction (0 = 0.65)
+	BackupPinnedLimit   uint64  // most pinned bytes for backups (0 = no limit); env VPMM_BACKUP_PINNED_LIMIT
+
+	// configError is vpmm_config.config_error: a malformed VPMM_* variable
+	// that NewPool reports.
+	configError int32
+}
+
+// DefaultConfig is the library's defaults, ignoring the environment
+// (vpmm_config_init_defaults).
+func DefaultConfig() Config {
+	var c C.vpmm_config
+	C.vpmm_config_init_defaults(&c)
+	return configFromC(&c)
+}
+
+// ConfigFromEnv is the library's defaults with the VPMM_* environment
+// variables applied (vpmm_config_init). A malformed variable makes NewPool
+// fail with ErrInvalidArgument naming it.
+func ConfigFromEnv() Config {
+	var c C.vpmm_config
+	c.struct_size = C.uint32_t(C.sizeof_vpmm_config)
+	C.vpmm_config_init(&c)
+	return configFromC(&c)
+}
+
+func configFromC(c *C.vpmm_config) Config {
+	return Config{
+		Backend:             Backend(c.backend),
+		Device:              int32(c.device),
+		PageSize:            uint64(c.page_size),
+		VASize:              uint64(c.va_size),
+		InitialPages:        uint64(c.initial_pages),
+		HostCapacity:        uint64(c.host_capacity),
+		MaxHandleSize:       uint64(c.max_handle_size),
+		SmallSize:           uint64(c.small_size),
+		BackupCacheSize:     uint64(c.backup_cache_size),
+		MemoryLimit:         uint64(c.memory_limit),
+		MemoryLimitFraction: float64(c.memory_limit_fraction),
+		WatermarkTrigger:    float64(c.watermark_trigger),
+		WatermarkStop:       float64(c.watermark_stop),
+		BackupPinnedLimit:   uint64(c.backup_pinned_limit),
+		configError:         int32(c.config_error),
+	}
+}
+
+func (cfg *Config) toC() C.vpmm_config {
+	var c C.vpmm_config
+	C.vpmm_config_init_defaults(&c)
+	c.struct_size = C.uint32_t(C.sizeof_vpmm_config)
+	c.backend = C.int32_t(cfg.Backend)
+	c.device = C.int32_t(cfg.Device)
+	c.config_error = C.int32_t(cfg.configError)
+	c.page_size = C.uint64_t(cfg.PageSize)
+	c.va_size = C.uint64_t(cfg.VASize)
+	c.initial_pages = C.uint64_t(cfg.InitialPages)
+	c.host_capacity = C.uint64_t(cfg.HostCapacity)
+	c.max_handle_size = C.uint64_t(cfg.MaxHandleSize)
+	c.small_size = C.uint64_t(cfg.SmallSize)
+	c.backup_cache_size = C.uint64_t(cfg.BackupCacheSize)
+	c.memory_limit = C.uint64_t(cfg.MemoryLimit)
+	c.memory_limit_fraction = C.double(cfg.MemoryLimitFraction)
+	c.watermark_trigger = C.double(cfg.WatermarkTrigger)
+	c.watermark_stop = C.double(cfg.WatermarkStop)
+	c.backup_pinned_limit = C.uint64_t(cfg.BackupPinnedLimit)
+	return c
+}

@@ -1,0 +1,3 @@
+module vpmm
+
+go 1.19

@@ -1,0 +1,202 @@
+//! `Config`: a builder over every field of `vpmm_config`.
+use std::fmt;
+use std::mem::size_of;
+
+use vpmm_sys as sys;
+
+/// `max_handle_size` value for one physical handle per growth
+/// (`VPMM_HANDLE_SIZE_UNLIMITED`).
+pub const HANDLE_SIZE_UNLIMITED: u64 = sys::VPMM_HANDLE_SIZE_UNLIMITED;
+
+/// Which backend a pool uses (`VPMM_BACKEND_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// CUDA when a GPU is usable, else host.
+    Auto,
+    /// The CUDA driver's virtual memory management.
+    Cuda,
+    /// HIP (AMD GPUs).
+    Hip,
+    /// Host memory (memfd + mmap): no GPU needed, for tests.
+    Host,
+}
+
+impl Backend {
+    /// The C constant (`VPMM_BACKEND_*`).
+    pub fn code(self) -> i32 {
+        match self {
+            Backend::Auto => sys::VPMM_BACKEND_AUTO,
+            Backend::Cuda => sys::VPMM_BACKEND_CUDA,
+            Backend::Hip => sys::VPMM_BACKEND_HIP,
+            Backend::Host => sys::VPMM_BACKEND_HOST,
+        }
+    }
+
+    /// The backend of a C constant; `None` for an unknown value.
+    pub fn from_code(code: i32) -> Option<Backend> {
+        match code {
+            sys::VPMM_BACKEND_AUTO => Some(Backend::Auto),
+            sys::VPMM_BACKEND_CUDA => Some(Backend::Cuda),
+            sys::VPMM_BACKEND_HIP => Some(Backend::Hip),
+            sys::VPMM_BACKEND_HOST => Some(Backend::Host),
+            _ => None,
+        }
+    }
+}
+
+/// The configuration of a pool: a builder over every field of the C
+/// `vpmm_config`. Each setter documents its field; 0 means "the default"
+/// wherever the C header says so.
+///
+/// Start from [`Config::from_env`] (the library's defaults with the `VPMM_*`
+/// environment variables applied, like `vpmm_config_init`; also what
+/// `Config::default()` gives) or [`Config::defaults`] (the defaults only,
+/// `vpmm_config_init_defaults`). A malformed environment variable is not
+/// ignored: [`Pool::new`](crate::Pool::new) then fails with
+/// `Status::InvalidArgument` naming it.
+///
+/// ```
+/// use vpmm::{Backend, Config, Pool};
+/// let config = Config::defaults()
+///     .backend(Backend::Host)
+///     .page_size(64 << 10)
+///     .initial_pages(4)
+///     .memory_limit(16 << 20);
+/// let pool = Pool::new(&config).unwrap();
+/// assert_eq!(pool.stats().mapped_bytes, 4 * (64 << 10));
+/// ```
+#[derive(Clone, Copy)]
+pub struct Config {
+    raw: sys::vpmm_config,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Config {
+                self.raw.$name = value;
+                self
+            }
+        )*
+    };
+}
+
+impl Config {
+    fn zeroed() -> sys::vpmm_config {
+        // SAFETY: vpmm_config is plain data; all-zero is a valid value.
+        let mut raw: sys::vpmm_config = unsafe { std::mem::zeroed() };
+        raw.struct_size = size_of::<sys::vpmm_config>() as u32;
+        raw
+    }
+
+    /// The library's defaults with the `VPMM_*` environment variables
+    /// applied (`vpmm_config_init`).
+    pub fn from_env() -> Config {
+        let mut raw = Config::zeroed();
+        // SAFETY: raw is a valid, writable vpmm_config.
+        unsafe { sys::vpmm_config_init(&mut raw) };
+        Config { raw }
+    }
+
+    /// The library's defaults, ignoring the environment
+    /// (`vpmm_config_init_defaults`): for programs and tests that must not
+    /// be steered by `VPMM_*` variables.
+    pub fn defaults() -> Config {
+        let mut raw = Config::zeroed();
+        // SAFETY: as above.
+        unsafe { sys::vpmm_config_init_defaults(&mut raw) };
+        Config { raw }
+    }
+
+    /// A configuration from a raw C struct (its `struct_size` is set here).
+    pub fn from_raw(mut raw: sys::vpmm_config) -> Config {
+        raw.struct_size = size_of::<sys::vpmm_config>() as u32;
+        Config { raw }
+    }
+
+    /// The C struct, to read any field or to hand to `vpmm_sys`.
+    pub fn as_raw(&self) -> &sys::vpmm_config {
+        &self.raw
+    }
+
+    /// The backend (`backend`; env `VPMM_BACKEND`).
+    pub fn backend(mut self, backend: Backend) -> Config {
+        self.raw.backend = backend.code();
+        self
+    }
+
+    /// The backend this configuration names; `None` for an unknown value.
+    pub fn get_backend(&self) -> Option<Backend> {
+        Backend::from_code(self.raw.backend)
+    }
+
+    setters! {
+        /// Device ordinal (`device`; ignored by the host backend; env `VPMM_DEVICE`).
+        device: i32;
+        /// Accounting unit in bytes, a multiple of the backend granularity;
+        /// 0 = the backend's (2 MiB on CUDA and host). Env `VPMM_PAGE_SIZE`.
+        page_size: u64;
+        /// Bytes of VA reserved per chunk; 0 = the backend's default.
+        /// Env `VPMM_VA_SIZE`.
+        va_size: u64;
+        /// Pages mapped eagerly at creation. Env `VPMM_PAGES`.
+        initial_pages: u64;
+        /// Host backend: physical bytes it may hand out (0 = 1 GiB).
+        /// Env `VPMM_HOST_CAPACITY`.
+        host_capacity: u64;
+        /// How a growth is cut into physical handles: 0 = scaled handles,
+        /// `page_size` = one handle per page, [`HANDLE_SIZE_UNLIMITED`] = one
+        /// per growth, another multiple of `page_size` = handles of at most
+        /// that. Env `VPMM_MAX_HANDLE_SIZE`.
+        max_handle_size: u64;
+        /// Requests up to this size share pages in size classes (0 =
+        /// page_size / 2; below 256 turns it off). Env `VPMM_SMALL_SIZE`.
+        small_size: u64;
+        /// Pinned host bytes kept cached for pause backups after a resume
+        /// (0 = keep all). Env `VPMM_BACKUP_CACHE_SIZE`.
+        backup_cache_size: u64;
+        /// Hard cap on mapped bytes (0 = none). Env `VPMM_MEMORY_LIMIT`.
+        memory_limit: u64;
+        /// Cap as a fraction of the device's memory (0 = none); the smaller
+        /// of the two caps wins.
+        memory_limit_fraction: f64;
+        /// Pressure starts when mapped >= trigger x capacity (0 = 0.85).
+        watermark_trigger: f64;
+        /// Pressure ends when mapped <= stop x capacity (0 = 0.65).
+        watermark_stop: f64;
+        /// Most pinned host bytes held for pause backups (0 = no limit);
+        /// beyond it backups go to pageable memory. Env `VPMM_BACKUP_PINNED_LIMIT`.
+        backup_pinned_limit: u64;
+    }
+}
+
+impl Default for Config {
+    /// [`Config::from_env`]: the environment's defaults.
+    fn default() -> Config {
+        Config::from_env()
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.raw;
+        f.debug_struct("Config")
+            .field("backend", &r.backend)
+            .field("device", &r.device)
+            .field("config_error", &r.config_error)
+            .field("page_size", &r.page_size)
+            .field("va_size", &r.va_size)
+            .field("initial_pages", &r.initial_pages)
+            .field("host_capacity", &r.host_capacity)
+            .field("max_handle_size", &r.max_handle_size)
+            .field("small_size", &r.small_size)
+            .field("backup_cache_size", &r.backup_cache_size)
+            .field("memory_limit", &r.memory_limit)
+            .field("memory_limit_fraction", &r.memory_limit_fraction)
+            .field("watermark_trigger", &r.watermark_trigger)
+            .field("watermark_stop", &r.watermark_stop)
+            .field("backup_pinned_limit", &r.backup_pinned_limit)
+            .finish()
+    }
+}
