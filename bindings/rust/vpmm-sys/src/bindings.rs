@@ -2247,6 +2247,36 @@ extern "C" {
     ) -> vpmm_status;
 }
 extern "C" {
+    pub fn vpmm_pool_layout(
+        pool: *mut vpmm_pool,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_backup_lookup(
+        pool: *mut vpmm_pool,
+        ptr: *const ::std::os::raw::c_void,
+        host: *mut *mut ::std::os::raw::c_void,
+        bytes: *mut u64,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_cupy_malloc(
+        param: *mut ::std::os::raw::c_void,
+        size: usize,
+        device: ::std::os::raw::c_int,
+    ) -> *mut ::std::os::raw::c_void;
+}
+extern "C" {
+    pub fn vpmm_cupy_free(
+        param: *mut ::std::os::raw::c_void,
+        ptr: *mut ::std::os::raw::c_void,
+        device: ::std::os::raw::c_int,
+    );
+}
+extern "C" {
     pub fn vpmm_host_stream_create(out: *mut vpmm_stream) -> vpmm_status;
 }
 extern "C" {
