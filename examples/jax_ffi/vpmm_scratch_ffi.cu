@@ -51,7 +51,7 @@ ffi::Error vpmm_error(const vpmm_api* a, const char* call, vpmm_status st) {
                                                      a->last_error());
 }
 
-ffi::Error ScratchAffineImpl(cudaStream_t stream, int32_t device, ffi::Buffer<ffi::F32> x,
+ffi::Error ScratchAffineImpl(cudaStream_t stream, ffi::Buffer<ffi::F32> x,
                              ffi::ResultBuffer<ffi::F32> y) {
   const vpmm_api* a = api();
   if (!a)
@@ -59,8 +59,17 @@ ffi::Error ScratchAffineImpl(cudaStream_t stream, int32_t device, ffi::Buffer<ff
                       std::string("vpmm_scratch_affine: ") + g_loader.error);
   const size_t n = x.element_count();
   if (n == 0) return ffi::Error::Success();
+  // The device of the call: the one holding its input. (ffi::DeviceOrdinal
+  // is not in the external FFI headers jaxlib ships, and the current device
+  // of XLA's thread is an implementation detail; the pointer is not.)
+  cudaPointerAttributes where{};
+  const cudaError_t pe = cudaPointerGetAttributes(&where, x.typed_data());
+  if (pe != cudaSuccess || where.type != cudaMemoryTypeDevice)
+    return ffi::Error(XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                      std::string("vpmm_scratch_affine: input is not device memory: ") +
+                          cudaGetErrorString(pe));
   vpmm_pool* pool = nullptr;
-  vpmm_status st = a->default_pool(device, &pool);
+  vpmm_status st = a->default_pool(where.device, &pool);
   if (st != VPMM_OK) return vpmm_error(a, "vpmm_default_pool", st);
   void* scratch = nullptr;
   st = a->pool_malloc(pool, n * sizeof(float), static_cast<vpmm_stream>(stream), &scratch);
@@ -90,6 +99,5 @@ ffi::Error ScratchAffineImpl(cudaStream_t stream, int32_t device, ffi::Buffer<ff
 XLA_FFI_DEFINE_HANDLER_SYMBOL(VpmmScratchAffine, ScratchAffineImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<ffi::DeviceOrdinal>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
