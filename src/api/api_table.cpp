@@ -1,6 +1,6 @@
 // vpmm_get_api: the one symbol a run-time loader looks up (include/vpmm_loader.h).
 // The table is built once from the exported functions themselves, so an entry
-// can never point anywhere else; tests/unit/test_api_table.py checks that it
+// can never point anywhere else; tests/api/check_api_table.py checks that it
 // holds every exported vpmm_* function and nothing but them.
 #include <cstddef>
 #include <cstring>

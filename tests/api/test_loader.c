@@ -185,7 +185,10 @@ int main(int argc, char** argv) {
   CHECK(strcmp(api->version(), VPMM_VERSION_STRING) == 0);
 #endif
   test_host_pool(api);
-  vpmm_loader_close(&L);
+  /* Left loaded, as a plugin leaves it: libvpmm keeps process-wide state
+   * (thread-local messages, host stream workers) whose memory an unload
+   * would strand (LeakSanitizer reports it). test_failures closed a loader
+   * that made no pool. */
 
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed ? 1 : 0;

@@ -288,7 +288,9 @@ def _pool_for(device):
     if isinstance(device, int):
         ordinal, platform = device, None
     else:
-        ordinal, platform = int(getattr(device, "local_hardware_id", None) or device.id or 0), device.platform
+        # The CUDA ordinal in this process (device.id is global across hosts).
+        hw = getattr(device, "local_hardware_id", None)
+        ordinal, platform = int(hw if hw is not None else device.id), device.platform
     pool = _vp()
     _ok(_default_pool(ordinal, ctypes.byref(pool)), "vpmm_default_pool")
     backend = _backend_name(pool).decode()
