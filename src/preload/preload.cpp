@@ -69,6 +69,7 @@ using FnDeviceSynchronize = cuda_error (*)(void);
 using FnMemFree = cuda_error (*)(cu_deviceptr);
 using FnCtxGetDevice = cuda_error (*)(int*);
 using FnCtxSynchronize = cuda_error (*)(void);
+using FnStreamSynchronize = cuda_error (*)(cuda_stream);
 
 int log_level() {  // 0 quiet (default: errors only once), 1 every routed call (VPMM_PRELOAD_LOG=1)
   static const int level = [] {
@@ -131,7 +132,19 @@ vpmm_pool* owner(const void* ptr, bool* interior) {
   return nullptr;
 }
 
-cuda_error route_malloc(const char* call, int device, void** out, size_t size, cuda_stream stream) {
+// Set once any cudaFreeAsync went to a pool: from then on a pool region may
+// be free with work still pending on the freeing stream (the blocking frees
+// synchronise first, so their regions are idle).
+std::atomic<bool> g_async_freed{false};
+
+// route_malloc's `settle` (may be null) runs after a successful allocation
+// once async frees happened: blocking allocations (cudaMalloc, cuMemAlloc)
+// promise memory usable on any stream at once, but the pool orders reuse of
+// another stream's region with a GPU-side wait on the allocating stream (the
+// legacy default stream here), which a non-blocking stream of the program
+// would not observe. Synchronising that stream makes the wait complete.
+cuda_error route_malloc(const char* call, int device, void** out, size_t size, cuda_stream stream,
+                        cuda_error (*settle)(cuda_stream)) {
   if (!out) return kInvalidValue;
   if (size == 0) {  // cudaMalloc(0) succeeds with NULL; so does the driver's for ours
     *out = nullptr;
@@ -146,6 +159,7 @@ cuda_error route_malloc(const char* call, int device, void** out, size_t size, c
                  vpmm_last_error());
     return kMemoryAllocation;
   }
+  if (settle && g_async_freed.load(std::memory_order_acquire)) settle(stream);
   if (log_level()) std::fprintf(stderr, "libvpmm_preload: %s(%zu) = %p\n", call, size, p);
   *out = p;
   return kSuccess;
@@ -194,7 +208,8 @@ extern "C" {
 // cudaMalloc: the current device's default pool, on the legacy default
 // stream (NULL), the stream cudaMalloc memory is first usable on.
 __attribute__((visibility("default"))) cuda_error cudaMalloc(void** devPtr, size_t size) {
-  return route_malloc("cudaMalloc", runtime_device(), devPtr, size, nullptr);
+  return route_malloc("cudaMalloc", runtime_device(), devPtr, size, nullptr,
+                      VPMM_REAL(FnStreamSynchronize, cudaStreamSynchronize));
 }
 
 // cudaFree synchronises the device before it frees (CUDA's documented
@@ -214,12 +229,15 @@ __attribute__((visibility("default"))) cuda_error cudaFree(void* devPtr) {
 // Stream-ordered: exactly the pool's own semantics.
 __attribute__((visibility("default"))) cuda_error cudaMallocAsync(void** devPtr, size_t size,
                                                                   cuda_stream stream) {
-  return route_malloc("cudaMallocAsync", runtime_device(), devPtr, size, stream);
+  return route_malloc("cudaMallocAsync", runtime_device(), devPtr, size, stream, nullptr);
 }
 
 __attribute__((visibility("default"))) cuda_error cudaFreeAsync(void* devPtr, cuda_stream stream) {
   cuda_error r = kSuccess;
-  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, nullptr, &r)) return r;
+  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, nullptr, &r)) {
+    if (r == kSuccess) g_async_freed.store(true, std::memory_order_release);
+    return r;
+  }
   auto next = VPMM_REAL(FnFreeAsync, cudaFreeAsync);
   return next ? next(devPtr, stream) : kRuntimeNotFound;
 }
@@ -230,7 +248,8 @@ __attribute__((visibility("default"))) cuda_error cudaFreeAsync(void* devPtr, cu
 __attribute__((visibility("default"))) cuda_error cuMemAlloc_v2(cu_deviceptr* dptr, size_t bytesize) {
   if (!dptr) return kInvalidValue;
   void* p = nullptr;
-  cuda_error r = route_malloc("cuMemAlloc_v2", driver_device(), &p, bytesize, nullptr);
+  cuda_error r = route_malloc("cuMemAlloc_v2", driver_device(), &p, bytesize, nullptr,
+                              VPMM_REAL(FnStreamSynchronize, cuStreamSynchronize));
   if (r == kSuccess) *dptr = static_cast<cu_deviceptr>(reinterpret_cast<uintptr_t>(p));
   return r;
 }

@@ -8,10 +8,11 @@
 #define FAKE_API __attribute__((visibility("default")))
 
 enum { F_MALLOC, F_FREE, F_MALLOC_ASYNC, F_FREE_ASYNC, F_GET_DEVICE, F_DEVICE_SYNC, F_MEM_ALLOC,
-       F_MEM_FREE, F_CTX_GET_DEVICE, F_CTX_SYNC, F_COUNT };
+       F_MEM_FREE, F_CTX_GET_DEVICE, F_CTX_SYNC, F_STREAM_SYNC, F_CU_STREAM_SYNC, F_COUNT };
 static const char* const kNames[F_COUNT] = {
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaGetDevice",
-    "cudaDeviceSynchronize", "cuMemAlloc_v2", "cuMemFree_v2", "cuCtxGetDevice", "cuCtxSynchronize"};
+    "cudaDeviceSynchronize", "cuMemAlloc_v2", "cuMemFree_v2", "cuCtxGetDevice", "cuCtxSynchronize",
+    "cudaStreamSynchronize", "cuStreamSynchronize"};
 static int g_calls[F_COUNT];
 static void* g_last_freed;
 
@@ -43,3 +44,5 @@ FAKE_API int cuMemFree_v2(unsigned long long p) {
 }
 FAKE_API int cuCtxGetDevice(int* d) { g_calls[F_CTX_GET_DEVICE]++; *d = 0; return 0; }
 FAKE_API int cuCtxSynchronize(void) { g_calls[F_CTX_SYNC]++; return 0; }
+FAKE_API int cudaStreamSynchronize(void* s) { (void)s; g_calls[F_STREAM_SYNC]++; return 0; }
+FAKE_API int cuStreamSynchronize(void* s) { (void)s; g_calls[F_CU_STREAM_SYNC]++; return 0; }

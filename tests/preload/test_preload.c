@@ -119,14 +119,25 @@ int main(void) {
   /* cudaFree(NULL) (the context-creation idiom) reaches the runtime too. */
   CHECK(cudaFree(NULL) == 0 && fake_calls("cudaFree") == 2);
 
+  /* Blocking allocations before any async free need no stream synchronisation. */
+  CHECK(fake_calls("cudaStreamSynchronize") == 0);
+
   /* Stream-ordered allocation. */
   CHECK(cudaMallocAsync(&c, 5000, NULL) == 0 && owned(c));
   CHECK(cudaFreeAsync(c, NULL) == 0 && !owned(c));
   CHECK(fake_calls("cudaMallocAsync") == 0 && fake_calls("cudaFreeAsync") == 1);
+  CHECK(fake_calls("cudaStreamSynchronize") == 0);
+
+  /* After an async free, a blocking allocation synchronises its stream: the
+   * region it got may carry a GPU-side wait for the freeing stream. */
+  CHECK(cudaMalloc(&c, 1u << 20) == 0 && owned(c));
+  CHECK(fake_calls("cudaStreamSynchronize") == 1);
+  CHECK(cudaFree(c) == 0);
 
   /* The driver API: the current context's device (cuCtxGetDevice). */
   CHECK(cuMemAlloc_v2(&d, 2u << 20) == 0 && owned((void*)(size_t)d));
   CHECK(fake_calls("cuCtxGetDevice") == 1 && fake_calls("cuMemAlloc_v2") == 0);
+  CHECK(fake_calls("cuStreamSynchronize") == 1);
   CHECK(cuMemFree_v2(d) == 0 && !owned((void*)(size_t)d));
   CHECK(fake_calls("cuCtxSynchronize") == 1 && fake_calls("cuMemFree_v2") == 1);
 
