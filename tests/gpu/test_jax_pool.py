@@ -94,6 +94,12 @@ for _ in range(100):  # the deleter may run on an XLA thread a little later
     time.sleep(0.05)
 check(freed >= 1, "the pool allocation is freed after JAX releases the array")
 check(vpmm.default_pool_stats(ordinal)["n_free"] >= n_free + 1, "the pool counted the free")
+del kv  # released here rather than at interpreter exit
+gc.collect()
+for _ in range(100):
+    if vj.collect():
+        break
+    time.sleep(0.05)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

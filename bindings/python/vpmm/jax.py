@@ -253,8 +253,14 @@ class _Exporter:
         t.ndim = n
         t.dtype = _DLDataType(_DL_CODES[self.dtype.kind] if self.dtype.name != "bfloat16" else 4,
                               self.dtype.itemsize * 8, 1)
+        # Explicit compact row-major strides (in elements): DLPack allows NULL
+        # for that, but newer consumers may insist on the array.
+        st = [1] * n
+        for i in range(n - 2, -1, -1):
+            st[i] = st[i + 1] * self.shape[i + 1]
+        strides = (ctypes.c_int64 * max(n, 1))(*st)
         t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-        t.strides = None  # compact row-major
+        t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
         t.byte_offset = 0
         if versioned:
             m = _DLManagedTensorVersioned()
@@ -268,7 +274,7 @@ class _Exporter:
             key = _next_key[0]
             _next_key[0] += 1
             m.manager_ctx = key
-            _exported[key] = (self.alloc, m, shape)
+            _exported[key] = (self.alloc, m, shape, strides)
         return _capsule_new(ctypes.addressof(m), _CAPSULE_VERSIONED if versioned else _CAPSULE_LEGACY,
                             _capsule_destructor)
 
