@@ -11,7 +11,8 @@
 // from cudaMallocHost, from another allocator) go to the next definition of
 // the same symbol (dlsym(RTLD_NEXT)), i.e. the real libcudart / libcuda.
 // What cannot be reached is listed in docs/preload.md (statically linked
-// cudart, cuGetProcAddress, dlsym on a handle).
+// cudart, cuGetProcAddress, dlsym on a handle). control.cpp serves the
+// VPMM_PRELOAD_CTL pause/resume channel.
 //
 // No CUDA header: the few types are declared below (the values are CUDA's,
 // pinned by its ABI), so the interposer builds anywhere libvpmm builds.
@@ -24,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preload/preload.hpp"
 #include "vpmm.h"
 
 namespace {
@@ -38,7 +40,7 @@ constexpr cuda_error kDriverNotFound = 3;    // CUDA_ERROR_NOT_INITIALIZED: no r
 using cu_deviceptr = unsigned long long;     // CUdeviceptr on 64-bit targets
 using cuda_stream = void*;                   // cudaStream_t / CUstream
 
-constexpr int kMaxDevices = 64;  // vpmm_default_pool's range
+using vpmm_preload::kMaxDevices;
 std::atomic<vpmm_pool*> g_pools[kMaxDevices];
 
 // The real functions, resolved on first use (the runtime may be loaded after
@@ -70,6 +72,7 @@ using FnMemFree = cuda_error (*)(cu_deviceptr);
 using FnCtxGetDevice = cuda_error (*)(int*);
 using FnCtxSynchronize = cuda_error (*)(void);
 using FnStreamSynchronize = cuda_error (*)(cuda_stream);
+using FnSetDevice = cuda_error (*)(int);
 
 int log_level() {  // 0 quiet (default: errors only once), 1 every routed call (VPMM_PRELOAD_LOG=1)
   static const int level = [] {
@@ -202,6 +205,21 @@ int driver_device() {
 }
 
 }  // namespace
+
+namespace vpmm_preload {
+
+vpmm_pool* used_pool(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return g_pools[device].load(std::memory_order_acquire);
+}
+
+bool synchronize_device(int device) {
+  auto set = VPMM_REAL(FnSetDevice, cudaSetDevice);
+  auto sync = VPMM_REAL(FnDeviceSynchronize, cudaDeviceSynchronize);
+  return set && sync && set(device) == kSuccess && sync() == kSuccess;
+}
+
+}  // namespace vpmm_preload
 
 extern "C" {
 

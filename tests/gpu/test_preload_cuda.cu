@@ -1,17 +1,23 @@
 // An unmodified-style CUDA program under LD_PRELOAD=libvpmm_preload.so:
 // plain cudaMalloc / cudaMallocAsync / cudaFree, built with -cudart shared
 // (a statically linked cudart cannot be interposed). It includes no vpmm
-// header and does not link libvpmm; the pause in the middle is requested the
-// way such a program (or its framework glue) would: through the libvpmm the
-// interposer put in the process, found with dlsym(RTLD_DEFAULT). Meson runs
-// it with VPMM_PRELOAD_TAG=app VPMM_PRELOAD_HOST_BACKUP=1.
+// header and does not link libvpmm. The pause in the middle is requested
+// twice: through the VPMM_PRELOAD_CTL channel (as a controller outside the
+// process would: write "pause app" to the FIFO, read the answer), and
+// through the libvpmm the interposer put in the process (dlsym
+// RTLD_DEFAULT), as framework glue would. Meson runs it with
+// VPMM_PRELOAD_TAG=app VPMM_PRELOAD_HOST_BACKUP=1 VPMM_PRELOAD_CTL=<fifo>.
 // Exit 77 (SKIP) without a CUDA device; FAIL when not run under the preload.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 int g_failed = 0, g_passed = 0;
@@ -35,6 +41,25 @@ __global__ void verify(const uint32_t* p, size_t n, unsigned long long* bad) {
 using PoolFn = int (*)(int32_t, void**);
 using TagFn = int (*)(void*, const char*, uint64_t*);
 using LookupFn = int (*)(void*, const void*, void**, uint64_t*);
+// One command through the VPMM_PRELOAD_CTL FIFO; returns the answer line.
+std::string ctl(const char* command) {
+  const char* path = std::getenv("VPMM_PRELOAD_CTL");
+  if (!path) return "no VPMM_PRELOAD_CTL";
+  int fd = open(path, O_WRONLY);  // blocks until the control thread listens
+  if (fd < 0) return "cannot open the control FIFO";
+  ssize_t w = write(fd, command, std::strlen(command));
+  close(fd);
+  if (w != ssize_t(std::strlen(command))) return "short write";
+  fd = open((std::string(path) + ".reply").c_str(), O_RDONLY);  // blocks until answered
+  if (fd < 0) return "cannot open the reply FIFO";
+  std::string answer;
+  char buf[256];
+  ssize_t got;
+  while ((got = read(fd, buf, sizeof buf)) > 0) answer.append(buf, size_t(got));
+  close(fd);
+  return answer;
+}
+
 template <typename F> F sym(const char* name) {
   void* p = dlsym(RTLD_DEFAULT, name);
   F f;
@@ -75,10 +100,23 @@ int main() {
   fill<<<1024, 256>>>(a, n);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 
-  // Pause the tag of every routed allocation, resume, check the bytes.
+  // Pause the tag of every routed allocation from outside (the control
+  // FIFO), resume, check the bytes.
+  std::string answer = ctl("pause app\n");
+  std::printf("ctl pause app: %s", answer.c_str());
+  CHECK(answer == "ok 1\n");
+  answer = ctl("resume app\n");
+  std::printf("ctl resume app: %s", answer.c_str());
+  CHECK(answer == "ok 1\n");
+  *bad = 0;
+  verify<<<1024, 256>>>(a, n, bad);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(*bad == 0);
+
+  // And from inside, through the libvpmm in the process.
   uint64_t changed = 0;
-  CHECK(pause(pool, "app", &changed) == 0 && changed >= 1);
-  CHECK(resume(pool, "app", &changed) == 0 && changed >= 1);
+  CHECK(pause(pool, "app", &changed) == 0 && changed == 1);
+  CHECK(resume(pool, "app", &changed) == 0 && changed == 1);
   *bad = 0;
   verify<<<1024, 256>>>(a, n, bad);
   CHECK(cudaDeviceSynchronize() == cudaSuccess);

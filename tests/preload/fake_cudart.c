@@ -8,11 +8,11 @@
 #define FAKE_API __attribute__((visibility("default")))
 
 enum { F_MALLOC, F_FREE, F_MALLOC_ASYNC, F_FREE_ASYNC, F_GET_DEVICE, F_DEVICE_SYNC, F_MEM_ALLOC,
-       F_MEM_FREE, F_CTX_GET_DEVICE, F_CTX_SYNC, F_STREAM_SYNC, F_CU_STREAM_SYNC, F_COUNT };
+       F_MEM_FREE, F_CTX_GET_DEVICE, F_CTX_SYNC, F_STREAM_SYNC, F_CU_STREAM_SYNC, F_SET_DEVICE, F_COUNT };
 static const char* const kNames[F_COUNT] = {
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaGetDevice",
     "cudaDeviceSynchronize", "cuMemAlloc_v2", "cuMemFree_v2", "cuCtxGetDevice", "cuCtxSynchronize",
-    "cudaStreamSynchronize", "cuStreamSynchronize"};
+    "cudaStreamSynchronize", "cuStreamSynchronize", "cudaSetDevice"};
 static int g_calls[F_COUNT];
 static void* g_last_freed;
 
@@ -46,3 +46,4 @@ FAKE_API int cuCtxGetDevice(int* d) { g_calls[F_CTX_GET_DEVICE]++; *d = 0; retur
 FAKE_API int cuCtxSynchronize(void) { g_calls[F_CTX_SYNC]++; return 0; }
 FAKE_API int cudaStreamSynchronize(void* s) { (void)s; g_calls[F_STREAM_SYNC]++; return 0; }
 FAKE_API int cuStreamSynchronize(void* s) { (void)s; g_calls[F_CU_STREAM_SYNC]++; return 0; }
+FAKE_API int cudaSetDevice(int d) { g_calls[F_SET_DEVICE]++; return d == 0 ? 0 : 101; }

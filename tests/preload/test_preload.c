@@ -10,9 +10,11 @@
  * scope (dlsym RTLD_DEFAULT), where the interposer put it. */
 #define _GNU_SOURCE /* RTLD_DEFAULT, dladdr */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vpmm.h"
 
@@ -49,7 +51,29 @@ static uint64_t tag_live(const char* tag) {
   return api->pool_tag_stats(pool, tag, &ts) == VPMM_OK ? ts.live_bytes : 0;
 }
 
+/* One command through the VPMM_PRELOAD_CTL channel, as a controller outside
+ * the process would send it; the answer line goes to `answer`. */
+static int ctl(const char* command, char* answer, size_t cap) {
+  const char* path = getenv("VPMM_PRELOAD_CTL");
+  char reply_path[1024];
+  size_t len = 0;
+  ssize_t got;
+  int fd;
+  if (!path) return -1;
+  fd = open(path, O_WRONLY); /* blocks until the control thread listens */
+  if (fd < 0 || write(fd, command, strlen(command)) != (ssize_t)strlen(command)) return -1;
+  close(fd);
+  snprintf(reply_path, sizeof reply_path, "%s.reply", path);
+  fd = open(reply_path, O_RDONLY); /* blocks until the answer comes */
+  if (fd < 0) return -1;
+  while (len + 1 < cap && (got = read(fd, answer + len, cap - 1 - len)) > 0) len += (size_t)got;
+  close(fd);
+  answer[len] = '\0';
+  return 0;
+}
+
 int main(void) {
+  char answer[512];
   void* sym = dlsym(RTLD_DEFAULT, "vpmm_get_api");
   const vpmm_api* (*get_api)(uint32_t);
   Dl_info info;
@@ -88,6 +112,20 @@ int main(void) {
   for (i = 0; i < (3u << 20); i++) bad += bytes[i] != (unsigned char)(i * 13 + 1);
   CHECK(bad == 0);
 
+  /* The same from outside the program: the VPMM_PRELOAD_CTL channel. Pausing
+   * synchronises the device first (cudaSetDevice + cudaDeviceSynchronize). */
+  CHECK(ctl("pause preload\n", answer, sizeof answer) == 0 && strcmp(answer, "ok 1\n") == 0);
+  CHECK(tag_live("preload") == 0);
+  CHECK(fake_calls("cudaSetDevice") == 1 && fake_calls("cudaDeviceSynchronize") == 1);
+  CHECK(ctl("resume preload\n", answer, sizeof answer) == 0 && strcmp(answer, "ok 1\n") == 0);
+  bad = 0;
+  for (i = 0; i < (3u << 20); i++) bad += bytes[i] != (unsigned char)(i * 13 + 1);
+  CHECK(bad == 0);
+  CHECK(ctl("resume preload\n", answer, sizeof answer) == 0 && strcmp(answer, "ok 0\n") == 0);
+  CHECK(ctl("pause nosuchtag\n", answer, sizeof answer) == 0 && strcmp(answer, "ok 0\n") == 0);
+  CHECK(ctl("frobnicate\n", answer, sizeof answer) == 0 &&
+        strncmp(answer, "error unknown command", 21) == 0);
+
   /* A vpmm_region_push scope of the program wins over the environment's tag. */
   CHECK(api->region_push("inner", 0) == VPMM_OK);
   CHECK(cudaMalloc(&b, 1u << 20) == 0 && owned(b));
@@ -102,7 +140,7 @@ int main(void) {
   CHECK(cudaFree(a) == 0 && cudaFree(b) == 0);
   CHECK(!owned(a));
   CHECK(fake_calls("cudaFree") == 0);
-  CHECK(fake_calls("cudaDeviceSynchronize") == 2);
+  CHECK(fake_calls("cudaDeviceSynchronize") == 4); /* two ctl pauses, two frees */
 
   /* Pointers the pool does not own go to the real functions. */
   {
