@@ -206,9 +206,9 @@ class _Allocation:
 @_Deleter
 def _dl_deleter(managed):
     # Called by JAX (any thread, GIL taken by ctypes) once it no longer needs
-    # the buffer. manager_ctx is the first pointer-sized field after the
-    # tensor (legacy) or after the version (versioned): we read the key the
-    # struct was registered under instead of guessing which layout it is.
+    # the buffer, with the legacy or the versioned struct: both are found by
+    # their address among the exported ones, so the layout never matters.
+    # Only queues the allocation (see collect): no driver call on XLA's thread.
     with _lock:
         for key, entry in list(_exported.items()):
             if ctypes.addressof(entry[1]) == managed:
