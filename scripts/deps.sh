@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [extra-package ...]
 set -euo pipefail
 need=()
-for pkg in meson ninja-build g++ pkg-config python3 python3-pip zlib1g-dev "$@"; do
+for pkg in meson ninja-build g++ pkg-config python3 python3-pip python3-numpy zlib1g-dev "$@"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -2276,6 +2276,1300 @@ extern "C" {
         device: ::std::os::raw::c_int,
     );
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_api {
+    pub struct_size: u32,
+    pub abi_version: u32,
+    pub version: ::std::option::Option<unsafe extern "C" fn() -> *const ::std::os::raw::c_char>,
+    pub abi_version_fn: ::std::option::Option<unsafe extern "C" fn() -> i32>,
+    pub status_string: ::std::option::Option<
+        unsafe extern "C" fn(status: vpmm_status) -> *const ::std::os::raw::c_char,
+    >,
+    pub last_error: ::std::option::Option<unsafe extern "C" fn() -> *const ::std::os::raw::c_char>,
+    pub last_error_copy: ::std::option::Option<
+        unsafe extern "C" fn(buf: *mut ::std::os::raw::c_char, capacity: usize) -> usize,
+    >,
+    pub config_init: ::std::option::Option<unsafe extern "C" fn(config: *mut vpmm_config)>,
+    pub config_init_defaults: ::std::option::Option<unsafe extern "C" fn(config: *mut vpmm_config)>,
+    pub pool_create: ::std::option::Option<
+        unsafe extern "C" fn(config: *const vpmm_config, out: *mut *mut vpmm_pool) -> vpmm_status,
+    >,
+    pub pool_destroy:
+        ::std::option::Option<unsafe extern "C" fn(pool: *mut vpmm_pool) -> vpmm_status>,
+    pub pool_malloc: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            size: u64,
+            stream: vpmm_stream,
+            out: *mut *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub pool_free: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            ptr: *mut ::std::os::raw::c_void,
+            stream: vpmm_stream,
+        ) -> vpmm_status,
+    >,
+    pub pool_lookup: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            ptr: *const ::std::os::raw::c_void,
+            base: *mut *mut ::std::os::raw::c_void,
+            size: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub pool_stream_synchronize: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, stream: vpmm_stream) -> vpmm_status,
+    >,
+    pub pool_stream_create: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, out: *mut vpmm_stream) -> vpmm_status,
+    >,
+    pub pool_stream_destroy: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, stream: vpmm_stream) -> vpmm_status,
+    >,
+    pub pool_stream_retire: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, stream: vpmm_stream) -> vpmm_status,
+    >,
+    pub pool_malloc_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            size: u64,
+            stream: vpmm_stream,
+            attrs: *const vpmm_alloc_attrs,
+            out: *mut *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub region_push: ::std::option::Option<
+        unsafe extern "C" fn(tag: *const ::std::os::raw::c_char, flags: u32) -> vpmm_status,
+    >,
+    pub region_pop: ::std::option::Option<unsafe extern "C" fn() -> vpmm_status>,
+    pub pool_pause: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+        ) -> vpmm_status,
+    >,
+    pub pool_pause_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            n_changed: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub pool_resume: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+        ) -> vpmm_status,
+    >,
+    pub pool_resume_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            n_changed: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub pool_trim: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, keep_bytes: u64) -> vpmm_status,
+    >,
+    pub pool_tag_stats: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            out: *mut vpmm_tag_stats,
+        ) -> vpmm_status,
+    >,
+    pub pool_reserve: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            bytes: u64,
+            flags: u32,
+            out: *mut *mut vpmm_reservation,
+        ) -> vpmm_status,
+    >,
+    pub pool_reserve_ex: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            bytes: u64,
+            flags: u32,
+            timeout_ns: u64,
+            out: *mut *mut vpmm_reservation,
+        ) -> vpmm_status,
+    >,
+    pub reservation_info: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            res: *const vpmm_reservation,
+            size: *mut u64,
+            used: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub reservation_release: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, res: *mut vpmm_reservation) -> vpmm_status,
+    >,
+    pub pool_set_limit: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, bytes: u64) -> vpmm_status,
+    >,
+    pub pool_set_oom_callback: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            fn_: vpmm_oom_fn,
+            user: *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub pool_set_pressure_callback: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            fn_: vpmm_pressure_fn,
+            user: *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub pool_stats: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, stats: *mut vpmm_stats) -> vpmm_status,
+    >,
+    pub pool_dump: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            buf: *mut vpmm_region_info,
+            capacity: usize,
+            count: *mut usize,
+        ) -> vpmm_status,
+    >,
+    pub pool_visit: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            fn_: vpmm_region_info_fn,
+            user: *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub pool_dump_text: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            buf: *mut ::std::os::raw::c_char,
+            capacity: usize,
+            needed: *mut usize,
+        ) -> vpmm_status,
+    >,
+    pub pool_check:
+        ::std::option::Option<unsafe extern "C" fn(pool: *mut vpmm_pool) -> vpmm_status>,
+    pub pool_get_config: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, config: *mut vpmm_config) -> vpmm_status,
+    >,
+    pub pool_backend_name: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool) -> *const ::std::os::raw::c_char,
+    >,
+    pub default_pool: ::std::option::Option<
+        unsafe extern "C" fn(device: i32, out: *mut *mut vpmm_pool) -> vpmm_status,
+    >,
+    pub torch_malloc: ::std::option::Option<
+        unsafe extern "C" fn(
+            size: isize,
+            device: ::std::os::raw::c_int,
+            stream: *mut ::std::os::raw::c_void,
+        ) -> *mut ::std::os::raw::c_void,
+    >,
+    pub torch_free: ::std::option::Option<
+        unsafe extern "C" fn(
+            ptr: *mut ::std::os::raw::c_void,
+            size: isize,
+            device: ::std::os::raw::c_int,
+            stream: *mut ::std::os::raw::c_void,
+        ),
+    >,
+    pub option_count: ::std::option::Option<unsafe extern "C" fn() -> u32>,
+    pub option_get: ::std::option::Option<
+        unsafe extern "C" fn(i: u32, out: *mut vpmm_option_info) -> vpmm_status,
+    >,
+    pub option_find: ::std::option::Option<
+        unsafe extern "C" fn(
+            name: *const ::std::os::raw::c_char,
+            out: *mut vpmm_option_info,
+            index: *mut u32,
+        ) -> vpmm_status,
+    >,
+    pub struct_layout: ::std::option::Option<
+        unsafe extern "C" fn(
+            name: *const ::std::os::raw::c_char,
+            size: *mut u32,
+            fields: *mut u32,
+        ) -> vpmm_status,
+    >,
+    pub struct_field: ::std::option::Option<
+        unsafe extern "C" fn(
+            name: *const ::std::os::raw::c_char,
+            i: u32,
+            out: *mut vpmm_field_info,
+        ) -> vpmm_status,
+    >,
+    pub host_stream_create:
+        ::std::option::Option<unsafe extern "C" fn(out: *mut vpmm_stream) -> vpmm_status>,
+    pub host_stream_destroy:
+        ::std::option::Option<unsafe extern "C" fn(stream: vpmm_stream) -> vpmm_status>,
+    pub host_stream_hold:
+        ::std::option::Option<unsafe extern "C" fn(stream: vpmm_stream) -> vpmm_status>,
+    pub host_stream_release:
+        ::std::option::Option<unsafe extern "C" fn(stream: vpmm_stream) -> vpmm_status>,
+    pub host_stream_launch: ::std::option::Option<
+        unsafe extern "C" fn(
+            stream: vpmm_stream,
+            fn_: ::std::option::Option<unsafe extern "C" fn(arg1: *mut ::std::os::raw::c_void)>,
+            user: *mut ::std::os::raw::c_void,
+        ) -> vpmm_status,
+    >,
+    pub host_stream_synchronize:
+        ::std::option::Option<unsafe extern "C" fn(stream: vpmm_stream) -> vpmm_status>,
+    pub pool_layout: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            buf: *mut ::std::os::raw::c_char,
+            capacity: usize,
+            needed: *mut usize,
+        ) -> vpmm_status,
+    >,
+    pub pool_backup_lookup: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            ptr: *const ::std::os::raw::c_void,
+            host: *mut *mut ::std::os::raw::c_void,
+            bytes: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub cupy_malloc: ::std::option::Option<
+        unsafe extern "C" fn(
+            param: *mut ::std::os::raw::c_void,
+            size: usize,
+            device: ::std::os::raw::c_int,
+        ) -> *mut ::std::os::raw::c_void,
+    >,
+    pub cupy_free: ::std::option::Option<
+        unsafe extern "C" fn(
+            param: *mut ::std::os::raw::c_void,
+            ptr: *mut ::std::os::raw::c_void,
+            device: ::std::os::raw::c_int,
+        ),
+    >,
+}
+#[test]
+fn bindgen_test_layout_vpmm_api() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_api>(),
+        464usize,
+        concat!("Size of: ", stringify!(vpmm_api))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_api>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_api))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_abi_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).abi_version) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(abi_version)
+            )
+        );
+    }
+    test_field_abi_version();
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_abi_version_fn() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).abi_version_fn) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(abi_version_fn)
+            )
+        );
+    }
+    test_field_abi_version_fn();
+    fn test_field_status_string() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).status_string) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(status_string)
+            )
+        );
+    }
+    test_field_status_string();
+    fn test_field_last_error() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_error) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(last_error)
+            )
+        );
+    }
+    test_field_last_error();
+    fn test_field_last_error_copy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_error_copy) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(last_error_copy)
+            )
+        );
+    }
+    test_field_last_error_copy();
+    fn test_field_config_init() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).config_init) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(config_init)
+            )
+        );
+    }
+    test_field_config_init();
+    fn test_field_config_init_defaults() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).config_init_defaults) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(config_init_defaults)
+            )
+        );
+    }
+    test_field_config_init_defaults();
+    fn test_field_pool_create() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_create) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_create)
+            )
+        );
+    }
+    test_field_pool_create();
+    fn test_field_pool_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_destroy) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_destroy)
+            )
+        );
+    }
+    test_field_pool_destroy();
+    fn test_field_pool_malloc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_malloc) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_malloc)
+            )
+        );
+    }
+    test_field_pool_malloc();
+    fn test_field_pool_free() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_free) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_free)
+            )
+        );
+    }
+    test_field_pool_free();
+    fn test_field_pool_lookup() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_lookup) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_lookup)
+            )
+        );
+    }
+    test_field_pool_lookup();
+    fn test_field_pool_stream_synchronize() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_stream_synchronize) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_stream_synchronize)
+            )
+        );
+    }
+    test_field_pool_stream_synchronize();
+    fn test_field_pool_stream_create() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_stream_create) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_stream_create)
+            )
+        );
+    }
+    test_field_pool_stream_create();
+    fn test_field_pool_stream_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_stream_destroy) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_stream_destroy)
+            )
+        );
+    }
+    test_field_pool_stream_destroy();
+    fn test_field_pool_stream_retire() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_stream_retire) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_stream_retire)
+            )
+        );
+    }
+    test_field_pool_stream_retire();
+    fn test_field_pool_malloc_ex() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_malloc_ex) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_malloc_ex)
+            )
+        );
+    }
+    test_field_pool_malloc_ex();
+    fn test_field_region_push() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).region_push) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(region_push)
+            )
+        );
+    }
+    test_field_region_push();
+    fn test_field_region_pop() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).region_pop) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(region_pop)
+            )
+        );
+    }
+    test_field_region_pop();
+    fn test_field_pool_pause() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_pause) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_pause)
+            )
+        );
+    }
+    test_field_pool_pause();
+    fn test_field_pool_pause_ex() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_pause_ex) as usize - ptr as usize
+            },
+            168usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_pause_ex)
+            )
+        );
+    }
+    test_field_pool_pause_ex();
+    fn test_field_pool_resume() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_resume) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_resume)
+            )
+        );
+    }
+    test_field_pool_resume();
+    fn test_field_pool_resume_ex() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_resume_ex) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_resume_ex)
+            )
+        );
+    }
+    test_field_pool_resume_ex();
+    fn test_field_pool_trim() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_trim) as usize - ptr as usize
+            },
+            192usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_trim)
+            )
+        );
+    }
+    test_field_pool_trim();
+    fn test_field_pool_tag_stats() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_tag_stats) as usize - ptr as usize
+            },
+            200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_tag_stats)
+            )
+        );
+    }
+    test_field_pool_tag_stats();
+    fn test_field_pool_reserve() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_reserve) as usize - ptr as usize
+            },
+            208usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_reserve)
+            )
+        );
+    }
+    test_field_pool_reserve();
+    fn test_field_pool_reserve_ex() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_reserve_ex) as usize - ptr as usize
+            },
+            216usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_reserve_ex)
+            )
+        );
+    }
+    test_field_pool_reserve_ex();
+    fn test_field_reservation_info() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reservation_info) as usize - ptr as usize
+            },
+            224usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(reservation_info)
+            )
+        );
+    }
+    test_field_reservation_info();
+    fn test_field_reservation_release() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reservation_release) as usize - ptr as usize
+            },
+            232usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(reservation_release)
+            )
+        );
+    }
+    test_field_reservation_release();
+    fn test_field_pool_set_limit() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_set_limit) as usize - ptr as usize
+            },
+            240usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_set_limit)
+            )
+        );
+    }
+    test_field_pool_set_limit();
+    fn test_field_pool_set_oom_callback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_set_oom_callback) as usize - ptr as usize
+            },
+            248usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_set_oom_callback)
+            )
+        );
+    }
+    test_field_pool_set_oom_callback();
+    fn test_field_pool_set_pressure_callback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_set_pressure_callback) as usize - ptr as usize
+            },
+            256usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_set_pressure_callback)
+            )
+        );
+    }
+    test_field_pool_set_pressure_callback();
+    fn test_field_pool_stats() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_stats) as usize - ptr as usize
+            },
+            264usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_stats)
+            )
+        );
+    }
+    test_field_pool_stats();
+    fn test_field_pool_dump() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_dump) as usize - ptr as usize
+            },
+            272usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_dump)
+            )
+        );
+    }
+    test_field_pool_dump();
+    fn test_field_pool_visit() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_visit) as usize - ptr as usize
+            },
+            280usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_visit)
+            )
+        );
+    }
+    test_field_pool_visit();
+    fn test_field_pool_dump_text() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_dump_text) as usize - ptr as usize
+            },
+            288usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_dump_text)
+            )
+        );
+    }
+    test_field_pool_dump_text();
+    fn test_field_pool_check() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_check) as usize - ptr as usize
+            },
+            296usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_check)
+            )
+        );
+    }
+    test_field_pool_check();
+    fn test_field_pool_get_config() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_get_config) as usize - ptr as usize
+            },
+            304usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_get_config)
+            )
+        );
+    }
+    test_field_pool_get_config();
+    fn test_field_pool_backend_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_backend_name) as usize - ptr as usize
+            },
+            312usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_backend_name)
+            )
+        );
+    }
+    test_field_pool_backend_name();
+    fn test_field_default_pool() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).default_pool) as usize - ptr as usize
+            },
+            320usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(default_pool)
+            )
+        );
+    }
+    test_field_default_pool();
+    fn test_field_torch_malloc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).torch_malloc) as usize - ptr as usize
+            },
+            328usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(torch_malloc)
+            )
+        );
+    }
+    test_field_torch_malloc();
+    fn test_field_torch_free() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).torch_free) as usize - ptr as usize
+            },
+            336usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(torch_free)
+            )
+        );
+    }
+    test_field_torch_free();
+    fn test_field_option_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).option_count) as usize - ptr as usize
+            },
+            344usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(option_count)
+            )
+        );
+    }
+    test_field_option_count();
+    fn test_field_option_get() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).option_get) as usize - ptr as usize
+            },
+            352usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(option_get)
+            )
+        );
+    }
+    test_field_option_get();
+    fn test_field_option_find() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).option_find) as usize - ptr as usize
+            },
+            360usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(option_find)
+            )
+        );
+    }
+    test_field_option_find();
+    fn test_field_struct_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_layout) as usize - ptr as usize
+            },
+            368usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(struct_layout)
+            )
+        );
+    }
+    test_field_struct_layout();
+    fn test_field_struct_field() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_field) as usize - ptr as usize
+            },
+            376usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(struct_field)
+            )
+        );
+    }
+    test_field_struct_field();
+    fn test_field_host_stream_create() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_create) as usize - ptr as usize
+            },
+            384usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_create)
+            )
+        );
+    }
+    test_field_host_stream_create();
+    fn test_field_host_stream_destroy() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_destroy) as usize - ptr as usize
+            },
+            392usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_destroy)
+            )
+        );
+    }
+    test_field_host_stream_destroy();
+    fn test_field_host_stream_hold() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_hold) as usize - ptr as usize
+            },
+            400usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_hold)
+            )
+        );
+    }
+    test_field_host_stream_hold();
+    fn test_field_host_stream_release() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_release) as usize - ptr as usize
+            },
+            408usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_release)
+            )
+        );
+    }
+    test_field_host_stream_release();
+    fn test_field_host_stream_launch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_launch) as usize - ptr as usize
+            },
+            416usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_launch)
+            )
+        );
+    }
+    test_field_host_stream_launch();
+    fn test_field_host_stream_synchronize() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_stream_synchronize) as usize - ptr as usize
+            },
+            424usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(host_stream_synchronize)
+            )
+        );
+    }
+    test_field_host_stream_synchronize();
+    fn test_field_pool_layout() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_layout) as usize - ptr as usize
+            },
+            432usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_layout)
+            )
+        );
+    }
+    test_field_pool_layout();
+    fn test_field_pool_backup_lookup() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_backup_lookup) as usize - ptr as usize
+            },
+            440usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_backup_lookup)
+            )
+        );
+    }
+    test_field_pool_backup_lookup();
+    fn test_field_cupy_malloc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cupy_malloc) as usize - ptr as usize
+            },
+            448usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(cupy_malloc)
+            )
+        );
+    }
+    test_field_cupy_malloc();
+    fn test_field_cupy_free() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cupy_free) as usize - ptr as usize
+            },
+            456usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(cupy_free)
+            )
+        );
+    }
+    test_field_cupy_free();
+}
+extern "C" {
+    pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
+}
 extern "C" {
     pub fn vpmm_host_stream_create(out: *mut vpmm_stream) -> vpmm_status;
 }

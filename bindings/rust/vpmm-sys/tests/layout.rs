@@ -61,6 +61,7 @@ fn checked() -> Vec<(&'static str, usize, Vec<RustField>)> {
         rust_layout!(vpmm_region_info, [struct_size, kind, va, size, chunk_offset, chunk, handles, event_pending, reserved0, id, requested, stream]),
         rust_layout!(vpmm_option_info, [struct_size, kind, name, env, default_text, help, field_offset, field_size]),
         rust_layout!(vpmm_field_info, [struct_size, kind, name, offset, size]),
+        rust_layout!(vpmm_api, [struct_size, abi_version, version, abi_version_fn, status_string, last_error, last_error_copy, config_init, config_init_defaults, pool_create, pool_destroy, pool_malloc, pool_free, pool_lookup, pool_stream_synchronize, pool_stream_create, pool_stream_destroy, pool_stream_retire, pool_malloc_ex, region_push, region_pop, pool_pause, pool_pause_ex, pool_resume, pool_resume_ex, pool_trim, pool_tag_stats, pool_reserve, pool_reserve_ex, reservation_info, reservation_release, pool_set_limit, pool_set_oom_callback, pool_set_pressure_callback, pool_stats, pool_dump, pool_visit, pool_dump_text, pool_check, pool_get_config, pool_backend_name, default_pool, torch_malloc, torch_free, option_count, option_get, option_find, struct_layout, struct_field, host_stream_create, host_stream_destroy, host_stream_hold, host_stream_release, host_stream_launch, host_stream_synchronize, pool_layout, pool_backup_lookup, cupy_malloc, cupy_free]),
     ]
 }
 

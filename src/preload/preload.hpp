@@ -1,0 +1,20 @@
+// What the interposer's parts share (src/preload/): the pools it routed
+// allocations to and a device synchronisation through the real runtime.
+#pragma once
+
+#include "vpmm.h"
+
+namespace vpmm_preload {
+
+constexpr int kMaxDevices = 64;  // vpmm_default_pool's range
+
+// The default pool of `device` once an interposed allocation used it, else
+// nullptr. Thread safe.
+vpmm_pool* used_pool(int device);
+
+// Waits for all work on `device` through the real runtime (cudaSetDevice on
+// the calling thread, then cudaDeviceSynchronize). Returns false when no
+// runtime is loaded below the interposer or a call failed.
+bool synchronize_device(int device);
+
+}  // namespace vpmm_preload
