@@ -56,7 +56,7 @@ def partial_routing():
     assert not _owned_by_vpmm(pool, other["t"]), "another thread's tensor was routed"
     # Freed blocks stay cached in the MemPool; empty_cache gives them back
     # (it drops the MemPool, so no reference to it may be kept here).
-    del inside, mp
+    del inside, mp, t  # t: the loop variable above still holds the last tensor
     vt.empty_cache()
     assert pool.tag_stats("routed")["n_live"] == 0, pool.tag_stats("routed")
     assert pool.stats()["free_bytes"] == 0

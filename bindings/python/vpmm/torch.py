@@ -26,6 +26,7 @@ those threads too if they must be.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 from typing import Any, Dict, Iterator, Optional, Tuple
 
@@ -163,17 +164,25 @@ def graph(cuda_graph: Any, tag: Optional[str] = None, host_backup: bool = False,
     same tag share it."""
     idx = _device_index(device)
     _quiesce_for_capture(idx)
-    if is_global():
-        with region(tag, host_backup):
-            with _torch.cuda.graph(cuda_graph, stream=stream, capture_error_mode=capture_error_mode):
-                yield
-        return
-    mp = mem_pool(tag, host_backup, idx, for_graphs=True)
-    with _using((idx, tag or None, bool(host_backup), True)):
-        with region(tag, host_backup):
-            with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
-                                   capture_error_mode=capture_error_mode):
-                yield
+    # No garbage collection during the capture: a MemPool it destroyed would
+    # be released by PyTorch inside the capture, which PyTorch forbids.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        if is_global():
+            with region(tag, host_backup):
+                with _torch.cuda.graph(cuda_graph, stream=stream, capture_error_mode=capture_error_mode):
+                    yield
+            return
+        mp = mem_pool(tag, host_backup, idx, for_graphs=True)
+        with _using((idx, tag or None, bool(host_backup), True)):
+            with region(tag, host_backup):
+                with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
+                                       capture_error_mode=capture_error_mode):
+                    yield
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def _quiesce_for_capture(idx: int) -> None:
@@ -183,6 +192,7 @@ def _quiesce_for_capture(idx: int) -> None:
     # PyTorch's cached blocks given back and the pool's free regions released,
     # every capture-time malloc maps fresh memory (no event, no wait).
     _torch.cuda.synchronize(idx)
+    gc.collect()  # MemPools waiting for the collector are released now, not mid-capture
     _torch.cuda.empty_cache()
     _default_pool(idx).trim(0)
 
@@ -223,7 +233,6 @@ def empty_cache(device: Any = None) -> None:
     their cached blocks, and frees the rest as their tensors die; the next
     block makes a new MemPool), then torch.cuda.empty_cache(), then the
     libvpmm pool is trimmed to nothing cached."""
-    import gc
     idx = _device_index(device)
     with _lock:
         idle = [k for k in _mem_pools if k[0] == idx and not _in_use.get(k)]

@@ -34,6 +34,11 @@ class TorchMemorySaver:
         self._initialized = False
         self._margin = 0
         self._retain = _env_flag("TMS_RETAIN_CPU_BACKUP")
+        # disable()'s plain-PyTorch MemPool per device, kept for the process:
+        # a MemPool destroyed while its tensors live is released by PyTorch
+        # later, at a moment it picks (possibly inside a graph capture, where
+        # that release trips an internal assert).
+        self._native_pools: Dict[int, Any] = {}
         self._devices: Set[int] = set()   # devices with memory in regions
         self._active: Dict[int, int] = {}  # thread id -> region depth (for disable())
 
@@ -139,15 +144,18 @@ class TorchMemorySaver:
     @contextlib.contextmanager
     def disable(self) -> Iterator[None]:
         """Inside a region: allocate with PyTorch's own allocator (not
-        pausable) for the block, in a fresh MemPool dropped afterwards."""
+        pausable) for the block, in a plain MemPool of this device (one per
+        device, kept)."""
         self._ensure_initialized()
         if not self._active.get(_thread_key()):
             raise RuntimeError("torch_memory_saver (libvpmm): disable() is only meaningful inside region()")
-        native = torch.cuda.MemPool()
+        dev = torch.cuda.current_device()
+        native = self._native_pools.get(dev)
+        if native is None:
+            native = self._native_pools.setdefault(dev, torch.cuda.MemPool())
         with torch.cuda.use_mem_pool(native):
             with vpmm.region(None):  # an untagged scope, should anything reach libvpmm
                 yield
-        del native
 
     # --- pause and resume ------------------------------------------------------
     def _pools(self, tag: Optional[str]) -> Any:
