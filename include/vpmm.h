@@ -242,6 +242,14 @@ typedef struct vpmm_config {
                                  * whose pinning fails for want of memory, goes to pageable host
                                  * memory instead: the pause still succeeds and keeps the bytes,
                                  * at pageable copy speed. env VPMM_BACKUP_PINNED_LIMIT */
+  uint64_t hip_chunk_size; /* HIP backend: largest physical handle one hipMemCreate makes (the
+                            * ROCm < 7.0 chunked path; the pool's growth policy never asks for
+                            * more). 0 (default) = by the runtime's version: 256 MiB below
+                            * ROCm 7.0, no chunking from 7.0 on. Any other value chunks at that
+                            * size (rounded down to the granularity) on every version;
+                            * VPMM_HANDLE_SIZE_UNLIMITED never chunks. Ignored by the other
+                            * backends. env VPMM_HIP_CHUNK_SIZE ("256M", "unlimited").
+                            * See docs/backends.md. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -753,6 +761,19 @@ VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32
  * set. Errors: INVALID_ARGUMENT (null name/out, unknown struct, i out of
  * range, bad struct_size). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out);
+
+/* One line of text about the driver backend `backend` (VPMM_BACKEND_*) would
+ * use on this machine, for diagnostics (`vpmm info`): for HIP, the runtime
+ * file loaded, its version, the ROCm paths it takes (chunked hipMemCreate and
+ * the chunk size, the ROCm 7.2 VA-recycling workaround, the page floor) and
+ * what hipGetDeviceCount says; the environment variables that change them are
+ * read as vpmm_config_init reads them. Nothing is created: a missing driver
+ * is described, not an error. Writes at most `capacity` bytes including the
+ * NUL into buf (truncating); *length (may be NULL) receives the full length.
+ * Errors: INVALID_ARGUMENT (null buf with capacity > 0, a value that is no
+ * VPMM_BACKEND_* or AUTO), UNSUPPORTED (the backend is not built in, or has
+ * nothing to describe: host and CUDA today). Thread safe. */
+VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,7 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, F64, watermark_trigger),
     VPMM_F_(vpmm_config, F64, watermark_stop),
     VPMM_F_(vpmm_config, U64, backup_pinned_limit),
+    VPMM_F_(vpmm_config, U64, hip_chunk_size),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),

@@ -109,6 +109,10 @@ const OptionDef kOptions[] = {
     {"watermark_stop", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_stop), nullptr,
      "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_STOP_) ")",
      "pressure ends when mapped <= stop x capacity"},
+    {"hip_chunk_size", "VPMM_HIP_CHUNK_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(hip_chunk_size),
+     [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->hip_chunk_size); },
+     "0 (256 MiB below ROCm 7.0, none from 7.0)",
+     "HIP: largest hipMemCreate (chunked path); \"unlimited\" = never chunk"},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_

@@ -663,6 +663,6 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
 
 extern const BackendEntry kCudaBackendEntry;
 const BackendEntry kCudaBackendEntry = {VPMM_BACKEND_CUDA, "cuda", make_cuda_backend,
-                                        cuda_backend_usable, nullptr};
+                                        cuda_backend_usable, nullptr, nullptr};
 
 }  // namespace vpmm

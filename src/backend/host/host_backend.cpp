@@ -682,6 +682,6 @@ const HostStreamControl kHostStreams = {
 
 extern const BackendEntry kHostBackendEntry;
 const BackendEntry kHostBackendEntry = {VPMM_BACKEND_HOST, "host", make_host_backend,
-                                        host_backend_usable, &kHostStreams};
+                                        host_backend_usable, &kHostStreams, nullptr};
 
 }  // namespace vpmm
