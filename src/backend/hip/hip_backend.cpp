@@ -75,9 +75,7 @@ vpmm_status status_of(hipError_t r, Blame blame) {
     case hipErrorInvalidValue:
     case hipErrorInvalidHandle:
       return blame == Blame::caller ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND;
-    default:
-      // hipMemAddressReserve reports a full VA space as hipErrorMemoryAllocation.
-      if (r == hipErrorMemoryAllocation) return VPMM_ERR_OUT_OF_MEMORY;
+    default:  // hipErrorMemoryAllocation (a full VA space) is hipErrorOutOfMemory's value
       return VPMM_ERR_BACKEND;
   }
 }
