@@ -114,6 +114,9 @@ void discipline(const char* fmt, ...) {
   std::vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   std::fprintf(stderr, "hip_emu: DISCIPLINE: %s\n", msg);
+  for (const auto& r : g_reserved)  // the state, for the report
+    std::fprintf(stderr, "hip_emu:   reserved 0x%llx + %llu\n", static_cast<unsigned long long>(r.first),
+                 static_cast<unsigned long long>(r.second));
   std::fflush(stderr);
   std::abort();
 }

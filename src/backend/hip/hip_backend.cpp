@@ -49,6 +49,8 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/hip/hip_backend_info.hpp"
@@ -208,6 +210,15 @@ class HipBackend final : public Backend {
       return hip_fail(status_of(e, Blame::caller), e,
                       "hipMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
     if (p == nullptr) return null_reservation(size);
+    if (s_.facts.recycle_va) {
+      try {
+        std::lock_guard<std::mutex> lk(mu_);
+        pieces_[u64(p)] = size;
+      } catch (...) {
+        (void)r_->MemAddressFree(p, size);
+        return fail(VPMM_ERR_OUT_OF_MEMORY, "hip reserve: out of host memory for the VA table");
+      }
+    }
     *va = u64(p);
     return VPMM_OK;
   }
@@ -215,6 +226,7 @@ class HipBackend final : public Backend {
   vpmm_status do_unreserve(uint64_t va, uint64_t size) override {
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipMemAddressFree")) return st;
+    if (s_.facts.recycle_va) return unreserve_pieces(va, size);
     hipError_t e = r_->MemAddressFree(vp(va), size);
     if (e != hipSuccess)
       return hip_fail(status_of(e, Blame::caller), e, "hipMemAddressFree(va=0x%llx, size=%llu)",
@@ -280,6 +292,9 @@ class HipBackend final : public Backend {
                   ull(size), ull(it->second.size));
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipMemMap")) return st;
+    if (s_.facts.recycle_va) {
+      if (vpmm_status st = carve(va, size)) return st;
+    }
     hipError_t e = r_->MemMap(vp(va), size, 0, to_handle(h), 0);
     if (e != hipSuccess)
       return hip_fail(status_of(e, Blame::caller), e,
@@ -582,19 +597,23 @@ class HipBackend final : public Backend {
     PhysHandle handle;
   };
 
-  // The ROCm 7.2 workaround (TMS commit 2be7a4e, vLLM #37533): after the
-  // unmap, free the VA range and reserve the same address again, so the
-  // runtime drops its mapping of the physical memory. mu_ is held, so the
-  // pool cannot map into the gap; another user of the runtime could, which
-  // the address check catches.
-  vpmm_status recycle(uint64_t va, uint64_t size) {
-    hipError_t e = r_->MemAddressFree(vp(va), size);
-    if (e != hipSuccess)
-      return hip_fail(VPMM_ERR_BACKEND, e,
-                      "hipMemAddressFree(va=0x%llx, size=%llu) (ROCm 7.2 release workaround)", ull(va),
-                      ull(size));
+  // ---- The ROCm 7.2 workaround (TMS commit 2be7a4e, vLLM #37533) ----------
+  // After an unmap, the VA range is freed and the same address reserved
+  // again, so the runtime drops its hold on the physical memory. Freeing part
+  // of a reservation leaves separate reservations behind, and ROCm maps
+  // nothing across two (rocm-systems#6977, intel/llvm#22671), so on this path
+  // the backend keeps the invariant: every live mapping is exactly one
+  // reservation ("piece"), every other piece has no mapping. A map first
+  // carves its range into one piece (only mapping-free pieces are touched),
+  // an unmap recycles its piece, and unreserve frees the pieces one by one.
+  // mu_ is held throughout, so the pool cannot map into a gap; another user
+  // of the runtime could take the address meanwhile, which every re-reserve
+  // checks.
+
+  // Reserves exactly [va, va+size) again; on success records the piece.
+  vpmm_status rereserve(uint64_t va, uint64_t size) {
     void* p = nullptr;
-    e = r_->MemAddressReserve(&p, size, 0, vp(va), 0);
+    hipError_t e = r_->MemAddressReserve(&p, size, 0, vp(va), 0);
     if (e != hipSuccess)
       return hip_fail(VPMM_ERR_BACKEND, e,
                       "hipMemAddressReserve(size=%llu, addr=0x%llx) (ROCm 7.2 release workaround): "
@@ -607,7 +626,71 @@ class HipBackend final : public Backend {
                   "returned %p, not the address asked for: the pool's VA has a hole now",
                   ull(size), ull(va), p);
     }
+    pieces_[va] = size;
     return VPMM_OK;
+  }
+
+  // Frees one recorded piece.
+  vpmm_status free_piece(uint64_t va, uint64_t size) {
+    hipError_t e = r_->MemAddressFree(vp(va), size);
+    if (e != hipSuccess)
+      return hip_fail(VPMM_ERR_BACKEND, e,
+                      "hipMemAddressFree(va=0x%llx, size=%llu) (ROCm 7.2 release workaround)", ull(va),
+                      ull(size));
+    pieces_.erase(va);
+    return VPMM_OK;
+  }
+
+  // Makes [va, va+size) exactly one piece. Every piece it overlaps is free of
+  // mappings (the invariant, and the core never maps over a mapping).
+  vpmm_status carve(uint64_t va, uint64_t size) {
+    auto it = pieces_.upper_bound(va);
+    if (it == pieces_.begin())
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip map: va 0x%llx is not reserved by this backend", ull(va));
+    --it;
+    if (it->first == va && it->second == size) return VPMM_OK;  // already one piece
+    std::vector<std::pair<uint64_t, uint64_t>> over;
+    for (auto p = it; p != pieces_.end() && p->first < va + size; ++p) {
+      if (p->first + p->second <= va) continue;
+      auto m = maps_.lower_bound(p->first);
+      if (m != maps_.end() && m->first < p->first + p->second)
+        return fail(VPMM_ERR_INVALID_ARGUMENT,
+                    "hip map: (va=0x%llx, size=%llu) shares a reservation with the mapping at 0x%llx",
+                    ull(va), ull(size), ull(m->first));
+      over.push_back(*p);
+    }
+    if (over.empty() || over.front().first > va ||
+        over.back().first + over.back().second < va + size)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip map: (va=0x%llx, size=%llu) is not all reserved",
+                  ull(va), ull(size));
+    const uint64_t lo = over.front().first, hi = over.back().first + over.back().second;
+    for (const auto& p : over)
+      if (vpmm_status st = free_piece(p.first, p.second)) return st;
+    if (lo < va)
+      if (vpmm_status st = rereserve(lo, va - lo)) return st;
+    if (vpmm_status st = rereserve(va, size)) return st;
+    if (va + size < hi)
+      if (vpmm_status st = rereserve(va + size, hi - (va + size))) return st;
+    return VPMM_OK;
+  }
+
+  vpmm_status unreserve_pieces(uint64_t va, uint64_t size) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = pieces_.lower_bound(va);
+    if (it == pieces_.end() || it->first != va)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip unreserve: va 0x%llx is not a reservation", ull(va));
+    while (it != pieces_.end() && it->first < va + size) {
+      const uint64_t pva = it->first, psize = it->second;
+      ++it;
+      if (vpmm_status st = free_piece(pva, psize)) return st;
+    }
+    return VPMM_OK;
+  }
+
+  // After the unmap of [va, va+size), which is one piece.
+  vpmm_status recycle(uint64_t va, uint64_t size) {
+    if (vpmm_status st = free_piece(va, size)) return st;
+    return rereserve(va, size);
   }
 
   vpmm_status null_reservation(uint64_t size) const {
@@ -655,6 +738,7 @@ class HipBackend final : public Backend {
   std::mutex mu_;
   std::unordered_map<PhysHandle, HandleRec> handles_;
   std::map<uint64_t, MapRec> maps_;                  // va -> mapping, for set_access and unmap
+  std::map<uint64_t, uint64_t> pieces_;              // VA recycling only: va -> reservation size
   std::unordered_map<void*, uint64_t> registered_;  // registered pinned buffer -> mmap'ed bytes
 };
 static_assert(sizeof(hip::AllocationPropV6) <= 64 && sizeof(hipMemAllocationProp) <= 64,
