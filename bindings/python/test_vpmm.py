@@ -32,6 +32,15 @@ class BindingTest(unittest.TestCase):
         self.pool.check()
         self.assertIn("regions (pages)", self.pool.dump())
 
+    def test_backends_listed_hip_described_or_unsupported(self):
+        self.assertEqual(sorted(vpmm.BACKENDS), ["auto", "cuda", "hip", "host"])
+        try:
+            self.assertIn("HIP runtime", vpmm.backend_info("hip"))
+        except vpmm.Error as e:  # a build without the HIP backend
+            self.assertEqual(e.name, "VPMM_ERR_UNSUPPORTED")
+        with self.assertRaises(vpmm.Error):
+            vpmm.backend_info("host")  # nothing to describe
+
     def test_errors_carry_status_and_message(self):
         with self.assertRaises(vpmm.Error) as e:
             self.pool.malloc(0)

@@ -1,7 +1,7 @@
 """libvpmm through ctypes: no third-party packages, no build step.
 
     import vpmm
-    pool = vpmm.Pool(backend="host")          # or "auto" / "cuda"
+    pool = vpmm.Pool(backend="host")          # or "auto" / "cuda" / "hip"
     p = pool.malloc(1 << 20)
     with vpmm.region("weights", host_backup=True):
         w = pool.malloc(64 << 20)             # tagged: pausable
@@ -19,7 +19,7 @@ import ctypes.util
 import os
 
 __all__ = ["Error", "Pool", "region", "library_path", "use_as_torch_allocator", "default_pool_stats",
-           "version"]
+           "version", "BACKENDS", "backend_info"]
 
 _STATUS = {
     0: "VPMM_OK", 1: "VPMM_ERR_INVALID_ARGUMENT", 2: "VPMM_ERR_OUT_OF_MEMORY",
@@ -53,7 +53,8 @@ class _Config(ctypes.Structure):
                 ("host_capacity", _u64), ("max_handle_size", _u64), ("small_size", _u64),
                 ("backup_cache_size", _u64), ("memory_limit", _u64),
                 ("memory_limit_fraction", ctypes.c_double), ("watermark_trigger", ctypes.c_double),
-                ("watermark_stop", ctypes.c_double), ("backup_pinned_limit", _u64)]
+                ("watermark_stop", ctypes.c_double), ("backup_pinned_limit", _u64),
+                ("hip_chunk_size", _u64)]
 
 
 _STAT_FIELDS = [
@@ -114,6 +115,8 @@ _pop = _sig("vpmm_region_pop", _i32)
 _dump_text = _sig("vpmm_pool_dump_text", _i32, _vp, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
 _backend_name = _sig("vpmm_pool_backend_name", ctypes.c_char_p, _vp)
 _default_pool = _sig("vpmm_default_pool", _i32, _i32, ctypes.POINTER(_vp))
+_backend_info = _sig("vpmm_backend_info", _i32, _i32, ctypes.c_char_p, ctypes.c_size_t,
+                     ctypes.POINTER(ctypes.c_size_t))
 
 
 class Error(RuntimeError):
@@ -133,6 +136,17 @@ def _ok(status):
 
 def version():
     return _version().decode()
+
+
+def backend_info(backend):
+    """One line about the driver a backend would use here ("hip": the HIP
+    runtime's file and version and the ROCm paths it takes). Raises Error
+    (VPMM_ERR_UNSUPPORTED) when the backend is not built in or has nothing
+    to describe."""
+    buf = ctypes.create_string_buffer(1024)
+    n = ctypes.c_size_t()
+    _ok(_backend_info(BACKENDS[backend], buf, len(buf), ctypes.byref(n)))
+    return buf.value.decode(errors="replace")
 
 
 class Pool:
