@@ -89,7 +89,10 @@ size_t describe(uint64_t config_chunk, char* buf, size_t capacity) {
   HipFacts f;
   int n = 0;
   if (probe(config_chunk, &f) != VPMM_OK) {
-    n = std::snprintf(buf, capacity, "HIP runtime: none (%s)", last_error());
+    n = std::snprintf(buf, capacity,
+                      "HIP runtime: none (%s); reads VPMM_HIP_LIBRARY, VPMM_HIP_VA_RECYCLE, "
+                      "VPMM_HIP_PAGE_FLOOR",
+                      last_error());
   } else {
     char chunk[96];
     if (f.chunk_size != 0)
@@ -109,7 +112,8 @@ size_t describe(uint64_t config_chunk, char* buf, size_t capacity) {
       format_error(e, dev, sizeof dev);
     n = std::snprintf(buf, capacity,
                       "HIP runtime %d.%d.%d at %s; path: %s; VA recycling after unmap (ROCm 7.2 "
-                      "workaround): %s%s; page floor %llu KiB; hipGetDeviceCount: %s%s",
+                      "workaround): %s%s; page floor %llu KiB; hipGetDeviceCount: %s%s; reads "
+                      "VPMM_HIP_LIBRARY, VPMM_HIP_VA_RECYCLE, VPMM_HIP_PAGE_FLOOR",
                       version_major(f.version), version_minor(f.version), f.version % 100000, f.path,
                       chunk, f.recycle_va ? "on" : "off",
                       f.recycle_forced ? " (VPMM_HIP_VA_RECYCLE)" : "",
