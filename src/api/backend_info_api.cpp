@@ -4,7 +4,6 @@
 
 #include "backend/registry.hpp"
 #include "common/status.hpp"
-#include "core/config.hpp"
 #include "vpmm.h"
 
 extern "C" {

@@ -100,6 +100,12 @@ std::set<Handle*> g_handles;
 std::map<uint64_t, Mapping> g_maps;            // va -> mapping
 std::map<uint64_t, uint64_t> g_reserved;       // va -> size of a reserved piece
 std::multimap<uint64_t, Hold> g_holds;         // 7.2: va -> memory the VA still holds
+// VA given back with hipMemAddressFree: still PROT_NONE-mapped in this
+// process, owned by the "runtime" and handed out again only to a reservation
+// that asks for that address. A GPU's VA is managed by ROCr, not by the
+// process's mmap, so the CPU's malloc and thread stacks never land in a
+// range freed for a moment (the ROCm 7.2 workaround frees and re-reserves).
+std::map<uint64_t, uint64_t> g_free_va;
 std::set<Event*> g_events;
 std::set<void*> g_sync_streams;                // streams without ops
 std::map<void*, uint64_t> g_host_registered;   // hipHostRegister
@@ -167,6 +173,32 @@ void maybe_destroy(Handle* h) {
   g_used -= h->size;
   g_handles.erase(h);
   delete h;
+}
+
+// [va, va+size) lies wholly in freed runtime VA.
+bool free_va_covers(uint64_t va, uint64_t size) {
+  uint64_t cur = va;
+  auto it = g_free_va.upper_bound(cur);
+  if (it == g_free_va.begin()) return false;
+  --it;
+  while (cur < va + size) {
+    if (it == g_free_va.end() || it->first > cur || it->first + it->second <= cur) return false;
+    cur = it->first + it->second;
+    ++it;
+  }
+  return true;
+}
+
+// Takes [va, va+size) out of the freed runtime VA (it must be covered).
+void free_va_take(uint64_t va, uint64_t size) {
+  auto it = g_free_va.upper_bound(va);
+  --it;
+  while (it != g_free_va.end() && it->first < va + size) {
+    const uint64_t s = it->first, e = it->first + it->second;
+    it = g_free_va.erase(it);
+    if (s < va) g_free_va[s] = va - s;
+    if (e > va + size) g_free_va[va + size] = e - (va + size);
+  }
 }
 
 // The reserved piece holding [va, va+size), or end().
@@ -421,11 +453,16 @@ hipError_t hipMemAddressReserve(void** ptr, size_t size, size_t alignment, void*
   const uint64_t align = alignment ? alignment : kDefaultAlign;
   if ((align & (align - 1)) != 0) return hipErrorInvalidValue;
   void* p = MAP_FAILED;
-  if (addr != nullptr) {
-    p = mmap(addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (p != MAP_FAILED && p != addr) {  // old kernels treat the flag as a hint
-      munmap(p, size);
-      p = MAP_FAILED;
+  if (addr != nullptr && u64(addr) % g_cfg.granularity == 0) {
+    if (free_va_covers(u64(addr), size)) {  // runtime VA freed before: still ours
+      free_va_take(u64(addr), size);
+      p = addr;
+    } else {
+      p = mmap(addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+      if (p != MAP_FAILED && p != addr) {  // old kernels treat the flag as a hint
+        munmap(p, size);
+        p = MAP_FAILED;
+      }
     }
   }
   if (p == MAP_FAILED) {
@@ -462,7 +499,7 @@ hipError_t hipMemAddressFree(void* ptr, size_t size) {
   g_reserved.erase(it);
   if (start < va) g_reserved[start] = va - start;
   if (va + size < end) g_reserved[va + size] = end - (va + size);
-  munmap(ptr, size);
+  g_free_va[va] = size;  // stays PROT_NONE-mapped: see g_free_va
   return hipSuccess;
 }
 
