@@ -332,6 +332,57 @@ TEST("the 2 MiB page floor: 4 KiB reported, 2 MiB pages unless VPMM_HIP_PAGE_FLO
   reset();
 }
 
+TEST("ROCm 7.2 path: a backup copy of many handles is split per reservation") {
+  reset();
+  vt::emu_set("VERSION", 70200000);
+  vt::emu_set("HOLD_UNTIL_VA_FREE", 1);
+  vpmm_pool* p = hip_pool(0, kPage);  // page handles: every page its own mapping and reservation
+  CHECK(p != nullptr);
+  if (!p) return;
+  vpmm_alloc_attrs at;
+  std::memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.flags = VPMM_ALLOC_HOST_BACKUP;
+  at.tag = "w";
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(p, 16 * kPage, nullptr, &at, &a));
+  CHECK_EQ(vt::stats(p).handles, uint64_t{16});
+  if (a) vt::fill(a, 16 * kPage, 5);
+  CHECK_OK(vpmm_pool_pause(p, "w"));  // one region, 16 reservations: 16 copies
+  CHECK_EQ(vt::emu_get("USED"), uint64_t{0});
+  CHECK_OK(vpmm_pool_resume(p, "w"));
+  if (a) CHECK(vt::verify(a, 16 * kPage, 5));
+  CHECK_OK(vpmm_pool_destroy(p));
+  CHECK_EQ(vt::emu_get("RESERVATIONS"), uint64_t{0});
+  reset();
+}
+
+// The Backend contract allows a release while mapped (CUDA does); ROCm does
+// not (ROCR-Runtime#257), so the backend defers it to the unmap. The
+// emulator would abort on a hipMemRelease of a mapped handle.
+TEST("release while mapped is deferred to the unmap") {
+  reset();
+  vpmm::BackendParams bp;
+  vpmm_status st = VPMM_OK;
+  std::unique_ptr<vpmm::Backend> b = vpmm::make_backend(VPMM_BACKEND_HIP, bp, &st);
+  CHECK(b != nullptr);
+  if (!b) return;
+  uint64_t va = 0;
+  vpmm::PhysHandle h = 0;
+  CHECK_OK(b->reserve(4 * kMiB, 0, &va));
+  CHECK_OK(b->create(2 * kMiB, &h));
+  CHECK_OK(b->map(va, 2 * kMiB, h));
+  CHECK_OK(b->set_access(va, 2 * kMiB));
+  CHECK_OK(b->release(h, 2 * kMiB));
+  CHECK_EQ(vt::emu_get("HANDLES"), uint64_t{1});  // still mapped: not released yet
+  CHECK_EQ(b->release(h, 2 * kMiB), VPMM_ERR_INVALID_ARGUMENT);  // twice
+  CHECK_OK(b->unmap(va, 2 * kMiB));
+  CHECK_EQ(vt::emu_get("HANDLES"), uint64_t{0});
+  CHECK_EQ(b->unmap(va, 2 * kMiB), VPMM_ERR_INVALID_ARGUMENT);  // not a mapping any more
+  CHECK_OK(b->unreserve(va, 4 * kMiB));
+  CHECK(vpmm::live_counts_zero(b->counters()));
+}
+
 // The emulator fails loudly when the discipline is broken: here a direct
 // hipMemRelease of a mapped handle (what the backend defers), in a child.
 TEST("the emulator aborts on a release of a mapped handle (ROCR-Runtime#257)") {

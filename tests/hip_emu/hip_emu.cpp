@@ -681,6 +681,7 @@ hipError_t hipMemcpyDtoHAsync(void* dst, hipDeviceptr_t src, size_t n, hipStream
   std::unique_lock<std::mutex> lk(g_mu);
   load_env_locked();
   if (!dst || !accessible(u64(src), n)) return hipErrorInvalidValue;
+  if (piece_of(u64(src), n) == g_reserved.end()) return hipErrorInvalidValue;  // intel/llvm#22671
   lk.unlock();  // a copy that runs at once must not hold the lock (it takes none)
   return copy(dst, src, n, s);
 }
@@ -689,6 +690,7 @@ hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void* src, size_t n, hipStream
   std::unique_lock<std::mutex> lk(g_mu);
   load_env_locked();
   if (!src || !accessible(u64(dst), n)) return hipErrorInvalidValue;
+  if (piece_of(u64(dst), n) == g_reserved.end()) return hipErrorInvalidValue;  // intel/llvm#22671
   lk.unlock();
   return copy(dst, src, n, s);
 }

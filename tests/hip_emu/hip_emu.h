@@ -26,6 +26,10 @@
  *                      hipErrorOutOfMemory (vLLM#43022); alignment 0 works
  *   NO_HOST_REGISTER   1: hipHostRegister fails with hipErrorNotSupported
  *
+ * Always: a copy spanning two reservations fails with hipErrorInvalidValue
+ * (intel/llvm#22671), and freed VA stays the runtime's (reused only by a
+ * reservation that asks for that address, as a GPU's VA is not the process's).
+ *
  * Call discipline: a call that breaks the rules the backend must keep
  * (unmapping a range that is not exactly mapped pieces, releasing a mapped
  * handle, mapping over a mapping or outside a reservation, freeing VA with

@@ -445,12 +445,14 @@ class HipBackend final : public Backend {
                   dst == nullptr ? "destination" : "source", ull(size));
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipMemcpyDtoHAsync")) return st;
-    hipError_t r = r_->MemcpyDtoHAsync(dst, vp(src), size, to_stream(s));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r,
-                      "hipMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)", dst, ull(src),
-                      ull(size), s);
-    return VPMM_OK;
+    return per_reservation(src, size, [&](uint64_t off, uint64_t n) -> vpmm_status {
+      hipError_t r = r_->MemcpyDtoHAsync(static_cast<char*>(dst) + off, vp(src + off), n, to_stream(s));
+      if (r != hipSuccess)
+        return hip_fail(status_of(r, Blame::caller), r,
+                        "hipMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)",
+                        static_cast<void*>(static_cast<char*>(dst) + off), ull(src + off), ull(n), s);
+      return VPMM_OK;
+    });
   }
 
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override {
@@ -460,13 +462,16 @@ class HipBackend final : public Backend {
                   dst == 0 ? "destination" : "source", ull(size));
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipMemcpyHtoDAsync")) return st;
-    // The HIP signature takes a non-const source it never writes.
-    hipError_t r = r_->MemcpyHtoDAsync(vp(dst), const_cast<void*>(src), size, to_stream(s));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r,
-                      "hipMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst), src,
-                      ull(size), s);
-    return VPMM_OK;
+    return per_reservation(dst, size, [&](uint64_t off, uint64_t n) -> vpmm_status {
+      // The HIP signature takes a non-const source it never writes.
+      void* from = const_cast<char*>(static_cast<const char*>(src)) + off;
+      hipError_t r = r_->MemcpyHtoDAsync(vp(dst + off), from, n, to_stream(s));
+      if (r != hipSuccess)
+        return hip_fail(status_of(r, Blame::caller), r,
+                        "hipMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst + off),
+                        from, ull(n), s);
+      return VPMM_OK;
+    });
   }
 
   // Pinned host memory: huge-page-advised anonymous pages registered with
@@ -691,6 +696,35 @@ class HipBackend final : public Backend {
   vpmm_status recycle(uint64_t va, uint64_t size) {
     if (vpmm_status st = free_piece(va, size)) return st;
     return rereserve(va, size);
+  }
+
+  // Calls f(offset, bytes) once per reservation the device range [va,
+  // va+size) crosses: a copy spanning two reservations fails on ROCm
+  // (intel/llvm#22671), and on the VA-recycling path every mapping is its own
+  // reservation. Elsewhere the pool's VA chunk is one reservation: one call.
+  // The pieces are only read here (the pool does not unmap what it copies).
+  template <typename F>
+  vpmm_status per_reservation(uint64_t va, uint64_t size, F f) {
+    if (!s_.facts.recycle_va) return f(0, size);
+    std::vector<std::pair<uint64_t, uint64_t>> parts;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = pieces_.upper_bound(va);
+      if (it != pieces_.begin()) --it;
+      for (uint64_t cur = va; cur < va + size;) {
+        if (it == pieces_.end() || it->first > cur || it->first + it->second <= cur) {
+          parts.emplace_back(cur - va, va + size - cur);  // not ours: the runtime will say
+          break;
+        }
+        const uint64_t end = std::min(va + size, it->first + it->second);
+        parts.emplace_back(cur - va, end - cur);
+        cur = end;
+        ++it;
+      }
+    }
+    for (const auto& p : parts)
+      if (vpmm_status st = f(p.first, p.second)) return st;
+    return VPMM_OK;
   }
 
   vpmm_status null_reservation(uint64_t size) const {
