@@ -32,14 +32,14 @@ class BindingTest(unittest.TestCase):
         self.pool.check()
         self.assertIn("regions (pages)", self.pool.dump())
 
-    def test_backends_listed_hip_described_or_unsupported(self):
+    def test_backends_listed(self):
+        # backend_info("hip") is tested over the emulated runtime in the 'hip'
+        # suite (test_hip.py): here no HIP runtime is loaded (this test also
+        # runs under the sanitizers).
         self.assertEqual(sorted(vpmm.BACKENDS), ["auto", "cuda", "hip", "host"])
-        try:
-            self.assertIn("HIP runtime", vpmm.backend_info("hip"))
-        except vpmm.Error as e:  # a build without the HIP backend
-            self.assertEqual(e.name, "VPMM_ERR_UNSUPPORTED")
-        with self.assertRaises(vpmm.Error):
+        with self.assertRaises(vpmm.Error) as e:
             vpmm.backend_info("host")  # nothing to describe
+        self.assertEqual(e.exception.name, "VPMM_ERR_UNSUPPORTED")
 
     def test_errors_carry_status_and_message(self):
         with self.assertRaises(vpmm.Error) as e:
