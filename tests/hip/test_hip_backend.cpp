@@ -213,7 +213,21 @@ TEST("ROCm 6.0: hipMemAddressReserve 'succeeds' with NULL: UNSUPPORTED naming th
   CHECK(contains(vpmm_last_error(), "NULL"));
   CHECK(contains(vpmm_last_error(), "HIP 6.0"));
   CHECK(contains(info(), "not functional before ROCm 6.1"));
+  c.backend = VPMM_BACKEND_AUTO;  // AUTO does not pick a runtime without working VMM
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  if (p) {
+    CHECK(std::strcmp(vpmm_pool_backend_name(p), "hip") != 0);
+    vpmm_pool_destroy(p);
+  }
   reset();
+  c = hip_config();
+  c.backend = VPMM_BACKEND_AUTO;  // and picks HIP where it works (CUDA first where usable)
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  if (p) {
+    const std::string picked = vpmm_pool_backend_name(p);
+    CHECK(picked == "hip" || picked == "cuda");
+    vpmm_pool_destroy(p);
+  }
 }
 
 TEST("device without VMM, or no device: UNSUPPORTED with a message") {
@@ -224,6 +238,13 @@ TEST("device without VMM, or no device: UNSUPPORTED with a message") {
   CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_UNSUPPORTED);
   CHECK(contains(vpmm_last_error(), "does not support virtual memory management"));
   CHECK(contains(vpmm_last_error(), "HIP 6.2"));
+  c.backend = VPMM_BACKEND_AUTO;  // AUTO passes over a device without VMM
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  if (p) {
+    CHECK(std::strcmp(vpmm_pool_backend_name(p), "hip") != 0);
+    vpmm_pool_destroy(p);
+  }
+  c.backend = VPMM_BACKEND_HIP;
   reset();
   vt::emu_set("DEVICES", 0);
   CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_UNSUPPORTED);

@@ -662,6 +662,9 @@ class HipBackend final : public Backend {
         return fail(VPMM_ERR_INVALID_ARGUMENT,
                     "hip map: (va=0x%llx, size=%llu) shares a reservation with the mapping at 0x%llx",
                     ull(va), ull(size), ull(m->first));
+      if (!over.empty() && over.back().first + over.back().second != p->first)
+        return fail(VPMM_ERR_INVALID_ARGUMENT, "hip map: (va=0x%llx, size=%llu) is not all reserved",
+                    ull(va), ull(size));
       over.push_back(*p);
     }
     if (over.empty() || over.front().first > va ||
@@ -783,11 +786,20 @@ std::unique_ptr<Backend> fail_create(vpmm_status s, vpmm_status* st) {
   return nullptr;
 }
 
+// AUTO's probe: a runtime whose VMM works (ROCm 6.1+) and a device 0 that
+// says it supports VMM, so that AUTO falls back to the host backend on
+// consumer cards without VMM and on old ROCm instead of failing.
 bool hip_backend_usable() {
   const Runtime* r = hip::runtime();
   if (r == nullptr) return false;
-  int count = 0;
-  return r->GetDeviceCount(&count) == hipSuccess && count >= 1;
+  int count = 0, version = 0;
+  if (r->GetDeviceCount(&count) != hipSuccess || count < 1) return false;
+  if (r->RuntimeGetVersion(&version) != hipSuccess || version < hip::make_version(6, 1)) return false;
+  if (r->DeviceGetAttribute == nullptr) return true;
+  int vmm = 0;
+  return r->DeviceGetAttribute(&vmm, static_cast<hipDeviceAttribute_t>(hip::kAttrVirtualMemoryManagementSupported),
+                               0) == hipSuccess &&
+         vmm != 0;
 }
 
 std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* st) {
