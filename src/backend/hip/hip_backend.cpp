@@ -70,14 +70,14 @@ enum class Blame { caller, backend };
 
 vpmm_status status_of(hipError_t r, Blame blame) {
   switch (r) {
-    case hipErrorOutOfMemory:
+    case hipErrorOutOfMemory:  // also hipErrorMemoryAllocation (same value): a full VA space
       return VPMM_ERR_OUT_OF_MEMORY;
     case hipErrorNotSupported:
       return VPMM_ERR_UNSUPPORTED;
     case hipErrorInvalidValue:
     case hipErrorInvalidHandle:
       return blame == Blame::caller ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND;
-    default:  // hipErrorMemoryAllocation (a full VA space) is hipErrorOutOfMemory's value
+    default:
       return VPMM_ERR_BACKEND;
   }
 }
