@@ -236,10 +236,8 @@ class HipBackend final : public Backend {
 
   vpmm_status do_create(uint64_t size, PhysHandle* out) override {
     if (out == nullptr) return null_out("create");
-    if (s_.facts.chunk_size != 0 && size > s_.facts.chunk_size)
-      return fail(VPMM_ERR_INVALID_ARGUMENT,
-                  "hip create: size %llu exceeds the chunk size %llu (max_handle_size)", ull(size),
-                  ull(s_.facts.chunk_size));
+    // No check against the chunk size: it is what the pool asks for at most
+    // (max_handle_size), the runtime decides what it can create.
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipMemCreate")) return st;
     hipMemGenericAllocationHandle_t h = nullptr;
