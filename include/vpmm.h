@@ -242,6 +242,22 @@ typedef struct vpmm_config {
                                  * whose pinning fails for want of memory, goes to pageable host
                                  * memory instead: the pause still succeeds and keeps the bytes,
                                  * at pageable copy speed. env VPMM_BACKUP_PINNED_LIMIT */
+  uint64_t hip_chunk_size; /* HIP backend: largest physical handle one hipMemCreate makes (the
+                            * ROCm < 7.0 chunked path; the pool's growth policy never asks for
+                            * more). 0 (default) = by the runtime's version: 256 MiB below
+                            * ROCm 7.0, no chunking from 7.0 on. Any other value chunks at that
+                            * size (rounded down to the granularity) on every version;
+                            * VPMM_HANDLE_SIZE_UNLIMITED never chunks. Ignored by the other
+                            * backends. env VPMM_HIP_CHUNK_SIZE ("256M", "unlimited").
+                            * See docs/backends.md. */
+  uint64_t peer_devices; /* CUDA: other devices given read/write access to this pool's
+                          * memory, bit d = device d (devices 0-63). Access is granted on
+                          * every map, remap and resume (one cuMemSetAccess with one
+                          * descriptor per device). Each peer must exist and be able to
+                          * access this device (cuDeviceCanAccessPeer), else pool creation
+                          * fails with UNSUPPORTED naming it. 0 (default) = this device only.
+                          * The host backend rejects a non-zero value. env VPMM_PEER_DEVICES
+                          * ("1,3"; "" or "none" = 0). See docs/multi-gpu.md. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -672,6 +688,7 @@ static const int32_t VPMM_OPTION_HANDLE_SIZE = 5;
 static const int32_t VPMM_OPTION_LIMIT = 6;
 static const int32_t VPMM_OPTION_FRACTION = 7;
 static const int32_t VPMM_OPTION_LOG_LEVEL = 8;
+static const int32_t VPMM_OPTION_DEVICE_LIST = 9;
 static const int32_t VPMM_OPTION_SIGNED_ = -1;
 #else
 enum {
@@ -684,6 +701,7 @@ enum {
                           * sets memory_limit_fraction instead */
   VPMM_OPTION_FRACTION = 7, /* double in [0, 1]; no environment variable */
   VPMM_OPTION_LOG_LEVEL = 8, /* process-wide, no config field: off|error|warn|info|debug */
+  VPMM_OPTION_DEVICE_LIST = 9, /* uint64_t bit mask of devices; text "1,3" (ordinals 0-63) or "none" */
   VPMM_OPTION_SIGNED_ = -1 /* never used: makes the enum's type int (see the status codes) */
 };
 #endif
@@ -906,6 +924,8 @@ typedef struct vpmm_api {
   vpmm_status (*pool_backup_lookup)(vpmm_pool* pool, const void* ptr, void** host, uint64_t* bytes);
   void* (*cupy_malloc)(void* param, size_t size, int device);
   void (*cupy_free)(void* param, void* ptr, int device);
+  /* what a backend would use here (vpmm info) */
+  vpmm_status (*backend_info)(int32_t backend, char* buf, size_t capacity, size_t* length);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 
@@ -923,6 +943,20 @@ typedef struct vpmm_api {
  * simply reports "ABI version N not provided", as vpmm_loader.h does).
  * Never fails otherwise; thread safe; callable before any other vpmm_* call. */
 VPMM_API const vpmm_api* vpmm_get_api(uint32_t abi_version);
+
+/* ------------------------------------------------------------------------ */
+/* One line of text about the driver backend `backend` (VPMM_BACKEND_*) would
+ * use on this machine, for diagnostics (`vpmm info`): for HIP, the runtime
+ * file loaded, its version, the ROCm paths it takes (chunked hipMemCreate and
+ * the chunk size, the ROCm 7.2 VA-recycling workaround, the page floor) and
+ * what hipGetDeviceCount says; the environment variables that change them are
+ * read as vpmm_config_init reads them. Nothing is created: a missing driver
+ * is described, not an error. Writes at most `capacity` bytes including the
+ * NUL into buf (truncating); *length (may be NULL) receives the full length.
+ * Errors: INVALID_ARGUMENT (null buf with capacity > 0, a value that is no
+ * VPMM_BACKEND_* or AUTO), UNSUPPORTED (the backend is not built in, or has
+ * nothing to describe: host and CUDA today). Thread safe. */
+VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capacity, size_t* length);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -56,11 +57,29 @@ std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
       uint64_t v;
       std::memcpy(&v, p, sizeof v);
       if (o.kind == VPMM_OPTION_COUNT) return std::to_string(v);
+      if (o.kind == VPMM_OPTION_DEVICE_LIST) {
+        std::string list;
+        for (int d = 0; d < 64; ++d)
+          if (v & (uint64_t(1) << d)) list += (list.empty() ? "" : ",") + std::to_string(d);
+        return list.empty() ? "none" : list;
+      }
       if (o.kind == VPMM_OPTION_HANDLE_SIZE && v == VPMM_HANDLE_SIZE_UNLIMITED) return "unlimited";
       if (v == 0) return "0";
       return fmt_bytes(v) + " (" + std::to_string(v) + ")";
     }
   }
+}
+
+// The driver line of every compiled-in backend that has one (vpmm_backend_info:
+// for HIP the runtime's file, version and the ROCm paths it takes).
+std::vector<std::pair<std::string, std::string>> driver_lines() {
+  std::vector<std::pair<std::string, std::string>> out;
+  const int32_t kinds[] = {VPMM_BACKEND_CUDA, VPMM_BACKEND_HIP, VPMM_BACKEND_HOST};
+  for (int32_t k : kinds) {
+    char buf[1024];
+    if (vpmm_backend_info(k, buf, sizeof buf, nullptr) == VPMM_OK) out.emplace_back(backend_arg_name(k), buf);
+  }
+  return out;
 }
 
 }  // namespace
@@ -71,6 +90,7 @@ int cmd_info(int argc, char** argv) {
               vpmm_abi_version(), VPMM_VERSION_MAJOR, VPMM_VERSION_MINOR, VPMM_VERSION_PATCH,
               VPMM_ABI_VERSION);
   const std::vector<vpmm_option_info> table = option_table();
+  const auto drivers = driver_lines();
 
   // The environment first: when it is malformed, pool creation below fails
   // and this is what the user needs to see.
@@ -86,10 +106,15 @@ int cmd_info(int argc, char** argv) {
     std::string k = kv.substr(0, kv.find('='));
     bool known = false;
     for (const vpmm_option_info& o : table) known = known || (o.env && k == o.env);
+    // Variables a backend reads when it loads its driver (its line names them).
+    for (const auto& d : drivers) known = known || d.second.find(k) != std::string::npos;
     if (!known)
       std::printf("  %-24s %s   (not a variable libvpmm reads)\n", k.c_str(),
                   kv.substr(k.size() + 1).c_str());
   }
+
+  if (!drivers.empty()) std::printf("drivers (vpmm_backend_info):\n");
+  for (const auto& d : drivers) std::printf("  %-6s %s\n", d.first.c_str(), d.second.c_str());
 
   vpmm_config c;
   vpmm_config_init(&c);

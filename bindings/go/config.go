@@ -36,6 +36,8 @@ type Config struct {
 	WatermarkTrigger    float64 // pressure starts at this fraction of capacity (0 = 0.85)
 	WatermarkStop       float64 // pressure ends at this fraction (0 = 0.65)
 	BackupPinnedLimit   uint64  // most pinned bytes for backups (0 = no limit); env VPMM_BACKUP_PINNED_LIMIT
+	HIPChunkSize        uint64  // HIP: largest hipMemCreate (0 = by ROCm version); env VPMM_HIP_CHUNK_SIZE
+	PeerDevices         uint64  // CUDA: bit d = device d gets access (0 = none); env VPMM_PEER_DEVICES
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -76,6 +78,8 @@ func configFromC(c *C.vpmm_config) Config {
 		WatermarkTrigger:    float64(c.watermark_trigger),
 		WatermarkStop:       float64(c.watermark_stop),
 		BackupPinnedLimit:   uint64(c.backup_pinned_limit),
+		HIPChunkSize:        uint64(c.hip_chunk_size),
+		PeerDevices:         uint64(c.peer_devices),
 		configError:         int32(c.config_error),
 	}
 }
@@ -99,5 +103,7 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.watermark_trigger = C.double(cfg.WatermarkTrigger)
 	c.watermark_stop = C.double(cfg.WatermarkStop)
 	c.backup_pinned_limit = C.uint64_t(cfg.BackupPinnedLimit)
+	c.hip_chunk_size = C.uint64_t(cfg.HIPChunkSize)
+	c.peer_devices = C.uint64_t(cfg.PeerDevices)
 	return c
 }

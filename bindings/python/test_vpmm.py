@@ -35,6 +35,15 @@ class BindingTest(unittest.TestCase):
         # The text dump prints the same notation (one formatter in the library).
         self.assertIn("chunk 0: " + self.pool.layout().split(" | ")[0], self.pool.dump())
 
+    def test_backends_listed(self):
+        # backend_info("hip") is tested over the emulated runtime in the 'hip'
+        # suite (test_hip.py): here no HIP runtime is loaded (this test also
+        # runs under the sanitizers).
+        self.assertEqual(sorted(vpmm.BACKENDS), ["auto", "cuda", "hip", "host"])
+        with self.assertRaises(vpmm.Error) as e:
+            vpmm.backend_info("host")  # nothing to describe
+        self.assertEqual(e.exception.name, "VPMM_ERR_UNSUPPORTED")
+
     def test_errors_carry_status_and_message(self):
         with self.assertRaises(vpmm.Error) as e:
             self.pool.malloc(0)

@@ -136,6 +136,8 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     vpmm::BackendParams bp;
     bp.device = c.device;
     bp.host_capacity = c.host_capacity;
+    bp.hip_chunk_size = c.hip_chunk_size;
+    bp.peer_devices = c.peer_devices;
     st = VPMM_OK;
     std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, bp, &st);
     if (!backend)

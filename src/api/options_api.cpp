@@ -48,6 +48,8 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, F64, watermark_trigger),
     VPMM_F_(vpmm_config, F64, watermark_stop),
     VPMM_F_(vpmm_config, U64, backup_pinned_limit),
+    VPMM_F_(vpmm_config, U64, hip_chunk_size),
+    VPMM_F_(vpmm_config, U64, peer_devices),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),
@@ -188,6 +190,7 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_backup_lookup),
     VPMM_F_(vpmm_api, PTR, cupy_malloc),
     VPMM_F_(vpmm_api, PTR, cupy_free),
+    VPMM_F_(vpmm_api, PTR, backend_info),
 };
 const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),

@@ -168,6 +168,8 @@ class Backend {
 struct BackendParams {
   int device = 0;
   uint64_t host_capacity = 0;  // host backend only; 0 = default (1 GiB)
+  uint64_t hip_chunk_size = 0;  // HIP backend only: vpmm_config.hip_chunk_size
+  uint64_t peer_devices = 0;    // vpmm_config.peer_devices: bit d = device d gets access
 };
 
 }  // namespace vpmm

@@ -34,6 +34,11 @@ struct BackendEntry {
   // Extension: the process-wide test streams of vpmm_host_streams.h, or
   // nullptr when the backend has none (every backend but host).
   const HostStreamControl* host_streams;
+  // Optional (nullptr = nothing to say): one line about the driver this
+  // backend would use (file, version, the paths it takes), for `vpmm info`
+  // through vpmm_backend_info. Returns the length written; buf is always
+  // NUL-terminated. Never fails: a missing driver is described, not an error.
+  size_t (*describe)(const BackendParams& p, char* buf, size_t capacity);
 };
 
 // The compiled-in entries in AUTO order; *count receives their number.

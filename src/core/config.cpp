@@ -109,6 +109,14 @@ const OptionDef kOptions[] = {
     {"watermark_stop", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_stop), nullptr,
      "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_STOP_) ")",
      "pressure ends when mapped <= stop x capacity"},
+    {"hip_chunk_size", "VPMM_HIP_CHUNK_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(hip_chunk_size),
+     [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->hip_chunk_size); },
+     "0 (256 MiB below ROCm 7.0, none from 7.0)",
+     "HIP: largest hipMemCreate (chunked path); \"unlimited\" = never chunk"},
+    {"peer_devices", "VPMM_PEER_DEVICES", VPMM_OPTION_DEVICE_LIST, VPMM_FIELD_(peer_devices),
+     [](const char* v, vpmm_config* c) { return parse_device_list(v, &c->peer_devices); },
+     "none (this device only)",
+     "CUDA: devices given access to the pool's memory, e.g. \"1,3\""},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_
@@ -160,6 +168,32 @@ LogLevel log_level() {
 // VPMM_PAGE_SIZE (read before it), or of the 2 MiB page every backend
 // defaults to. The replay tool's `--max-handle-size 1p` and the docs use this
 // spelling; rejecting it made PyTorch hooks fail on a setting the docs name.
+bool parse_device_list(const char* v, uint64_t* out) {
+  // "1,3" (ordinals 0-63, each once, any order), or "" / "none" for no peer.
+  uint64_t mask = 0;
+  if (*v == '\0' || std::strcmp(v, "none") == 0) {
+    *out = 0;
+    return true;
+  }
+  const char* p = v;
+  for (;;) {
+    if (*p < '0' || *p > '9') return false;
+    unsigned d = 0;
+    while (*p >= '0' && *p <= '9') {
+      d = d * 10 + static_cast<unsigned>(*p - '0');
+      if (d > 63) return false;
+      ++p;
+    }
+    if (mask & (uint64_t(1) << d)) return false;  // listed twice: a typo, not a wish
+    mask |= uint64_t(1) << d;
+    if (*p == '\0') break;
+    if (*p != ',') return false;
+    ++p;
+  }
+  *out = mask;
+  return true;
+}
+
 bool parse_handle_size(const char* v, uint64_t page_size, uint64_t* out) {
   if (std::strcmp(v, "unlimited") == 0) {
     *out = VPMM_HANDLE_SIZE_UNLIMITED;

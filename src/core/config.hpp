@@ -47,6 +47,8 @@ bool parse_size(const char* text, uint64_t* out);
 // VPMM_MAX_HANDLE_SIZE: "unlimited", "Np" (N pages of page_size, or of
 // kDefaultPageSize when page_size is 0) or a size as parse_size reads it.
 bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out);
+// "1,3" -> bits 1 and 3; "" or "none" -> 0. False for anything else.
+bool parse_device_list(const char* text, uint64_t* out);
 
 
 // Copies at most struct_size bytes of `in` over defaults (ABI growth rule).

@@ -13,6 +13,9 @@
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "target.hpp"
+#ifdef VPMM_HAVE_HIP
+#include "test_backend.hpp"
+#endif
 
 #ifdef VPMM_HAVE_CUDA
 #include "backend/cuda/cuda_driver.hpp"
@@ -89,8 +92,12 @@ const Target kTargets[] = {
 #ifdef VPMM_HAVE_CUDA
     {"cuda",       VPMM_BACKEND_CUDA,  false, false, false, "cuda", 8ull << 40,   kAllCaps, 0,   cuda_hold, cuda_release},
 #endif
-    // The HIP emulator (tests/hip_emu) joins with one row, e.g.
-    // {"hip",     VPMM_BACKEND_HIP,   false, false, false, "hip",  0,            kAllCaps, CAP, hip_hold, hip_release},
+#ifdef VPMM_HAVE_HIP
+    // The HIP backend over the emulated runtime (tests/hip_emu, ROCm 6.2 by
+    // default: 256 MiB chunks), whose streams are host streams (plugged in by
+    // make_backend below), so host holds keep its events pending.
+    {"hip",        VPMM_BACKEND_HIP,   false, false, true,  "hip",  8ull << 40,   kAllCaps, 256ull << 20, host_hold, host_release},
+#endif
 };
 
 const Target* g_current = nullptr;
@@ -113,6 +120,9 @@ void set_target(const Target* t) { g_current = t; }
 
 std::unique_ptr<vpmm::Backend> make_backend(vpmm_status* st) {
   vpmm::BackendParams p;
+#ifdef VPMM_HAVE_HIP
+  if (g_current->kind == VPMM_BACKEND_HIP) vt::set_emulated_capacity(0);  // loads hip_emu, plugs host streams
+#endif
   std::unique_ptr<vpmm::Backend> b = vpmm::make_backend(g_current->kind, p, st);
   if (!b || !g_current->fault_wrapped) return b;
   std::shared_ptr<vpmm::Backend> inner(std::move(b));

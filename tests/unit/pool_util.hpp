@@ -1,4 +1,5 @@
-// Helpers shared by the host-backend tests: pool construction, the region
+// Helpers shared by the pool tests (host backend, or HIP over the emulator:
+// test_backend.hpp): pool construction, the region
 // layout in the seed's notation, and byte patterns that prove data survives.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test_backend.hpp"
 #include "vpmm.h"
 
 namespace vt {
@@ -25,13 +27,13 @@ struct HostPoolSpec {
 inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   vpmm_config c;
   vpmm_config_init(&c);
-  c.backend = VPMM_BACKEND_HOST;
   c.page_size = s.page;
   c.va_size = s.va_pages * s.page;
   c.initial_pages = s.initial_pages;
   c.host_capacity = s.capacity;
   c.max_handle_size = s.max_handle;
   c.small_size = s.small_size;
+  use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;
   return p;

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/fault/fault_backend.hpp"
+#include "test_backend.hpp"
 #include "check.hpp"
 #include "core/pool.hpp"
 
@@ -64,7 +65,7 @@ struct World {
   bool make() {
     vpmm::BackendParams bp;
     vpmm_status st = VPMM_OK;
-    host = vpmm::make_shared_host_backend(bp, &st);
+    host = vt::make_shared_test_backend(bp, &st);
     if (!host) return false;
     PoolOptions o;
     o.page_size = kPage;

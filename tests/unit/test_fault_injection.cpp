@@ -447,7 +447,7 @@ bool build(const Scenario& sc, Ctx& c) {
   vpmm::BackendParams bp;
   bp.host_capacity = sc.capacity;
   vpmm_status st = VPMM_OK;
-  c.host = vpmm::make_shared_host_backend(bp, &st);
+  c.host = vt::make_shared_test_backend(bp, &st);
   if (!c.host) return false;
   c.opt = sc.opt;
   c.ctl->arm(FaultPlan{});  // no faults during the setup
@@ -953,7 +953,7 @@ TEST("pause pipeline: a failed batch leaves earlier batches paused, later ones a
   Ctx c;
   vpmm::BackendParams bp;
   vpmm_status st = VPMM_OK;
-  c.host = vpmm::make_shared_host_backend(bp, &st);
+  c.host = vt::make_shared_test_backend(bp, &st);
   c.opt = options(64, 0, 0, kPage / 2);
   c.opt.pause_batch_bytes = kPage;
   CHECK_OK(c.create_pool());

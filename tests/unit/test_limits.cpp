@@ -15,12 +15,12 @@ constexpr uint64_t kPage = 64 << 10;
 vpmm_pool* limited_pool(uint64_t limit_pages, uint64_t capacity = 64ull << 20) {
   vpmm_config c;
   vpmm_config_init(&c);
-  c.backend = VPMM_BACKEND_HOST;
   c.page_size = kPage;
   c.va_size = 1024 * kPage;
   c.host_capacity = capacity;
   c.memory_limit = limit_pages * kPage;
   c.small_size = 1;  // whole pages only: byte counts below are exact
+  vt::use_test_backend(&c);
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
   return p;
@@ -224,8 +224,8 @@ TEST("VPMM_MEMORY_LIMIT accepts bytes and a percentage, rejects junk") {
   vpmm_config c;
   vpmm_config_init(&c);
   CHECK(c.memory_limit_fraction > 0.49 && c.memory_limit_fraction < 0.51);
-  c.backend = VPMM_BACKEND_HOST;
   c.host_capacity = 64 << 20;
+  vt::use_test_backend(&c);
   vpmm_pool* p = nullptr;
   CHECK_OK(vpmm_pool_create(&c, &p));
   if (p) CHECK_EQ(vt::stats(p).capacity_bytes, uint64_t(32) << 20);

@@ -54,7 +54,7 @@ TEST("the table: names and variables are unique, every entry documented") {
     CHECK(o.name && *o.name);
     CHECK(o.help && *o.help);
     CHECK(o.default_text && *o.default_text);
-    CHECK(o.kind >= VPMM_OPTION_BACKEND && o.kind <= VPMM_OPTION_LOG_LEVEL);
+    CHECK(o.kind >= VPMM_OPTION_BACKEND && o.kind <= VPMM_OPTION_DEVICE_LIST);
     CHECK(names.insert(o.name).second);
     if (o.env) {
       CHECK(std::strncmp(o.env, "VPMM_", 5) == 0);
@@ -84,10 +84,44 @@ TEST("every variable in the table is read, in table order (config_error = index 
   clean_env();
 }
 
+TEST("VPMM_PEER_DEVICES: a list of device ordinals becomes a bit mask") {
+  struct Case {
+    const char* text;
+    int32_t error;  // 0: parsed
+    uint64_t mask;
+  } cases[] = {{"1", 0, 0x2}, {"0,5,63", 0, (1ull << 0) | (1ull << 5) | (1ull << 63)},
+               {"3,1", 0, 0xA}, {"none", 0, 0}, {"", 0, 0},
+               {"64", 1, 0}, {"1,1", 1, 0}, {"1,", 1, 0}, {",1", 1, 0}, {"-1", 1, 0}, {"1 2", 1, 0}};
+  for (const Case& k : cases) {
+    clean_env();
+    setenv("VPMM_PEER_DEVICES", k.text, 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    if (k.error) {
+      CHECK(c.config_error != 0);
+    } else {
+      CHECK_EQ(c.config_error, 0);
+      CHECK_EQ(c.peer_devices, k.mask);
+    }
+  }
+  clean_env();
+  // The host backend has no devices to give access to: a clear refusal.
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.peer_devices = 0x2;
+  vpmm_pool* p = nullptr;
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_UNSUPPORTED);
+  CHECK(p == nullptr);
+  CHECK(std::strstr(vpmm_last_error(), "peer_devices") != nullptr);
+}
+
 TEST("a well-formed variable lands in the field the table names") {
   const std::vector<vpmm_option_info> t = table();
   for (const vpmm_option_info& o : t) {
-    if (!o.env || o.field_size != sizeof(uint64_t) || o.kind == VPMM_OPTION_FRACTION) continue;
+    if (!o.env || o.field_size != sizeof(uint64_t) || o.kind == VPMM_OPTION_FRACTION ||
+        o.kind == VPMM_OPTION_DEVICE_LIST)  // a list, not a number: tested below
+      continue;
     clean_env();
     setenv(o.env, "0x30000", 1);
     vpmm_config c;

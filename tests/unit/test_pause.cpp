@@ -366,10 +366,10 @@ TEST("a pinned limit: backups past it go to pageable memory; bytes and addresses
   vpmm_config_init(&c);
   unsetenv("VPMM_BACKUP_PINNED_LIMIT");
   CHECK_EQ(c.backup_pinned_limit, 3 * kPage);
-  c.backend = VPMM_BACKEND_HOST;
   c.page_size = kPage;
   c.va_size = 512 * kPage;
   c.host_capacity = 64 << 20;
+  vt::use_test_backend(&c);
   vpmm_pool* p = nullptr;
   CHECK_OK(vpmm_pool_create(&c, &p));
   if (!p) return;

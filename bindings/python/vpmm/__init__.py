@@ -4,7 +4,7 @@ No third-party package is needed; PyTorch and CuPy support live in the
 optional submodules :mod:`vpmm.torch` and :mod:`vpmm.cupy`.
 
     import vpmm
-    pool = vpmm.Pool(backend="host")              # or "auto" / "cuda"
+    pool = vpmm.Pool(backend="host")              # or "auto" / "cuda" / "hip"
     p = pool.malloc(1 << 20)
     with vpmm.region("weights", host_backup=True):
         w = pool.malloc(64 << 20)                 # tagged: pausable
@@ -46,7 +46,7 @@ __all__ = ["Pool", "Reservation", "region", "default_pool", "library_path", "ver
            "abi_version", "use_as_torch_allocator", "default_pool_stats", "VpmmError", "Error",
            "InvalidArgument", "OutOfMemory", "UnknownPointer", "WrongState", "Unsupported",
            "BackendError", "InternalError", "Timeout", "BACKENDS", "REGION_KINDS",
-           "ALLOC_HOST_BACKUP"]
+           "ALLOC_HOST_BACKUP", "backend_info"]
 
 
 def library_path() -> str:
@@ -57,6 +57,18 @@ def library_path() -> str:
 def version() -> str:
     """The loaded library's version, "MAJOR.MINOR.PATCH"."""
     return _library.version().decode()
+
+
+def backend_info(backend: str) -> str:
+    """One line about the driver a backend would use here ("hip": the HIP
+    runtime's file and version and the ROCm paths it takes). Raises
+    :class:`Unsupported` when the backend is not built in or has nothing to
+    describe."""
+    import ctypes
+    buf = ctypes.create_string_buffer(1024)
+    n = _library.size_t()
+    _library.check(_library.backend_info(BACKENDS[backend], buf, len(buf), ctypes.byref(n)))
+    return buf.value.decode(errors="replace")
 
 
 def abi_version() -> int:

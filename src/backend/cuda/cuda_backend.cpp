@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 #include <unordered_map>
 
 #include <sys/mman.h>
@@ -124,17 +125,25 @@ EventHandle from_event(CUevent e) { return static_cast<EventHandle>(reinterpret_
 
 class CudaBackend final : public Backend {
  public:
+  // `peers`: bit d = device d also gets read/write access (checked by the factory).
   CudaBackend(const Driver* d, int ordinal, CUdevice dev, CUcontext ctx, uint64_t gran,
-              uint64_t recommended)
+              uint64_t recommended, uint64_t peers)
       : d_(d), ordinal_(ordinal), dev_(dev), ctx_(ctx), gran_(gran), recommended_(recommended) {
     std::memset(&prop_, 0, sizeof prop_);
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = ordinal;
-    std::memset(&access_, 0, sizeof access_);
-    access_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access_.location.id = ordinal;
-    access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    // One descriptor per device, the pool's own first: every map, remap and
+    // resume goes through do_set_access, so peers keep access across them.
+    for (int id = -1; id < 64; ++id) {
+      if (id >= 0 && !(peers & (uint64_t(1) << id))) continue;
+      CUmemAccessDesc a;
+      std::memset(&a, 0, sizeof a);
+      a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      a.location.id = id < 0 ? ordinal : id;
+      a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      access_.push_back(a);
+    }
   }
 
   ~CudaBackend() override {
@@ -232,11 +241,11 @@ class CudaBackend final : public Backend {
   vpmm_status do_set_access(uint64_t va, uint64_t size) override {
     CtxScope scope(d_, ctx_);
     if (vpmm_status st = scope.enter("cuMemSetAccess", ordinal_)) return st;
-    CUresult r = d_->MemSetAccess(static_cast<CUdeviceptr>(va), size, &access_, 1);
+    CUresult r = d_->MemSetAccess(static_cast<CUdeviceptr>(va), size, access_.data(), access_.size());
     if (r != CUDA_SUCCESS)
       return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemSetAccess(va=0x%llx, size=%llu, device=%d, READWRITE)", ull(va),
-                     ull(size), ordinal_);
+                     "cuMemSetAccess(va=0x%llx, size=%llu, device=%d%s, READWRITE)", ull(va),
+                     ull(size), ordinal_, access_.size() > 1 ? " and its peer devices" : "");
     return VPMM_OK;
   }
 
@@ -513,7 +522,7 @@ class CudaBackend final : public Backend {
   uint64_t gran_;
   uint64_t recommended_;
   CUmemAllocationProp prop_;
-  CUmemAccessDesc access_;
+  std::vector<CUmemAccessDesc> access_;  // this device, then each peer
   std::mutex registered_mu_;
   std::unordered_map<void*, uint64_t> registered_;  // registered pinned buffer -> mmap'ed bytes
 };
@@ -615,6 +624,36 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
                          st);
   }
 
+  // Peer devices (vpmm_config.peer_devices): each must exist, differ from
+  // this device and be able to reach it, or the pool is not made at all.
+  for (int peer = 0; peer < 64; ++peer) {
+    if (!(p.peer_devices & (uint64_t(1) << peer))) continue;
+    if (peer == p.device || peer >= count)
+      return fail_create(fail(VPMM_ERR_INVALID_ARGUMENT,
+                              "cuda: peer device %d %s (peer_devices 0x%llx, %d device%s visible)",
+                              peer, peer == p.device ? "is the pool's own device" : "does not exist",
+                              ull(p.peer_devices), count, count == 1 ? "" : "s"),
+                         st);
+    CUdevice peer_dev = 0;
+    int can = 0;
+    if (d->DeviceCanAccessPeer == nullptr)
+      return fail_create(fail(VPMM_ERR_UNSUPPORTED, "cuda: the driver has no cuDeviceCanAccessPeer: "
+                                                    "peer_devices cannot be checked"),
+                         st);
+    r = d->DeviceGet(&peer_dev, peer);
+    if (r == CUDA_SUCCESS) r = d->DeviceCanAccessPeer(&can, peer_dev, dev);
+    if (r != CUDA_SUCCESS)
+      return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceCanAccessPeer(device=%d, peer=%d)",
+                                 peer, p.device),
+                         st);
+    if (!can)
+      return fail_create(fail(VPMM_ERR_UNSUPPORTED,
+                              "cuda: device %d cannot access device %d's memory "
+                              "(cuDeviceCanAccessPeer = 0): no P2P path between them",
+                              peer, p.device),
+                         st);
+  }
+
   CUcontext ctx = nullptr;
   r = d->DevicePrimaryCtxRetain(&ctx, dev);
   if (r != CUDA_SUCCESS)
@@ -649,7 +688,7 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
 
   std::unique_ptr<Backend> b;
   try {
-    b.reset(new CudaBackend(d, p.device, dev, ctx, gran, rec));
+    b.reset(new CudaBackend(d, p.device, dev, ctx, gran, rec, p.peer_devices));
   } catch (...) {
     (void)d->DevicePrimaryCtxRelease(dev);
     return fail_create(fail(VPMM_ERR_OUT_OF_MEMORY, "cuda: out of host memory creating the backend"),
@@ -663,6 +702,6 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
 
 extern const BackendEntry kCudaBackendEntry;
 const BackendEntry kCudaBackendEntry = {VPMM_BACKEND_CUDA, "cuda", make_cuda_backend,
-                                        cuda_backend_usable, nullptr};
+                                        cuda_backend_usable, nullptr, nullptr};
 
 }  // namespace vpmm

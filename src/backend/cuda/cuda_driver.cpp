@@ -82,6 +82,7 @@ void load() {
       {"cuDeviceGet", "cuDeviceGet", slot(&d.DeviceGet), true},
       {"cuDeviceGetCount", "cuDeviceGetCount", slot(&d.DeviceGetCount), true},
       {"cuDeviceGetAttribute", "cuDeviceGetAttribute", slot(&d.DeviceGetAttribute), false},
+      {"cuDeviceCanAccessPeer", "cuDeviceCanAccessPeer", slot(&d.DeviceCanAccessPeer), false},
       {"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", slot(&d.DevicePrimaryCtxRetain), true},
       {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", slot(&d.DevicePrimaryCtxRelease),
        true},

@@ -35,6 +35,7 @@ using FnDriverGetVersion = CUresult(CUDAAPI*)(int* version);
 using FnDeviceGet = CUresult(CUDAAPI*)(CUdevice* dev, int ordinal);
 using FnDeviceGetCount = CUresult(CUDAAPI*)(int* count);
 using FnDeviceGetAttribute = CUresult(CUDAAPI*)(int* value, CUdevice_attribute attrib, CUdevice dev);
+using FnDeviceCanAccessPeer = CUresult(CUDAAPI*)(int* can, CUdevice dev, CUdevice peer);
 using FnDevicePrimaryCtxRetain = CUresult(CUDAAPI*)(CUcontext* ctx, CUdevice dev);
 using FnDevicePrimaryCtxRelease = CUresult(CUDAAPI*)(CUdevice dev);
 using FnCtxGetCurrent = CUresult(CUDAAPI*)(CUcontext* ctx);
@@ -83,6 +84,7 @@ struct Driver {
   FnDeviceGet DeviceGet;
   FnDeviceGetCount DeviceGetCount;
   FnDeviceGetAttribute DeviceGetAttribute;  // optional
+  FnDeviceCanAccessPeer DeviceCanAccessPeer;  // optional (peer_devices needs it)
   FnDevicePrimaryCtxRetain DevicePrimaryCtxRetain;
   FnDevicePrimaryCtxRelease DevicePrimaryCtxRelease;
   FnCtxGetCurrent CtxGetCurrent;

@@ -622,6 +622,11 @@ std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* 
   if (st == nullptr) st = &dummy;
   long page = sysconf(_SC_PAGESIZE);
   const uint64_t gran = page > 0 ? static_cast<uint64_t>(page) : 4096;
+  if (p.peer_devices != 0) {
+    *st = fail(VPMM_ERR_UNSUPPORTED, "%s: peer_devices 0x%llx: the host backend has no devices to "
+               "give access to (peer access needs the CUDA backend)", who, ull(p.peer_devices));
+    return nullptr;
+  }
   uint64_t capacity = p.host_capacity == 0 ? kDefaultCapacity : p.host_capacity;
   if (capacity < gran) {
     *st = fail(VPMM_ERR_INVALID_ARGUMENT, "%s: host_capacity %llu is smaller than the page size %llu",
@@ -682,6 +687,6 @@ const HostStreamControl kHostStreams = {
 
 extern const BackendEntry kHostBackendEntry;
 const BackendEntry kHostBackendEntry = {VPMM_BACKEND_HOST, "host", make_host_backend,
-                                        host_backend_usable, &kHostStreams};
+                                        host_backend_usable, &kHostStreams, nullptr};
 
 }  // namespace vpmm

@@ -66,12 +66,14 @@ pub struct vpmm_config {
     pub watermark_trigger: f64,
     pub watermark_stop: f64,
     pub backup_pinned_limit: u64,
+    pub hip_chunk_size: u64,
+    pub peer_devices: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        112usize,
+        128usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -351,6 +353,40 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_backup_pinned_limit();
+    fn test_field_hip_chunk_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).hip_chunk_size) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(hip_chunk_size)
+            )
+        );
+    }
+    test_field_hip_chunk_size();
+    fn test_field_peer_devices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).peer_devices) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(peer_devices)
+            )
+        );
+    }
+    test_field_peer_devices();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);
@@ -1942,6 +1978,7 @@ pub const VPMM_OPTION_HANDLE_SIZE: _bindgen_ty_4 = 5;
 pub const VPMM_OPTION_LIMIT: _bindgen_ty_4 = 6;
 pub const VPMM_OPTION_FRACTION: _bindgen_ty_4 = 7;
 pub const VPMM_OPTION_LOG_LEVEL: _bindgen_ty_4 = 8;
+pub const VPMM_OPTION_DEVICE_LIST: _bindgen_ty_4 = 9;
 pub const VPMM_OPTION_SIGNED_: _bindgen_ty_4 = -1;
 pub type _bindgen_ty_4 = ::std::os::raw::c_int;
 #[repr(C)]
@@ -2550,12 +2587,20 @@ pub struct vpmm_api {
             device: ::std::os::raw::c_int,
         ),
     >,
+    pub backend_info: ::std::option::Option<
+        unsafe extern "C" fn(
+            backend: i32,
+            buf: *mut ::std::os::raw::c_char,
+            capacity: usize,
+            length: *mut usize,
+        ) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        464usize,
+        472usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -3566,9 +3611,34 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_cupy_free();
+    fn test_field_backend_info() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backend_info) as usize - ptr as usize
+            },
+            464usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(backend_info)
+            )
+        );
+    }
+    test_field_backend_info();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
+}
+extern "C" {
+    pub fn vpmm_backend_info(
+        backend: i32,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        length: *mut usize,
+    ) -> vpmm_status;
 }
 extern "C" {
     pub fn vpmm_host_stream_create(out: *mut vpmm_stream) -> vpmm_status;

@@ -168,6 +168,12 @@ impl Config {
         /// Most pinned host bytes held for pause backups (0 = no limit);
         /// beyond it backups go to pageable memory. Env `VPMM_BACKUP_PINNED_LIMIT`.
         backup_pinned_limit: u64;
+        /// HIP backend: largest physical handle one `hipMemCreate` makes (0 =
+        /// by the ROCm version: 256 MiB below 7.0). Env `VPMM_HIP_CHUNK_SIZE`.
+        hip_chunk_size: u64;
+        /// CUDA: other devices given access to the pool's memory, bit d =
+        /// device d (0 = this device only). Env `VPMM_PEER_DEVICES` ("1,3").
+        peer_devices: u64;
     }
 }
 
@@ -197,6 +203,8 @@ impl fmt::Debug for Config {
             .field("watermark_trigger", &r.watermark_trigger)
             .field("watermark_stop", &r.watermark_stop)
             .field("backup_pinned_limit", &r.backup_pinned_limit)
+            .field("hip_chunk_size", &r.hip_chunk_size)
+            .field("peer_devices", &r.peer_devices)
             .finish()
     }
 }
