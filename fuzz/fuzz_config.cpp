@@ -80,6 +80,28 @@ uint64_t suffix_mult(char c) {
 
 // The environment's size grammar: [space] INTEGER [K|M|G|T [i] [B]] [space].
 enum Verdict { kSkip, kAccept, kReject };
+// VPMM_PEER_DEVICES as documented: "" or "none" -> 0; else ordinals 0-63
+// separated by single commas, each listed once -> a bit mask.
+Verdict ref_device_list(const std::string& v, uint64_t* out) {
+  *out = 0;
+  if (v.empty() || v == "none") return kAccept;
+  size_t i = 0;
+  while (true) {
+    size_t j = i;
+    unsigned d = 0;
+    while (j < v.size() && v[j] >= '0' && v[j] <= '9') {
+      d = d * 10 + unsigned(v[j++] - '0');
+      if (d > 63) return kReject;
+    }
+    if (j == i) return kReject;
+    if (*out & (1ull << d)) return kReject;
+    *out |= 1ull << d;
+    if (j == v.size()) return kAccept;
+    if (v[j] != ',') return kReject;
+    i = j + 1;
+  }
+}
+
 Verdict ref_env_size(const std::string& s, uint64_t* out) {
   size_t i = 0;
   while (i < s.size() && is_ws(s[i])) ++i;
@@ -199,6 +221,8 @@ void fuzz_env(fz::Reader& in) {
     } else if (o.kind == VPMM_OPTION_LIMIT && v.size() > 1 && v.back() == '%') {
       verdict = kSkip;  // strtod grammar: judged by the range check below
       percent_limit = v;
+    } else if (o.kind == VPMM_OPTION_DEVICE_LIST) {
+      verdict = ref_device_list(v, &val);
     } else if (o.kind == VPMM_OPTION_HANDLE_SIZE &&
                (v == "unlimited" || (!v.empty() && (v.back() == 'p' || v.back() == 'P')))) {
       verdict = kSkip;  // pages and "unlimited": test_bad_input covers them
