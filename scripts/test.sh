@@ -7,7 +7,14 @@
 # one line: "test.sh: N passed, N failed, N skipped" and why GPU tests skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+# Everything the whole suite builds against, from Debian (only what is
+# missing): bindgen and rustc for 'bindgen' and 'rust_bindgen_current',
+# cargo for 'rust_binding', golang-go for 'go_binding', libamdhip64-dev for
+# the HIP backend (compiled against ROCm's real headers; 'hip_no_gpu' runs
+# the real runtime without a GPU). Without them those tests report SKIP.
+scripts/deps.sh bindgen golang-go libamdhip64-dev
+command -v cargo >/dev/null 2>&1 || scripts/deps.sh cargo rustc
+command -v rustc >/dev/null 2>&1 || scripts/deps.sh rustc
 BUILD=${BUILD:-build}
 if [ ! -f "$BUILD/build.ninja" ]; then
   echo "== configuring $BUILD (meson setup)"
