@@ -926,6 +926,8 @@ typedef struct vpmm_api {
   void (*cupy_free)(void* param, void* ptr, int device);
   /* what a backend would use here (vpmm info) */
   vpmm_status (*backend_info)(int32_t backend, char* buf, size_t capacity, size_t* length);
+  /* pinning backups ahead of the first pause */
+  vpmm_status (*pool_prepare_backups)(vpmm_pool* pool, const char* tag, uint64_t* cached_bytes);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 
@@ -957,6 +959,30 @@ VPMM_API const vpmm_api* vpmm_get_api(uint32_t abi_version);
  * VPMM_BACKEND_* or AUTO), UNSUPPORTED (the backend is not built in, or has
  * nothing to describe: host and CUDA today). Thread safe. */
 VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capacity, size_t* length);
+
+/* ------------------------------------------------------------------------ */
+/* Pinning backups ahead of the first pause                                  */
+/* ------------------------------------------------------------------------ */
+/* Takes, now, the host buffers that a pause of `tag` (NULL: every tag) would
+ * back up the VPMM_ALLOC_HOST_BACKUP allocations that are active now into,
+ * and keeps them in the pool's backup cache. Pinning is most of a first
+ * pause's cost (16 GiB: 3.5 s against 0.31 s for a later pause on an H100);
+ * after this call the next pause of those allocations finds its buffers
+ * pinned and runs at copy speed. Buffers already cached are counted, not
+ * pinned again. What is kept follows the cache's rules: backup_cache_size
+ * caps the cached bytes (0 = no cap) and backup_pinned_limit the pinned ones
+ * (past it a backup is pageable and is not kept). *cached_bytes (may be NULL)
+ * receives the pinned bytes cached after the call (vpmm_stats.
+ * backup_cache_bytes). A tag with nothing to back up is a success that pins
+ * nothing.
+ * Errors: INVALID_ARGUMENT (null pool; a tag never used with this pool),
+ * OUT_OF_MEMORY (no host memory at all; what was pinned before the failure
+ * stays cached), UNSUPPORTED (the backend cannot copy device memory to the
+ * host). Thread safe; holds the pool's lock while it pins (seconds for tens
+ * of GiB): call it where a pause would be acceptable, e.g. after loading the
+ * weights. */
+VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
+                                               uint64_t* cached_bytes);
 
 #ifdef __cplusplus
 }

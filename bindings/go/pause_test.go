@@ -2,6 +2,7 @@ package vpmm_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"vpmm"
@@ -105,4 +106,30 @@ func TestWithRegionTagsAllocations(t *testing.T) {
 	}
 	must(t, p.Free(tagged, vpmm.DefaultStream))
 	must(t, p.Free(untagged, vpmm.DefaultStream))
+}
+
+func TestPrepareBackupsPinsBeforeTheFirstPause(t *testing.T) {
+	p := newPool(t, hostConfig(256))
+	kv, err := p.MallocTagged(3*page, vpmm.DefaultStream, "ahead", true)
+	must(t, err)
+	cached, err := p.PrepareBackups("ahead")
+	must(t, err)
+	if cached != 3*page {
+		t.Fatalf("prepare cached %d bytes, want %d", cached, 3*page)
+	}
+	if _, err := p.Pause("ahead"); err != nil {
+		t.Fatal(err)
+	}
+	s := stats(t, p)
+	if s.BackupCacheBytes != 0 || s.BackupPinnedBytes != 3*page {
+		t.Fatalf("after pause: cache %d pinned %d, want 0 and %d (nothing pinned anew)",
+			s.BackupCacheBytes, s.BackupPinnedBytes, 3*page)
+	}
+	if _, err := p.Resume("ahead"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PrepareBackups("never-used"); !errors.Is(err, vpmm.ErrInvalidArgument) {
+		t.Fatalf("unknown tag: %v, want ErrInvalidArgument", err)
+	}
+	must(t, p.Free(kv, vpmm.DefaultStream))
 }

@@ -241,6 +241,19 @@ func (p *Pool) PauseCount(tag string) (uint64, error) {
 	return uint64(n), err
 }
 
+// PrepareBackups pins now the host buffers a pause of tag ("" = every tag)
+// would back up into, so that the first pause runs at copy speed instead of
+// pinning, and returns the pinned bytes cached after the call. Errors:
+// ErrInvalidArgument (unknown tag), ErrOutOfMemory (what was pinned stays
+// cached), ErrUnsupported.
+func (p *Pool) PrepareBackups(tag string) (uint64, error) {
+	t := cstring(tag)
+	defer freeString(t)
+	var n C.uint64_t
+	err := p.call(func(m *msg) C.vpmm_status { return C.go_vpmm_pool_prepare_backups(p.p, t, &n, m) })
+	return uint64(n), err
+}
+
 // Resume resumes paused allocations with tag ("" = all) at the same
 // addresses, restoring backups, and reports whether anything was resumed.
 // Errors: ErrInvalidArgument (unknown tag), ErrOutOfMemory (the rest stays

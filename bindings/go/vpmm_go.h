@@ -88,6 +88,10 @@ static inline vpmm_status go_vpmm_pool_pause(vpmm_pool* p, const char* tag, uint
 static inline vpmm_status go_vpmm_pool_resume(vpmm_pool* p, const char* tag, uint64_t* n, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_resume_ex(p, tag, n));
 }
+static inline vpmm_status go_vpmm_pool_prepare_backups(vpmm_pool* p, const char* tag, uint64_t* n,
+                                                       go_vpmm_msg* m) {
+  return GO_VPMM(vpmm_pool_prepare_backups(p, tag, n));
+}
 static inline vpmm_status go_vpmm_pool_trim(vpmm_pool* p, uint64_t keep, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_trim(p, keep));
 }

@@ -71,6 +71,19 @@ class BindingTest(unittest.TestCase):
         self.pool.trim(0)
         self.assertEqual(self.pool.stats()["free_bytes"], 0)
 
+    def test_prepare_backups_pins_before_the_first_pause(self):
+        w = self.pool.malloc(3 * PAGE, tag="ahead", host_backup=True)
+        self.assertEqual(self.pool.prepare_backups("ahead"), 3 * PAGE)
+        self.assertEqual(self.pool.stats()["backup_cache_bytes"], 3 * PAGE)
+        self.assertTrue(self.pool.pause("ahead"))
+        st = self.pool.stats()
+        self.assertEqual(st["backup_cache_bytes"], 0)          # taken from the cache
+        self.assertEqual(st["backup_pinned_bytes"], 3 * PAGE)  # nothing pinned anew
+        self.assertTrue(self.pool.resume("ahead"))
+        with self.assertRaises(vpmm.InvalidArgument):
+            self.pool.prepare_backups("never-used")
+        self.pool.free(w)
+
     def test_regions_follow_the_header_layout(self):
         # vpmm_region_info of ABI 1: 72 bytes, struct_size first; the library
         # writes with the stride the binding sets.

@@ -291,6 +291,13 @@ VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag) {
   return vpmm_pool_resume_ex(pool, tag, nullptr);
 }
 
+VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
+                                               uint64_t* cached_bytes) {
+  const char* call = "vpmm_pool_prepare_backups";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->prepare_backups(tag, cached_bytes); });
+}
+
 VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
   const char* call = "vpmm_pool_trim";
   VPMM_CHECK_POOL(call, pool);

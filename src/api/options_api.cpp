@@ -191,6 +191,7 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, cupy_malloc),
     VPMM_F_(vpmm_api, PTR, cupy_free),
     VPMM_F_(vpmm_api, PTR, backend_info),
+    VPMM_F_(vpmm_api, PTR, pool_prepare_backups),
 };
 const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),

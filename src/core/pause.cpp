@@ -375,6 +375,35 @@ vpmm_status Pool::trim(uint64_t keep_bytes) {
   return locked_with_pressure([&] { return trim_locked(keep_bytes); });
 }
 
+vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
+  const char* call = "vpmm_pool_prepare_backups";
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t want = 0;
+  vpmm_status st = find_tag(call, tag, &want);
+  if (st != VPMM_OK) return st;
+  // The buffers a pause of `tag` would take now, taken all at once (so none
+  // is counted twice) and put straight back: pinned ones stay in the cache,
+  // where that pause finds them instead of pinning while the copies wait.
+  std::vector<std::pair<void*, uint64_t>> bufs;
+  for (const auto& kv : m_.regions()) {
+    const Region& r = kv.second;
+    if ((r.kind != Kind::Live && r.kind != Kind::Small) || !tag_matches(r.tag, want) ||
+        !(r.flags & VPMM_ALLOC_HOST_BACKUP))
+      continue;
+    if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
+      continue;  // an empty cached slab: a pause skips it too
+    void* b = nullptr;
+    uint64_t got = 0;
+    st = backup_bufs_->get(r.size, &b, &got);
+    if (st != VPMM_OK) break;
+    bufs.emplace_back(b, got);
+  }
+  for (const auto& b : bufs) backup_bufs_->put(b.first, b.second);
+  if (st != VPMM_OK) return fail_context(st, call);  // what was pinned stays cached: not lost
+  if (cached) *cached = backup_bufs_->cached_bytes();
+  return VPMM_OK;
+}
+
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t want = 0;

@@ -139,6 +139,9 @@ class Pool final : private SlabSource, private PipelineSteps {
   vpmm_status resume(const char* tag, uint64_t* n_changed = nullptr);
   vpmm_status trim(uint64_t keep_bytes);
   vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
+  // Pins ahead the host buffers a pause of `tag` would back up into (see
+  // vpmm_pool_prepare_backups); *cached = pinned bytes cached after it.
+  vpmm_status prepare_backups(const char* tag, uint64_t* cached);
 
   // Limits and reservations (limits.cpp).
   vpmm_status reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out);

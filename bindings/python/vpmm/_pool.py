@@ -227,6 +227,15 @@ class Pool:
         L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
         return n.value > 0
 
+    def prepare_backups(self, tag: Optional[str] = None) -> int:
+        """Pin now the host buffers a pause of `tag` (None: every tag) would
+        back up into, so that the first pause runs at copy speed instead of
+        pinning (vpmm_pool_prepare_backups). Returns the pinned bytes cached
+        after the call. Holds the pool's lock while it pins."""
+        n = L.u64()
+        L.check(L.pool_prepare_backups(self._handle(), _tag(tag), ctypes.byref(n)))
+        return n.value
+
     def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
         """Byte and region counts of one tag (None: all tagged allocations):
         live_bytes, paused_bytes, backup_bytes, n_live, n_paused."""

@@ -226,6 +226,13 @@ def resume(tag: Optional[str] = None, device: Any = None) -> bool:
     return default_pool(device).resume(tag)
 
 
+def prepare_backups(tag: Optional[str] = None, device: Any = None) -> int:
+    """Pin now the host buffers a pause of `tag` would use (after loading the
+    weights, say), so that the first :func:`pause` runs at copy speed.
+    Returns the pinned bytes cached in the device's default pool."""
+    return default_pool(device).prepare_backups(tag)
+
+
 def empty_cache(device: Any = None) -> None:
     """Give cached memory back: PyTorch keeps freed blocks of a live MemPool
     cached (torch.cuda.empty_cache() does not touch them), so the MemPools

@@ -2595,12 +2595,19 @@ pub struct vpmm_api {
             length: *mut usize,
         ) -> vpmm_status,
     >,
+    pub pool_prepare_backups: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            cached_bytes: *mut u64,
+        ) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        472usize,
+        480usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -3628,6 +3635,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_backend_info();
+    fn test_field_pool_prepare_backups() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_prepare_backups) as usize - ptr as usize
+            },
+            472usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_prepare_backups)
+            )
+        );
+    }
+    test_field_pool_prepare_backups();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
@@ -3638,6 +3662,13 @@ extern "C" {
         buf: *mut ::std::os::raw::c_char,
         capacity: usize,
         length: *mut usize,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_prepare_backups(
+        pool: *mut vpmm_pool,
+        tag: *const ::std::os::raw::c_char,
+        cached_bytes: *mut u64,
     ) -> vpmm_status;
 }
 extern "C" {

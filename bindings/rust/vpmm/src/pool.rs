@@ -251,6 +251,31 @@ impl Pool {
         Ok(n)
     }
 
+    /// Pins now the host buffers a pause of `tag` (`None` = every tag) would
+    /// back up into, so that the first pause runs at copy speed instead of
+    /// pinning (`vpmm_pool_prepare_backups`). Returns the pinned bytes cached
+    /// after the call.
+    ///
+    /// ```
+    /// # let pool = vpmm::Pool::new(&vpmm::Config::defaults().backend(vpmm::Backend::Host)).unwrap();
+    /// let attrs = vpmm::AllocAttrs::new().tag("kv").host_backup(true);
+    /// let p = pool.malloc_with(4 << 20, vpmm::Stream::DEFAULT, &attrs).unwrap();
+    /// let cached = pool.prepare_backups(Some("kv")).unwrap();
+    /// assert!(cached >= 4 << 20);
+    /// assert!(pool.pause(Some("kv")).unwrap()); // takes the buffers from the cache
+    /// assert!(pool.resume(Some("kv")).unwrap());
+    /// unsafe { pool.free(p, vpmm::Stream::DEFAULT).unwrap() };
+    /// ```
+    ///
+    /// Errors: `InvalidArgument` (unknown tag), `OutOfMemory` (no host memory
+    /// at all; what was pinned stays cached), `Unsupported`.
+    pub fn prepare_backups(&self, tag: Option<&str>) -> Result<u64> {
+        let tag = c_tag(tag)?;
+        let mut n = 0u64;
+        check(unsafe { sys::vpmm_pool_prepare_backups(self.as_raw(), opt_ptr(&tag), &mut n) })?;
+        Ok(n)
+    }
+
     /// Gives free cached physical memory back until at most `keep_bytes`
     /// stay mapped in free regions (`vpmm_pool_trim`).
     pub fn trim(&self, keep_bytes: u64) -> Result<()> {
