@@ -29,6 +29,7 @@
 #include "backend/fault/fault_backend.hpp"
 #include "backend/registry.hpp"
 #include "check.hpp"
+#include "status_check.hpp"
 #include "common/status.hpp"
 #include "target.hpp"
 
@@ -40,19 +41,7 @@ using vpmm::Stream;
 
 namespace {
 
-// ---- status checks -----------------------------------------------------------
-
-// The call returns `want`, and a failure comes with a message (cleared first,
-// so a stale one from an earlier call cannot pass).
-#define CHECK_ST(expr, want)                                                               \
-  do {                                                                                     \
-    vpmm::fail(VPMM_OK, "%s", "");                                                         \
-    vpmm_status st_ = (expr);                                                              \
-    if (!(st_ == (want) && (st_ == VPMM_OK || vpmm::last_error()[0] != '\0'))) {           \
-      vt::report_fail(__FILE__, __LINE__, #expr " == " #want);                             \
-      std::printf("       got %d, last error: %s\n", st_, vpmm::last_error());             \
-    }                                                                                      \
-  } while (0)
+// ---- status checks (CHECK_ST, CHECK_ERR_HAS: status_check.hpp) -----------------
 
 // A call every driver refuses: strict targets give exactly `want`, the others
 // any failure; a message always.
@@ -66,10 +55,6 @@ namespace {
       std::printf("       got %d, last error: %s\n", st_, vpmm::last_error());             \
     }                                                                                      \
   } while (0)
-
-// The current message names the failure (strict targets: their own words).
-#define CHECK_ERR_HAS(substr) \
-  CHECK_MSG(std::strstr(vpmm::last_error(), (substr)) != nullptr, "last error: %s", vpmm::last_error())
 
 bool strict() { return target().strict; }
 

@@ -26,6 +26,7 @@
 #include "backend/host/host_streams.hpp"
 #include "backend/registry.hpp"
 #include "check.hpp"
+#include "status_check.hpp"
 #include "common/status.hpp"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -40,21 +41,6 @@
 #endif
 
 namespace {
-
-// Status check that also requires a message naming the failure (the
-// message is cleared first, so a stale one from an earlier call cannot pass).
-#define CHECK_ST(expr, want)                                                               \
-  do {                                                                                     \
-    vpmm::fail(VPMM_OK, "%s", "");                                                         \
-    vpmm_status st_ = (expr);                                                              \
-    if (!(st_ == (want) && (st_ == VPMM_OK || vpmm::last_error()[0] != '\0'))) {          \
-      vt::report_fail(__FILE__, __LINE__, #expr " == " #want);                             \
-      std::printf("       got %d, last error: %s\n", st_, vpmm::last_error());            \
-    }                                                                                      \
-  } while (0)
-
-#define CHECK_ERR_HAS(substr) \
-  CHECK_MSG(std::strstr(vpmm::last_error(), (substr)) != nullptr, "last error: %s", vpmm::last_error())
 
 using vpmm::Backend;
 using vpmm::EventHandle;
