@@ -1,8 +1,6 @@
-// Pool: malloc/free and the three phases (see pool.hpp). The order of work in
-// defragment() is what makes failures clean: everything that can fail (event
-// records, waits, VA reservation, handle creation, map, set-access) happens
-// before the region map is touched, and each step's effects are undone if a
-// later step fails.
+// Pool: creation, Phase 1 (best fit), page-level malloc/free and the public
+// operations (see pool.hpp). Phase 0 and Phase 2 are in defrag.cpp, whose
+// claim/abandon steps are what make a failed malloc leave the pool as it was.
 #include "core/pool.hpp"
 
 #include <algorithm>

@@ -9,8 +9,9 @@
 //            shortfall, and hand the combined span to the caller
 //
 // Every decision is made here; the backend only executes. All public methods
-// take the pool mutex. A failing call rolls back every backend side effect it
-// made and leaves the region map untouched (see defragment()).
+// take the pool mutex; a page-level malloc releases it around its driver calls
+// on regions it claimed first (LockWindow, defrag.cpp). A failing call rolls
+// back every backend side effect it made and leaves the region map as it was.
 #pragma once
 
 #include <cstdint>
@@ -197,7 +198,7 @@ class Pool final : private SlabSource, private PipelineSteps {
     uint64_t right_va;
     Region right;
   };
-  // Phase 2 (defrag.cpp), in four steps: plan (choose the hole and what
+  // Phase 2 (defrag.cpp), in steps: plan (choose the hole and what
   // moves), wait (events; GPU-side waits on pending foreign work), claim
   // (the plan's regions leave every index, so no other thread takes them),
   // map (driver calls: outside the mutex when there is a window), then
