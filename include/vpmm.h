@@ -976,11 +976,17 @@ VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capaci
  * backup_cache_bytes). A tag with nothing to back up is a success that pins
  * nothing.
  * Errors: INVALID_ARGUMENT (null pool; a tag never used with this pool),
- * OUT_OF_MEMORY (no host memory at all; what was pinned before the failure
- * stays cached), UNSUPPORTED (the backend cannot copy device memory to the
- * host). Thread safe; holds the pool's lock while it pins (seconds for tens
- * of GiB): call it where a pause would be acceptable, e.g. after loading the
- * weights. */
+ * OUT_OF_MEMORY (pinning failed for want of host memory or of the memlock
+ * limit; what was pinned before the failure stays cached, and a pause backs
+ * the rest up in pageable memory), UNSUPPORTED (the backend cannot copy
+ * device memory to the host).
+ * Thread safe, and it pins without holding the pool's lock: other threads
+ * keep allocating, freeing and resuming while it runs (seconds for tens of
+ * GiB), so it can run on a background thread right after the tagged memory
+ * is allocated (the Python binding's pin_ahead does this). A pause that
+ * starts meanwhile waits for it to finish and then uses what it pinned,
+ * instead of pinning the same bytes again. Allocations made after the call
+ * began are not covered; calling it again covers them. */
 VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
                                                uint64_t* cached_bytes);
 

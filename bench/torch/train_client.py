@@ -3,7 +3,7 @@ bf16 autocast) trained over six batch/sequence shapes in turn, under one
 allocator per process. Prints one JSON line: the allocator's peak device
 memory, the median step time of the measured rounds and the losses.
 
-  python3 bench/torch/train_client.py --alloc native|expandable|vpmm [--rounds 3]
+  python3 bench/torch/train_client.py --alloc native|expandable|vpmm [--rounds 3] [--batch-scale 4]
 
 With --alloc vpmm the VPMM_* environment picks the policy (for instance
 VPMM_MAX_HANDLE_SIZE=1p for page handles)."""
@@ -21,6 +21,8 @@ ap.add_argument("--rounds", type=int, default=3, help="rounds over the six shape
 ap.add_argument("--layers", type=int, default=16)
 ap.add_argument("--d", type=int, default=1024)
 ap.add_argument("--label", default="")
+ap.add_argument("--batch-scale", type=int, default=1,
+                help="multiply every shape's batch (4: a ~24 GiB peak, the scale of issue 9's client)")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -34,7 +36,7 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
 times, losses = [], []
 for r in range(args.rounds):
-    for batch, seq in gpt.SHAPES:
+    for batch, seq in [(b * args.batch_scale, q) for b, q in gpt.SHAPES]:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss = gpt.train_step(model, opt, batch, seq, vocab, gen)
@@ -45,7 +47,7 @@ for r in range(args.rounds):
             times.append(dt)
 peak, cur = held()
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
-                  "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3), "held_bytes": cur,
+                  "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3), "held_bytes": cur,
                   "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
                   "steps_timed": len(times), "losses": losses}))
 sys.stdout.flush()

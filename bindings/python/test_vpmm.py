@@ -84,6 +84,17 @@ class BindingTest(unittest.TestCase):
             self.pool.prepare_backups("never-used")
         self.pool.free(w)
 
+    def test_prepare_backups_in_background_returns_a_future(self):
+        w = self.pool.malloc(2 * PAGE, tag="bg", host_backup=True)
+        fut = self.pool.prepare_backups_in_background("bg")
+        self.assertEqual(fut.result(timeout=30), 2 * PAGE)
+        self.assertTrue(self.pool.pause("bg"))
+        self.assertEqual(self.pool.stats()["backup_pinned_bytes"], 2 * PAGE)  # the prepared buffer
+        self.assertTrue(self.pool.resume("bg"))
+        bad = self.pool.prepare_backups_in_background("never-used")
+        self.assertIsInstance(bad.exception(timeout=30), vpmm.InvalidArgument)
+        self.pool.free(w)
+
     def test_regions_follow_the_header_layout(self):
         # vpmm_region_info of ABI 1: 72 bytes, struct_size first; the library
         # writes with the stride the binding sets.

@@ -46,14 +46,7 @@ vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
     if (st == VPMM_OK) *got = size;
     return st;
   }
-  auto it = free_.lower_bound(size);
-  if (it != free_.end() && it->first / 2 <= size) {
-    *out = it->second;
-    *got = it->first;
-    cached_ -= it->first;
-    free_.erase(it);
-    return VPMM_OK;
-  }
+  if (take_cached(size, out, got)) return VPMM_OK;
   if (unpin_cached_until(size)) {
     vpmm_status st = backend_.host_alloc_pinned(size, out);
     if (st == VPMM_ERR_OUT_OF_MEMORY && !free_.empty()) {
@@ -73,6 +66,22 @@ vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
   vpmm_status st = get_pageable(size, out);
   if (st == VPMM_OK) *got = size;
   return st;
+}
+
+bool BackupBuffers::take_cached(uint64_t size, void** out, uint64_t* got) {
+  auto it = free_.lower_bound(size);
+  if (it == free_.end() || it->first / 2 > size) return false;
+  *out = it->second;
+  *got = it->first;
+  cached_ -= it->first;
+  free_.erase(it);
+  return true;
+}
+
+bool BackupBuffers::reserve_pinned(uint64_t size) {
+  if (!(backend_.capabilities() & kCapPinnedHost) || !unpin_cached_until(size)) return false;
+  pinned_ += size;
+  return true;
 }
 
 vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {

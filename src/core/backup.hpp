@@ -43,6 +43,17 @@ class BackupBuffers {
   // Returns a buffer from get(): pinned ones are cached while under the keep
   // limit, pageable ones are freed.
   void put(void* p, uint64_t size);
+  // For pinning ahead without the pool lock (Pool::prepare_backups), in
+  // three steps: take_cached() a cached buffer that get() would give for
+  // `size` (false: none fits; nothing is pinned); reserve_pinned() counts
+  // `size` pinned bytes as in use before they exist, so the pinned limit
+  // holds while the caller pins unlocked (false: over the limit, after
+  // unpinning cached buffers that do not fit); the caller then pins with the
+  // backend and hands the buffer to put(), or gives up the reservation with
+  // unreserve_pinned(). All three need the caller's lock, as get() does.
+  bool take_cached(uint64_t size, void** out, uint64_t* got);
+  bool reserve_pinned(uint64_t size);
+  void unreserve_pinned(uint64_t size) { pinned_ -= size; }
   uint64_t cached_bytes() const { return cached_; }
   uint64_t pinned_bytes() const { return pinned_; }      // held: cached + in use
   uint64_t pageable_bytes() const { return pageable_; }  // in use

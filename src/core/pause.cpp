@@ -350,12 +350,13 @@ vpmm_status Pool::trim_locked(uint64_t keep_bytes) {
 // Pause, resume and trim change mapped bytes: report watermark crossings
 // once the pool lock is released.
 template <typename F>
-vpmm_status Pool::locked_with_pressure(F&& f) {
+vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
   vpmm_status st;
   int transition;
   uint64_t mapped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (after_prepares) prepared_cv_.wait(lock, [&] { return preparing_ == 0; });
     st = f();
     transition = take_transition();
     mapped = m_.totals().mapped;
@@ -366,7 +367,7 @@ vpmm_status Pool::locked_with_pressure(F&& f) {
 }
 
 vpmm_status Pool::pause(const char* tag, uint64_t* n_changed) {
-  return locked_with_pressure([&] { return pause_locked(tag, n_changed); });
+  return locked_with_pressure([&] { return pause_locked(tag, n_changed); }, /*after_prepares=*/true);
 }
 vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
   return locked_with_pressure([&] { return resume_locked(tag, n_changed); });
@@ -377,31 +378,59 @@ vpmm_status Pool::trim(uint64_t keep_bytes) {
 
 vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   const char* call = "vpmm_pool_prepare_backups";
-  std::lock_guard<std::mutex> lock(mu_);
-  uint32_t want = 0;
-  vpmm_status st = find_tag(call, tag, &want);
-  if (st != VPMM_OK) return st;
-  // The buffers a pause of `tag` would take now, taken all at once (so none
-  // is counted twice) and put straight back: pinned ones stay in the cache,
-  // where that pause finds them instead of pinning while the copies wait.
-  std::vector<std::pair<void*, uint64_t>> bufs;
-  for (const auto& kv : m_.regions()) {
-    const Region& r = kv.second;
-    if ((r.kind != Kind::Live && r.kind != Kind::Small) || !tag_matches(r.tag, want) ||
-        !(r.flags & VPMM_ALLOC_HOST_BACKUP))
-      continue;
-    if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
-      continue;  // an empty cached slab: a pause skips it too
-    void* b = nullptr;
-    uint64_t got = 0;
-    st = backup_bufs_->get(r.size, &b, &got);
-    if (st != VPMM_OK) break;
-    bufs.emplace_back(b, got);
+  // Three steps, so that seconds of pinning never hold the pool lock: under
+  // the lock, count the buffers a pause of `tag` would take (those the cache
+  // already has are taken, so none is counted twice, and put back) and
+  // reserve the missing ones against the pinned limit; without the lock, pin
+  // them; under the lock again, put them in the cache, where the pause finds
+  // them. A pause meanwhile waits for this call (preparing_), rather than
+  // pinning the same bytes a second time.
+  std::vector<uint64_t> to_pin;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint32_t want = 0;
+    vpmm_status st = find_tag(call, tag, &want);
+    if (st != VPMM_OK) return st;
+    if (!(backend_->capabilities() & kCapDeviceCopy))
+      return fail(VPMM_ERR_UNSUPPORTED, "%s: the %s backend cannot copy device memory to the host", call,
+                  backend_->name());
+    std::vector<std::pair<void*, uint64_t>> taken;
+    for (const auto& kv : m_.regions()) {
+      const Region& r = kv.second;
+      if ((r.kind != Kind::Live && r.kind != Kind::Small) || !tag_matches(r.tag, want) ||
+          !(r.flags & VPMM_ALLOC_HOST_BACKUP))
+        continue;
+      if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
+        continue;  // an empty cached slab: a pause skips it too
+      void* b = nullptr;
+      uint64_t got = 0;
+      if (backup_bufs_->take_cached(r.size, &b, &got))
+        taken.emplace_back(b, got);
+      else if (backup_bufs_->reserve_pinned(r.size))
+        to_pin.push_back(r.size);
+      // else: past the pinned limit, a pause backs it up in pageable memory
+    }
+    for (const auto& b : taken) backup_bufs_->put(b.first, b.second);
+    ++preparing_;
   }
-  for (const auto& b : bufs) backup_bufs_->put(b.first, b.second);
-  if (st != VPMM_OK) return fail_context(st, call);  // what was pinned stays cached: not lost
-  if (cached) *cached = backup_bufs_->cached_bytes();
-  return VPMM_OK;
+  std::vector<std::pair<void*, uint64_t>> pinned;
+  vpmm_status st = VPMM_OK;
+  for (uint64_t size : to_pin) {
+    void* p = nullptr;
+    st = backend_->host_alloc_pinned(size, &p);
+    if (st != VPMM_OK) break;
+    pinned.emplace_back(p, size);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& b : pinned) backup_bufs_->put(b.first, b.second);
+    for (size_t i = pinned.size(); i < to_pin.size(); ++i) backup_bufs_->unreserve_pinned(to_pin[i]);
+    --preparing_;
+    if (st != VPMM_OK) st = fail_context(st, call);  // what was pinned stays cached: not lost
+    else if (cached) *cached = backup_bufs_->cached_bytes();
+  }
+  prepared_cv_.notify_all();
+  return st;
 }
 
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {

@@ -79,11 +79,13 @@ constexpr uint64_t kHandlesPerGrowth = 128;
 constexpr uint64_t kUnlimitedHandle = UINT64_MAX;  // VPMM_HANDLE_SIZE_UNLIMITED
 
 // Driver work one malloc does on handles, in map + set-access and unmap
-// calls (30-45 us each on an H100): under 1 ms. Phase 0 unmaps every zombie
-// whose event completed (they are ready, and the next call must find them
-// gone); a defragmentation then maps what it moves or creates and unmaps its
-// own harvest's old VAs with what is left of the budget. Zombies hold VA, not
-// physical memory: the next call's Phase 0 reaps the rest.
+// calls (30-45 us each on an H100, per handle whatever its size). Phase 0
+// unmaps every zombie whose event completed (the seed's contract: the next
+// call finds them gone). A defragmentation may always map as many handles as
+// its request has pages, plus one: that is the work the request needs, and
+// page-exact memory comes first. Whole-region moves beyond that (case B's
+// consolidation) and the unmaps of the call's own harvest's old VAs share
+// what is left of this budget; zombies left over are the next call's Phase 0.
 constexpr size_t kHandleOpsPerCall = 24;
 // A free region moves whole into the span (consolidation, the walkthrough's
 // case B) only if that moves at most this many handles beyond what the
@@ -237,6 +239,7 @@ class Pool final : private SlabSource, private PipelineSteps {
   // configured policy; `tagged` growths own whole handles, one per growth by
   // default so that pausing costs one unmap + release per allocation.
   uint64_t growth_handle_size(uint64_t shortfall, bool tagged) const;
+  uint64_t shortfall_handle_size(const Transit& t) const;
   void release_handles(const std::vector<Mapping>& hs);
   void release_handle(const Mapping& h);  // unmapped handle; kept as an orphan if refused
   // The same without the mutex: refused handles are collected in *orphans.
@@ -281,7 +284,8 @@ class Pool final : private SlabSource, private PipelineSteps {
   vpmm_status resume_locked(const char* tag, uint64_t* n_changed);
   vpmm_status trim_locked(uint64_t keep_bytes);
   template <typename F>
-  vpmm_status locked_with_pressure(F&& f);
+  // after_prepares: first wait until no prepare_backups is pinning.
+  vpmm_status locked_with_pressure(F&& f, bool after_prepares = false);
   // Turns a Paused region back into a hole (free of a paused allocation).
   void drop_paused(RegionIt it);
   // Releases whole handles of free regions until free bytes <= keep.
@@ -305,6 +309,8 @@ class Pool final : private SlabSource, private PipelineSteps {
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   uint64_t creating_ = 0;         // bytes Phase 2s in flight are creating (limit checks)
   std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
+  int preparing_ = 0;                  // prepare_backups calls pinning without mu_
+  std::condition_variable prepared_cv_;  // pauses wait here for them (on mu_)
   vpmm_oom_fn oom_fn_ = nullptr;
   void* oom_user_ = nullptr;
   vpmm_pressure_fn pressure_fn_ = nullptr;

@@ -5,6 +5,7 @@
 // (check, stats) and must not be able to take what the stopped malloc
 // claimed. Then the stopped call goes on and either commits or fails and
 // puts everything back.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -35,9 +36,10 @@ struct Gate {
   std::condition_variable cv;
   std::thread::id holder;
   bool armed = false, entered = false, released = false, timed_out = false;
+  int held_kind = static_cast<int>(vpmm::Op::map);
 
   void hook(int kind) {
-    if (kind != static_cast<int>(vpmm::Op::map)) return;
+    if (kind != held_kind) return;
     std::unique_lock<std::mutex> lk(mu);
     if (!armed || std::this_thread::get_id() != holder) return;
     armed = false;
@@ -220,3 +222,63 @@ TEST("a reservation released while its malloc maps leaves the charge unreserved"
 }  // namespace
 
 TEST_MAIN()
+
+// vpmm_pool_prepare_backups pins without the pool mutex: stopped inside its
+// first pinning, other threads still allocate and free; a pause that starts
+// meanwhile waits for it and then uses its buffers instead of pinning again.
+TEST("prepare_backups pins without the pool lock and a pause waits for it") {
+  World w;
+  CHECK(w.make());
+  void *a = nullptr, *b = nullptr;
+  CHECK_OK(w.pool->malloc("vpmm_pool_malloc", 2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP, nullptr, &a));
+  CHECK_OK(w.pool->malloc("vpmm_pool_malloc", 3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP, nullptr, &b));
+  std::memset(a, 0x11, 2 * kPage);
+  std::memset(b, 0x22, 3 * kPage);
+  {
+    std::lock_guard<std::mutex> lk(w.gate.mu);
+    w.gate.held_kind = static_cast<int>(vpmm::Op::host_alloc);
+    w.gate.armed = true;
+  }
+  uint64_t cached = 0;
+  vpmm_status prep_st = VPMM_ERR_INTERNAL;
+  std::thread preparer([&] {
+    {
+      std::lock_guard<std::mutex> lk(w.gate.mu);
+      w.gate.holder = std::this_thread::get_id();
+    }
+    prep_st = w.pool->prepare_backups("w", &cached);
+  });
+  CHECK(w.gate.wait_entered());
+  // Held inside its first pinning: the pool is not locked.
+  void* other = w.malloc(kPage);
+  CHECK(other != nullptr);
+  CHECK_OK(w.pool->free(other, nullptr));
+  CHECK_EQ(w.pool->check(), std::string());
+  vpmm_stats s = w.stats();
+  CHECK_EQ(s.backup_cache_bytes, uint64_t(0));
+  // A pause now must wait: pinning the same 5 pages again would double them.
+  std::atomic<bool> paused{false};
+  uint64_t n_paused = 0;
+  vpmm_status pause_st = VPMM_ERR_INTERNAL;
+  std::thread pauser([&] {
+    pause_st = w.pool->pause("w", &n_paused);
+    paused = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(!paused.load());
+  w.gate.release();
+  preparer.join();
+  pauser.join();
+  CHECK(!w.gate.timed_out);
+  CHECK_OK(prep_st);
+  CHECK_EQ(cached, 5 * kPage);
+  CHECK_OK(pause_st);
+  CHECK_EQ(n_paused, uint64_t(2));
+  s = w.stats();
+  CHECK_EQ(s.backup_pinned_bytes, 5 * kPage);  // the prepared buffers, in use now
+  CHECK_EQ(s.backup_cache_bytes, uint64_t(0));
+  CHECK_OK(w.pool->resume("w", nullptr));
+  CHECK_EQ(static_cast<unsigned char*>(a)[2 * kPage - 1], 0x11);
+  CHECK_EQ(static_cast<unsigned char*>(b)[0], 0x22);
+  CHECK_EQ(w.pool->check(), std::string());
+}

@@ -191,4 +191,40 @@ TEST("cases A-D on a non-default stream give the same layouts") {
   CHECK_OK(vpmm_host_stream_destroy(st));
 }
 
+
+// One malloc's driver work is bounded (pool.hpp, kHandleOpsPerCall): the
+// pages its request needs always move, but a whole-region move beyond them
+// (case B's consolidation) only fits what is left of the budget.
+// [A 16][x 1][C 12][y 1], C then A freed; a 20-page malloc moves C (12) and
+// needs 8 more from A. Moving A whole would map 28 handles in one call (over
+// the 24 of the budget): only A's first 8 pages move, its rest stays free.
+TEST("Phase 2 moves what the request needs; whole-region moves stay within the call's budget") {
+  vt::HostPoolSpec spec;
+  spec.page = kPage;
+  spec.va_pages = kVaPages;
+  vpmm_pool* p = vt::make_host_pool(spec);  // default policy: page handles for these growths
+  CHECK(p != nullptr);
+  if (!p) return;
+  void *a = nullptr, *x = nullptr, *c = nullptr, *y = nullptr, *big = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 16 * kPage, nullptr, &a));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &x));
+  CHECK_OK(vpmm_pool_malloc(p, 12 * kPage, nullptr, &c));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &y));
+  CHECK_EQ(vt::stats(p).handles, uint64_t(30));
+  CHECK_OK(vpmm_pool_free(p, c, nullptr));
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  vpmm_stats before = vt::stats(p);
+  CHECK_OK(vpmm_pool_malloc(p, 20 * kPage, nullptr, &big));
+  vt::fill(big, 20 * kPage, 7);
+  vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.n_defrag - before.n_defrag, uint64_t(1));
+  CHECK_EQ(after.n_grow, before.n_grow);
+  CHECK_EQ((after.bytes_remapped - before.bytes_remapped) / kPage, uint64_t(20));
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);  // page-exact: nothing grew
+  CHECK_EQ(after.free_bytes, 8 * kPage);              // A's other 8 pages, in place
+  CHECK(vt::verify(big, 20 * kPage, 7));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 TEST_MAIN()

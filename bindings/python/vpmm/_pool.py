@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
+from concurrent.futures import Future
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _library as L
@@ -231,10 +232,32 @@ class Pool:
         """Pin now the host buffers a pause of `tag` (None: every tag) would
         back up into, so that the first pause runs at copy speed instead of
         pinning (vpmm_pool_prepare_backups). Returns the pinned bytes cached
-        after the call. Holds the pool's lock while it pins."""
+        after the call. The pool stays usable from other threads while it
+        pins (the GIL is released too); a pause started meanwhile waits for
+        it and uses its buffers."""
         n = L.u64()
         L.check(L.pool_prepare_backups(self._handle(), _tag(tag), ctypes.byref(n)))
         return n.value
+
+    def prepare_backups_in_background(self, tag: Optional[str] = None) -> "Future[int]":
+        """:meth:`prepare_backups` on a daemon thread, started now: call it
+        right after allocating the tagged memory and go on working; the first
+        pause then finds its buffers pinned (or waits for the pinning still
+        running, which costs less than pinning again). Returns a
+        ``concurrent.futures.Future`` whose result is the pinned bytes cached,
+        or whose exception is the :class:`vpmm.VpmmError` of a failed pinning
+        (the pause then pins, or backs up in pageable memory, what is left)."""
+        fut: "Future[int]" = Future()
+        fut.set_running_or_notify_cancel()
+
+        def work() -> None:
+            try:
+                fut.set_result(self.prepare_backups(tag))
+            except BaseException as e:  # noqa: BLE001 - handed to the Future
+                fut.set_exception(e)
+
+        threading.Thread(target=work, name="vpmm-prepare-backups", daemon=True).start()
+        return fut
 
     def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
         """Byte and region counts of one tag (None: all tagged allocations):

@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import warnings
+from concurrent.futures import Future
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 try:
@@ -42,7 +44,8 @@ from ._pool import Pool, default_pool as _default_pool, region
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
-           "resume", "empty_cache", "memory_stats", "default_pool", "synchronize"]
+           "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
+           "prepare_backups", "prepare_backups_in_background", "pinning_ahead"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
@@ -129,29 +132,45 @@ def _using(key: Tuple[int, Optional[str], bool, bool]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None) -> Iterator[Any]:
+def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
+         pin_ahead: bool = False) -> Iterator[Any]:
     """Route the CUDA allocations this thread makes inside the block through
     libvpmm, tagged `tag` (pausable with :func:`pause`), their bytes kept
     across a pause if host_backup. Yields the MemPool (None after
     :func:`use_as_allocator`, where everything goes through libvpmm already
     and only the tag scope is needed).
 
+    pin_ahead (with host_backup): when the block ends, the host buffers a
+    pause of `tag` will back up into are pinned on a background thread
+    (:func:`prepare_backups_in_background`), so that the first pause runs at
+    copy speed instead of spending seconds pinning. Training and allocation
+    go on meanwhile. The Future is kept in :data:`pinning_ahead` under the tag.
+
     Tensors allocated inside keep coming from libvpmm after the block ends;
     PyTorch caches their freed blocks in the MemPool for the next block with
     the same tag (:func:`empty_cache` gives them back)."""
     if host_backup and not tag:
         raise InvalidArgument(1, "vpmm.torch.pool: host_backup needs a tag (only tagged memory pauses)")
+    if pin_ahead and not host_backup:
+        raise InvalidArgument(1, "vpmm.torch.pool: pin_ahead pins host backups: it needs host_backup=True")
+    idx = _device_index(device)
     if is_global():
         with region(tag, host_backup):
             yield None
-        return
-    idx = _device_index(device)
-    key = (idx, tag or None, bool(host_backup), False)
-    with _using(key):
-        mp = mem_pool(tag, host_backup, idx)
-        with _torch.cuda.use_mem_pool(mp, device=idx):
-            with region(tag, host_backup):
-                yield mp
+    else:
+        key = (idx, tag or None, bool(host_backup), False)
+        with _using(key):
+            mp = mem_pool(tag, host_backup, idx)
+            with _torch.cuda.use_mem_pool(mp, device=idx):
+                with region(tag, host_backup):
+                    yield mp
+    if pin_ahead:
+        pinning_ahead[tag] = prepare_backups_in_background(tag, idx)
+
+
+#: The Futures of the background pinnings started by ``pool(pin_ahead=True)``,
+#: by tag (the latest one per tag).
+pinning_ahead: Dict[Optional[str], "Future[int]"] = {}
 
 
 @contextlib.contextmanager
@@ -231,6 +250,21 @@ def prepare_backups(tag: Optional[str] = None, device: Any = None) -> int:
     weights, say), so that the first :func:`pause` runs at copy speed.
     Returns the pinned bytes cached in the device's default pool."""
     return default_pool(device).prepare_backups(tag)
+
+
+def prepare_backups_in_background(tag: Optional[str] = None, device: Any = None) -> "Future[int]":
+    """:func:`prepare_backups` on a daemon thread; returns its
+    ``concurrent.futures.Future``. A failure is also reported as a warning
+    (the first pause then pins what is left itself)."""
+    fut = default_pool(device).prepare_backups_in_background(tag)
+
+    def report(f: "Future[int]") -> None:
+        if f.exception() is not None:
+            warnings.warn(f"vpmm.torch: pinning backups of tag {tag!r} ahead failed: {f.exception()}",
+                          RuntimeWarning, stacklevel=1)
+
+    fut.add_done_callback(report)
+    return fut
 
 
 def empty_cache(device: Any = None) -> None:
