@@ -33,6 +33,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
+#include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 
@@ -397,7 +398,7 @@ class CudaBackend final : public Backend {
       if (r != CUDA_SUCCESS)
         return cu_fail(status_of(r, Blame::caller), r, "cuMemHostUnregister(p=%p, size=%llu)", p,
                        ull(size));
-      munmap(p, mapped);
+      unmap_pinnable(p, mapped);
       std::lock_guard<std::mutex> lk(registered_mu_);
       registered_.erase(p);
       return VPMM_OK;
@@ -481,20 +482,11 @@ class CudaBackend final : public Backend {
   // worth reporting). The context is current.
   void* register_pages(uint64_t size) {
     if (d_->MemHostRegister == nullptr || d_->MemHostUnregister == nullptr) return nullptr;
-    constexpr uint64_t kHuge = 2ull << 20;
-    const uint64_t mapped = (size + kHuge - 1) / kHuge * kHuge;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    (void)madvise(p, mapped, MADV_HUGEPAGE);  // advice only: fewer faults and page-table entries
-    // Not inherited by fork()ed children (DataLoader workers): on kernels
-    // without FOLL_PIN-aware fork, copy-on-write could otherwise leave the
-    // parent a new page while the copy engine writes the old one.
-    if (madvise(p, mapped, MADV_DONTFORK) != 0) {
-      munmap(p, mapped);
-      return nullptr;
-    }
+    uint64_t mapped = 0;
+    void* p = map_pinnable(size, &mapped);
+    if (p == nullptr) return nullptr;
     if (d_->MemHostRegister(p, mapped, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
-      munmap(p, mapped);
+      unmap_pinnable(p, mapped);
       return nullptr;
     }
     try {
@@ -502,7 +494,7 @@ class CudaBackend final : public Backend {
       registered_.emplace(p, mapped);
     } catch (...) {
       (void)d_->MemHostUnregister(p);
-      munmap(p, mapped);
+      unmap_pinnable(p, mapped);
       return nullptr;
     }
     return p;

@@ -55,6 +55,7 @@
 #include "backend/backend.hpp"
 #include "backend/hip/hip_backend_info.hpp"
 #include "backend/hip/hip_runtime.hpp"
+#include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 
@@ -64,7 +65,6 @@ namespace {
 using hip::Runtime;
 
 constexpr uint64_t kDefaultVaSize = 8ull << 40;  // like CUDA: VA is cheap, more chunks on demand
-constexpr uint64_t kHuge = 2ull << 20;
 
 enum class Blame { caller, backend };
 
@@ -514,7 +514,7 @@ class HipBackend final : public Backend {
       hipError_t r = r_->HostUnregister(p);
       if (r != hipSuccess)
         return hip_fail(status_of(r, Blame::caller), r, "hipHostUnregister(p=%p, size=%llu)", p, ull(size));
-      munmap(p, mapped);
+      unmap_pinnable(p, mapped);
       std::lock_guard<std::mutex> lk(mu_);
       registered_.erase(p);
       return VPMM_OK;
@@ -739,13 +739,11 @@ class HipBackend final : public Backend {
 
   void* register_pages(uint64_t size) {
     if (r_->HostRegister == nullptr) return nullptr;
-    const uint64_t mapped = (size + kHuge - 1) / kHuge * kHuge;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
-    (void)madvise(p, mapped, MADV_HUGEPAGE);  // advice only
-    if (madvise(p, mapped, MADV_DONTFORK) != 0 ||  // see the CUDA backend: no COW under DMA
-        r_->HostRegister(p, mapped, hipHostRegisterPortable) != hipSuccess) {
-      munmap(p, mapped);
+    uint64_t mapped = 0;
+    void* p = map_pinnable(size, &mapped);
+    if (p == nullptr) return nullptr;
+    if (r_->HostRegister(p, mapped, hipHostRegisterPortable) != hipSuccess) {
+      unmap_pinnable(p, mapped);
       return nullptr;
     }
     try {
@@ -753,7 +751,7 @@ class HipBackend final : public Backend {
       registered_.emplace(p, mapped);
     } catch (...) {
       (void)r_->HostUnregister(p);
-      munmap(p, mapped);
+      unmap_pinnable(p, mapped);
       return nullptr;
     }
     return p;
