@@ -507,13 +507,23 @@ void bench_growth(cudaStream_t s) {
 void bench_multistream() {
   constexpr int kThreads = 4;
   const int warm = g_quick ? 500 : 2000, iters = g_quick ? 4000 : 20000;
-  // libvpmm twice (fresh pools), to show the run-to-run spread, then
-  // cudaMallocAsync.
-  for (int which = 0; which < 3; ++which) {
+  // libvpmm's default twice (fresh pools), to show the run-to-run spread,
+  // then the handle policies that trade memory for fewer handles to move
+  // (docs/handles.md, "Tail latency"), then cudaMallocAsync.
+  struct Variant {
+    uint64_t max_handle;
+    const char* label;
+  };
+  const Variant variants[] = {{0, "vpmm"},
+                              {0, "vpmm (2nd run)"},
+                              {VPMM_HANDLE_SIZE_UNLIMITED, "vpmm_growth_handles"},
+                              {32 * MiB, "vpmm_cap_32MiB"}};
+  const int n_variants = sizeof variants / sizeof variants[0];
+  for (int which = 0; which <= n_variants; ++which) {
     std::unique_ptr<Allocator> a;
     VpmmAlloc* v = nullptr;
-    if (which < 2) {
-      v = new VpmmAlloc(0, 0, which == 0 ? "vpmm" : "vpmm (2nd run)");
+    if (which < n_variants) {
+      v = new VpmmAlloc(variants[which].max_handle, 0, variants[which].label);
       a.reset(v);
     } else {
       a.reset(new AsyncAlloc(false));

@@ -673,18 +673,19 @@ def main():
       "cudaMemsetAsync on its stream, keeping 16 live and freeing the oldest. Latency of every "
       "malloc and free call measured on the CPU.")
     w("")
-    w("| allocator | iters/thread | wall ms | calls | p50 us (malloc / free) | p99 us | max us | calls > 1 ms (malloc / free) | stream waits | events recorded | cross-stream reuse | defrag | grow |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    w("| allocator | iters/thread | wall ms | calls | p50 us (malloc / free) | p99 us | max us | calls > 1 ms (malloc / free) | stream waits | events recorded | cross-stream reuse | defrag | grow | peak mapped / peak live |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in ms_rows:
         def g(k, f="%.0f"):
             v = r.get(k)
             return "n/a" if v is None else f % v
-        w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        ratio = ("%.3f" % (r["peak_mapped"] / r["peak_live"])) if r.get("peak_live") else "n/a"
+        w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["alloc"], g("iters"), g("wall_ms", "%.1f"), g("calls"),
             "%s (%s / %s)" % (g("p50_us", "%.2f"), g("p50_malloc_us", "%.2f"), g("p50_free_us", "%.2f")),
             g("p99_us", "%.2f"), g("max_us", "%.0f"),
             "%s (%s / %s)" % (g("over_1ms"), g("over_1ms_malloc"), g("over_1ms_free")), g("n_stream_waits"),
-            g("n_events_recorded"), g("n_cross_stream_reuse"), g("n_defrag"), g("n_grow")))
+            g("n_events_recorded"), g("n_cross_stream_reuse"), g("n_defrag"), g("n_grow"), ratio))
     w("")
     hs = next((r for r in rows if r["bench"] == "hotpath_stats"), None)
     if hs:

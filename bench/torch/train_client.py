@@ -46,8 +46,16 @@ for r in range(args.rounds):
         if r > 0:
             times.append(dt)
 peak, cur = held()
+# The floor no allocator goes below: the peak of live tensor bytes (PyTorch:
+# allocated_bytes peak, block-rounded; libvpmm: peak_live_bytes, page-rounded).
+if args.alloc == "vpmm":
+    import vpmm
+    live_peak = vpmm.default_pool_stats()["peak_live_bytes"]
+else:
+    live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
-                  "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3), "held_bytes": cur,
+                  "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
+                  "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
                   "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
                   "steps_timed": len(times), "losses": losses}))
 sys.stdout.flush()

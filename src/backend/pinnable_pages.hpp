@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 namespace vpmm {
 
@@ -20,5 +22,55 @@ namespace vpmm {
 // mapping, the fork advice or the faulting fails (out of memory).
 void* map_pinnable(uint64_t size, uint64_t* mapped);
 void unmap_pinnable(void* p, uint64_t mapped);
+
+// The buffers a backend pinned by registering map_pinnable() memory with its
+// driver, and how long each mapping is. Thread safe.
+class PinnedPages {
+ public:
+  // map_pinnable(size) registered by reg(p, mapped) (true on success). On any
+  // failure nothing stays mapped or registered and the result is nullptr: the
+  // caller falls back to the driver's own pinned allocation.
+  template <typename Register, typename Unregister>
+  void* pin(uint64_t size, Register reg, Unregister unreg) {
+    uint64_t mapped = 0;
+    void* p = map_pinnable(size, &mapped);
+    if (p == nullptr) return nullptr;
+    if (!reg(p, mapped)) {
+      unmap_pinnable(p, mapped);
+      return nullptr;
+    }
+    try {
+      std::lock_guard<std::mutex> lk(mu_);
+      mapped_.emplace(p, mapped);
+    } catch (...) {
+      unreg(p);
+      unmap_pinnable(p, mapped);
+      return nullptr;
+    }
+    return p;
+  }
+  // The mapped length of a buffer pin() gave; 0 for any other pointer.
+  uint64_t mapped_length(void* p) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = mapped_.find(p);
+    return it == mapped_.end() ? 0 : it->second;
+  }
+  // Once the driver unregistered it: unmaps the buffer and forgets it.
+  void release(void* p) {
+    uint64_t mapped = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = mapped_.find(p);
+      if (it == mapped_.end()) return;
+      mapped = it->second;
+      mapped_.erase(it);
+    }
+    unmap_pinnable(p, mapped);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<void*, uint64_t> mapped_;
+};
 
 }  // namespace vpmm

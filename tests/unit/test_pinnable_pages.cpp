@@ -55,4 +55,23 @@ TEST("an impossible size is refused with nullptr, nothing mapped") {
   CHECK_EQ(mapped, uint64_t(7));
 }
 
+TEST("PinnedPages: a refused registration leaves nothing behind; a pinned buffer is known until released") {
+  vpmm::PinnedPages pages;
+  int unregistered = 0;
+  void* refused = pages.pin(
+      3 << 20, [](void*, uint64_t) { return false; }, [&](void*) { ++unregistered; });
+  CHECK(refused == nullptr);
+  uint64_t seen = 0;
+  void* p = pages.pin(
+      3 << 20, [&](void* q, uint64_t n) { seen = n; return q != nullptr; }, [&](void*) { ++unregistered; });
+  CHECK(p != nullptr);
+  CHECK_EQ(seen, uint64_t(4) << 20);  // registered whole: 2 MiB blocks
+  CHECK_EQ(pages.mapped_length(p), uint64_t(4) << 20);
+  int other = 0;
+  CHECK_EQ(pages.mapped_length(&other), uint64_t(0));
+  pages.release(p);
+  CHECK_EQ(pages.mapped_length(p), uint64_t(0));
+  CHECK_EQ(unregistered, 0);  // release() follows the driver's own unregistration
+}
+
 TEST_MAIN()

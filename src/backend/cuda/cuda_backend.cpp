@@ -33,6 +33,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
+#include "backend/driver_errors.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
@@ -47,41 +48,23 @@ constexpr CUresult kCudaErrorCallRequiresNewerDriver =
     static_cast<CUresult>(36);  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER
 constexpr uint64_t kDefaultVaSize = 8ull << 40;  // 8 TiB per chunk (see notes: 64 TiB works)
 
-// Who supplied the values a failing call was given. CUDA_ERROR_INVALID_VALUE /
-// INVALID_HANDLE mean "bad argument": the caller's fault when the values came
-// from the caller (an address, a handle, a stream, an event), a backend bug
-// or driver problem when they are ours (allocation properties, flags).
-enum class Blame { caller, backend };
+constexpr DriverErrorCodes<CUresult> kCudaErrors{CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_SUPPORTED,
+                                                 CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_HANDLE};
 
-vpmm_status status_of(CUresult r, Blame blame) {
-  switch (r) {
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return VPMM_ERR_OUT_OF_MEMORY;
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return VPMM_ERR_UNSUPPORTED;
-    case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_INVALID_HANDLE:
-      return blame == Blame::caller ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND;
-    default:
-      return VPMM_ERR_BACKEND;
-  }
-}
+vpmm_status status_of(CUresult r, Blame blame) { return driver_status(r, blame, kCudaErrors); }
 
-// Records "cuda <call>: <NAME> (<description>)" and returns st. `call` is a
-// printf format describing the call and its values, e.g.
-// "cuMemCreate(size=%llu, device=%d)". Stack buffers only: never allocates,
-// so the out-of-memory path is safe.
+// Records "cuda <call>: <NAME> (<description>)" and returns st (see
+// driver_failv), e.g. call = "cuMemCreate(size=%llu, device=%d)".
 vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...)
     __attribute__((format(printf, 3, 4)));
 vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...) {
-  char what[256];
-  va_list ap;
-  va_start(ap, call);
-  std::vsnprintf(what, sizeof what, call, ap);
-  va_end(ap);
   char err[160];
   cuda::format_error(r, err, sizeof err);
-  return fail(st, "cuda %s: %s", what, err);
+  va_list ap;
+  va_start(ap, call);
+  st = driver_failv(st, "cuda", err, call, ap);
+  va_end(ap);
+  return st;
 }
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
@@ -387,20 +370,12 @@ class CudaBackend final : public Backend {
                   ull(size));
     CtxScope scope(d_, ctx_);
     if (vpmm_status st = scope.enter("cuMemFreeHost", ordinal_)) return st;
-    uint64_t mapped = 0;
-    {
-      std::lock_guard<std::mutex> lk(registered_mu_);
-      auto it = registered_.find(p);
-      if (it != registered_.end()) mapped = it->second;
-    }
-    if (mapped != 0) {
+    if (pinned_.mapped_length(p) != 0) {
       CUresult r = d_->MemHostUnregister(p);
       if (r != CUDA_SUCCESS)
         return cu_fail(status_of(r, Blame::caller), r, "cuMemHostUnregister(p=%p, size=%llu)", p,
                        ull(size));
-      unmap_pinnable(p, mapped);
-      std::lock_guard<std::mutex> lk(registered_mu_);
-      registered_.erase(p);
+      pinned_.release(p);
       return VPMM_OK;
     }
     CUresult r = d_->MemFreeHost(p);
@@ -477,27 +452,15 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // mmap + madvise(MADV_HUGEPAGE) + cuMemHostRegister; nullptr when any step
+  // Populated huge-page memory + cuMemHostRegister; nullptr when any step
   // fails (the caller falls back to cuMemHostAlloc, whose error is the one
   // worth reporting). The context is current.
   void* register_pages(uint64_t size) {
     if (d_->MemHostRegister == nullptr || d_->MemHostUnregister == nullptr) return nullptr;
-    uint64_t mapped = 0;
-    void* p = map_pinnable(size, &mapped);
-    if (p == nullptr) return nullptr;
-    if (d_->MemHostRegister(p, mapped, CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS) {
-      unmap_pinnable(p, mapped);
-      return nullptr;
-    }
-    try {
-      std::lock_guard<std::mutex> lk(registered_mu_);
-      registered_.emplace(p, mapped);
-    } catch (...) {
-      (void)d_->MemHostUnregister(p);
-      unmap_pinnable(p, mapped);
-      return nullptr;
-    }
-    return p;
+    return pinned_.pin(
+        size,
+        [&](void* p, uint64_t n) { return d_->MemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS; },
+        [&](void* p) { (void)d_->MemHostUnregister(p); });
   }
 
   static vpmm_status null_out(const char* op) {
@@ -515,8 +478,7 @@ class CudaBackend final : public Backend {
   uint64_t recommended_;
   CUmemAllocationProp prop_;
   std::vector<CUmemAccessDesc> access_;  // this device, then each peer
-  std::mutex registered_mu_;
-  std::unordered_map<void*, uint64_t> registered_;  // registered pinned buffer -> mmap'ed bytes
+  PinnedPages pinned_;  // backups pinned by registration (register_pages)
 };
 
 // Status for a failed cuInit: the driver being absent, a stub, too old or

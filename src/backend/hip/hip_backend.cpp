@@ -30,8 +30,8 @@
 //    device current on the calling thread, and the thread's previous device
 //    is put back afterwards (DeviceScope), like CUDA's CtxScope.
 //  - Fixed at construction: version, granularity, chunk size, workaround
-//    switch. Mutable state (mappings, handles, registered pinned buffers) is
-//    behind mu_; no runtime call is made while holding it except where the
+//    switch. Mutable state (mappings, handles) is behind mu_ (registered
+//    pinned buffers behind PinnedPages' own lock); no runtime call is made while holding it except where the
 //    table and the driver must change together (map/unmap/release), so the
 //    table never disagrees with the driver.
 //  - Handles: PhysHandle = hipMemGenericAllocationHandle_t; EventHandle =
@@ -55,6 +55,7 @@
 #include "backend/backend.hpp"
 #include "backend/hip/hip_backend_info.hpp"
 #include "backend/hip/hip_runtime.hpp"
+#include "backend/driver_errors.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
@@ -66,35 +67,23 @@ using hip::Runtime;
 
 constexpr uint64_t kDefaultVaSize = 8ull << 40;  // like CUDA: VA is cheap, more chunks on demand
 
-enum class Blame { caller, backend };
+// hipErrorOutOfMemory is also hipErrorMemoryAllocation (same value): a full VA space.
+constexpr DriverErrorCodes<hipError_t> kHipErrors{hipErrorOutOfMemory, hipErrorNotSupported,
+                                                  hipErrorInvalidValue, hipErrorInvalidHandle};
 
-vpmm_status status_of(hipError_t r, Blame blame) {
-  switch (r) {
-    case hipErrorOutOfMemory:  // also hipErrorMemoryAllocation (same value): a full VA space
-      return VPMM_ERR_OUT_OF_MEMORY;
-    case hipErrorNotSupported:
-      return VPMM_ERR_UNSUPPORTED;
-    case hipErrorInvalidValue:
-    case hipErrorInvalidHandle:
-      return blame == Blame::caller ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND;
-    default:
-      return VPMM_ERR_BACKEND;
-  }
-}
+vpmm_status status_of(hipError_t r, Blame blame) { return driver_status(r, blame, kHipErrors); }
 
-// Records "hip <call>: <NAME> (<description>)" and returns st. Stack buffers
-// only: never allocates, so the out-of-memory path is safe.
+// Records "hip <call>: <NAME> (<description>)" and returns st (see driver_failv).
 vpmm_status hip_fail(vpmm_status st, hipError_t r, const char* call, ...)
     __attribute__((format(printf, 3, 4)));
 vpmm_status hip_fail(vpmm_status st, hipError_t r, const char* call, ...) {
-  char what[256];
-  va_list ap;
-  va_start(ap, call);
-  std::vsnprintf(what, sizeof what, call, ap);
-  va_end(ap);
   char err[160];
   hip::format_error(r, err, sizeof err);
-  return fail(st, "hip %s: %s", what, err);
+  va_list ap;
+  va_start(ap, call);
+  st = driver_failv(st, "hip", err, call, ap);
+  va_end(ap);
+  return st;
 }
 
 unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
@@ -504,19 +493,11 @@ class HipBackend final : public Backend {
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip host_free_pinned: null pointer (size %llu)", ull(size));
     DeviceScope scope(r_, s_.ordinal);
     if (vpmm_status st = scope.enter("hipHostFree")) return st;
-    uint64_t mapped = 0;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      auto it = registered_.find(p);
-      if (it != registered_.end()) mapped = it->second;
-    }
-    if (mapped != 0) {
+    if (pinned_.mapped_length(p) != 0) {
       hipError_t r = r_->HostUnregister(p);
       if (r != hipSuccess)
         return hip_fail(status_of(r, Blame::caller), r, "hipHostUnregister(p=%p, size=%llu)", p, ull(size));
-      unmap_pinnable(p, mapped);
-      std::lock_guard<std::mutex> lk(mu_);
-      registered_.erase(p);
+      pinned_.release(p);
       return VPMM_OK;
     }
     if (r_->HostFree == nullptr)
@@ -739,22 +720,9 @@ class HipBackend final : public Backend {
 
   void* register_pages(uint64_t size) {
     if (r_->HostRegister == nullptr) return nullptr;
-    uint64_t mapped = 0;
-    void* p = map_pinnable(size, &mapped);
-    if (p == nullptr) return nullptr;
-    if (r_->HostRegister(p, mapped, hipHostRegisterPortable) != hipSuccess) {
-      unmap_pinnable(p, mapped);
-      return nullptr;
-    }
-    try {
-      std::lock_guard<std::mutex> lk(mu_);
-      registered_.emplace(p, mapped);
-    } catch (...) {
-      (void)r_->HostUnregister(p);
-      unmap_pinnable(p, mapped);
-      return nullptr;
-    }
-    return p;
+    return pinned_.pin(
+        size, [&](void* p, uint64_t n) { return r_->HostRegister(p, n, hipHostRegisterPortable) == hipSuccess; },
+        [&](void* p) { (void)r_->HostUnregister(p); });
   }
 
   static vpmm_status null_out(const char* op) {
@@ -772,7 +740,7 @@ class HipBackend final : public Backend {
   std::unordered_map<PhysHandle, HandleRec> handles_;
   std::map<uint64_t, MapRec> maps_;                  // va -> mapping, for set_access and unmap
   std::map<uint64_t, uint64_t> pieces_;              // VA recycling only: va -> reservation size
-  std::unordered_map<void*, uint64_t> registered_;  // registered pinned buffer -> mmap'ed bytes
+  PinnedPages pinned_;  // backups pinned by registration (register_pages)
 };
 static_assert(sizeof(hip::AllocationPropV6) <= 64 && sizeof(hipMemAllocationProp) <= 64,
               "prop_ holds either layout");
