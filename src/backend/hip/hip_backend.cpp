@@ -30,10 +30,10 @@
 //    device current on the calling thread, and the thread's previous device
 //    is put back afterwards (DeviceScope), like CUDA's CtxScope.
 //  - Fixed at construction: version, granularity, chunk size, workaround
-//    switch. Mutable state (mappings, handles) is behind mu_ (registered
-//    pinned buffers behind PinnedPages' own lock); no runtime call is made while holding it except where the
-//    table and the driver must change together (map/unmap/release), so the
-//    table never disagrees with the driver.
+//    switch. Mutable state (mappings, handles) is behind mu_, registered
+//    pinned buffers behind PinnedPages' own lock; no runtime call is made
+//    while holding mu_ except where the table and the driver must change
+//    together (map/unmap/release), so the table never disagrees with it.
 //  - Handles: PhysHandle = hipMemGenericAllocationHandle_t; EventHandle =
 //    hipEvent_t; Stream = hipStream_t (NULL = the null stream).
 #include <sys/mman.h>
