@@ -23,6 +23,35 @@ for p in (BINDING, COMPAT, BENCH_TORCH):
         sys.path.insert(0, p)
 
 
+def skip(reason):
+    """Exit 77 (meson's SKIP) with the reason on stdout."""
+    print("SKIP:", reason)
+    sys.exit(77)
+
+
+class Tally:
+    """The pass/fail count of a script-style GPU test (one process, checks in
+    order): check() counts a condition, ok() a step whose own assert passed,
+    finish() prints "N passed, N failed" and exits 1 on any failure."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL:", what, flush=True)
+
+    def ok(self):
+        self.passed += 1
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+
 def skip_reason(needs):
     """None when the GPU and the framework are usable, else why not."""
     if needs == "torch":

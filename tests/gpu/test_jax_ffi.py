@@ -14,11 +14,9 @@ here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.normpath(os.path.join(here, "..", ".."))
 sys.path.insert(0, os.path.join(repo, "bindings", "python"))
 sys.path.insert(0, os.path.join(repo, "examples", "jax_ffi"))
+import pyharness  # noqa: E402
 
-
-def skip(reason):
-    print("SKIP:", reason)
-    sys.exit(77)
+skip = pyharness.skip
 
 
 try:
@@ -46,16 +44,8 @@ if build.returncode != 0:
     sys.exit(f"FAIL: build.sh exited {build.returncode}")
 so = os.path.join(out, "libvpmm_scratch_ffi.so")
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, flush=True)
+tally = pyharness.Tally()
+check = tally.check
 
 
 if shutil.which("readelf"):
@@ -72,13 +62,12 @@ n_malloc = vpmm.default_pool_stats(ordinal)["n_malloc"]
 x = jax.device_put(jnp.arange(1 << 20, dtype=jnp.float32), dev)
 y = jax.jit(vpmm_scratch.scratch_affine)(x)
 np.testing.assert_allclose(np.asarray(y), 2.0 * np.arange(1 << 20, dtype=np.float32) + 1.0)
-passed += 1
+tally.ok()
 y2 = jax.jit(vpmm_scratch.scratch_affine)(y)  # twice: the scratch is reused in stream order
 np.testing.assert_allclose(np.asarray(y2), 4.0 * np.arange(1 << 20, dtype=np.float32) + 3.0)
-passed += 1
+tally.ok()
 stats = vpmm.default_pool_stats(ordinal)
 check(stats["n_malloc"] >= n_malloc + 2, "the plugin's scratch came from the default pool")
 check(stats["n_free"] >= 2, "and went back to it")
 shutil.rmtree(out, ignore_errors=True)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

@@ -8,13 +8,9 @@ import sys
 import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU to the pool
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "bindings", "python"))
+import pyharness  # noqa: E402  (also puts bindings/python on sys.path)
 
-
-def skip(reason):
-    print("SKIP:", reason)
-    sys.exit(77)
+skip = pyharness.skip
 
 
 try:
@@ -33,16 +29,8 @@ if not gpus:
 import vpmm  # noqa: E402
 import vpmm.jax as vj  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, flush=True)
+tally = pyharness.Tally()
+check = tally.check
 
 
 dev = gpus[0]
@@ -55,11 +43,11 @@ ptr = vj.pointer(w)
 check(vj.pool_address(w, device=dev), "the array's buffer is default-pool memory (zero-copy)")
 check(w.devices() == {dev} and w.shape == (1024, 1024) and w.dtype == jnp.float32, "device, shape, dtype")
 np.testing.assert_array_equal(np.asarray(w), w_host)
-passed += 1
+tally.ok()
 
 f = jax.jit(lambda a: a * 2.0 + 1.0)
 np.testing.assert_allclose(np.asarray(f(w)), w_host * 2.0 + 1.0, rtol=1e-6)
-passed += 1
+tally.ok()
 
 kv = vj.zeros((64, 1024), np.float16, tag="kv", device=dev)
 check(vj.pool_address(kv, device=dev) and float(jnp.abs(kv).sum()) == 0.0, "zeros in pool memory")
@@ -73,9 +61,9 @@ check(mid["mapped_bytes"] + w_host.nbytes <= before["mapped_bytes"], "physical m
 check(vj.resume("weights", device=dev) == 1, "resume('weights') resumed one region")
 check(vj.pointer(w) == ptr, "same address after resume")
 np.testing.assert_array_equal(np.asarray(w), w_host)
-passed += 1
+tally.ok()
 np.testing.assert_allclose(np.asarray(f(w)), w_host * 2.0 + 1.0, rtol=1e-6)
-passed += 1
+tally.ok()
 
 # Without a backup the contents are undefined after resume, but the array is usable.
 check(vj.pause("kv", device=dev) == 1 and vj.resume("kv", device=dev) == 1, "kv pause/resume")
@@ -101,5 +89,4 @@ for _ in range(100):
         break
     time.sleep(0.05)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

@@ -8,13 +8,9 @@ import ctypes
 import os
 import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "bindings", "python"))
+import pyharness  # noqa: E402  (also puts bindings/python on sys.path)
 
-
-def skip(reason):
-    print("SKIP:", reason)
-    sys.exit(77)
+skip = pyharness.skip
 
 
 try:
@@ -36,16 +32,12 @@ for name in ("vpmm_pool_pause_ex", "vpmm_pool_resume_ex"):
     getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64)]
 lib.vpmm_last_error.restype = ctypes.c_char_p
 
-passed = failed = 0
+tally = pyharness.Tally()
 
 
 def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, lib.vpmm_last_error().decode(errors="replace"), flush=True)
+    # vpmm_last_error says why a C call failed
+    tally.check(cond, what if cond else f"{what}: {lib.vpmm_last_error().decode(errors='replace')}")
 
 
 torch.cuda.set_device(0)
@@ -73,5 +65,4 @@ del x
 torch.cuda.empty_cache()  # PyTorch's cudaFree of its cached segments
 check(vpmm.default_pool_stats(0)["n_free"] > n_free, "PyTorch's cudaFree reached the pool")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()
