@@ -243,7 +243,9 @@ func (p *Pool) PauseCount(tag string) (uint64, error) {
 
 // PrepareBackups pins now the host buffers a pause of tag ("" = every tag)
 // would back up into, so that the first pause runs at copy speed instead of
-// pinning, and returns the pinned bytes cached after the call. Errors:
+// pinning, and returns the pinned bytes cached after the call. The pool is
+// not locked while it pins, so it can run in a goroutine of its own while
+// others allocate; a pause started meanwhile waits for it. Errors:
 // ErrInvalidArgument (unknown tag), ErrOutOfMemory (what was pinned stays
 // cached), ErrUnsupported.
 func (p *Pool) PrepareBackups(tag string) (uint64, error) {

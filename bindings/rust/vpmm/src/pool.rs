@@ -254,7 +254,9 @@ impl Pool {
     /// Pins now the host buffers a pause of `tag` (`None` = every tag) would
     /// back up into, so that the first pause runs at copy speed instead of
     /// pinning (`vpmm_pool_prepare_backups`). Returns the pinned bytes cached
-    /// after the call.
+    /// after the call. The pool is not locked while it pins (seconds for tens
+    /// of GiB), so it can run on a thread of its own (`Pool` is `Sync`) while
+    /// others keep allocating; a pause started meanwhile waits for it.
     ///
     /// ```
     /// # let pool = vpmm::Pool::new(&vpmm::Config::defaults().backend(vpmm::Backend::Host)).unwrap();
