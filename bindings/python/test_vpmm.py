@@ -91,6 +91,14 @@ class BindingTest(unittest.TestCase):
         self.assertTrue(self.pool.pause("bg"))
         self.assertEqual(self.pool.stats()["backup_pinned_bytes"], 2 * PAGE)  # the prepared buffer
         self.assertTrue(self.pool.resume("bg"))
+        # close() waits for a pinning still running rather than destroy the pool under it
+        other = vpmm.Pool(backend="host", page_size=PAGE, host_capacity=64 * PAGE)
+        x = other.malloc(8 * PAGE, tag="bg", host_backup=True)
+        pending = other.prepare_backups_in_background("bg")
+        other.close()
+        self.assertTrue(pending.done())
+        self.assertEqual(pending.result(), 8 * PAGE)
+        del x
         bad = self.pool.prepare_backups_in_background("never-used")
         self.assertIsInstance(bad.exception(timeout=30), vpmm.InvalidArgument)
         self.pool.free(w)

@@ -116,11 +116,12 @@ class Pool:
         self._h: Optional[int] = h.value
         self._owned = True
         self._callbacks: Dict[str, Any] = {}
+        self._pinning: List["Future[int]"] = []
 
     @classmethod
     def _wrap(cls, handle: int) -> "Pool":
         p = cls.__new__(cls)
-        p._h, p._owned, p._callbacks = handle, False, {}
+        p._h, p._owned, p._callbacks, p._pinning = handle, False, {}, []
         return p
 
     def _handle(self) -> int:
@@ -141,8 +142,11 @@ class Pool:
 
     def close(self) -> None:
         """Destroy an owned pool (every pointer into it becomes invalid).
-        A no-op on a default pool, which lives as long as the process."""
+        A no-op on a default pool, which lives as long as the process.
+        Waits first for pinnings started by :meth:`prepare_backups_in_background`."""
         if self._h and self._owned:
+            for fut in self._pinning:  # a background pinning still uses the pool
+                fut.exception()
             L.check(L.pool_destroy(self._h))
         if self._owned:
             self._h = None
@@ -256,6 +260,7 @@ class Pool:
             except BaseException as e:  # noqa: BLE001 - handed to the Future
                 fut.set_exception(e)
 
+        self._pinning = [f for f in self._pinning if not f.done()] + [fut]
         threading.Thread(target=work, name="vpmm-prepare-backups", daemon=True).start()
         return fut
 
