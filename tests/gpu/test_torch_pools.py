@@ -1,5 +1,6 @@
 """vpmm.torch on a real GPU: partial routing through torch.cuda.MemPool,
-pausing a real model's weights with backups (training continues), a
+pausing a real model's weights with backups (training continues), backups
+pinned ahead in the background (pool(pin_ahead=True)), a
 KV-cache-like buffer without backup, CUDA graphs replayed after pause and
 resume, an out-of-memory resume recovered from Python, and the global
 allocator with tags. Exits 77 (meson: SKIP) without torch or a CUDA device.
@@ -97,6 +98,35 @@ def model_weights_backup_training_continues():
     assert moved, "training after resume did not update the weights"
     print(f"{weight_bytes / MiB:.1f} MiB of weights paused with backup, bytes equal after resume; "
           f"losses {losses[0]:.3f} -> {losses[-1]:.3f}")
+
+
+def weights_pinned_ahead_in_background():
+    # pool(pin_ahead=True): the backups are pinned on a background thread when
+    # the block ends while the GPU keeps working; the pause then pins nothing.
+    torch, vpmm, vt = _setup()
+    with vt.pool(tag="ahead", host_backup=True, pin_ahead=True):
+        ws = [torch.full((16 * MiB,), float(i), device="cuda") for i in range(4)]  # 4 x 64 MiB
+    fut = vt.pinning_ahead["ahead"]
+    x = torch.randn(2048, 2048, device="cuda")
+    steps = 0
+    while not fut.done():
+        x = (x @ x).tanh()
+        torch.cuda.synchronize()
+        steps += 1
+    pool = vt.default_pool()
+    live = pool.tag_stats("ahead")["live_bytes"]
+    assert fut.result() >= live, (fut.result(), live)
+    st = pool.stats()
+    pinned = st["backup_pinned_bytes"]
+    assert st["backup_cache_bytes"] >= live, st
+    assert vt.pause("ahead") is True
+    st = pool.stats()
+    assert st["backup_pinned_bytes"] == pinned, ("the pause pinned again", pinned, st["backup_pinned_bytes"])
+    assert vt.resume("ahead") is True
+    for i, w in enumerate(ws):
+        assert float(w[::4096].sum().item()) == float(i) * (16 * MiB // 4096), f"tensor {i} changed"
+    print(f"{live / MiB:.0f} MiB pinned ahead in the background ({steps} GPU steps meanwhile); "
+          f"the pause took the pinned buffers, bytes equal after resume")
 
 
 def kv_cache_without_backup():
@@ -217,6 +247,7 @@ def global_allocator_with_tags():
 
 
 CASES = {f.__name__: f for f in (partial_routing, model_weights_backup_training_continues,
+                                 weights_pinned_ahead_in_background,
                                  kv_cache_without_backup, cuda_graph_pause_resume_replay,
                                  resume_oom_recovered, global_allocator_with_tags)}
 
