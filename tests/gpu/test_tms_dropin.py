@@ -155,8 +155,30 @@ def hook_mode_and_retain_flags():
     print("hook_mode, retain_cpu_backup and configure_subprocess behave as documented")
 
 
+def pin_ahead_extension():
+    # VPMM_TMS_PIN_AHEAD=1: unchanged TMS code gets its backups pinned when the
+    # region ends, and the first pause pins nothing.
+    import os
+    os.environ["VPMM_TMS_PIN_AHEAD"] = "1"
+    import torch
+    import vpmm.torch as vt
+    from torch_memory_saver import torch_memory_saver
+    with torch_memory_saver.region(tag="weights", enable_cpu_backup=True):
+        w = torch.full((32 * MiB,), 3.0, device="cuda")  # 128 MiB
+    assert "weights" in vt.pinning_ahead, "the region did not start pinning ahead"
+    pinned_ahead = vt.pinning_ahead["weights"].result(timeout=120)
+    pool = vt.default_pool()
+    assert pinned_ahead >= pool.tag_stats("weights")["live_bytes"]
+    pinned = pool.stats()["backup_pinned_bytes"]
+    torch_memory_saver.pause("weights")
+    assert pool.stats()["backup_pinned_bytes"] == pinned, "the first pause pinned again"
+    torch_memory_saver.resume("weights")
+    assert float(w[::1024].sum().item()) == 3.0 * (32 * MiB // 1024)
+    print(f"{pinned_ahead / MiB:.0f} MiB pinned when the region ended; the first pause pinned nothing")
+
+
 CASES = {f.__name__: f for f in (rl_sleep_wake_loop, disable_and_cuda_graph, resume_oom_is_an_exception,
-                                 hook_mode_and_retain_flags)}
+                                 hook_mode_and_retain_flags, pin_ahead_extension)}
 
 if __name__ == "__main__":
     sys.exit(pyharness.main(__file__, CASES, needs="torch"))

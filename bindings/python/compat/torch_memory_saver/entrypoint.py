@@ -105,7 +105,10 @@ class TorchMemorySaver:
     @contextlib.contextmanager
     def region(self, tag: str = _TAG_DEFAULT, enable_cpu_backup: bool = False, **unsupported: Any) -> Iterator[None]:
         """Tensors allocated inside (on this thread) are pausable under `tag`;
-        with enable_cpu_backup their bytes survive a pause."""
+        with enable_cpu_backup their bytes survive a pause. With
+        VPMM_TMS_PIN_AHEAD=1 (a libvpmm extension) their backup buffers are
+        pinned on a background thread when the region ends, so that the first
+        pause runs at copy speed."""
         self._reject(unsupported, "region")
         self._ensure_initialized()
         dev = torch.cuda.current_device()
@@ -113,7 +116,9 @@ class TorchMemorySaver:
         key = _thread_key()
         self._active[key] = self._active.get(key, 0) + 1
         try:
-            with vtorch.pool(tag=tag or _TAG_DEFAULT, host_backup=enable_cpu_backup, device=dev):
+            pin_ahead = enable_cpu_backup and _env_flag("VPMM_TMS_PIN_AHEAD")
+            with vtorch.pool(tag=tag or _TAG_DEFAULT, host_backup=enable_cpu_backup, device=dev,
+                             pin_ahead=pin_ahead):
                 yield
         finally:
             self._active[key] -= 1
