@@ -34,7 +34,7 @@ void RegionMap::index(RegionIt it) {
   const Region& r = it->second;
   *total_for(totals_, r.kind) += r.size;
   switch (r.kind) {
-    case Kind::Free: streams_[r.stream].free_by_size.emplace(r.size, r.id, it->first); break;
+    case Kind::Free: stream(r.stream).free_by_size.emplace(r.size, r.id, it->first); break;
     case Kind::Hole: holes_by_size_.emplace(r.size, it->first); break;
     case Kind::Zombie: zombies_.insert(it->first); break;
     default: break;
@@ -45,7 +45,7 @@ void RegionMap::unindex(RegionIt it) {
   const Region& r = it->second;
   *total_for(totals_, r.kind) -= r.size;
   switch (r.kind) {
-    case Kind::Free: streams_[r.stream].free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
+    case Kind::Free: stream(r.stream).free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
     case Kind::Hole: holes_by_size_.erase({r.size, it->first}); break;
     case Kind::Zombie: zombies_.erase(it->first); break;
     default: break;

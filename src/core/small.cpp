@@ -125,8 +125,10 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Rese
   }
   if (is_empty(slab)) {  // a cached empty slab (or a new one) goes back to work
     empty_bytes_ -= slab->bytes;
+    // Cleared, not erased: an alloc/free loop would otherwise allocate and
+    // free the map node on every pair.
     auto c = cached_empty_.find(slab->stream);
-    if (c != cached_empty_.end() && c->second == slab) cached_empty_.erase(c);
+    if (c != cached_empty_.end() && c->second == slab) c->second = nullptr;
   }
   uint32_t b = slab->free_list.back();
   slab->free_list.pop_back();
@@ -327,7 +329,8 @@ std::string SmallAllocator::check() const {
     if (is_empty(kv.second.get())) empty += kv.second->bytes;
   if (empty != empty_bytes_) return "small empty-slab bytes drifted from the slabs";
   for (const auto& kv : cached_empty_)
-    if (!slabs_.count(kv.second->va) || !is_empty(kv.second)) return "a cached empty slab is not an empty slab";
+    if (kv.second && (!slabs_.count(kv.second->va) || !is_empty(kv.second)))
+      return "a cached empty slab is not an empty slab";
   return "";
 }
 
