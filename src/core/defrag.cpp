@@ -40,7 +40,7 @@ struct Transit {
   uint64_t bytes = 0;
   Stream stream = nullptr;
   bool exact = false;
-  size_t handle_budget = SIZE_MAX;  // handles this Phase 2 may map (moved + created)
+  size_t max_moved = SIZE_MAX;  // handles this Phase 2 may move (see defragment)
   Plan plan;
   bool have_hole = false;  // false: map_transit reserves a new chunk
   uint64_t hole_va = 0;
@@ -51,24 +51,6 @@ struct Transit {
   std::vector<std::pair<uint64_t, Mapping>> placed;  // new VA -> handle
   std::vector<Mapping> orphans;  // handles the driver refused to release meanwhile
 };
-
-// Under a handle budget at least one handle is left for the shortfall, so
-// that a request never fails for want of budget: it grows instead.
-static size_t move_budget(const Transit& t) {
-  return t.handle_budget == SIZE_MAX ? SIZE_MAX : std::max<size_t>(t.handle_budget, 2) - 1;
-}
-
-// The handles the shortfall is cut into: the growth policy's, but under a
-// handle budget no more than what is left of it, so one call's driver work
-// stays bounded (a larger handle costs the same to map as a page).
-uint64_t Pool::shortfall_handle_size(const Transit& t) const {
-  uint64_t size = growth_handle_size(t.plan.shortfall, t.exact);
-  if (t.handle_budget == SIZE_MAX) return size;
-  const uint64_t page = opt_.page_size;
-  const size_t left = std::max<size_t>(1, std::max<size_t>(t.handle_budget, 2) - t.plan.moved_handles);
-  uint64_t fit = (t.plan.shortfall / page + left - 1) / left * page;
-  return std::max(size, fit);
-}
 
 // ---------------------------------------------------------------------------
 // Phase 0
@@ -148,8 +130,7 @@ size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
 // In `exact` mode (tagged allocations, which must own whole handles so a
 // pause releases exactly their memory) only handles no larger than what is
 // still needed move, so the span never exceeds the request.
-// At most `max_handles` handles move: what they do not cover is the
-// shortfall, created new (see Transit::handle_budget).
+// At most `max_handles` handles move (see defragment).
 static Plan plan_harvest(RegionMap& m, uint64_t need, Stream s, uint64_t exclude_va, bool exact,
                          size_t max_handles) {
   struct Cand {
@@ -301,14 +282,14 @@ void Pool::plan_defrag(Transit* t) {
       }
     }
     t->plan = plan_harvest(m_, bytes - std::min(prefix, bytes - opt_.page_size), t->stream, prefix_va, false,
-                           move_budget(*t));
+                           t->max_moved);
     if (t->plan.span() > 0 && t->plan.span() <= hole->second.size) {
       t->hole_va = hole->first;
       t->have_hole = true;
       return;
     }
   }
-  t->plan = plan_harvest(m_, bytes, t->stream, UINT64_MAX, t->exact, move_budget(*t));
+  t->plan = plan_harvest(m_, bytes, t->stream, UINT64_MAX, t->exact, t->max_moved);
   auto h2 = m_.holes().lower_bound({t->plan.span(), 0});
   if (h2 != m_.holes().end()) {
     t->hole_va = h2->second;
@@ -409,7 +390,8 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
     t->hole_va = t->chunk_va;
   }
   if (t->plan.shortfall) {
-    vpmm_status st = create_handles(t->plan.shortfall, shortfall_handle_size(*t), &t->created, &t->orphans);
+    vpmm_status st = create_handles(t->plan.shortfall, growth_handle_size(t->plan.shortfall, t->exact),
+                                    &t->created, &t->orphans);
     if (st != VPMM_OK) return st;
   }
   uint64_t cur = t->hole_va;
@@ -505,13 +487,14 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<M
   t.bytes = bytes;
   t.stream = s;
   t.exact = exact;
-  // The default policy bounds a call's driver work (kHandleOpsPerCall: the
-  // request's own pages, plus one, are always allowed); an
-  // explicit handle size is the user's choice of handles, honoured whatever
-  // the count, and tagged spans keep their own handles (exact).
+  // The default policy bounds a call's driver work (kHandleOpsPerCall): the
+  // request's own pages may always move, whole-region moves beyond them only
+  // within what Phase 0 left of the budget. An explicit handle size is the
+  // user's choice of handles, honoured whatever the count, and tagged spans
+  // keep their own handles (exact).
   if (!exact && opt_.max_handle_size == 0 && handle_ops)
-    t.handle_budget = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, *handle_ops),
-                                       (bytes + opt_.page_size - 1) / opt_.page_size + 1);
+    t.max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, *handle_ops),
+                                   (bytes + opt_.page_size - 1) / opt_.page_size);
   plan_defrag(&t);
   vpmm_status st = wait_for_harvest(&t);
   if (st == VPMM_OK) st = claim(&t);

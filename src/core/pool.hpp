@@ -82,7 +82,7 @@ constexpr uint64_t kUnlimitedHandle = UINT64_MAX;  // VPMM_HANDLE_SIZE_UNLIMITED
 // calls (30-45 us each on an H100, per handle whatever its size). Phase 0
 // unmaps every zombie whose event completed (the seed's contract: the next
 // call finds them gone). A defragmentation may always map as many handles as
-// its request has pages, plus one: that is the work the request needs, and
+// its request has pages: that is the work the request needs, and
 // page-exact memory comes first. Whole-region moves beyond that (case B's
 // consolidation) and the unmaps of the call's own harvest's old VAs share
 // what is left of this budget; zombies left over are the next call's Phase 0.
@@ -239,7 +239,6 @@ class Pool final : private SlabSource, private PipelineSteps {
   // configured policy; `tagged` growths own whole handles, one per growth by
   // default so that pausing costs one unmap + release per allocation.
   uint64_t growth_handle_size(uint64_t shortfall, bool tagged) const;
-  uint64_t shortfall_handle_size(const Transit& t) const;
   void release_handles(const std::vector<Mapping>& hs);
   void release_handle(const Mapping& h);  // unmapped handle; kept as an orphan if refused
   // The same without the mutex: refused handles are collected in *orphans.
