@@ -33,9 +33,15 @@
 #include <vector>
 
 #include "../unit/check.hpp"
+#include "../unit/pool_inspect.hpp"
 #include "vpmm.h"
 
 namespace gt {
+
+// Statistics, the region dump and the layout, as the unit tests read them.
+using vt::layout;
+using vt::regions;
+using vt::stats;
 
 // ---------------------------------------------------------------------------
 // Harness: tests/unit/check.hpp (CHECK, CHECK_MSG, CHECK_EQ, CHECK_OK, the
@@ -167,39 +173,6 @@ inline vpmm_pool* make_pool(const PoolSpec& s) {
     return nullptr;
   }
   return p;
-}
-
-inline vpmm_stats stats(vpmm_pool* p) {
-  vpmm_stats st;
-  std::memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
-  vpmm_pool_stats(p, &st);
-  return st;
-}
-
-inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
-  size_t n = 0;
-  vpmm_pool_dump(p, nullptr, 0, &n);
-  vpmm_region_info proto{};
-  proto.struct_size = sizeof proto;  // buf[0]'s is the stride the library writes with
-  std::vector<vpmm_region_info> r(n + 16, proto);
-  vpmm_pool_dump(p, r.data(), r.size(), &n);
-  r.resize(n);
-  return r;
-}
-
-// "[4][*6][1][11][*42]": the layout in the seed notation, as the library
-// writes it (vpmm_pool_layout; see include/vpmm.h).
-inline std::string layout(vpmm_pool* p) {
-  size_t need = 0;
-  if (vpmm_pool_layout(p, nullptr, 0, &need) != VPMM_OK) return "?";
-  std::string s;
-  do {  // the pool may change between the two calls: retry until it fits
-    s.assign(need + 64, '\0');
-    if (vpmm_pool_layout(p, &s[0], s.size(), &need) != VPMM_OK) return "?";
-  } while (need > s.size());
-  s.resize(need - 1);
-  return s;
 }
 
 inline const vpmm_region_info* find_region(const std::vector<vpmm_region_info>& rs, const void* ptr) {

@@ -52,6 +52,24 @@ class Tally:
         sys.exit(1 if self.failed else 0)
 
 
+def jax_gpus_or_skip():
+    """JAX's GPU devices; exits 77 (SKIP) with the reason when NumPy or JAX
+    cannot be imported or JAX has no GPU. Set XLA_PYTHON_CLIENT_PREALLOCATE
+    before calling it if the test leaves the GPU to the pool."""
+    try:
+        import numpy  # noqa: F401
+        import jax
+    except ImportError as e:
+        skip(f"JAX or NumPy not importable: {e}")
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError as e:
+        skip(f"JAX has no GPU backend: {e}")
+    if not gpus:
+        skip("JAX sees no GPU")
+    return gpus
+
+
 def skip_reason(needs):
     """None when the GPU and the framework are usable, else why not."""
     if needs == "torch":

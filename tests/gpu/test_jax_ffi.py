@@ -12,25 +12,13 @@ import tempfile
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.normpath(os.path.join(here, "..", ".."))
-sys.path.insert(0, os.path.join(repo, "bindings", "python"))
 sys.path.insert(0, os.path.join(repo, "examples", "jax_ffi"))
-import pyharness  # noqa: E402
+import pyharness  # noqa: E402  (also puts bindings/python on sys.path)
 
-skip = pyharness.skip
-
-
-try:
-    import numpy as np
-    import jax
-    import jax.numpy as jnp
-except ImportError as e:
-    skip(f"JAX or NumPy not importable: {e}")
-try:
-    gpus = jax.devices("gpu")
-except RuntimeError as e:
-    skip(f"JAX has no GPU backend: {e}")
-if not gpus:
-    skip("JAX sees no GPU")
+gpus = pyharness.jax_gpus_or_skip()
+import numpy as np  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 if not os.environ.get("VPMM_LIBRARY"):
     sys.exit("FAIL: VPMM_LIBRARY must name the libvpmm.so.1 under test (meson sets it)")
 
@@ -39,7 +27,7 @@ build = subprocess.run(["sh", os.path.join(repo, "examples", "jax_ffi", "build.s
                        env=dict(os.environ, PYTHON=sys.executable), capture_output=True, text=True)
 print(build.stdout + build.stderr, flush=True)
 if build.returncode == 77:
-    skip("build.sh: " + build.stdout.strip())
+    pyharness.skip("build.sh: " + build.stdout.strip())
 if build.returncode != 0:
     sys.exit(f"FAIL: build.sh exited {build.returncode}")
 so = os.path.join(out, "libvpmm_scratch_ffi.so")

@@ -10,21 +10,10 @@ import time
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU to the pool
 import pyharness  # noqa: E402  (also puts bindings/python on sys.path)
 
-skip = pyharness.skip
-
-
-try:
-    import numpy as np
-    import jax
-    import jax.numpy as jnp
-except ImportError as e:
-    skip(f"JAX or NumPy not importable: {e}")
-try:
-    gpus = jax.devices("gpu")
-except RuntimeError as e:
-    skip(f"JAX has no GPU backend: {e}")
-if not gpus:
-    skip("JAX sees no GPU")
+gpus = pyharness.jax_gpus_or_skip()
+import numpy as np  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 
 import vpmm  # noqa: E402
 import vpmm.jax as vj  # noqa: E402

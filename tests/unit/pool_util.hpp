@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "pool_inspect.hpp"
 #include "test_backend.hpp"
 #include "vpmm.h"
 
@@ -37,45 +38,6 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;
   return p;
-}
-
-// A vpmm_pool_dump buffer of n records, each with its struct_size set (the
-// library reads buf[0]'s as the stride).
-inline std::vector<vpmm_region_info> region_buffer(size_t n) {
-  vpmm_region_info proto{};
-  proto.struct_size = sizeof proto;
-  return std::vector<vpmm_region_info>(n, proto);
-}
-
-inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {
-  size_t n = 0;
-  vpmm_pool_dump(p, nullptr, 0, &n);
-  std::vector<vpmm_region_info> r = region_buffer(n);
-  vpmm_pool_dump(p, r.data(), r.size(), &n);
-  r.resize(n);
-  return r;
-}
-
-// "[4][*6][1][11][*233]": the layout in the seed notation, as the library
-// writes it (vpmm_pool_layout; see include/vpmm.h).
-inline std::string layout(vpmm_pool* p) {
-  size_t need = 0;
-  if (vpmm_pool_layout(p, nullptr, 0, &need) != VPMM_OK) return "?";
-  std::string s;
-  do {  // the pool may change between the two calls: retry until it fits
-    s.assign(need + 64, '\0');
-    if (vpmm_pool_layout(p, &s[0], s.size(), &need) != VPMM_OK) return "?";
-  } while (need > s.size());
-  s.resize(need - 1);
-  return s;
-}
-
-inline vpmm_stats stats(vpmm_pool* p) {
-  vpmm_stats st;
-  std::memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
-  vpmm_pool_stats(p, &st);
-  return st;
 }
 
 inline uint64_t chunk_offset(vpmm_pool* p, void* ptr) {
