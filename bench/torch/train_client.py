@@ -23,6 +23,8 @@ ap.add_argument("--d", type=int, default=1024)
 ap.add_argument("--label", default="")
 ap.add_argument("--batch-scale", type=int, default=1,
                 help="multiply every shape's batch (4: a ~24 GiB peak, the scale of issue 9's client)")
+ap.add_argument("--per-step", action="store_true",
+                help="also print each step's time and, under libvpmm, the pool work it did (stderr)")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -35,13 +37,29 @@ model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
 times, losses = [], []
+WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_zombies_reaped")
+
+
+def pool_work():
+    if args.alloc != "vpmm":
+        return {}
+    import vpmm
+    st = vpmm.default_pool_stats()
+    return {k: st[k] for k in WORK}
+
+
 for r in range(args.rounds):
     for batch, seq in [(b * args.batch_scale, q) for b, q in gpt.SHAPES]:
         torch.cuda.synchronize()
+        before = pool_work() if args.per_step else {}
         t0 = time.perf_counter()
         loss = gpt.train_step(model, opt, batch, seq, vocab, gen)
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        if args.per_step:
+            after = pool_work()
+            print(json.dumps({"round": r, "batch": batch, "seq": seq, "ms": round(1000 * dt, 2),
+                              **{k: after[k] - before[k] for k in after}}), file=sys.stderr)
         losses.append(round(loss.item(), 5))
         if r > 0:
             times.append(dt)
@@ -50,12 +68,16 @@ peak, cur = held()
 # allocated_bytes peak, block-rounded; libvpmm: peak_live_bytes, page-rounded).
 if args.alloc == "vpmm":
     import vpmm
-    live_peak = vpmm.default_pool_stats()["peak_live_bytes"]
+    st = vpmm.default_pool_stats()
+    live_peak = st["peak_live_bytes"]
+    # The pool's own work, to tell a slow step's driver calls from its kernels.
+    extra = {k: st[k] for k in ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc")}
 else:
+    extra = {}
     live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
                   "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
                   "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
                   "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
-                  "steps_timed": len(times), "losses": losses}))
+                  "steps_timed": len(times), "losses": losses, **extra}))
 sys.stdout.flush()

@@ -34,7 +34,19 @@ void RegionMap::index(RegionIt it) {
   const Region& r = it->second;
   *total_for(totals_, r.kind) += r.size;
   switch (r.kind) {
-    case Kind::Free: stream(r.stream).free_by_size.emplace(r.size, r.id, it->first); break;
+    case Kind::Free: {
+      FreeIndex& idx = stream(r.stream).free_by_size;
+      auto key = std::make_tuple(r.size, r.id, it->first);
+      if (spare_free_.empty()) {
+        idx.insert(key);
+      } else {
+        FreeNode node = std::move(spare_free_.back());
+        spare_free_.pop_back();
+        node.value() = key;
+        idx.insert(std::move(node));
+      }
+      break;
+    }
     case Kind::Hole: holes_by_size_.emplace(r.size, it->first); break;
     case Kind::Zombie: zombies_.insert(it->first); break;
     default: break;
@@ -45,7 +57,11 @@ void RegionMap::unindex(RegionIt it) {
   const Region& r = it->second;
   *total_for(totals_, r.kind) -= r.size;
   switch (r.kind) {
-    case Kind::Free: stream(r.stream).free_by_size.erase(std::make_tuple(r.size, r.id, it->first)); break;
+    case Kind::Free: {
+      FreeNode node = stream(r.stream).free_by_size.extract(std::make_tuple(r.size, r.id, it->first));
+      if (node && spare_free_.size() < kSpareNodes) spare_free_.push_back(std::move(node));
+      break;
+    }
     case Kind::Hole: holes_by_size_.erase({r.size, it->first}); break;
     case Kind::Zombie: zombies_.erase(it->first); break;
     default: break;
@@ -53,14 +69,30 @@ void RegionMap::unindex(RegionIt it) {
 }
 
 RegionIt RegionMap::insert(uint64_t va, const Region& r) {
-  auto it = regions_.emplace_hint(regions_.upper_bound(va), va, r);
+  auto hint = regions_.upper_bound(va);
+  RegionIt it;
+  if (spare_regions_.empty()) {
+    it = regions_.emplace_hint(hint, va, r);
+  } else {
+    RegionNode node = std::move(spare_regions_.back());
+    spare_regions_.pop_back();
+    node.key() = va;
+    node.mapped() = r;
+    it = regions_.insert(hint, std::move(node));
+  }
   index(it);
   return it;
 }
 
 void RegionMap::erase(RegionIt it) {
   unindex(it);
-  regions_.erase(it);
+  if (spare_regions_.size() == kSpareNodes) {
+    regions_.erase(it);
+    return;
+  }
+  RegionNode node = regions_.extract(it);
+  node.mapped().event.reset();  // the event dies with its region, as on a plain erase
+  spare_regions_.push_back(std::move(node));
 }
 
 void RegionMap::resize(RegionIt it, uint64_t new_size) {

@@ -22,8 +22,11 @@ struct SmallAllocator::Slab {
   Attrs attrs;
   bool paused = false;
   bool available = false;              // listed in avail_[stream][cls]
-  std::vector<uint32_t> free_list;     // block indexes ready for reuse
-  std::vector<uint64_t> requested;     // per block: bytes asked for, 0 = not live
+  // Blocks [n_fresh, n_blocks) were never handed out: free without being
+  // listed, so a slab of 8192 blocks costs nothing to create.
+  uint32_t n_fresh = 0;
+  std::vector<uint32_t> free_list;     // handed-out block indexes ready for reuse
+  std::vector<uint64_t> requested;     // per block below n_fresh: bytes asked for, 0 = not live
   std::vector<Reservation*> res;       // per block charged reservation (empty until one is)
 };
 
@@ -32,6 +35,7 @@ constexpr uint64_t kQuantum = kSmallQuantum;
 }
 
 SmallAllocator::SmallAllocator(SlabSource& pages, uint64_t small_size) : pages_(pages) {
+  spare_slabs_.reserve(kSpareSlabs);  // keeping a retired slab never allocates
   const uint64_t limit = small_size;
   if (limit < kQuantum) return;  // small allocator disabled
   // 256-byte steps up to 1 KiB, then four classes per power of two.
@@ -46,13 +50,31 @@ SmallAllocator::SmallAllocator(SlabSource& pages, uint64_t small_size) : pages_(
 
 SmallAllocator::~SmallAllocator() = default;
 
+// The constructor's spacing, computed rather than searched (a binary search
+// over ~40 sizes was 4% of a mixed-size churn step): 256-byte steps to 1 KiB,
+// then quarters of each power of two; the last class may be cut at the limit.
 uint32_t SmallAllocator::class_of(uint64_t size) const {
-  auto it = std::lower_bound(class_size_.begin(), class_size_.end(), size);
-  return static_cast<uint32_t>(it - class_size_.begin());
+  uint64_t cls;
+  if (size <= 1024) {
+    cls = size == 0 ? 0 : (size + kQuantum - 1) / kQuantum - 1;
+  } else {
+    const unsigned log2_base = 63u - static_cast<unsigned>(__builtin_clzll(size - 1));  // base < size <= 2 base
+    const uint64_t quarter = (uint64_t(1) << log2_base) / 4;
+    const uint64_t q = (size - (uint64_t(1) << log2_base) + quarter - 1) / quarter;  // 1..4
+    cls = 4 + (log2_base - 10) * 4 + (q - 1);
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(cls, class_size_.size() - 1));
 }
 
 SmallAllocator::Lists& SmallAllocator::lists_for(Stream s, const Attrs& a) {
+  // The last untagged stream is remembered (a node's address is stable and
+  // avail_ never erases): malloc and free ask for the same one in turn.
+  if (a.tag == 0 && last_avail_ && last_avail_key_ == s) return *last_avail_;
   Lists& l = a.tag == 0 ? avail_[s] : tagged_avail_[std::make_tuple(s, a.tag, a.flags)];
+  if (a.tag == 0) {
+    last_avail_key_ = s;
+    last_avail_ = &l;
+  }
   if (l.size() < class_size_.size()) l.resize(class_size_.size());
   return l;
 }
@@ -65,7 +87,24 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
   RegionIt r;
   vpmm_status st = pages_.take_slab_pages(bytes, s, a, &r);
   if (st != VPMM_OK) return st;
-  std::unique_ptr<Slab> slab(new Slab);
+  SlabMap::node_type node;
+  if (!spare_slabs_.empty()) {
+    node = std::move(spare_slabs_.back());
+    spare_slabs_.pop_back();
+    Slab& old = *node.mapped();
+    std::vector<uint32_t> free_list = std::move(old.free_list);
+    std::vector<uint64_t> requested = std::move(old.requested);
+    std::vector<Reservation*> res = std::move(old.res);
+    old = Slab();
+    free_list.clear();
+    res.clear();
+    old.free_list = std::move(free_list);
+    old.requested = std::move(requested);
+    old.res = std::move(res);
+  }
+  std::unique_ptr<Slab> fresh;
+  if (node.empty()) fresh.reset(new Slab);
+  Slab* slab = node.empty() ? fresh.get() : node.mapped().get();
   slab->va = r->first;
   slab->bytes = bytes;
   slab->block = block;
@@ -73,18 +112,21 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
   slab->n_blocks = static_cast<uint32_t>(bytes / block);
   slab->stream = s;
   slab->attrs = a;
-  slab->requested.assign(slab->n_blocks, 0);
-  slab->free_list.reserve(slab->n_blocks);
-  for (uint32_t i = slab->n_blocks; i-- > 0;) slab->free_list.push_back(i);  // low blocks first
-  r->second.owner = slab.get();
+  slab->requested.clear();
+  r->second.owner = slab;
   empty_bytes_ += bytes;  // empty until its first block is handed out
-  *out = slab.get();
-  slabs_.emplace(slab->va, std::move(slab));
+  *out = slab;
+  if (node.empty()) {
+    slabs_.emplace(slab->va, std::move(fresh));
+  } else {
+    node.key() = slab->va;
+    slabs_.insert(std::move(node));
+  }
   return VPMM_OK;
 }
 
 void SmallAllocator::make_available(Slab* slab) {
-  if (slab->available || slab->paused || slab->free_list.empty()) return;
+  if (slab->available || slab->paused || !has_free_block(slab)) return;
   lists_for(slab->stream, slab->attrs)[slab->cls].push_back(slab);
   slab->available = true;
 }
@@ -130,8 +172,15 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Rese
     auto c = cached_empty_.find(slab->stream);
     if (c != cached_empty_.end() && c->second == slab) c->second = nullptr;
   }
-  uint32_t b = slab->free_list.back();
-  slab->free_list.pop_back();
+  // Reused blocks first (the newest), then never-used ones, lowest first.
+  uint32_t b;
+  if (!slab->free_list.empty()) {
+    b = slab->free_list.back();
+    slab->free_list.pop_back();
+  } else {
+    b = slab->n_fresh++;
+    slab->requested.push_back(0);
+  }
   slab->requested[b] = size;
   slab->requested_sum += size;
   if (res || !slab->res.empty()) {
@@ -140,7 +189,7 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Rese
   }
   ++slab->n_used;
   live_bytes_ += slab->block;
-  if (slab->free_list.empty()) {
+  if (!has_free_block(slab)) {
     list.pop_back();  // the slab we used is always the list's last
     slab->available = false;
   }
@@ -157,7 +206,7 @@ vpmm_status SmallAllocator::free(RegionIt slab_region, uint64_t va, Stream s, ui
                 "pointer 0x%" PRIx64 " is inside a small block (class %" PRIu64 " bytes), not its start",
                 va, slab->block);
   uint32_t b = static_cast<uint32_t>(off / slab->block);
-  if (slab->requested[b] == 0)
+  if (b >= slab->requested.size() || slab->requested[b] == 0)
     return fail(VPMM_ERR_UNKNOWN_POINTER, "pointer 0x%" PRIx64 " is not allocated (already freed?)", va);
   EventRef ev;
   if (s != slab->stream && !slab->paused) {
@@ -221,7 +270,8 @@ void SmallAllocator::retire_slab(Slab* slab) {
   const uint64_t va = slab->va;
   Stream s = slab->stream;
   bool paused = slab->paused;
-  slabs_.erase(va);
+  SlabMap::node_type node = slabs_.extract(va);
+  if (spare_slabs_.size() < kSpareSlabs) spare_slabs_.push_back(std::move(node));
   pages_.return_slab_pages(va, s, paused);
 }
 
@@ -254,7 +304,10 @@ void SmallAllocator::wait_pending() {
 
 bool SmallAllocator::is_empty(const Slab* s) { return s->n_used == 0 && s->n_pending == 0; }
 uint32_t SmallAllocator::slab_blocks(const Slab* s) { return s->n_blocks; }
-uint64_t SmallAllocator::slab_requested(const Slab* s, uint32_t b) { return s->requested[b]; }
+uint64_t SmallAllocator::slab_requested(const Slab* s, uint32_t b) {
+  return b < s->requested.size() ? s->requested[b] : 0;
+}
+bool SmallAllocator::has_free_block(const Slab* s) { return !s->free_list.empty() || s->n_fresh < s->n_blocks; }
 Reservation* SmallAllocator::slab_res(const Slab* s, uint32_t b) {
   return s->res.empty() ? nullptr : s->res[b];
 }
@@ -293,7 +346,7 @@ void SmallAllocator::on_resume(void* p) {
 bool SmallAllocator::lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const {
   const Slab* slab = static_cast<const Slab*>(slab_region->second.owner);
   uint64_t b = (va - slab->va) / slab->block;
-  if (b >= slab->n_blocks || slab->requested[b] == 0) return false;
+  if (b >= slab->requested.size() || slab->requested[b] == 0) return false;
   uint64_t start = slab->va + b * slab->block;
   if (va >= start + slab->requested[b]) return false;
   *base = start;
@@ -314,7 +367,8 @@ std::string SmallAllocator::check() const {
     }
     uint32_t used = 0;
     for (uint64_t q : s.requested) used += q != 0;
-    if (used != s.n_used || s.free_list.size() + s.n_used + s.n_pending != s.n_blocks) {
+    if (used != s.n_used || s.requested.size() != s.n_fresh ||
+        s.free_list.size() + (s.n_blocks - s.n_fresh) + s.n_used + s.n_pending != s.n_blocks) {
       std::snprintf(buf, sizeof buf, "small slab 0x%" PRIx64 " block counts disagree (used %u/%u)",
                     s.va, used, s.n_used);
       return buf;

@@ -108,6 +108,7 @@ class SmallAllocator {
   vpmm_status new_slab(uint32_t cls, Stream s, const Attrs& a, Slab** out);
   void on_empty(Slab* slab);
   static bool is_empty(const Slab* s);
+  static bool has_free_block(const Slab* s);
   static uint32_t slab_blocks(const Slab* s);
   static uint64_t slab_requested(const Slab* s, uint32_t b);
   static Reservation* slab_res(const Slab* s, uint32_t b);
@@ -122,8 +123,16 @@ class SmallAllocator {
   // Untagged slabs by stream (the hot path); tagged ones by (stream, tag,
   // flags) so a pause of one tag never touches blocks of another.
   std::unordered_map<Stream, Lists> avail_;
+  Stream last_avail_key_ = nullptr;
+  Lists* last_avail_ = nullptr;  // avail_[last_avail_key_], sized, or null
   std::map<std::tuple<Stream, uint32_t, uint32_t>, Lists> tagged_avail_;
-  std::unordered_map<uint64_t, std::unique_ptr<Slab>> slabs_;          // by slab VA
+  using SlabMap = std::unordered_map<uint64_t, std::unique_ptr<Slab>>;
+  SlabMap slabs_;  // by slab VA
+  // Retired slabs, map node and vectors included, for the next new_slab: under
+  // mixed sizes most classes hold a block or two, so slabs come and go on most
+  // calls, and their heap traffic was a tenth of a churn step.
+  static constexpr size_t kSpareSlabs = 8;
+  std::vector<SlabMap::node_type> spare_slabs_;
   std::vector<Pending> pending_;
   uint64_t live_bytes_ = 0;
   uint64_t empty_bytes_ = 0;

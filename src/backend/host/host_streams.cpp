@@ -307,7 +307,14 @@ vpmm_status stream_synchronize(vpmm_stream s, const char* who) {
   });
 }
 
-bool stream_is_valid(vpmm_stream s) { return find_stream(s) != nullptr; }
+// Asked on every malloc and free: no shared_ptr copy, and NULL (the default
+// stream, which always exists) without the registry lock.
+bool stream_is_valid(vpmm_stream s) {
+  if (s == nullptr) return true;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lk(r.stream_mu);
+  return r.streams.count(s) != 0;
+}
 
 vpmm_status event_record(vpmm_stream s, uint64_t* out) {
   static const char* const who = "host event_record";
