@@ -66,6 +66,10 @@ class GPT(nn.Module):
 # Six (batch, sequence) shapes in turn: what a training job with bucketed
 # sequence lengths does, and what defeats an allocator that caches by size.
 SHAPES = [(8, 512), (4, 1024), (16, 256), (2, 2048), (6, 768), (12, 384)]
+# Variable-length batches (dynamic batching by token budget): 2K-12K tokens
+# a step, in an order with no pattern, so the largest activations come and
+# go and a segment-growing allocator keeps blocks sized for steps past.
+VARLEN_SHAPES = [(8, 256), (24, 512), (4, 2048), (12, 1024), (16, 256), (6, 2048), (32, 256), (2, 1024)]
 
 
 def train_step(model, opt, batch, seq, vocab, gen, device="cuda"):

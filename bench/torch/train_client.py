@@ -1,9 +1,11 @@
 """The live training client: a GPT-style model (16 layers, d=1024, AdamW,
-bf16 autocast) trained over six batch/sequence shapes in turn, under one
+bf16 autocast) trained over six batch/sequence shapes in turn (or, with
+--shapes varlen, eight variable-length batches of 2K-12K tokens), under one
 allocator per process. Prints one JSON line: the allocator's peak device
 memory, the median step time of the measured rounds and the losses.
 
   python3 bench/torch/train_client.py --alloc native|expandable|vpmm [--rounds 3] [--batch-scale 4]
+                                      [--shapes six|varlen] [--per-step]
 
 With --alloc vpmm the VPMM_* environment picks the policy (for instance
 VPMM_MAX_HANDLE_SIZE=1p for page handles)."""
@@ -17,12 +19,14 @@ import allocator
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--alloc", required=True)
-ap.add_argument("--rounds", type=int, default=3, help="rounds over the six shapes; the first is warm-up")
+ap.add_argument("--rounds", type=int, default=3, help="rounds over the shapes; the first is warm-up")
 ap.add_argument("--layers", type=int, default=16)
 ap.add_argument("--d", type=int, default=1024)
 ap.add_argument("--label", default="")
 ap.add_argument("--batch-scale", type=int, default=1,
                 help="multiply every shape's batch (4: a ~24 GiB peak, the scale of issue 9's client)")
+ap.add_argument("--shapes", choices=("six", "varlen"), default="six",
+                help="six: gpt.SHAPES, issue 9's client; varlen: gpt.VARLEN_SHAPES, 2K-12K tokens a step")
 ap.add_argument("--per-step", action="store_true",
                 help="also print each step's time and, under libvpmm, the pool work it did (stderr)")
 args = ap.parse_args()
@@ -49,7 +53,8 @@ def pool_work():
 
 
 for r in range(args.rounds):
-    for batch, seq in [(b * args.batch_scale, q) for b, q in gpt.SHAPES]:
+    shapes = gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES
+    for batch, seq in [(b * args.batch_scale, q) for b, q in shapes]:
         torch.cuda.synchronize()
         before = pool_work() if args.per_step else {}
         t0 = time.perf_counter()
@@ -76,7 +81,7 @@ else:
     extra = {}
     live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
-                  "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
+                  "batch_scale": args.batch_scale, "shapes": args.shapes, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
                   "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
                   "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
                   "steps_timed": len(times), "losses": losses, **extra}))

@@ -207,6 +207,8 @@ class Pool final : private SlabSource, private PipelineSteps {
   // commit, or abandon, which puts every claimed region back.
   vpmm_status defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
                          LockWindow* window, RegionIt* out, size_t* handle_ops);
+  struct Join;
+  bool best_join(uint64_t bytes, Stream s, Join* out);
   void plan_defrag(Transit* t);
   vpmm_status wait_for_harvest(Transit* t);
   vpmm_status claim(Transit* t);

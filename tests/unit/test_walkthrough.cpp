@@ -227,4 +227,43 @@ TEST("Phase 2 moves what the request needs; whole-region moves stay within the c
   vpmm_pool_destroy(p);
 }
 
+TEST("Phase 2 joins a free region beside a hole: only the pages it lacks move") {
+  vt::HostPoolSpec spec;
+  spec.page = kPage;
+  spec.va_pages = kVaPages;
+  vpmm_pool* p = vt::make_host_pool(spec);  // default policy: page handles for these growths
+  CHECK(p != nullptr);
+  if (!p) return;
+  void *a, *b, *c, *d, *x, *g, *k, *e, *want;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &a));
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &b));
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &c));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &d));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &x));
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &g));
+  CHECK_OK(vpmm_pool_malloc(p, 1 * kPage, nullptr, &k));
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  CHECK_OK(vpmm_pool_free(p, c, nullptr));
+  CHECK_OK(vpmm_pool_malloc(p, 6 * kPage, nullptr, &e));  // a's and c's pages move: their VAs become holes
+  CHECK_OK(vpmm_pool_free(p, d, nullptr));
+  CHECK_OK(vpmm_pool_free(p, g, nullptr));
+  CHECK_EQ(vt::layout(p), std::string("[*2][2][*4][-1][1][-2][1][6][*") + std::to_string(kVaPages - 19) + "]");
+  vt::fill(d, kPage, 3);  // free, still mapped: the bytes stay where they are
+  vpmm_stats before = vt::stats(p);
+  CHECK_OK(vpmm_pool_malloc(p, 3 * kPage, nullptr, &want));
+  vpmm_stats after = vt::stats(p);
+  // d's page stays; the two it lacks (g's) fill the end of the hole before it.
+  CHECK_EQ(reinterpret_cast<uint64_t>(want), reinterpret_cast<uint64_t>(d) - 2 * kPage);
+  CHECK_EQ((after.bytes_remapped - before.bytes_remapped) / kPage, uint64_t(2));  // not 3
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  CHECK_EQ(after.n_grow, before.n_grow);
+  CHECK(vt::verify(d, kPage, 3));
+  vt::fill(want, 3 * kPage, 9);
+  CHECK(vt::verify(want, 3 * kPage, 9));
+  CHECK_EQ(vt::layout(p), std::string("[*2][2][*2][3][1][*2][1][6][*") + std::to_string(kVaPages - 19) + "]");
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : {b, x, k, e, want}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  vpmm_pool_destroy(p);
+}
+
 TEST_MAIN()
