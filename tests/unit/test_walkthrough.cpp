@@ -192,6 +192,14 @@ TEST("cases A-D on a non-default stream give the same layouts") {
 }
 
 
+// The default policy: its growths here are small enough to be cut into page handles.
+static vpmm_pool* default_policy_pool() {
+  vt::HostPoolSpec spec;
+  spec.page = kPage;
+  spec.va_pages = kVaPages;
+  return vt::make_host_pool(spec);
+}
+
 // One malloc's driver work is bounded (pool.hpp, kHandleOpsPerCall): the
 // pages its request needs always move, but a whole-region move beyond them
 // (case B's consolidation) only fits what is left of the budget.
@@ -199,10 +207,7 @@ TEST("cases A-D on a non-default stream give the same layouts") {
 // needs 8 more from A. Moving A whole would map 28 handles in one call (over
 // the 24 of the budget): only A's first 8 pages move, its rest stays free.
 TEST("Phase 2 moves what the request needs; whole-region moves stay within the call's budget") {
-  vt::HostPoolSpec spec;
-  spec.page = kPage;
-  spec.va_pages = kVaPages;
-  vpmm_pool* p = vt::make_host_pool(spec);  // default policy: page handles for these growths
+  vpmm_pool* p = default_policy_pool();
   CHECK(p != nullptr);
   if (!p) return;
   void *a = nullptr, *x = nullptr, *c = nullptr, *y = nullptr, *big = nullptr;
@@ -228,10 +233,7 @@ TEST("Phase 2 moves what the request needs; whole-region moves stay within the c
 }
 
 TEST("Phase 2 joins a free region beside a hole: only the pages it lacks move") {
-  vt::HostPoolSpec spec;
-  spec.page = kPage;
-  spec.va_pages = kVaPages;
-  vpmm_pool* p = vt::make_host_pool(spec);  // default policy: page handles for these growths
+  vpmm_pool* p = default_policy_pool();
   CHECK(p != nullptr);
   if (!p) return;
   void *a, *b, *c, *d, *x, *g, *k, *e, *want;
