@@ -82,3 +82,29 @@ def train_step(model, opt, batch, seq, vocab, gen, device="cuda"):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
+
+
+@torch.no_grad()
+def serve_waves(model, vocab, waves=14, seed=7, batch_scale=1, on_wave=None):
+    """The serving pattern of the inference trace: waves of requests of
+    variable batch size, prompt length and generation length; prefill, then
+    one decode step at a time with a KV cache that grows by concatenation.
+    on_wave(wave, batch, prompt, gen_len, seconds) is called after each wave."""
+    import random
+    import time
+    rng = random.Random(seed)
+    for wave in range(waves):
+        batch = rng.choice([1, 2, 4, 8, 12, 16]) * batch_scale
+        prompt = rng.choice([64, 128, 256, 384, 512, 1024])
+        gen_len = rng.choice([16, 32, 64, 128, 192])
+        t0 = time.perf_counter()
+        idx = torch.randint(0, vocab, (batch, prompt), device="cuda")
+        logits, past = model(idx)  # prefill
+        tok = logits[:, -1:].argmax(-1)
+        for step in range(gen_len):
+            logits, past = model(tok, past=past, start=prompt + step)
+            tok = logits[:, -1:].argmax(-1)
+        del logits, past, tok, idx
+        if on_wave:
+            torch.cuda.synchronize()
+            on_wave(wave, batch, prompt, gen_len, time.perf_counter() - t0)

@@ -16,7 +16,6 @@ PyTorch's own reserved bytes, which the replay prints beside libvpmm's)."""
 import gzip
 import os
 import pickle
-import random
 import sys
 
 import torch
@@ -68,22 +67,11 @@ def training():
 @torch.no_grad()
 def inference():
     torch.manual_seed(0)
-    rng = random.Random(7)
     torch.cuda.reset_peak_memory_stats()
     start()
     vocab = 32000
     model = gpt.GPT(vocab=vocab, d=1024, layers=16, heads=16, max_seq=4096).cuda().to(torch.bfloat16).eval()
-    for wave in range(14):
-        batch = rng.choice([1, 2, 4, 8, 12, 16])
-        prompt = rng.choice([64, 128, 256, 384, 512, 1024])
-        gen_len = rng.choice([16, 32, 64, 128, 192])
-        idx = torch.randint(0, vocab, (batch, prompt), device="cuda")
-        logits, past = model(idx)  # prefill
-        tok = logits[:, -1:].argmax(-1)
-        for step in range(gen_len):
-            logits, past = model(tok, past=past, start=prompt + step)
-            tok = logits[:, -1:].argmax(-1)
-        del logits, past, tok, idx
+    gpt.serve_waves(model, vocab)
     torch.cuda.synchronize()
     stop("inference")
 

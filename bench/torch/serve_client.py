@@ -1,0 +1,55 @@
+"""The live serving client: the inference trace's pattern (bench/torch/
+record_traces.py) run under one allocator per process: bf16 weights of the
+16-layer GPT, waves of requests of variable batch and prompt length, a KV
+cache that grows by concatenation every decode step. Prints one JSON line:
+the allocator's peak device memory, the live peak, and the median time per
+generated token over the waves after the first.
+
+  python3 bench/torch/serve_client.py --alloc native|expandable|vpmm [--waves 14] [--batch-scale 1]
+
+With --alloc vpmm the VPMM_* environment picks the policy."""
+import argparse
+import json
+import statistics
+import sys
+
+import allocator
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--alloc", required=True)
+ap.add_argument("--waves", type=int, default=14)
+ap.add_argument("--batch-scale", type=int, default=1, help="multiply every wave's batch")
+ap.add_argument("--label", default="")
+args = ap.parse_args()
+held = allocator.choose(args.alloc)
+
+import torch  # noqa: E402  (after the allocator is chosen)
+import gpt  # noqa: E402
+
+torch.manual_seed(0)
+vocab = 32000
+model = gpt.GPT(vocab=vocab, d=1024, layers=16, heads=16, max_seq=4096).cuda().to(torch.bfloat16).eval()
+per_token = []
+
+
+def on_wave(wave, batch, prompt, gen_len, seconds):
+    if wave > 0:
+        per_token.append(seconds / gen_len)
+
+
+gpt.serve_waves(model, vocab, waves=args.waves, batch_scale=args.batch_scale, on_wave=on_wave)
+peak, cur = held()
+if args.alloc == "vpmm":
+    import vpmm
+    st = vpmm.default_pool_stats()
+    live_peak = st["peak_live_bytes"]
+    extra = {k: st[k] for k in ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc")}
+else:
+    live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
+    extra = {}
+print(json.dumps({"client": "serve", "alloc": args.alloc, "label": args.label or args.alloc,
+                  "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
+                  "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
+                  "ms_per_token_median": round(1000 * statistics.median(per_token), 3) if per_token else None,
+                  "waves_timed": len(per_token), **extra}))
+sys.stdout.flush()
