@@ -32,3 +32,21 @@ def choose(name):
         st = torch.cuda.memory_stats()
         return st.get("reserved_bytes.all.peak", 0), st.get("reserved_bytes.all.current", 0)
     return held
+
+
+# The pool's own work a client reports under libvpmm, to tell the driver
+# calls of a slow step from its kernels.
+POOL_WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc")
+
+
+def live_peak_and_work(name):
+    """(peak live tensor bytes, pool work) after a run under `name`. The live
+    peak is the floor no allocator goes below (PyTorch: allocated_bytes peak,
+    block-rounded; libvpmm: peak_live_bytes, page-rounded); the pool work is
+    POOL_WORK's counters under libvpmm, {} otherwise."""
+    if name == "vpmm":
+        import vpmm
+        st = vpmm.default_pool_stats()
+        return st["peak_live_bytes"], {k: st[k] for k in POOL_WORK}
+    import torch
+    return torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0), {}

@@ -39,14 +39,7 @@ def on_wave(wave, batch, prompt, gen_len, seconds):
 
 gpt.serve_waves(model, vocab, waves=args.waves, batch_scale=args.batch_scale, on_wave=on_wave)
 peak, cur = held()
-if args.alloc == "vpmm":
-    import vpmm
-    st = vpmm.default_pool_stats()
-    live_peak = st["peak_live_bytes"]
-    extra = {k: st[k] for k in ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc")}
-else:
-    live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
-    extra = {}
+live_peak, extra = allocator.live_peak_and_work(args.alloc)
 print(json.dumps({"client": "serve", "alloc": args.alloc, "label": args.label or args.alloc,
                   "batch_scale": args.batch_scale, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
                   "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,

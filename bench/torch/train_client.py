@@ -69,17 +69,7 @@ for r in range(args.rounds):
         if r > 0:
             times.append(dt)
 peak, cur = held()
-# The floor no allocator goes below: the peak of live tensor bytes (PyTorch:
-# allocated_bytes peak, block-rounded; libvpmm: peak_live_bytes, page-rounded).
-if args.alloc == "vpmm":
-    import vpmm
-    st = vpmm.default_pool_stats()
-    live_peak = st["peak_live_bytes"]
-    # The pool's own work, to tell a slow step's driver calls from its kernels.
-    extra = {k: st[k] for k in ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc")}
-else:
-    extra = {}
-    live_peak = torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0)
+live_peak, extra = allocator.live_peak_and_work(args.alloc)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
                   "batch_scale": args.batch_scale, "shapes": args.shapes, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
                   "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
