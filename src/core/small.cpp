@@ -178,8 +178,8 @@ vpmm_status SmallAllocator::malloc(uint64_t size, Stream s, const Attrs& a, Rese
     b = slab->free_list.back();
     slab->free_list.pop_back();
   } else {
+    slab->requested.push_back(0);  // first: a bad_alloc here changes nothing
     b = slab->n_fresh++;
-    slab->requested.push_back(0);
   }
   slab->requested[b] = size;
   slab->requested_sum += size;
