@@ -28,6 +28,7 @@
 #include "backend/backend.hpp"
 #include "backend/fault/fault_backend.hpp"
 #include "backend/registry.hpp"
+#include "backend_counters.hpp"
 #include "check.hpp"
 #include "status_check.hpp"
 #include "common/status.hpp"
@@ -64,16 +65,6 @@ std::unique_ptr<Backend> make() {
   CHECK_MSG(st == VPMM_OK && b != nullptr, "make_backend(%s): %d %s", target().name, st,
             vpmm::last_error());
   return b;
-}
-
-void check_counters_zero(const Backend& b) {
-  const vpmm::BackendCounters& c = b.counters();
-  CHECK_EQ(c.live_handles.load(), int64_t(0));
-  CHECK_EQ(c.live_handle_bytes.load(), int64_t(0));
-  CHECK_EQ(c.live_reservations.load(), int64_t(0));
-  CHECK_EQ(c.live_mappings.load(), int64_t(0));
-  CHECK_EQ(c.live_events.load(), int64_t(0));
-  CHECK_EQ(c.live_host_buffers.load(), int64_t(0));
 }
 
 // ---- bytes in pool memory ------------------------------------------------------
@@ -213,7 +204,7 @@ TEST("reserve: alignment and granularity; unreserve exactly and whole") {
   CHECK_ST(b->unreserve(va, 16 * G), VPMM_OK);
   CHECK_ST(b->unreserve(va2, 16 * G), VPMM_OK);
   if (strict()) CHECK_ST(b->unreserve(va2, 16 * G), VPMM_ERR_INVALID_ARGUMENT);  // twice
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 TEST("map: a handle maps whole and unmaps whole; set_access covers whole mappings") {
@@ -303,7 +294,7 @@ TEST("map: a handle maps whole and unmaps whole; set_access covers whole mapping
   CHECK_ST(b->release(h2b, 2 * G), VPMM_OK);
   CHECK_ST(b->unreserve(va, 16 * G), VPMM_OK);
   CHECK_ST(b->unreserve(other, 16 * G), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // Same handle at two VAs: one set of pages, two views; a handle released
@@ -370,7 +361,7 @@ TEST("double mapping: one handle at two VAs shows the same bytes; release while 
   CHECK_ST(b->unmap(a, 2 * G), VPMM_OK);
   CHECK_ST(b->release(h2, 2 * G), VPMM_OK);
   CHECK_ST(b->unreserve(va, 16 * G), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 TEST("mem_info: free within total, as the capability says") {
@@ -386,7 +377,7 @@ TEST("mem_info: free within total, as the capability says") {
   CHECK_ST(b->create((tot * 4 / G + 1) * G, &big), VPMM_ERR_OUT_OF_MEMORY);
   CHECK_EQ(big, PhysHandle(0));
   CHECK_EQ(b->counters().live_handles.load(), int64_t(0));
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // Events of an idle stream complete; events behind a held stream stay
@@ -459,7 +450,7 @@ TEST("events: record/query/sync, stream_wait orders a copy behind a held stream"
   CHECK_ST(b->unreserve(va, 2 * G), VPMM_OK);
   CHECK_ST(b->stream_destroy(s1), VPMM_OK);
   CHECK_ST(b->stream_destroy(s2), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 TEST("copies: h2d and d2h across mappings, pinned and pageable, stream ordered") {
@@ -555,7 +546,7 @@ TEST("copies: h2d and d2h across mappings, pinned and pageable, stream ordered")
   CHECK_ST(b->release(h2, G), VPMM_OK);
   CHECK_ST(b->unreserve(va, 8 * G), VPMM_OK);
   CHECK_ST(b->stream_destroy(s), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 TEST("host memory: pinned and pageable buffers, freed by their own call and size") {
@@ -594,7 +585,7 @@ TEST("host memory: pinned and pageable buffers, freed by their own call and size
     CHECK_ST(b->host_free_pageable(p, 10000), VPMM_ERR_INVALID_ARGUMENT);  // twice
     CHECK_ERR_HAS("host_alloc_pageable");
   }
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // Stream creation and destruction and device_sync go through the counted
@@ -618,7 +609,7 @@ TEST("stream calls: create/destroy/device_sync are counted") {
   CHECK_EQ(n(vpmm::Op::device_sync), uint64_t(1));
   CHECK_EQ(std::string(vpmm::op_name(vpmm::Op::device_sync)), std::string("device_sync"));
   CHECK_EQ(std::string(vpmm::op_name(vpmm::Op::pageable_free)), std::string("pageable_free"));
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // Many threads on one backend: the bookkeeping stays exact under contention,
@@ -679,7 +670,7 @@ TEST("threads: concurrent create/map/event/release on one backend") {
     CHECK_ST(b->mem_info(&fr, &tot), VPMM_OK);
     CHECK_EQ(fr, tot);
   }
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // ---- fault injection (fault-wrapped targets) ---------------------------------------
@@ -758,7 +749,7 @@ TEST("fault: an injected failure is reported like a driver's and changes nothing
 
   CHECK_ST(b->release(h, G), VPMM_OK);
   CHECK_ST(b->unreserve(va, 4 * G), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
   CHECK(vpmm::live_counts_zero(f->inner().counters()));
 }
 

@@ -24,6 +24,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/registry.hpp"
+#include "backend_counters.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
 
@@ -65,16 +66,6 @@ std::unique_ptr<Backend> make() {
   std::unique_ptr<Backend> b = entry()->make(params, &st);
   CHECK_MSG(b != nullptr && st == VPMM_OK, "make: %d %s", st, last_error());
   return b;
-}
-
-void check_counters_zero(const Backend& b) {
-  const BackendCounters& c = b.counters();
-  CHECK_EQ(c.live_handles.load(), int64_t(0));
-  CHECK_EQ(c.live_handle_bytes.load(), int64_t(0));
-  CHECK_EQ(c.live_reservations.load(), int64_t(0));
-  CHECK_EQ(c.live_mappings.load(), int64_t(0));
-  CHECK_EQ(c.live_events.load(), int64_t(0));
-  CHECK_EQ(c.live_host_buffers.load(), int64_t(0));
 }
 
 TEST("device ordinals: out of range and negative are the caller's fault") {
@@ -165,7 +156,7 @@ TEST("context discipline: the caller's current context is restored") {
   CHECK_OK(b->unmap(va, 2 * g));
   CHECK_OK(b->release(h, 2 * g));
   CHECK_OK(b->unreserve(va, 2 * g));
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // A caller with its own (non-primary) context gets it back.
@@ -205,7 +196,7 @@ TEST("context discipline: a foreign current context survives every call") {
   CHECK(current_ctx() == mine);
   CHECK(destroy_ctx(mine) == CUDA_SUCCESS);
   d->CtxSetCurrent(nullptr);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // Messages name the driver call, its values and the driver's error name.
@@ -251,7 +242,7 @@ TEST("error messages: the driver call and CUDA_ERROR_* name") {
   CHECK_OK(b->unmap(va, 2 * g));
   CHECK_OK(b->release(h, 2 * g));
   CHECK_OK(b->unreserve(va, 4 * g));
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 void require_cuda() {

@@ -25,6 +25,7 @@
 #include "backend/backend.hpp"
 #include "backend/host/host_streams.hpp"
 #include "backend/registry.hpp"
+#include "backend_counters.hpp"
 #include "check.hpp"
 #include "status_check.hpp"
 #include "common/status.hpp"
@@ -60,16 +61,6 @@ std::unique_ptr<Backend> make(uint64_t capacity) {
 char* at(uint64_t va) { return reinterpret_cast<char*>(static_cast<uintptr_t>(va)); }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-void check_counters_zero(const Backend& b) {
-  const vpmm::BackendCounters& c = b.counters();
-  CHECK(c.live_handles.load() == 0);
-  CHECK(c.live_handle_bytes.load() == 0);
-  CHECK(c.live_reservations.load() == 0);
-  CHECK(c.live_mappings.load() == 0);
-  CHECK(c.live_events.load() == 0);
-  CHECK(c.live_host_buffers.load() == 0);
-}
 
 // Touch *p in a forked child. Returns the signal that killed it, 0 when the
 // touch succeeded, -1 when it died otherwise (a sanitizer catches SIGSEGV
@@ -147,7 +138,7 @@ void test_faults() {
   CHECK_ST(b->unmap(va, G), VPMM_OK);
   CHECK_ST(b->release(h, G), VPMM_OK);
   CHECK_ST(b->unreserve(va, 8 * G), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 void test_capacity() {
@@ -218,7 +209,7 @@ void test_capacity() {
   CHECK_ST(b->mem_info(&fr, &tot), VPMM_OK);
   CHECK(fr == cap);
   CHECK_ST(b->unreserve(va, cap), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 // ---- streams ---------------------------------------------------------------
@@ -406,7 +397,7 @@ void test_hold_and_events() {
 
   for (EventHandle e : {e0, e1, e2, e3, e4}) CHECK_ST(b->event_destroy(e), VPMM_OK);
   CHECK_ST(b->event_destroy(e0), VPMM_ERR_INVALID_ARGUMENT);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 struct Ordered {
@@ -482,7 +473,7 @@ void test_stream_wait() {
   CHECK_ST(b->event_destroy(ea), VPMM_OK);
   CHECK_ST(b->event_destroy(eb), VPMM_OK);
   CHECK_ST(vpmm::host::stream_destroy(B), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 struct SelfSync {
@@ -570,7 +561,7 @@ void test_threads() {
   CHECK_ST(b->mem_info(&fr, &tot), VPMM_OK);
   CHECK(fr == tot);
   CHECK_ST(vpmm::host::stream_destroy(shared), VPMM_OK);
-  check_counters_zero(*b);
+  vt::check_counters_zero(*b);
 }
 
 void test_nothing_left() {

@@ -1,0 +1,23 @@
+// The backend-level leak check shared by the backend tests (host, CUDA, and
+// the conformance suite): every live-object counter a backend keeps is back
+// to zero once the test has released what it made.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.hpp"
+#include "check.hpp"
+
+namespace vt {
+
+inline void check_counters_zero(const vpmm::Backend& b) {
+  const vpmm::BackendCounters& c = b.counters();
+  CHECK_EQ(c.live_handles.load(), int64_t(0));
+  CHECK_EQ(c.live_handle_bytes.load(), int64_t(0));
+  CHECK_EQ(c.live_reservations.load(), int64_t(0));
+  CHECK_EQ(c.live_mappings.load(), int64_t(0));
+  CHECK_EQ(c.live_events.load(), int64_t(0));
+  CHECK_EQ(c.live_host_buffers.load(), int64_t(0));
+}
+
+}  // namespace vt
