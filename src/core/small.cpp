@@ -95,8 +95,9 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
     std::vector<uint32_t> free_list = std::move(old.free_list);
     std::vector<uint64_t> requested = std::move(old.requested);
     std::vector<Reservation*> res = std::move(old.res);
-    old = Slab();
+    old = Slab();  // every field back to its default; the vectors keep their capacity
     free_list.clear();
+    requested.clear();
     res.clear();
     old.free_list = std::move(free_list);
     old.requested = std::move(requested);
@@ -112,7 +113,6 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
   slab->n_blocks = static_cast<uint32_t>(bytes / block);
   slab->stream = s;
   slab->attrs = a;
-  slab->requested.clear();
   r->second.owner = slab;
   empty_bytes_ += bytes;  // empty until its first block is handed out
   *out = slab;
