@@ -355,49 +355,73 @@ def losses_match(a, ref):
     return "yes"
 
 
+def by_label(clients, kind):
+    """The runs of one client kind by label; the last run of a label wins."""
+    out = {}
+    for o in clients:
+        if o.get("client") == kind:
+            out[o.get("label") or o.get("alloc", "?")] = o
+    return out
+
+
+def client_order(runs):
+    """PyTorch's allocators first (native, expandable, cudaMallocAsync), then libvpmm's."""
+    rank = {"native": 0, "expandable": 1, "cudamallocasync": 2}
+    return sorted(runs, key=lambda k: rank.get(runs[k].get("alloc"), 3))
+
+
+def ratio_to(o, ref, key):
+    v = o.get(key)
+    r = ref.get(key) if ref else None
+    return v / r if v is not None and r else None
+
+
+def peak_over_live(o):
+    live = o.get("live_peak_gib")
+    return o["peak_bytes"] / 2**30 / live if live and o.get("peak_bytes") else None
+
+
+def fmt(v, spec):
+    return "n/a" if v is None else spec % v
+
+
 def real_section(clients, exits, replays, gr, w):
     """Section 6: the live PyTorch training client under each allocator, the
     PyTorch growth script, and `vpmm replay` over recorded snapshots."""
     w("## 6. Real workloads")
     w("")
-    train = {}
-    for o in clients:
-        if o.get("client") == "train":
-            train[o.get("label") or o.get("alloc", "?")] = o  # the last run of a label wins
+    train = by_label(clients, "train")
+    serve = by_label(clients, "serve")
     growth = [o for o in clients if o.get("client") == "growth"]
-    if not (train or exits or growth or replays):
+    if not (train or serve or exits or growth or replays):
         w("n/a: no client or replay results in the given files.")
         w("")
     if train or exits:
-        w("Live training (bench/torch/train_client.py): a GPT-style model (16 layers, d=1024, "
-          "AdamW, bf16 autocast) over six batch/sequence shapes, one process per allocator "
-          "(libvpmm through CUDAPluggableAllocator, its policy from VPMM_MAX_HANDLE_SIZE). Peak = "
-          "the allocator's peak device memory (PyTorch: reserved_bytes peak; libvpmm: "
-          "peak_mapped_bytes); step = median step time of the rounds after the first.")
+        first = next(iter(train.values()), {})
+        w("Live training (bench/torch/train_client.py, batch scale %s): a GPT-style model (16 "
+          "layers, d=1024, AdamW, bf16 autocast) over six batch/sequence shapes, one process per "
+          "allocator (libvpmm through CUDAPluggableAllocator, its policy from "
+          "VPMM_MAX_HANDLE_SIZE). Peak = the allocator's peak device memory (PyTorch: "
+          "reserved_bytes peak, under cudaMallocAsync the driver pool's reserved high-water mark; "
+          "libvpmm: peak_mapped_bytes); live = the tensors live at their peak, the floor no "
+          "allocator goes below (PyTorch: allocated_bytes peak, 512-byte blocks; libvpmm: "
+          "peak_live_bytes, page-rounded); step = median step time of the rounds after the "
+          "first." % first.get("batch_scale", "?"))
         w("")
-        w("| run | peak GiB | peak / expandable | step ms | step / expandable | losses = native (%g rel.) |"
-          % LOSS_RTOL)
-        w("|---|---|---|---|---|---|")
+        w("| run | peak GiB | live GiB | peak / live | peak / expandable | step ms | step / expandable "
+          "| losses = native (%g rel.) |" % LOSS_RTOL)
+        w("|---|---|---|---|---|---|---|---|")
         exp = next((o for o in train.values() if o.get("alloc") == "expandable"), None)
         nat = next((o for o in train.values() if o.get("alloc") == "native"), None)
-        order = sorted(train, key=lambda k: (0 if train[k].get("alloc") == "native" else
-                                             1 if train[k].get("alloc") == "expandable" else 2))
-
-        def ratio(o, key):
-            v = o.get(key)
-            ref = exp.get(key) if exp else None
-            if v is None or not ref:
-                return None
-            return v / ref
-
-        for k in order:
+        for k in client_order(train):
             o = train[k]
-            pk, st = ratio(o, "peak_bytes"), ratio(o, "step_ms_median")
-            w("| %s | %s | %s | %s | %s | %s |" % (
-                k, gib(o.get("peak_bytes")), "n/a" if pk is None else "%.3fx" % pk,
+            pk, st = ratio_to(o, exp, "peak_bytes"), ratio_to(o, exp, "step_ms_median")
+            w("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                k, gib(o.get("peak_bytes")), fmt(o.get("live_peak_gib"), "%.3f"),
+                fmt(peak_over_live(o), "%.3f"), fmt(pk, "%.3fx"),
                 "n/a" if o.get("step_ms_median") is None else
                 "%.2f (%s steps)" % (o["step_ms_median"], o.get("steps_timed", "?")),
-                "n/a" if st is None else "%.3fx" % st,
+                fmt(st, "%.3fx"),
                 "reference" if o is nat else
                 ("n/a (no native run)" if nat is None else losses_match(o.get("losses"), nat.get("losses")))))
         w("")
@@ -405,12 +429,18 @@ def real_section(clients, exits, replays, gr, w):
         if d is None or exp is None:
             verdict = "n/a (%s)" % ("no vpmm_default run" if d is None else "no expandable run")
         else:
-            pk, st = ratio(d, "peak_bytes"), ratio(d, "step_ms_median")
+            pk, st = ratio_to(d, exp, "peak_bytes"), ratio_to(d, exp, "step_ms_median")
             if pk is None or st is None:
                 verdict = "n/a"
             else:
                 ok = pk <= CLIENT_PEAK_TARGET and st <= CLIENT_STEP_TARGET
                 verdict = "%s (peak %.4fx, step %.4fx)" % ("met" if ok else "**not met**", pk, st)
+                floor = exp.get("live_peak_gib")
+                if not ok and floor and exp.get("peak_bytes") and \
+                        CLIENT_PEAK_TARGET * exp["peak_bytes"] / 2**30 < floor:
+                    verdict += ("; %.2fx expandable's peak is %.3f GiB, below the %.3f GiB of tensors "
+                                "live at its peak, which no allocator can hold less than"
+                                % (CLIENT_PEAK_TARGET, CLIENT_PEAK_TARGET * exp["peak_bytes"] / 2**30, floor))
         w("Target: vpmm_default peak <= %.2fx torch expandable, step time within %.0f%% (at most "
           "%.0f%% slower): %s." % (CLIENT_PEAK_TARGET, (CLIENT_STEP_TARGET - 1) * 100,
                                    (CLIENT_STEP_TARGET - 1) * 100, verdict))
@@ -420,6 +450,24 @@ def real_section(clients, exits, replays, gr, w):
         if bad:
             w("Runs that exited non-zero (see clients.log): %s." % ", ".join(bad))
             w("")
+    if serve:
+        first = next(iter(serve.values()), {})
+        w("Live serving (bench/torch/serve_client.py, batch scale %s, %s waves): bf16 weights of "
+          "the same model, waves of requests of variable batch and prompt length, a KV cache grown "
+          "by concatenation every decode step (the pattern of traces/inference.pickle.gz). Peak and "
+          "live as above; ms per token = median over the waves after the first."
+          % (first.get("batch_scale", "?"), first.get("waves_timed", -1) + 1 if first.get("waves_timed") is not None else "?"))
+        w("")
+        w("| run | peak GiB | live GiB | peak / live | peak / expandable | ms per token |")
+        w("|---|---|---|---|---|---|")
+        exp = next((o for o in serve.values() if o.get("alloc") == "expandable"), None)
+        for k in client_order(serve):
+            o = serve[k]
+            w("| %s | %s | %s | %s | %s | %s |" % (
+                k, gib(o.get("peak_bytes")), fmt(o.get("live_peak_gib"), "%.3f"),
+                fmt(peak_over_live(o), "%.3f"), fmt(ratio_to(o, exp, "peak_bytes"), "%.3fx"),
+                fmt(o.get("ms_per_token_median"), "%.2f")))
+        w("")
     if growth:
         w("PyTorch's first allocation through torch.empty + synchronize after empty_cache() "
           "(bench/torch/growth.py: median and min of 5 runs after a warm-up), beside libvpmm's "

@@ -4,9 +4,12 @@
 #   the unit suite, the GPU suite (meson test --suite gpu), the benchmarks
 #   (bench_vpmm; bench_torch natively and with expandable_segments when torch
 #   is installed), then the real workloads: when torch is installed the live
-#   training client (bench/torch/train_client.py) under native,
-#   expandable_segments and libvpmm (default, VPMM_MAX_HANDLE_SIZE=unlimited,
-#   1p, 32M) and bench/torch/growth.py (expandable, native) -> clients.log;
+#   training client (bench/torch/train_client.py, batch scale TRAIN_SCALE)
+#   under native, expandable_segments, cudaMallocAsync and libvpmm (default,
+#   VPMM_MAX_HANDLE_SIZE=unlimited, 1p, 32M), the live serving client
+#   (bench/torch/serve_client.py, SERVE_WAVES waves) under the three PyTorch
+#   allocators and libvpmm's default, and bench/torch/growth.py (expandable,
+#   native, cudaMallocAsync) -> clients.log;
 #   `vpmm replay --backend cuda` of every traces/*.pickle.gz under the
 #   default, unlimited and 1p handle policies -> replays.log; all of it ->
 #   bench/results/h100.md (bench/report.py), and compute-sanitizer memcheck
@@ -14,12 +17,22 @@
 #   stays under DEADLINE seconds and the logs always come back.
 #
 # Usage: scripts/gpu-run.sh [--quick] [--no-bench] [--no-sanitizer] [--no-torch]
+#                           [--no-real | --real-only]
+#   --no-real    skip the real workloads (clients and replays)
+#   --real-only  only the real workloads (no bench_vpmm, bench_pause_resume,
+#                bench_torch): with SKIP_TESTS=1 and --no-sanitizer, the
+#                second call of a run split in two for the 600 s device limit
 # Environment:
 #   OUT       where logs go (default ./gpu-out); at most 8 files are written:
 #             summary.txt build.log tests.log bench.log sanitizer.log h100.md
 #             clients.log replays.log (temporary files go to /tmp, not OUT)
 #   BUILD     build directory (default build-gpu)
 #   DEADLINE  seconds the whole script may take (default 540)
+#   TRAIN_SCALE  the training client's batch scale (default 4: ~21.5 GiB live,
+#             where a step is ~85 ms and the machine's drift matters least)
+#   SERVE_WAVES  the serving client's waves (default 6: they include the largest
+#             KV cache of the 14, batch 8 x 400 tokens, at ~30 s per allocator)
+#   BENCH_LOG    with --real-only: an earlier call's bench.log, for sections 1-5
 #   JOBS      parallel build jobs (default: nproc)
 #   FORCE_PLAIN=1  build without meson (the fallback used when meson is missing)
 # Exit status: 0 when the build, the unit suite and the GPU suite pass (the
@@ -27,13 +40,15 @@
 set -u
 START=$(date +%s)
 DEADLINE=${DEADLINE:-540}
-QUICK=""; BENCH=1; SAN=1; TORCH=1
+QUICK=""; BENCH=1; SAN=1; TORCH=1; WORKLOADS=1; MICRO=1
 for a in "$@"; do
   case "$a" in
     --quick) QUICK="--quick" ;;
     --no-bench) BENCH=0 ;;
     --no-sanitizer) SAN=0 ;;
     --no-torch) TORCH=0 ;;
+    --no-real) WORKLOADS=0 ;;
+    --real-only) MICRO=0 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -170,98 +185,111 @@ say "tests: $( (( TESTS_OK )) && echo pass || echo 'NOT all passed') ($(( $(date
 
 # ------------------------------------------------------------------ benchmarks
 if (( BUILD_OK && BENCH )); then
-  # the walkthrough traces repeat the built-in walkthrough (bench_common.hpp)
-  TRACES=$(ls traces/*.trace 2>/dev/null | grep -v walkthrough || true)
-  {
-    echo "### bench_vpmm $QUICK $TRACES"
-    boxed 200 "$BUILD/bench/bench_vpmm" $QUICK $TRACES
-    echo "bench_vpmm: exit $?"
-  } > "$OUT/bench.log" 2>&1
-  say "bench_vpmm: $(tail -1 "$OUT/bench.log") ($(( $(date +%s) - START )) s)"
-  if [ -x "$BUILD/bench/bench_pause_resume" ]; then
-    { echo "### bench_pause_resume"; boxed 200 "$BUILD/bench/bench_pause_resume"; echo "bench_pause_resume: exit $?"; } \
-      >> "$OUT/bench.log" 2>&1
-    grep -E "^PAUSE |bench_pause_resume: exit" "$OUT/bench.log" | tee -a "$SUM"
-  fi
-  if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
-    TD=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
-    ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-    TB="$BUILD/bench/bench_torch"
-    for std in c++20 c++17; do
-      boxed 120 g++ -std=$std -O2 -D_GLIBCXX_USE_CXX11_ABI="$ABI" -Ibench -I"$TD/include" \
-        -I/usr/local/cuda/include bench/bench_torch.cpp -o "$TB" -L"$TD/lib" -lc10_cuda -lc10 \
-        -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,"$TD/lib" >> "$OUT/build.log" 2>&1 && break
-    done
-    if [ -x "$TB" ]; then
-      {
-        echo "### bench_torch (native) $QUICK"
-        boxed 120 env -u PYTORCH_CUDA_ALLOC_CONF "$TB" $QUICK $TRACES; echo "bench_torch native: exit $?"
-        echo "### bench_torch (expandable_segments:True) $QUICK"
-        boxed 120 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$TB" $QUICK $TRACES
-        echo "bench_torch expandable: exit $?"
-      } >> "$OUT/bench.log" 2>&1
-      say "bench_torch: $(grep -E 'bench_torch .*: exit' "$OUT/bench.log" | tr '\n' ' ')"
-    else
-      say "bench_torch: build failed (see build.log)"
+  # --real-only: sections 1-5 come from BENCH_LOG, an earlier call's bench.log
+  BENCH_LOG=${BENCH_LOG:-$OUT/bench.log}
+  if (( MICRO )); then
+    # the walkthrough traces repeat the built-in walkthrough (bench_common.hpp)
+    TRACES=$(ls traces/*.trace 2>/dev/null | grep -v walkthrough || true)
+    {
+      echo "### bench_vpmm $QUICK $TRACES"
+      boxed 200 "$BUILD/bench/bench_vpmm" $QUICK $TRACES
+      echo "bench_vpmm: exit $?"
+    } > "$OUT/bench.log" 2>&1
+    say "bench_vpmm: $(tail -1 "$OUT/bench.log") ($(( $(date +%s) - START )) s)"
+    if [ -x "$BUILD/bench/bench_pause_resume" ]; then
+      { echo "### bench_pause_resume"; boxed 200 "$BUILD/bench/bench_pause_resume"; echo "bench_pause_resume: exit $?"; } \
+        >> "$OUT/bench.log" 2>&1
+      grep -E "^PAUSE |bench_pause_resume: exit" "$OUT/bench.log" | tee -a "$SUM"
     fi
-  else
-    say "bench_torch: skipped (no torch)"
+    if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
+      TD=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+      ABI=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+      TB="$BUILD/bench/bench_torch"
+      for std in c++20 c++17; do
+        boxed 120 g++ -std=$std -O2 -D_GLIBCXX_USE_CXX11_ABI="$ABI" -Ibench -I"$TD/include" \
+          -I/usr/local/cuda/include bench/bench_torch.cpp -o "$TB" -L"$TD/lib" -lc10_cuda -lc10 \
+          -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,"$TD/lib" >> "$OUT/build.log" 2>&1 && break
+      done
+      if [ -x "$TB" ]; then
+        {
+          echo "### bench_torch (native) $QUICK"
+          boxed 120 env -u PYTORCH_CUDA_ALLOC_CONF "$TB" $QUICK $TRACES; echo "bench_torch native: exit $?"
+          echo "### bench_torch (expandable_segments:True) $QUICK"
+          boxed 120 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$TB" $QUICK $TRACES
+          echo "bench_torch expandable: exit $?"
+        } >> "$OUT/bench.log" 2>&1
+        say "bench_torch: $(grep -E 'bench_torch .*: exit' "$OUT/bench.log" | tr '\n' ' ')"
+      else
+        say "bench_torch: build failed (see build.log)"
+      fi
+    else
+      say "bench_torch: skipped (no torch)"
+    fi
   fi
   # ---------------------------------------------------------- real workloads
   BABS=$(cd "$BUILD" && pwd)
   VLIB="$BABS/libvpmm.so.1"
   [ -e "$VLIB" ] || VLIB="$BABS/libvpmm.so"  # the plain build has no soname link
   REAL=()
-  if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
-    : > "$OUT/clients.log"
-    (
-      # The python binding finds the library through VPMM_LIBRARY.
-      export VPMM_LIBRARY="$VLIB"
-      client() {  # client LABEL CMD...: one time-boxed run, its exit marked for report.py
-        local label=$1; shift
-        echo "### client $label: $*"
-        boxed 90 "$@"
-        echo "### client $label: exit $?"
-      }
-      TC=bench/torch/train_client.py
-      client native env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc native
-      client expandable env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc expandable
-      client vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc vpmm --label vpmm_default
-      client vpmm_growth_handles env VPMM_MAX_HANDLE_SIZE=unlimited python3 $TC --alloc vpmm \
-        --label vpmm_growth_handles
-      client vpmm_page_handles env VPMM_MAX_HANDLE_SIZE=1p python3 $TC --alloc vpmm --label vpmm_page_handles
-      client vpmm_cap_32MiB env VPMM_MAX_HANDLE_SIZE=32M python3 $TC --alloc vpmm --label vpmm_cap_32MiB
-      client growth_expandable python3 bench/torch/growth.py --alloc expandable
-      client growth_native python3 bench/torch/growth.py --alloc native
-    ) >> "$OUT/clients.log" 2>&1
-    REAL+=(--clients "$OUT/clients.log")
-    say "clients: $(grep -cE '^\{"client": "train"' "$OUT/clients.log") training runs; non-zero exits: $(grep -E '^### client .*: exit [1-9]' "$OUT/clients.log" | sed 's/^### client //' | tr '\n' ' ')($(( $(date +%s) - START )) s)"
-  else
-    say "clients: skipped (no torch)"
-  fi
-  SNAPS=$(ls traces/*.pickle.gz 2>/dev/null || true)
-  if [ -n "$SNAPS" ] && [ -x "$BUILD/tools/vpmm" ]; then
-    : > "$OUT/replays.log"
-    for f in $SNAPS; do
-      for pol in default unlimited 1p; do
-        MH=(); [ "$pol" != default ] && MH=(--max-handle-size "$pol")
-        {
-          echo "== $(basename "$f") $pol"
-          boxed 120 "$BUILD/tools/vpmm" replay --backend cuda ${MH[@]+"${MH[@]}"} "$f"
-          echo "-- exit $?"
-        } >> "$OUT/replays.log" 2>&1
+  if (( WORKLOADS )); then
+    if (( TORCH )) && python3 -c 'import torch' >/dev/null 2>&1; then
+      : > "$OUT/clients.log"
+      (
+        # The python binding finds the library through VPMM_LIBRARY.
+        export VPMM_LIBRARY="$VLIB"
+        client() {  # client LABEL CMD...: one time-boxed run, its exit marked for report.py
+          local label=$1; shift
+          echo "### client $label: $*"
+          boxed 90 "$@"
+          echo "### client $label: exit $?"
+        }
+        TC="bench/torch/train_client.py --batch-scale ${TRAIN_SCALE:-4}"
+        SC="bench/torch/serve_client.py --waves ${SERVE_WAVES:-6}"
+        for a in native expandable cudamallocasync; do
+          client $a env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc $a
+        done
+        client vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $TC --alloc vpmm --label vpmm_default
+        client vpmm_growth_handles env VPMM_MAX_HANDLE_SIZE=unlimited python3 $TC --alloc vpmm \
+          --label vpmm_growth_handles
+        client vpmm_page_handles env VPMM_MAX_HANDLE_SIZE=1p python3 $TC --alloc vpmm --label vpmm_page_handles
+        client vpmm_cap_32MiB env VPMM_MAX_HANDLE_SIZE=32M python3 $TC --alloc vpmm --label vpmm_cap_32MiB
+        for a in native expandable cudamallocasync; do
+          client serve_$a env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc $a
+        done
+        client serve_vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc vpmm --label vpmm_default
+        for a in expandable native cudamallocasync; do
+          client growth_$a python3 bench/torch/growth.py --alloc $a
+        done
+      ) >> "$OUT/clients.log" 2>&1
+      REAL+=(--clients "$OUT/clients.log")
+      say "clients: $(grep -cE '^\{"client": "train"' "$OUT/clients.log") training runs; non-zero exits: $(grep -E '^### client .*: exit [1-9]' "$OUT/clients.log" | sed 's/^### client //' | tr '\n' ' ')($(( $(date +%s) - START )) s)"
+    else
+      say "clients: skipped (no torch)"
+    fi
+    SNAPS=$(ls traces/*.pickle.gz 2>/dev/null || true)
+    if [ -n "$SNAPS" ] && [ -x "$BUILD/tools/vpmm" ]; then
+      : > "$OUT/replays.log"
+      for f in $SNAPS; do
+        for pol in default unlimited 1p; do
+          MH=(); [ "$pol" != default ] && MH=(--max-handle-size "$pol")
+          {
+            echo "== $(basename "$f") $pol"
+            boxed 120 "$BUILD/tools/vpmm" replay --backend cuda ${MH[@]+"${MH[@]}"} "$f"
+            echo "-- exit $?"
+          } >> "$OUT/replays.log" 2>&1
+        done
       done
-    done
-    REAL+=(--replays "$OUT/replays.log")
-    say "replays: $(grep -c '^== ' "$OUT/replays.log") runs; non-zero exits: $(grep -c '^-- exit [1-9]' "$OUT/replays.log") ($(( $(date +%s) - START )) s)"
-  elif [ -n "$SNAPS" ]; then
-    say "replays: skipped (no $BUILD/tools/vpmm)"
+      REAL+=(--replays "$OUT/replays.log")
+      say "replays: $(grep -c '^== ' "$OUT/replays.log") runs; non-zero exits: $(grep -c '^-- exit [1-9]' "$OUT/replays.log") ($(( $(date +%s) - START )) s)"
+    elif [ -n "$SNAPS" ]; then
+      say "replays: skipped (no $BUILD/tools/vpmm)"
+    fi
   fi
-
   mkdir -p bench/results
+  [ -f "$BENCH_LOG" ] || BENCH_LOG=/dev/null
   python3 bench/report.py --out "$OUT/h100.md" --findings bench/results/h100-findings.md \
     --command "scripts/gpu-run.sh $*  (bench_vpmm $QUICK; bench_torch native and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)" \
-    ${REAL[@]+"${REAL[@]}"} "$OUT/bench.log" > /dev/null 2>> "$OUT/bench.log" && cp "$OUT/h100.md" bench/results/h100.md
+    ${REAL[@]+"${REAL[@]}"} "$BENCH_LOG" > /dev/null 2>> "$SUM" && cp "$OUT/h100.md" bench/results/h100.md
   say "report: $OUT/h100.md"
 fi
 

@@ -1,6 +1,7 @@
 """Chooses the allocator of this process from the command line, before the
-first CUDA allocation: 'native', 'expandable' (PyTorch's expandable_segments)
-or 'vpmm' (libvpmm through CUDAPluggableAllocator; VPMM_* variables pick its
+first CUDA allocation: 'native', 'expandable' (PyTorch's expandable_segments),
+'cudamallocasync' (PyTorch's backend:cudaMallocAsync, the driver's pool) or
+'vpmm' (libvpmm through CUDAPluggableAllocator; VPMM_* variables pick its
 policy). Shared by the scripts in bench/torch/ and tests/gpu/."""
 import os
 import sys
@@ -9,11 +10,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 
 
+# PyTorch's own allocators besides the native one, by PYTORCH_CUDA_ALLOC_CONF.
+# Under cudaMallocAsync PyTorch reports the driver pool's reserved and used
+# high-water marks as reserved_bytes and allocated_bytes.
+TORCH_CONF = {"expandable": "expandable_segments:True",
+              "cudamallocasync": "backend:cudaMallocAsync"}
+
+
 def choose(name):
     """Returns a function giving (peak device bytes held by the allocator,
     current bytes held). Must run before torch touches the GPU."""
-    if name == "expandable":
-        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if name in TORCH_CONF:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = TORCH_CONF[name]
     elif name == "native":
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
@@ -25,8 +33,8 @@ def choose(name):
             s = vpmm.default_pool_stats()
             return s["peak_mapped_bytes"], s["mapped_bytes"]
         return held
-    if name not in ("native", "expandable"):
-        raise SystemExit(f"unknown allocator {name!r}: native, expandable or vpmm")
+    if name != "native" and name not in TORCH_CONF:
+        raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)} or vpmm")
 
     def held():
         st = torch.cuda.memory_stats()

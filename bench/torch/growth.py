@@ -1,7 +1,7 @@
 """First allocation of 8 GiB and 32 GiB on an empty allocator, timed on the
 CPU around torch.empty + synchronize, after emptying the cache each time.
-One JSON line per size. Used for PyTorch native and expandable_segments;
-libvpmm's growth is timed by bench_vpmm in the same run.
+One JSON line per size. Used for PyTorch native, expandable_segments and
+cudaMallocAsync; libvpmm's growth is timed by bench_vpmm in the same run.
 
   python3 bench/torch/growth.py --alloc expandable [--reps 5]"""
 import argparse

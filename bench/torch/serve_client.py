@@ -5,7 +5,7 @@ cache that grows by concatenation every decode step. Prints one JSON line:
 the allocator's peak device memory, the live peak, and the median time per
 generated token over the waves after the first.
 
-  python3 bench/torch/serve_client.py --alloc native|expandable|vpmm [--waves 14] [--batch-scale 1]
+  python3 bench/torch/serve_client.py --alloc native|expandable|cudamallocasync|vpmm [--waves 14] [--batch-scale 1]
 
 With --alloc vpmm the VPMM_* environment picks the policy."""
 import argparse

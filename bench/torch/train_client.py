@@ -4,7 +4,7 @@ bf16 autocast) trained over six batch/sequence shapes in turn (or, with
 allocator per process. Prints one JSON line: the allocator's peak device
 memory, the median step time of the measured rounds and the losses.
 
-  python3 bench/torch/train_client.py --alloc native|expandable|vpmm [--rounds 3] [--batch-scale 4]
+  python3 bench/torch/train_client.py --alloc native|expandable|cudamallocasync|vpmm [--rounds 3] [--batch-scale 4]
                                       [--shapes six|varlen] [--per-step]
 
 With --alloc vpmm the VPMM_* environment picks the policy (for instance
