@@ -258,6 +258,16 @@ typedef struct vpmm_config {
                           * fails with UNSUPPORTED naming it. 0 (default) = this device only.
                           * The host backend rejects a non-zero value. env VPMM_PEER_DEVICES
                           * ("1,3"; "" or "none" = 0). See docs/multi-gpu.md. */
+  uint64_t large_rounding; /* what untagged requests above small_size are rounded up to.
+                            * 0 (default) = page_size: each such allocation is page aligned and
+                            * owns whole pages (the seed's rule). A power of two from 256 to
+                            * page_size, e.g. 512 (PyTorch's block rounding): allocations are
+                            * aligned to it and may share their first and last page with their
+                            * neighbours, so a 6.02 MiB tensor no longer holds 8 MiB. Pages still
+                            * map whole: a partly live page stays mapped and moves with nothing.
+                            * Tagged (pausable) allocations always own whole pages. The PyTorch
+                            * facade (bindings/python vpmm.use_as_torch_allocator) sets 512 unless
+                            * the variable is set. env VPMM_LARGE_ROUNDING. See docs/design.md. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -298,7 +308,9 @@ VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool);
 /* Allocation                                                                */
 /* ------------------------------------------------------------------------ */
 /* Allocate size bytes usable on `stream` in stream order. Requests above
- * config.small_size are rounded up to whole pages (page aligned); smaller
+ * config.small_size are rounded up to config.large_rounding: whole pages
+ * (page aligned) by default, or e.g. 512 bytes (aligned to it, sharing their
+ * first and last page with neighbours; the default pools' setting); smaller
  * ones are carved from shared pages in size classes (aligned to 256 bytes).
  * Never blocks the CPU on the GPU: reuse across streams either waits for an
  * already completed event or inserts a GPU-side wait on `stream`.
@@ -502,7 +514,8 @@ typedef struct vpmm_stats {
   uint32_t reserved0;
   uint64_t mapped_bytes;       /* physical memory owned by the pool (pages x page_size) */
   uint64_t reserved_va_bytes;  /* VA chunks reserved */
-  uint64_t live_bytes;         /* page-rounded bytes of live regions (small-object pages in use
+  uint64_t live_bytes;         /* rounded bytes of live regions (whole pages, or large_rounding;
+                                * small-object pages in use
                                 * included; an empty cached slab counts as free) */
   uint64_t requested_bytes;    /* sum of sizes callers asked for, over live allocations */
   uint64_t free_bytes;         /* mapped bytes in free regions (reusable) */
@@ -645,9 +658,16 @@ VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
 /* ------------------------------------------------------------------------ */
 /* Default pools and allocator hooks                                         */
 /* ------------------------------------------------------------------------ */
+/* The large_rounding of the default pools (below) unless VPMM_LARGE_ROUNDING
+ * is set: PyTorch's block rounding. */
+#define VPMM_DEFAULT_POOL_LARGE_ROUNDING 512
+
 /* The process-wide pool of `device`, created on first use from
  * vpmm_config_init() (VPMM_* environment applies) and never destroyed, for
- * hooks that carry no user data. The pool is owned by the library.
+ * hooks that carry no user data. Unlike a pool of vpmm_config_init(), its
+ * large_rounding is 512 bytes unless VPMM_LARGE_ROUNDING is set: framework
+ * tensors share pages, as in PyTorch's own allocator (tagged memory still
+ * owns whole pages). The pool is owned by the library.
  * Errors: INVALID_ARGUMENT (null out, device outside 0..63), those of
  * vpmm_pool_create. Thread safe. */
 VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);

@@ -151,9 +151,14 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   if (!resolve(o.va_size, "--va-size", &c.va_size) ||
       !resolve(o.max_handle, "--max-handle-size", &c.max_handle_size) ||
       !resolve(o.small_size, "--small-size", &c.small_size) ||
+      !resolve(o.large_rounding, "--large-rounding", &c.large_rounding) ||
       !resolve(o.host_capacity, "--host-capacity", &c.host_capacity))
     return 1;
   if (o.pages_set) c.initial_pages = o.pages;
+  // A snapshot asks what libvpmm would hold under PyTorch, whose hook uses
+  // the default pool and its rounding (include/vpmm.h, vpmm_default_pool).
+  if (snapshot && !o.large_rounding.set && !std::getenv("VPMM_LARGE_ROUNDING"))
+    c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
 
   vtrace::TraceSummary sum;
   if (!vtrace::summarize_trace(trace.ops, page, &sum, &err)) {
@@ -257,10 +262,12 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   const std::string layout = layout_of(pool);
   const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
   if (!o.quiet) {
-    std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s%s\n",
+    std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s, "
+                "rounding %s%s\n",
                 path.c_str(), vpmm_pool_backend_name(pool), fmt_bytes(page).c_str(),
                 fmt_bytes(eff.va_size).c_str(), eff.initial_pages,
                 eff.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "scaled",
+                eff.large_rounding >= page ? "whole pages" : fmt_bytes(eff.large_rounding).c_str(),
                 snapshot ? ", PyTorch snapshot"
                 : trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     if (!header_flags.empty())

@@ -33,6 +33,9 @@ const char* const kReplayHelp =
     "  --max-handle-size N       handle policy: 0 = scaled (default), unlimited = one handle\n"
     "                            per growth, 1p = page handles, or a cap (see docs/handles.md)\n"
     "  --small-size N            largest request served from shared pages (1 = off)\n"
+    "  --large-rounding N        what larger untagged requests round up to: 1p = whole pages\n"
+    "                            (a text trace's default), 512 = shared pages (a snapshot's\n"
+    "                            default: what PyTorch's hook, the default pool, uses)\n"
     "  --host-capacity N         host backend memory (default: max(8 GiB, 4 x peak))\n"
     "  --device N                snapshots: the device whose events to replay (default: the one\n"
     "                            with the most events)\n"
@@ -53,7 +56,8 @@ const char* const kReplayHelp =
     "\n"
     "Every VPMM_* variable applies as in any program; options override them. A text trace's\n"
     "`# replay:` header line sets its pool shape (--page-size, --va-size, --pages,\n"
-    "--max-handle-size, --small-size, --host-capacity) unless the same option is given here.\n"
+    "--max-handle-size, --small-size, --host-capacity, --large-rounding) unless the same\n"
+    "option is given here.\n"
     "Exit status: 0 success, 1 failure (malformed trace, allocation failure, check or\n"
     "expectation failed), 2 usage error.\n";
 
@@ -90,10 +94,10 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
     else if (val == "host") o.backend = VPMM_BACKEND_HOST;
     else return usage_error("--backend wants auto, cuda, hip or host, got '" + val + "'");
   } else if (n == "--page-size" || n == "--va-size" || n == "--max-handle-size" ||
-             n == "--host-capacity" || n == "--small-size") {
+             n == "--host-capacity" || n == "--small-size" || n == "--large-rounding") {
     SizeOpt* s = n == "--page-size" ? &o.page_size : n == "--va-size" ? &o.va_size
                : n == "--max-handle-size" ? &o.max_handle : n == "--host-capacity" ? &o.host_capacity
-               : &o.small_size;
+               : n == "--small-size" ? &o.small_size : &o.large_rounding;
     if (!size_opt(s))
       return usage_error(n + " wants a size (decimal or 0x-hex, K/M/G/T suffix, or Np pages), got '" + val + "'");
     if (s == &o.page_size && s->pages) return usage_error("--page-size cannot be given in pages");
@@ -136,7 +140,7 @@ namespace {
 // from a "(" on is prose. *applied lists the flags that took effect.
 // Returns 0, or 1 after printing why the line is malformed.
 const char* const kHeaderFlags[] = {"--page-size", "--va-size", "--pages", "--max-handle-size",
-                                    "--small-size", "--host-capacity"};
+                                    "--small-size", "--host-capacity", "--large-rounding"};
 
 }  // namespace
 
@@ -214,6 +218,7 @@ int apply_header_flags(const std::string& path, ReplayOpts* o, std::string* appl
     take(h.va_size, &o->va_size);
     take(h.max_handle, &o->max_handle);
     take(h.small_size, &o->small_size);
+    take(h.large_rounding, &o->large_rounding);
     take(h.host_capacity, &o->host_capacity);
     if (h.pages_set && !o->pages_set) o->pages = h.pages, o->pages_set = took = true;
     h = ReplayOpts();

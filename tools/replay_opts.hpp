@@ -27,7 +27,7 @@ struct SizeOpt {
 
 struct ReplayOpts {
   int32_t backend = -1;  // -1: from the environment (default AUTO)
-  SizeOpt page_size, va_size, max_handle, host_capacity, small_size;
+  SizeOpt page_size, va_size, max_handle, host_capacity, small_size, large_rounding;
   bool pages_set = false;
   uint64_t pages = 0;
   std::string timeline;

@@ -38,6 +38,7 @@ type Config struct {
 	BackupPinnedLimit   uint64  // most pinned bytes for backups (0 = no limit); env VPMM_BACKUP_PINNED_LIMIT
 	HIPChunkSize        uint64  // HIP: largest hipMemCreate (0 = by ROCm version); env VPMM_HIP_CHUNK_SIZE
 	PeerDevices         uint64  // CUDA: bit d = device d gets access (0 = none); env VPMM_PEER_DEVICES
+	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -80,6 +81,7 @@ func configFromC(c *C.vpmm_config) Config {
 		BackupPinnedLimit:   uint64(c.backup_pinned_limit),
 		HIPChunkSize:        uint64(c.hip_chunk_size),
 		PeerDevices:         uint64(c.peer_devices),
+		LargeRounding:       uint64(c.large_rounding),
 		configError:         int32(c.config_error),
 	}
 }
@@ -105,5 +107,6 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.backup_pinned_limit = C.uint64_t(cfg.BackupPinnedLimit)
 	c.hip_chunk_size = C.uint64_t(cfg.HIPChunkSize)
 	c.peer_devices = C.uint64_t(cfg.PeerDevices)
+	c.large_rounding = C.uint64_t(cfg.LargeRounding)
 	return c
 }

@@ -292,6 +292,20 @@ class DefaultPoolTest(unittest.TestCase):
         self.assertEqual(d.tag_stats("hook-weights")["n_live"], 0)
         d.check()
 
+    def test_hooks_pool_shares_pages_between_untagged_tensors(self):
+        # The default pool rounds large untagged requests to 512 bytes (as
+        # PyTorch does), so two 1.5-page tensors sit back to back.
+        d = vpmm.default_pool(0)
+        page = d.config()["page_size"]
+        self.assertEqual(d.config()["large_rounding"], 512)
+        a = self.lib.vpmm_torch_malloc(page + page // 2, 0, None)
+        b = self.lib.vpmm_torch_malloc(page + page // 2, 0, None)
+        self.assertTrue(a and b)
+        self.assertEqual(b - a, page + page // 2)
+        self.lib.vpmm_torch_free(a, 0, 0, None)
+        self.lib.vpmm_torch_free(b, 0, 0, None)
+        d.check()
+
     def test_cupy_hooks_take_region_or_fixed_attrs(self):
         d = vpmm.default_pool(0)
         with vpmm.region("cupy-scope"):

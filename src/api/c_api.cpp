@@ -155,6 +155,7 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     c.va_size = opt.va_size;
     c.max_handle_size = opt.max_handle_size;
     c.small_size = opt.small_size;
+    c.large_rounding = opt.large_rounding;
     c.backup_cache_size = opt.backup_cache_size;
     c.backup_pinned_limit = opt.backup_pinned_limit;
     if (c.backend == VPMM_BACKEND_HOST) c.host_capacity = opt.device_total;

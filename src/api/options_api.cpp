@@ -50,6 +50,7 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, U64, backup_pinned_limit),
     VPMM_F_(vpmm_config, U64, hip_chunk_size),
     VPMM_F_(vpmm_config, U64, peer_devices),
+    VPMM_F_(vpmm_config, U64, large_rounding),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),

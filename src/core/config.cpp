@@ -117,6 +117,10 @@ const OptionDef kOptions[] = {
      [](const char* v, vpmm_config* c) { return parse_device_list(v, &c->peer_devices); },
      "none (this device only)",
      "CUDA: devices given access to the pool's memory, e.g. \"1,3\""},
+    {"large_rounding", "VPMM_LARGE_ROUNDING", VPMM_OPTION_SIZE, VPMM_FIELD_(large_rounding),
+     VPMM_SIZE_PARSER_(large_rounding), "0 (page_size: whole pages)",
+     "what untagged requests above small_size round up to: a power of two from 256 to page_size; "
+     "below page_size neighbours share pages"},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_
@@ -323,6 +327,13 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64, call, o.small_size,
                 o.page_size);
+  o.large_rounding = c.large_rounding ? c.large_rounding : o.page_size;
+  if (c.large_rounding && (o.large_rounding < kSmallQuantum || (o.large_rounding & (o.large_rounding - 1)) ||
+      o.large_rounding > o.page_size || o.page_size % o.large_rounding))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: large_rounding %" PRIu64 " is not a power of two from %" PRIu64
+                " to page_size %" PRIu64 " dividing it (0 = page_size)",
+                call, o.large_rounding, kSmallQuantum, o.page_size);
   o.backup_cache_size = c.backup_cache_size;
   o.backup_pinned_limit = c.backup_pinned_limit;
   if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))

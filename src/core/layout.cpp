@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace vpmm {
 
@@ -19,9 +20,19 @@ const char* layout_mark(int32_t kind) {
 }
 
 void append_layout_region(std::string* out, const vpmm_region_info& r, uint64_t page_size) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "[%s%" PRIu64 "]", layout_mark(r.kind),
-                page_size ? r.size / page_size : r.size);
+  char buf[64];
+  if (page_size == 0 || r.size % page_size == 0) {
+    std::snprintf(buf, sizeof buf, "[%s%" PRIu64 "]", layout_mark(r.kind),
+                  page_size ? r.size / page_size : r.size);
+  } else {
+    const double pages = static_cast<double>(r.size) / static_cast<double>(page_size);
+    for (int decimals = 3; decimals <= 6; ++decimals) {
+      std::snprintf(buf, sizeof buf, "[%s%.*f]", layout_mark(r.kind), decimals, pages);
+      // "3.000" for 3 pages and 256 bytes would read as whole pages.
+      const char* dot = std::strchr(buf, '.');
+      if (dot && std::strspn(dot + 1, "0") < static_cast<size_t>(decimals)) break;
+    }
+  }
   *out += buf;
 }
 

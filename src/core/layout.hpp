@@ -1,7 +1,9 @@
 // The layout notation: the one place that turns regions into the seed's
 // picture of a pool (docs/design.md). Sizes are in pages; live plain "[4]",
 // free "[-6]", hole "[*6]", zombie "[~2]", small-object pages "[s1]",
-// paused "[p3]"; VA chunks separated by " | ". The C API's
+// paused "[p3]"; VA chunks separated by " | ". A region that is no whole
+// number of pages (large_rounding below the page) shows its fraction with
+// the fewest decimals (3 to 6) that do not hide it, e.g. "[3.008][-0.992]". The C API's
 // vpmm_pool_layout and vpmm_pool_dump_text, the `vpmm` tool and the tests all
 // print through these functions, so a layout string means the same thing
 // wherever it is written or compared.

@@ -25,6 +25,7 @@ Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
 vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
                          std::unique_ptr<Pool>* out) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
+  if (p->opt_.large_rounding == 0) p->opt_.large_rounding = opt.page_size;  // whole pages
   p->small_.reset(new SmallAllocator(*p, opt.small_size));
   p->backup_bufs_.reset(new BackupBuffers(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
   p->lim_.trigger_fraction = opt.watermark_trigger;
@@ -450,7 +451,9 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   if (!small && size > UINT64_MAX - (page - 1))
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "size %" PRIu64 " overflows when rounded up to the page size %" PRIu64, size, page);
-  const uint64_t bytes = small ? small_charge(size) : (size + page - 1) / page * page;
+  // Tagged memory owns whole pages (a pause releases exactly its handles).
+  const uint64_t unit = a.tag ? page : opt_.large_rounding;
+  const uint64_t bytes = small ? small_charge(size) : (size + unit - 1) / unit * unit;
   vpmm_status st = admit(bytes, res);
   if (st != VPMM_OK) return st;
   const uint64_t defrags = c_.n_defrag;
@@ -679,7 +682,7 @@ vpmm_status Pool::stream_retire(Stream s) {
 
 std::string Pool::check() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string e = m_.check(opt_.page_size);
+  std::string e = m_.check(opt_.page_size, opt_.large_rounding);
   if (!e.empty()) return e;
   return small_->check();
 }

@@ -99,6 +99,7 @@ struct PoolOptions {
   uint64_t initial_pages = 0;
   uint64_t max_handle_size = 0;  // 0 = scaled handles; kUnlimitedHandle = one per growth
   uint64_t small_size = 0;       // requests <= this use the small allocator
+  uint64_t large_rounding = 0;   // untagged larger requests round up to this (0 = page_size: whole pages)
   uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
   uint64_t backup_pinned_limit = 0;  // most pinned bytes held for backups (0 = none)
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests

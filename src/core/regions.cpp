@@ -230,7 +230,7 @@ uint32_t RegionMap::count_mappings_in(const std::map<uint64_t, Mapping>& m, uint
   return n;
 }
 
-std::string RegionMap::check(uint64_t page) const {
+std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
   char buf[256];
   auto bad = [&](const char* fmt, uint64_t a, uint64_t b) {
     std::snprintf(buf, sizeof buf, fmt, a, b);
@@ -249,8 +249,13 @@ std::string RegionMap::check(uint64_t page) const {
       const Region& r = it->second;
       // Pages are counted from the chunk start: a page size that is no power
       // of two cannot be aligned in absolute addresses.
-      if (r.size == 0 || r.size % page || (it->first - chunks_[c].va) % page)
-        return bad("region 0x%" PRIx64 " size %" PRIu64 " not page aligned", it->first, r.size);
+      // Live, small and free regions may share pages (large_rounding below
+      // the page); the runs they form, and every other kind, are whole pages
+      // (the mapping check below).
+      const bool shares = r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free;
+      const uint64_t unit = shares ? quantum : page;
+      if (r.size == 0 || r.size % unit || (it->first - chunks_[c].va) % unit)
+        return bad("region 0x%" PRIx64 " size %" PRIu64 " not aligned to its unit", it->first, r.size);
       if (r.chunk != c) return bad("region 0x%" PRIx64 " claims chunk %" PRIu64, it->first, r.chunk);
       if (cursor + r.size > end) return bad("region 0x%" PRIx64 " straddles chunk end (size %" PRIu64 ")", it->first, r.size);
       *total_for(sum, r.kind) += r.size;

@@ -6,8 +6,10 @@
 // below, which keep the indexes and the running totals in step with the map.
 //
 // Invariants (checked by RegionMap::check, called by vpmm_pool_check):
-//  - regions are page aligned, non-empty, never straddle a chunk, and tile
-//    each chunk exactly (no gap, no overlap);
+//  - regions are non-empty, never straddle a chunk, and tile each chunk
+//    exactly (no gap, no overlap); they are page aligned, except that live,
+//    small and free regions only need the large_rounding quantum (their
+//    maximal runs are whole pages: the mapping tiling below);
 //  - free regions appear in exactly one per-stream size index, holes in the
 //    hole size index, zombies in the zombie list; nothing else is indexed;
 //  - adjacent free regions of one stream are one region (coalesced), so a
@@ -226,8 +228,9 @@ class RegionMap {
   std::vector<std::pair<uint64_t, Mapping>> whole_mappings_in(uint64_t va, uint64_t size) const;
   static uint32_t count_mappings_in(const std::map<uint64_t, Mapping>& m, uint64_t va, uint64_t size);
 
-  // Returns "" when every invariant holds, else the first violation.
-  std::string check(uint64_t page_size) const;
+  // Returns "" when every invariant holds, else the first violation. Live,
+  // small and free regions are multiples of `quantum` (large_rounding).
+  std::string check(uint64_t page_size, uint64_t quantum) const;
 
   // Bumped by every change to the region tiling: a caller that let go of the
   // pool mutex compares it to learn whether another thread changed the map.

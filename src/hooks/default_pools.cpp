@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <mutex>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/status.hpp"
+#include "core/defaults.hpp"
 #include "core/log.hpp"
 #include "hooks/report.hpp"
 #include "vpmm.h"
@@ -69,6 +71,7 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
     vpmm_config c;
     vpmm_config_init(&c);
     c.device = device;
+    if (!std::getenv("VPMM_LARGE_ROUNDING")) c.large_rounding = vpmm::kHookLargeRounding;
     vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
     if (st != VPMM_OK) return st;
     report_pool_created(device, g_pools[device]);

@@ -722,6 +722,25 @@ std::vector<Scenario> scenarios() {
     s.setup = walkthrough();
     add(s);
   }
+  // (b') shared pages (large_rounding 512): [1.5][1.5][1.5][-0.5], the middle
+  // one freed; a 2-page malloc joins the free tail with the hole behind it
+  // and moves the freed region's one whole page (tests/unit/test_large_rounding).
+  {
+    Scenario s;
+    s.name = "b5 shared pages: join a half-page tail, move a whole page";
+    s.opt = options(64, 0, kPage);
+    s.opt.large_rounding = 512;
+    s.setup = [](Ctx& c) {
+      for (int i = 0; i < 3; ++i) CHECK_OK(c.alloc(kPage + kPage / 2));
+      CHECK_OK(c.release(1, nullptr));
+    };
+    s.op = [](Ctx& c) { return c.alloc(2 * kPage); };
+    add(s);
+    s.name = "b6 shared pages: growth beside a half-page tail";
+    s.setup = [](Ctx& c) { CHECK_OK(c.alloc(kPage + kPage / 2)); };
+    s.op = [](Ctx& c) { return c.alloc(kPage + kPage / 2); };
+    add(s);
+  }
   // (c) several streams, a held one: Phase 2 waits on the GPU, zombies pend.
   auto held_setup = [](Ctx& c) {
     Stream a = c.stream(0), b = c.stream(1);

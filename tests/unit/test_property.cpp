@@ -88,6 +88,7 @@ struct RunSpec {
   uint64_t max_handle = 0;
   uint64_t initial_pages = 0;
   uint64_t small_size = 0;  // 0 = default (page / 2); 1 = off
+  uint64_t rounding = 0;    // large_rounding: 0 = whole pages
   uint64_t va_pages = 96;
   uint64_t capacity = 1ull << 30;
   int ops = 2000;
@@ -118,6 +119,9 @@ struct Run {
 };
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+// What a page-level allocation of the spec takes: whole pages, or the
+// large_rounding quantum (its pages then shared with its neighbours).
+uint64_t page_extent(const RunSpec& sp, uint64_t size) { return round_up(size, sp.rounding ? sp.rounding : sp.page); }
 
 bool fail_run(Run& r, const std::string& what) {
   if (r.failure.empty()) {
@@ -162,8 +166,17 @@ bool verify_state(Run& r, bool full_patterns) {
   uint64_t chunk_base = 0;
   for (size_t i = 0; i < regs.size(); ++i) {
     const vpmm_region_info& g = regs[i];
-    if (g.size == 0 || g.size % page || g.va % page)
-      return fail_run(r, "region " + u64(i) + " not page aligned");
+    // Live, small and free regions may share pages (large_rounding); every
+    // other kind, and the runs the sharing kinds form, are whole pages.
+    const bool shares = g.kind == VPMM_REGION_LIVE || g.kind == VPMM_REGION_SMALL || g.kind == VPMM_REGION_FREE;
+    const uint64_t unit = shares && r.spec.rounding ? r.spec.rounding : page;
+    if (g.size == 0 || g.size % unit || g.va % unit)
+      return fail_run(r, "region " + u64(i) + " not aligned to " + u64(unit));
+    const bool shared_before = i > 0 && regs[i - 1].chunk == g.chunk && shares &&
+                               (regs[i - 1].kind == VPMM_REGION_LIVE || regs[i - 1].kind == VPMM_REGION_SMALL ||
+                                regs[i - 1].kind == VPMM_REGION_FREE);
+    if (!shared_before && g.va % page)
+      return fail_run(r, "mapped run at region " + u64(i) + " does not start on a page");
     if (g.kind < VPMM_REGION_LIVE || g.kind > VPMM_REGION_PAUSED)
       return fail_run(r, "region kind " + u64(g.kind));
     if (g.kind == VPMM_REGION_PAUSED) return fail_run(r, "paused region without pause");
@@ -208,7 +221,7 @@ bool verify_state(Run& r, bool full_patterns) {
   for (const auto& kv : r.live) {
     const Alloc& a = kv.second;
     requested += a.size;
-    const uint64_t extent = a.small ? a.size : round_up(a.size, page);
+    const uint64_t extent = a.small ? a.size : page_extent(r.spec, a.size);
     if (kv.first < prev_end) return fail_run(r, "allocations overlap at " + hex(kv.first));
     prev_end = kv.first + extent;
     if (a.small) {
@@ -236,7 +249,7 @@ bool verify_state(Run& r, bool full_patterns) {
     if (it == r.live.end() || it->second.small)
       return fail_run(r, "LIVE region at " + hex(g.va) + " is not a live page allocation");
     REQUIRE_EQ(g.requested, it->second.size, "LIVE region requested");
-    REQUIRE_EQ(g.size, round_up(it->second.size, page), "LIVE region size");
+    REQUIRE_EQ(g.size, page_extent(r.spec, it->second.size), "LIVE region size");
     if (g.stream != it->second.stream) return fail_run(r, "LIVE region stream");
   }
   REQUIRE_EQ(n_live_regions, n_page, "LIVE regions vs page allocations");
@@ -319,6 +332,7 @@ bool run_one(Run& r) {
   hs.capacity = sp.capacity;
   hs.max_handle = sp.max_handle;
   hs.small_size = sp.small_size;
+  hs.large_rounding = sp.rounding;
   r.pool = vt::make_host_pool(hs);
   if (!r.pool) return fail_run(r, std::string("pool creation: ") + vpmm_last_error());
   vpmm_config cfg;
@@ -385,7 +399,7 @@ bool run_one(Run& r) {
         a.si = si;
         a.small = r.small_limit && size <= r.small_limit;
         const uint64_t lo = reinterpret_cast<uint64_t>(out);
-        const uint64_t hi = lo + (a.small ? size : round_up(size, sp.page));
+        const uint64_t hi = lo + (a.small ? size : page_extent(sp, size));
         for (size_t x = 0; x < r.pending.size(); ++x) {
           Ranges& pr = r.pending[x];
           if (pr.empty()) continue;
@@ -422,7 +436,7 @@ bool run_one(Run& r) {
       if (r.held[si]) {
         const uint64_t lo = it->first;
         r.pending[si].push_back({lo, lo + (it->second.small ? it->second.size
-                                                            : round_up(it->second.size, sp.page))});
+                                                            : page_extent(sp, it->second.size))});
       }
       r.live.erase(it);
       ++r.n_free;
@@ -481,7 +495,7 @@ struct Coverage {
   }
 };
 
-void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed) {
+void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64_t rounding = 0) {
   Coverage cov;
   for (uint64_t seed = first_seed; seed < first_seed + 5; ++seed) {
     Run r;
@@ -490,6 +504,7 @@ void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed) {
     r.spec.max_handle = handle_pages * page;
     r.spec.initial_pages = seed % 2 ? 24 : 0;
     r.spec.small_size = seed % 5 == 3 ? 1 : 0;  // some runs without small blocks
+    r.spec.rounding = rounding;
     bool ok = run_one(r);
     CHECK(ok);
     if (!ok) std::printf("  %s\n", r.failure.c_str());
@@ -598,6 +613,11 @@ TEST("random ops, 4 KiB pages, one handle per growth") { run_seeds(4096, 0, 1); 
 TEST("random ops, 4 KiB pages, one handle per page") { run_seeds(4096, 1, 6); }
 TEST("random ops, 64 KiB pages, one handle per growth") { run_seeds(64 << 10, 0, 11); }
 TEST("random ops, 64 KiB pages, one handle per page") { run_seeds(64 << 10, 1, 16); }
+// large_rounding below the page: allocations share pages with their
+// neighbours; the same model, data and stream-safety checks hold.
+TEST("random ops, 4 KiB pages, 512-byte rounding, scaled handles") { run_seeds(4096, 0, 21, 512); }
+TEST("random ops, 64 KiB pages, 512-byte rounding, one handle per page") { run_seeds(64 << 10, 1, 26, 512); }
+TEST("random ops, 64 KiB pages, 256-byte rounding, 4-page handles") { run_seeds(64 << 10, 4, 31, 256); }
 
 // Small host capacity: mallocs fail with OUT_OF_MEMORY now and then. In half
 // the runs one stream stays held for the whole run so harvests leave pending

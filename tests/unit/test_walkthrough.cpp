@@ -23,12 +23,13 @@ struct Result {
   vpmm_status check = -1;
 };
 
-Result run_case(uint64_t x, vpmm_stream s = nullptr) {
+Result run_case(uint64_t x, vpmm_stream s = nullptr, uint64_t large_rounding = 0) {
   Result res;
   vt::HostPoolSpec spec;
   spec.page = kPage;
   spec.va_pages = kVaPages;
   spec.initial_pages = 11 + x;
+  spec.large_rounding = large_rounding;
   vpmm_pool* p = vt::make_host_pool(spec);
   CHECK(p != nullptr);
   if (!p) return res;
@@ -105,6 +106,19 @@ TEST("case B: 5 <= X < 11, defragment by remapping, no growth") {
 }
 
 // Case C, X == 4: defragment, then create exactly one page. [*10][1][4][+11]
+// Page sharing (large_rounding below the page) changes nothing for requests
+// of whole pages: every case ends as with whole-page rounding.
+TEST("cases A-D are the same with 512-byte rounding") {
+  for (uint64_t x = 0; x <= 14; ++x) {
+    Result pages = run_case(x), shared = run_case(x, nullptr, 512);
+    CHECK_EQ(shared.layout, pages.layout);
+    CHECK_EQ(shared.mapped_pages, pages.mapped_pages);
+    CHECK_EQ(shared.off11, pages.off11);
+    CHECK(shared.data_ok);
+    CHECK_EQ(shared.check, VPMM_OK);
+  }
+}
+
 TEST("case C: X == 4, defragment then grow by the one-page shortfall") {
   Result r = run_case(4);
   CHECK_EQ(r.layout, "[*10][1][4][11]" + hole(kVaPages - 26));

@@ -9,6 +9,7 @@ pub const VPMM_RESERVE_BLOCK: u32 = 1;
 pub const VPMM_RESERVE_UPTO: u32 = 2;
 pub const VPMM_RESERVE_OVERDRAFT_IGNORE: u32 = 16;
 pub const VPMM_RESERVE_OVERDRAFT_GROW: u32 = 32;
+pub const VPMM_DEFAULT_POOL_LARGE_ROUNDING: u32 = 512;
 pub const VPMM_TAG_MAX_BYTES: u32 = 63;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -68,12 +69,13 @@ pub struct vpmm_config {
     pub backup_pinned_limit: u64,
     pub hip_chunk_size: u64,
     pub peer_devices: u64,
+    pub large_rounding: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        128usize,
+        136usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -387,6 +389,23 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_peer_devices();
+    fn test_field_large_rounding() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).large_rounding) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(large_rounding)
+            )
+        );
+    }
+    test_field_large_rounding();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);

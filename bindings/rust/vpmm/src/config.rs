@@ -174,6 +174,10 @@ impl Config {
         /// CUDA: other devices given access to the pool's memory, bit d =
         /// device d (0 = this device only). Env `VPMM_PEER_DEVICES` ("1,3").
         peer_devices: u64;
+        /// What untagged requests above `small_size` round up to (0 =
+        /// `page_size`: whole pages; 512 lets neighbours share pages).
+        /// Env `VPMM_LARGE_ROUNDING`.
+        large_rounding: u64;
     }
 }
 
@@ -205,6 +209,7 @@ impl fmt::Debug for Config {
             .field("backup_pinned_limit", &r.backup_pinned_limit)
             .field("hip_chunk_size", &r.hip_chunk_size)
             .field("peer_devices", &r.peer_devices)
+            .field("large_rounding", &r.large_rounding)
             .finish()
     }
 }
