@@ -31,7 +31,8 @@
 #   TRAIN_SCALE  the training client's batch scale (default 4: ~21.5 GiB live,
 #             where a step is ~85 ms and the machine's drift matters least)
 #   SERVE_WAVES  the serving client's waves (default 6: they include the largest
-#             KV cache of the 14, batch 8 x 400 tokens, at ~30 s per allocator)
+#             KV cache of the 14, batch 8 x 400 tokens, at ~30 s per allocator;
+#             0 = no serving runs; all 14 take ~80 s per allocator)
 #   BENCH_LOG    with --real-only: an earlier call's bench.log, for sections 1-5
 #   JOBS      parallel build jobs (default: nproc)
 #   FORCE_PLAIN=1  build without meson (the fallback used when meson is missing)
@@ -253,10 +254,12 @@ if (( BUILD_OK && BENCH )); then
           --label vpmm_growth_handles
         client vpmm_page_handles env VPMM_MAX_HANDLE_SIZE=1p python3 $TC --alloc vpmm --label vpmm_page_handles
         client vpmm_cap_32MiB env VPMM_MAX_HANDLE_SIZE=32M python3 $TC --alloc vpmm --label vpmm_cap_32MiB
-        for a in native expandable cudamallocasync; do
-          client serve_$a env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc $a
-        done
-        client serve_vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc vpmm --label vpmm_default
+        if (( ${SERVE_WAVES:-6} > 0 )); then
+          for a in native expandable cudamallocasync; do
+            client serve_$a env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc $a
+          done
+          client serve_vpmm_default env -u VPMM_MAX_HANDLE_SIZE python3 $SC --alloc vpmm --label vpmm_default
+        fi
         for a in expandable native cudamallocasync; do
           client growth_$a python3 bench/torch/growth.py --alloc $a
         done
