@@ -405,7 +405,7 @@ def real_section(clients, exits, replays, gr, w):
           "reserved_bytes peak, under cudaMallocAsync the driver pool's reserved high-water mark; "
           "libvpmm: peak_mapped_bytes); live = the tensors live at their peak, the floor no "
           "allocator goes below (PyTorch: allocated_bytes peak, 512-byte blocks; libvpmm: "
-          "peak_live_bytes, page-rounded); step = median step time of the rounds after the "
+          "peak_live_bytes, rounded as the pool rounds: 512 bytes in the default pool); step = median step time of the rounds after the "
           "first." % first.get("batch_scale", "?"))
         w("")
         w("| run | peak GiB | live GiB | peak / live | peak / expandable | step ms | step / expandable "
@@ -489,7 +489,7 @@ def real_section(clients, exits, replays, gr, w):
         w("Recorded PyTorch snapshots (traces/*.pickle.gz, bench/torch/record_traces.py) replayed "
           "by `vpmm replay --backend cuda` on a fresh pool per policy. Ratio = peak mapped / peak "
           "requested (the sum of requested bytes); mapped / live = peak mapped / libvpmm's "
-          "page-rounded live peak. Sizes as the tool prints them (1 decimal).")
+          "own live peak (after its rounding). Sizes as the tool prints them (1 decimal).")
         w("")
         w("| trace | policy | peak requested GiB | peak mapped GiB | ratio | mapped / live | notes |")
         w("|---|---|---|---|---|---|---|")
