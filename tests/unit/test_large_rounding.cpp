@@ -30,6 +30,13 @@ vpmm_pool* pool(uint64_t rounding, uint64_t max_handle = 0) {
 
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// An untagged allocation on the default stream; null (and a failed check) if refused.
+void* take(vpmm_pool* p, uint64_t size) {
+  void* out = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, size, nullptr, &out));
+  return out;
+}
+
 std::string hole(uint64_t pages) { return "[*" + std::to_string(pages) + "]"; }
 
 }  // namespace
@@ -38,9 +45,8 @@ TEST("two page-and-a-half allocations share a page: 3 pages mapped, not 4") {
   vpmm_pool* p = pool(512);
   CHECK(p != nullptr);
   if (!p) return;
-  void *a = nullptr, *b = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &a));
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &b));
+  void* a = take(p, kPage + kHalf);
+  void* b = take(p, kPage + kHalf);
   vt::fill(a, kPage + kHalf, 1);
   vt::fill(b, kPage + kHalf, 2);
   CHECK_EQ(addr(b), addr(a) + kPage + kHalf);
@@ -64,9 +70,8 @@ TEST("the same requests under whole-page rounding take 4 pages") {
   vpmm_pool* p = pool(0);
   CHECK(p != nullptr);
   if (!p) return;
-  void *a = nullptr, *b = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &a));
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &b));
+  void* a = take(p, kPage + kHalf);
+  void* b = take(p, kPage + kHalf);
   CHECK_EQ(addr(b), addr(a) + 2 * kPage);
   CHECK_EQ(vt::layout(p), "[2][2]" + hole(kVaPages - 4));
   CHECK_EQ(vt::stats(p).mapped_bytes, 4 * kPage);
@@ -77,9 +82,8 @@ TEST("a request is rounded to the quantum: 1000 bytes over a page take 1024") {
   vpmm_pool* p = pool(512);
   CHECK(p != nullptr);
   if (!p) return;
-  void *a = nullptr, *b = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, kPage + 1000, nullptr, &a));
-  CHECK_OK(vpmm_pool_malloc(p, kPage, nullptr, &b));
+  void* a = take(p, kPage + 1000);
+  void* b = take(p, kPage);
   CHECK_EQ(addr(b), addr(a) + kPage + 1024);
   CHECK_EQ(addr(b) % 512, uint64_t(0));
   vpmm_stats st = vt::stats(p);
@@ -93,8 +97,8 @@ TEST("tagged allocations keep whole, page-aligned pages") {
   vpmm_pool* p = pool(512);
   CHECK(p != nullptr);
   if (!p) return;
-  void *a = nullptr, *t = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &a));
+  void* a = take(p, kPage + kHalf);
+  void* t = nullptr;
   vpmm_alloc_attrs at;
   std::memset(&at, 0, sizeof at);
   at.struct_size = sizeof at;
@@ -120,15 +124,14 @@ TEST("only whole free pages move; the half pages shared with live neighbours sta
   vpmm_pool* p = pool(512, kPage);
   CHECK(p != nullptr);
   if (!p) return;
-  void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &a));
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &b));
-  CHECK_OK(vpmm_pool_malloc(p, kPage + kHalf, nullptr, &c));
+  void* a = take(p, kPage + kHalf);
+  void* b = take(p, kPage + kHalf);
+  void* c = take(p, kPage + kHalf);
   vt::fill(a, kPage + kHalf, 1);
   vt::fill(c, kPage + kHalf, 3);
   CHECK_EQ(vt::layout(p), "[1.500][1.500][1.500][-0.500]" + hole(kVaPages - 5));
   CHECK_OK(vpmm_pool_free(p, b, nullptr));
-  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &d));
+  void* d = take(p, 2 * kPage);
   vt::fill(d, 2 * kPage, 4);
   CHECK_EQ(addr(d), addr(c) + kPage + kHalf);
   CHECK_EQ(vt::layout(p), "[1.500][-0.500][*1][1.500][2][-0.500]" + hole(kVaPages - 7));
