@@ -178,6 +178,15 @@ uint64_t field_of(const vpmm_config& c, const vpmm_option_info& o) {
   return v;
 }
 
+// "unlimited" or a page count ("4p"), as the library reads them: surrounding
+// blanks ignored (a "1p\n" once passed the library and failed this check).
+bool handle_words(const std::string& v) {
+  size_t b = v.find_first_not_of(" \t\n\r\f\v"), e = v.find_last_not_of(" \t\n\r\f\v");
+  if (b == std::string::npos) return false;
+  const std::string t = v.substr(b, e - b + 1);
+  return t == "unlimited" || t.back() == 'p' || t.back() == 'P';
+}
+
 void fuzz_env(fz::Reader& in) {
   const std::vector<EnvVar>& vars = env_vars();
   const int kNumVars = static_cast<int>(vars.size());
@@ -223,8 +232,7 @@ void fuzz_env(fz::Reader& in) {
       percent_limit = v;
     } else if (o.kind == VPMM_OPTION_DEVICE_LIST) {
       verdict = ref_device_list(v, &val);
-    } else if (o.kind == VPMM_OPTION_HANDLE_SIZE &&
-               (v == "unlimited" || (!v.empty() && (v.back() == 'p' || v.back() == 'P')))) {
+    } else if (o.kind == VPMM_OPTION_HANDLE_SIZE && handle_words(v)) {
       verdict = kSkip;  // pages and "unlimited": test_bad_input covers them
     } else {
       verdict = ref_env_size(v, &val);
@@ -285,6 +293,7 @@ void fuzz_fields(fz::Reader& in) {
   c.host_capacity = (in.u8() % 4) ? (in.u8() % 64 + 1) << 20 : in.size_like();
   c.max_handle_size = (in.u8() % 2) ? c.page_size * (in.u8() % 4) : in.size_like();
   c.small_size = (in.u8() % 2) ? in.u16() : in.size_like();
+  c.large_rounding = (in.u8() % 2) ? (in.u8() % 4 ? 512 : 0) : in.size_like();
   c.backup_cache_size = in.size_like();
   c.memory_limit = (in.u8() % 2) ? 0 : in.size_like();
   double d[3];
@@ -326,6 +335,9 @@ void fuzz_fields(fz::Reader& in) {
            "effective page %llu va %llu", (unsigned long long)e.page_size, (unsigned long long)e.va_size);
   if (c.page_size) FZ_CHECK(e.page_size == c.page_size, "page_size changed");
   FZ_CHECK(e.small_size <= e.page_size, "small_size %llu > page %llu", (unsigned long long)e.small_size,
+           (unsigned long long)e.page_size);
+  FZ_CHECK(e.large_rounding >= 256 && e.large_rounding <= e.page_size && e.page_size % e.large_rounding == 0,
+           "large_rounding %llu with page %llu", (unsigned long long)e.large_rounding,
            (unsigned long long)e.page_size);
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);

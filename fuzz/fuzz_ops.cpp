@@ -205,11 +205,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.max_handle_size = (shape >> 2) % 3 == 0 ? 0 : (shape >> 2) % 3 == 1 ? c.page_size : 4 * c.page_size;
   c.small_size = (shape >> 4) % 2 ? 1 : 0;  // 1 = small allocator off
   c.backup_cache_size = (shape >> 5) % 2 ? c.page_size : 0;
+  c.large_rounding = (shape >> 6) % 2 ? 512 : 0;  // shared pages, as in the default pools
   w.page = c.page_size;
-  VLOG("pool: page %llu va %llu initial %llu max_handle %llu small_size %llu backup_cache %llu\n",
+  VLOG("pool: page %llu va %llu initial %llu max_handle %llu small_size %llu backup_cache %llu "
+       "large_rounding %llu\n",
        (unsigned long long)c.page_size, (unsigned long long)c.va_size, (unsigned long long)c.initial_pages,
        (unsigned long long)c.max_handle_size, (unsigned long long)c.small_size,
-       (unsigned long long)c.backup_cache_size);
+       (unsigned long long)c.backup_cache_size, (unsigned long long)c.large_rounding);
   if (vpmm_pool_create(&c, &w.pool) != VPMM_OK) return 0;
   for (int s = 1; s < kStreams; ++s)
     FZ_CHECK(vpmm_host_stream_create(&w.streams[s]) == VPMM_OK, "stream create");
