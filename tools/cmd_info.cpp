@@ -149,6 +149,9 @@ int cmd_info(int argc, char** argv) {
     const std::string source = env ? std::string("env ") + o.env : "default";
     std::printf("  %-22s %-28s %-26s %s\n", o.name, value.c_str(), source.c_str(), o.default_text);
   }
+  if (!std::getenv("VPMM_LARGE_ROUNDING"))
+    std::printf("  (the hooks' default pools, vpmm_default_pool: large_rounding %d bytes, as PyTorch "
+                "rounds)\n", VPMM_DEFAULT_POOL_LARGE_ROUNDING);
   vpmm_pool_destroy(pool);
   return 0;
 }
