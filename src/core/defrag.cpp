@@ -56,8 +56,8 @@ struct Transit {
 // Phase 0
 // ---------------------------------------------------------------------------
 
-size_t Pool::reap_zombies(LockWindow* window, size_t budget) {
-  if (m_.zombies().empty() || budget == 0) return 0;
+size_t Pool::reap_completed_zombies(LockWindow* window, size_t budget) {
+  if (budget == 0) return 0;
   struct Job {
     uint64_t va;
     std::vector<std::pair<uint64_t, Mapping>> maps;  // a prefix of the zombie's mappings

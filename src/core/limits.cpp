@@ -74,6 +74,11 @@ vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, R
                 bytes, lim_.capacity);
   if (flags & VPMM_RESERVE_BLOCK) {
     auto ready = [&] { return lim_.available() >= bytes; };
+    ++res_waiters_;
+    struct Unwait {
+      std::atomic<int>* n;
+      ~Unwait() { --*n; }
+    } unwait{&res_waiters_};
     if (timeout_ns == UINT64_MAX) {
       res_cv_.wait(lock, ready);
     } else if (!res_cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), ready)) {
@@ -125,7 +130,7 @@ vpmm_status Pool::release_reservation(Reservation* r) {
     lim_.reservations.erase(r);
     delete r;
   }
-  res_cv_.notify_all();
+  wake_reservers();
   return VPMM_OK;
 }
 

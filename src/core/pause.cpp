@@ -362,7 +362,7 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
     mapped = m_.totals().mapped;
   }
   if (transition >= 0) report_pressure(transition, mapped);
-  res_cv_.notify_all();
+  wake_reservers();
   return st;
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <functional>
 #include <new>
 
 #include "core/backup.hpp"
@@ -185,11 +184,11 @@ vpmm_status Pool::is_complete(Region& r, bool* done) {
 // ---------------------------------------------------------------------------
 
 
-// The best candidate of one stream's index: (size, id, va), or none.
-static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(
-    RegionMap& m, Stream s, uint64_t bytes, bool exact,
-    const std::function<bool(uint64_t, uint64_t)>& exact_ok) {
-  const StreamState* st = m.find_stream(s);
+// The best candidate of one stream's index: (size, id, va), or none. A
+// template, not a std::function: this is every page-level malloc's path.
+template <typename ExactOk>
+static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(const StreamState* st, uint64_t bytes,
+                                                              bool exact, const ExactOk& exact_ok) {
   if (!st) return nullptr;
   auto& idx = st->free_by_size;
   auto it = idx.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
@@ -200,10 +199,9 @@ static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(
 
 RegionIt Pool::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
   auto ok = [&](uint64_t va, uint64_t size) { return exact_run(va, size, bytes) != UINT64_MAX; };
-  const auto* own = fit_in(m_, s, bytes, exact, ok);
+  const auto* own = fit_in(m_.find_stream(s), bytes, exact, ok);
   // Never-used memory is as good as the caller's own: no event to wait for.
-  const auto* clean = m_.streams().count(clean_stream()) ? fit_in(m_, clean_stream(), bytes, exact, ok)
-                                                      : nullptr;
+  const auto* clean = fit_in(m_.clean_state(), bytes, exact, ok);
   const auto* best = !own ? clean : !clean ? own : (*clean < *own ? clean : own);
   return best ? m_.find(std::get<2>(*best)) : m_.end();
 }
@@ -571,7 +569,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
       free_pages(it, s);
     else
       drop_paused(it);  // freeing a paused allocation returns its VA and drops its backup
-    res_cv_.notify_all();
+    wake_reservers();
     return VPMM_OK;
   }
   RegionIt in = it != m_.end() ? it : m_.find_containing(va);
@@ -583,7 +581,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
     if (!paused) uncharge(small_charge(freed_request), res);  // paused: none held
-    res_cv_.notify_all();
+    wake_reservers();
     c_.requested -= freed_request;
     --c_.n_live;
     ++c_.n_free;

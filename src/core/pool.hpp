@@ -14,6 +14,7 @@
 // back every backend side effect it made and leaves the region map as it was.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <condition_variable>
@@ -187,7 +188,10 @@ class Pool final : private SlabSource, private PipelineSteps {
   // Phase 0: unmaps the old VAs of zombies whose events completed (at most
   // `budget` handles) and turns them into holes. With a window the unmaps run
   // outside the mutex. Returns the number of handles unmapped.
-  size_t reap_zombies(LockWindow* window = nullptr, size_t budget = SIZE_MAX);
+  size_t reap_zombies(LockWindow* window = nullptr, size_t budget = SIZE_MAX) {
+    return m_.zombies().empty() ? 0 : reap_completed_zombies(window, budget);
+  }
+  size_t reap_completed_zombies(LockWindow* window, size_t budget);
   RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
   RegionIt best_fit_completed_other(uint64_t bytes, Stream s, bool exact);
   // With `merges`, it may first merge completed free regions that straddle a
@@ -311,6 +315,14 @@ class Pool final : private SlabSource, private PipelineSteps {
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   uint64_t creating_ = 0;         // bytes Phase 2s in flight are creating (limit checks)
   std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
+  // How many wait there: every free would otherwise pay a broadcast for
+  // reservers that rarely exist. Changed under mu_; read without it by
+  // wake_reservers, which a waiter cannot miss (it counted itself before
+  // testing its condition, under the mutex the change was made under).
+  std::atomic<int> res_waiters_{0};
+  void wake_reservers() {
+    if (res_waiters_.load(std::memory_order_relaxed)) res_cv_.notify_all();
+  }
   int preparing_ = 0;                  // prepare_backups calls pinning without mu_
   std::condition_variable prepared_cv_;  // pauses wait here for them (on mu_)
   vpmm_oom_fn oom_fn_ = nullptr;

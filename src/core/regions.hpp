@@ -108,7 +108,8 @@ using RegionIt = std::map<uint64_t, Region>::iterator;
 // The stream key of memory no stream has used yet (initial pages): no event
 // to wait for, so it is every stream's "own" memory: best fit on any stream
 // considers it, and it merges with any stream's free neighbour.
-Stream clean_stream();
+extern char clean_stream_key;
+inline Stream clean_stream() { return &clean_stream_key; }
 using SizeIndex = std::set<std::pair<uint64_t, uint64_t>>;  // holes: (size, va)
 // Free regions of one stream: (size, id, va). Among equal sizes the oldest
 // region wins: its event is the likeliest to have completed, and it matches
@@ -163,8 +164,12 @@ class RegionMap {
     StreamState& st = streams_[s];
     last_key_ = s;
     last_state_ = &st;
+    if (s == clean_stream()) clean_state_ = &st;
     return st;
   }
+  // The never-used memory's state, or null: every best fit asks, and most
+  // pools have none (only initial pages and merged clean regions make one).
+  const StreamState* clean_state() const { return clean_state_; }
   StreamState* find_stream(Stream s) {
     if (last_state_ && last_key_ == s) return last_state_;
     auto it = streams_.find(s);
@@ -176,6 +181,7 @@ class RegionMap {
   void forget_stream(Stream s) {  // its regions were re-keyed first
     streams_.erase(s);
     last_state_ = nullptr;
+    if (s == clean_stream()) clean_state_ = nullptr;
   }
 
   // A new VA chunk, whole a hole; returns the hole.
@@ -195,6 +201,7 @@ class RegionMap {
     spare_regions_.clear();
     streams_.clear();
     last_state_ = nullptr;
+    clean_state_ = nullptr;
   }
 
   // Region insertion/removal keeps indexes and totals in step.
@@ -253,6 +260,7 @@ class RegionMap {
   std::unordered_map<Stream, StreamState> streams_;
   Stream last_key_ = nullptr;
   StreamState* last_state_ = nullptr;  // streams_[last_key_], or null
+  StreamState* clean_state_ = nullptr;  // streams_[clean_stream()], or null
   SizeIndex holes_by_size_;
   std::set<uint64_t> zombies_;
   Totals totals_;

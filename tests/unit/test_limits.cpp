@@ -136,6 +136,48 @@ TEST("blocking reservation times out, and wakes when another is released") {
   vpmm_pool_destroy(p);
 }
 
+// A free wakes blocked reservers only when some wait (it skips the broadcast
+// otherwise): the waiter must be counted before it sleeps, or this hangs.
+TEST("blocking reservations wake when unreserved allocations are freed, page and small") {
+  vpmm_config c;
+  vpmm_config_init(&c);
+  c.page_size = kPage;
+  c.va_size = 1024 * kPage;
+  c.memory_limit = 8 * kPage;
+  vt::use_test_backend(&c);  // small_size stays the default: 4 KiB blocks share a slab
+  vpmm_pool* p = nullptr;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  void* big = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 5 * kPage, nullptr, &big));
+  std::vector<void*> smalls(16, nullptr);  // one page of charges
+  for (void*& s : smalls) CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &s));
+  std::atomic<int> got{0};
+  auto wait_for = [&](uint64_t bytes) {
+    return std::thread([&, bytes] {
+      vpmm_reservation* r = nullptr;
+      if (vpmm_pool_reserve(p, bytes, VPMM_RESERVE_BLOCK, &r) == VPMM_OK) {
+        ++got;
+        vpmm_reservation_release(p, r);
+      }
+    });
+  };
+  std::thread w1 = wait_for(5 * kPage);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK_EQ(got.load(), 0);
+  CHECK_OK(vpmm_pool_free(p, big, nullptr));  // page path
+  w1.join();
+  CHECK_EQ(got.load(), 1);
+  // Now the small blocks' charges are what stands in the way.
+  std::thread w2 = wait_for(8 * kPage);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK_EQ(got.load(), 1);
+  for (void* s : smalls) CHECK_OK(vpmm_pool_free(p, s, nullptr));  // small path
+  w2.join();
+  CHECK_EQ(got.load(), 2);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 namespace {
 struct OomState {
   std::vector<void*> spill;
