@@ -19,7 +19,6 @@
 // idle stream and once behind a 2 ms kernel (the CPU running ahead of the GPU,
 // as a training loop does).
 //   nvcc -O2 -std=c++17 bench/probes/async_map_probe.cu -lcuda -o /tmp/amp && /tmp/amp
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,19 +35,7 @@
 
 #include <unistd.h>
 
-static double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-#define CK(x)                                                             \
-  do {                                                                    \
-    CUresult r_ = (x);                                                    \
-    if (r_ != CUDA_SUCCESS) {                                             \
-      const char* s_ = nullptr;                                           \
-      cuGetErrorString(r_, &s_);                                          \
-      std::printf("FAILED %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__); \
-      std::exit(1);                                                       \
-    }                                                                     \
-  } while (0)
+#include "probe_util.hpp"
 
 __global__ void fill(uint32_t* p, size_t n, uint32_t v, uint32_t first) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -111,27 +98,17 @@ static void CUDA_CB block_until_done(void* p) {
 
 int main() {
   alarm(240);  // a wait that is never released hangs the stream: end the probe instead
-  CK(cuInit(0));
-  CUdevice dev;
-  CK(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CK(cuCtxSetCurrent(ctx));
+  const ProbeDevice d = probe_device();
+  const CUdevice dev = d.dev;
+  const CUcontext ctx = d.ctx;
+  CUmemAllocationProp prop = d.prop;
+  const size_t page = d.page;
+  const CUmemAccessDesc acc = d.acc;
   cudaSetDevice(0);
   int wait_nor = -1, clock_khz = 0;
   cuDeviceGetAttribute(&wait_nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, dev);
   cuDeviceGetAttribute(&clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev);
   std::printf("device attribute CAN_USE_STREAM_WAIT_VALUE_NOR=%d, clock %d kHz\n", wait_nor, clock_khz);
-
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  size_t page = 0;
-  CK(cuMemGetAllocationGranularity(&page, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  CUmemAccessDesc acc = {};
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 
   const int kMaxPages = 16;
   std::vector<CUmemGenericAllocationHandle> hs(kMaxPages);

@@ -14,8 +14,6 @@
 // and the same cycle run by 4 independent callers at once (4 ranges), the
 // multi-stream benchmark's shape: wall time of all four against one alone.
 //   nvcc -O2 -std=c++17 bench/probes/parallel_access_probe.cu -lcuda -lpthread -o /tmp/pap && /tmp/pap
-#include <cuda.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,19 +25,7 @@
 
 #include <unistd.h>
 
-static double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-#define CK(x)                                                                  \
-  do {                                                                         \
-    CUresult r_ = (x);                                                         \
-    if (r_ != CUDA_SUCCESS) {                                                  \
-      const char* s_ = nullptr;                                                \
-      cuGetErrorString(r_, &s_);                                               \
-      std::printf("FAILED %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__);  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+#include "probe_util.hpp"
 
 static CUcontext g_ctx;
 static CUmemAccessDesc g_acc;
@@ -94,18 +80,11 @@ static double median(std::vector<double> v) {
 
 int main() {
   alarm(300);
-  CK(cuInit(0));
-  CUdevice dev;
-  CK(cuDeviceGet(&dev, 0));
-  CK(cuDevicePrimaryCtxRetain(&g_ctx, dev));
-  CK(cuCtxSetCurrent(g_ctx));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CK(cuMemGetAllocationGranularity(&g_page, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
-  g_acc.location = prop.location;
-  g_acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const ProbeDevice d = probe_device();
+  g_ctx = d.ctx;
+  g_page = d.page;
+  g_acc = d.acc;
+  CUmemAllocationProp prop = d.prop;
 
   const int kMax = 64, kCallers = 4, kReps = 15;
   std::vector<Range> ranges(kCallers);
