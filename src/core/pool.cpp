@@ -338,7 +338,11 @@ uint64_t Pool::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
 
 vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
                               const Attrs& a, LockWindow* window, RegionIt* out, size_t* handle_ops) {
-  size_t ops = reap_zombies(window);
+  // Slab pages (no window) are taken with the mutex held, while every other
+  // thread's malloc and free waits: their Phase 0 leaves the zombies to the
+  // next page-level malloc, whose Phase 0 unmaps them outside the mutex. A
+  // backlog unmapped here stalled the whole pool (~31 us a handle).
+  size_t ops = window ? reap_zombies(window) : 0;
   const bool exact = a.tag != 0;
   bool remapped = false;
   RegionIt r = best_fit_same_stream(bytes, s, exact);
@@ -392,7 +396,9 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   // VAs now so the layout after the call is final ([*X] rather than [~X]).
   // With a window, malloc_locked does it once the allocation is complete:
   // the mutex may not be released around a half-made one.
-  if (remapped && !window) reap_zombies();
+  // Without a window at most as many handles as this call moved, for the
+  // reason above (the mutex is held).
+  if (remapped && !window) reap_zombies(nullptr, ops);
   if (handle_ops) *handle_ops += ops;
   *out = r;
   return VPMM_OK;
