@@ -341,7 +341,7 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   // Slab pages (no window) are taken with the mutex held, while every other
   // thread's malloc and free waits: their Phase 0 leaves the zombies to the
   // next page-level malloc, whose Phase 0 unmaps them outside the mutex. A
-  // backlog unmapped here stalled the whole pool (~31 us a handle).
+  // backlog unmapped here would stall the whole pool (~31 us a handle).
   size_t ops = window ? reap_zombies(window) : 0;
   const bool exact = a.tag != 0;
   bool remapped = false;
