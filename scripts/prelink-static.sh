@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds libvpmm.a as ONE relocatable object (ld -r over the library's
 # objects) whose hidden symbols are then made local (objcopy
-# --localize-symbols; weak std:: instantiations excepted, see below). The objects are compiled with -fvisibility=hidden and
-# only the vpmm_* API is marked default, so the archive then defines the same
+# --localize-symbols; weak std:: instantiations excepted, see below). The
+# objects are compiled with -fvisibility=hidden and only the vpmm_* API is
+# marked default, so the archive then defines the same
 # globals as libvpmm.so's version script exports: no helper, C++ class of the
 # core or backend can clash with a symbol of the program that links it.
 # Usage: prelink-static.sh OUT.a OBJECTS.a   (run by meson; LD/READELF/OBJCOPY/AR override)
@@ -14,9 +15,9 @@ trap 'rm -rf "$tmp"' EXIT
 "${LD:-ld}" -r -o "$tmp/vpmm.o" --whole-archive "$in" --no-whole-archive
 # Every hidden symbol becomes local except weak (COMDAT) instantiations of the
 # C++ standard library: libstdc++.a may count on the program for some of them
-# (GCC 13's system_error.o calls basic_string::_M_dispose, which its
-# string-inst.o no longer defines), and a program that links only C objects
-# has no other copy. Localising those failed the static link under GCC 13.
+# (GCC 13's system_error.o calls basic_string::_M_dispose and nothing else in
+# that libstdc++.a defined it for the link), and a program that links only C
+# objects has no other copy. Localising those failed the static link under GCC 13.
 # The pattern is tests/static/check_symbols.py's, which lets them stay global.
 std='^_Z(Z?N?K?(St|9__gnu_cxx)|T[ISV]St|GVZN?St)'
 "${READELF:-readelf}" -sW "$tmp/vpmm.o" |
