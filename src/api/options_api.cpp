@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "core/config.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

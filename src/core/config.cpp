@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 

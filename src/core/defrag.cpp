@@ -11,7 +11,7 @@
 #include <cinttypes>
 #include <new>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "core/pool.hpp"
 
 namespace vpmm {

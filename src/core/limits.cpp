@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cinttypes>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
 

@@ -8,7 +8,7 @@
 #include <new>
 
 #include "core/backup.hpp"
-#include "core/error.hpp"
+#include "common/status.hpp"
 #include "core/small.hpp"
 
 namespace vpmm {

@@ -5,7 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "core/error.hpp"
+#include "common/status.hpp"
 
 namespace vpmm {
 
@@ -321,6 +321,12 @@ bool SmallAllocator::waits_on_event(const void* slab) const {
   for (const Pending& pd : pending_)
     if (pd.slab == slab && pd.event && !pd.event->done_cached()) return true;
   return false;
+}
+
+void SmallAllocator::foreign_uses(const void* slab, std::vector<EventRef>* out) const {
+  if (!has_pending(slab)) return;
+  for (const Pending& pd : pending_)
+    if (pd.slab == slab && pd.event && !pd.event->done_cached()) out->push_back(pd.event);
 }
 
 uint64_t SmallAllocator::requested_in(const void* slab) const {
