@@ -184,41 +184,8 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-  std::vector<EventRef> uses;
-  std::vector<Stream> recorded;
-  for (const auto* list : {&plain, &backed})
-    for (uint64_t va : *list)
-      if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
-  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), std::move(uses),
-                         opt_.pause_batch_bytes);
+  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), opt_.pause_batch_bytes);
   return pipeline.run(n_changed);
-}
-
-vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out) {
-  // Work queued on the allocating stream before now. A retired stream left
-  // its final event on the region instead (it may not exist any more).
-  if (r.event) {
-    out->push_back(r.event);
-  } else if (std::find(recorded->begin(), recorded->end(), r.stream) == recorded->end()) {
-    recorded->push_back(r.stream);
-    {
-      EventRef ev;
-      vpmm_status st = record_event(r.stream, &ev);
-      if (st == VPMM_ERR_INVALID_ARGUMENT) {
-        // Destroyed without vpmm_pool_stream_retire: once the device is idle,
-        // nothing queued there can still use the memory.
-        if ((st = backend_->device_sync()) != VPMM_OK) return st;
-      } else if (st != VPMM_OK) {
-        return st;
-      } else {
-        out->push_back(std::move(ev));
-      }
-    }
-  }
-  // Blocks of a slab freed on other streams: work queued there before the
-  // free may still read or write them.
-  if (r.kind == Kind::Small) small_->foreign_uses(r.owner, out);
-  return VPMM_OK;
 }
 
 // ---------------------------------------------------------------------------

@@ -13,13 +13,11 @@ namespace vpmm {
 // ---------------------------------------------------------------------------
 
 PausePipeline::PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
-                             std::vector<uint64_t> backed, std::vector<EventRef> last_uses,
-                             uint64_t batch_bytes)
+                             std::vector<uint64_t> backed, uint64_t batch_bytes)
     : pool_(pool),
       call_(call),
       plain_(std::move(plain)),
       backed_(std::move(backed)),
-      last_uses_(std::move(last_uses)),
       batch_bytes_(batch_bytes ? batch_bytes : kPauseBatchBytes) {}
 
 PausePipeline::~PausePipeline() {
@@ -51,14 +49,21 @@ vpmm_status PausePipeline::take_buffers() {
   return VPMM_OK;
 }
 
-// 2. Order after the work that may still use the targets (their streams'
-// queued work, frees of slab blocks on other streams): the copy stream waits
-// on the GPU (and `ready_` marks that point for the targets without a
-// backup); without any backup the CPU waits.
+// 2. Order after the work queued on each allocation's stream: the copy
+// stream waits on the GPU (and `ready_` marks that point for the targets
+// without a backup); without any backup the CPU waits.
 vpmm_status PausePipeline::order_after_work() {
-  for (const EventRef& ev : last_uses_) {
-    vpmm_status st = backed_.empty() ? pool_.backend().event_sync(ev->handle())
-                                     : pool_.backend().stream_wait(cs_, ev->handle());
+  std::vector<Stream> streams;
+  for (const auto* list : {&plain_, &backed_})
+    for (uint64_t va : *list) {
+      Stream s = pool_.region(va).stream;
+      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    }
+  for (Stream s : streams) {
+    EventRef ev;
+    vpmm_status st = pool_.record_event(s, &ev);
+    if (st == VPMM_OK)
+      st = backed_.empty() ? pool_.backend().event_sync(ev->handle()) : pool_.backend().stream_wait(cs_, ev->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   if (!backed_.empty() && !plain_.empty()) {

@@ -323,12 +323,6 @@ bool SmallAllocator::waits_on_event(const void* slab) const {
   return false;
 }
 
-void SmallAllocator::foreign_uses(const void* slab, std::vector<EventRef>* out) const {
-  if (!has_pending(slab)) return;
-  for (const Pending& pd : pending_)
-    if (pd.slab == slab && pd.event && !pd.event->done_cached()) out->push_back(pd.event);
-}
-
 uint64_t SmallAllocator::requested_in(const void* slab) const {
   return static_cast<const Slab*>(slab)->requested_sum;
 }
