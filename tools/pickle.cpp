@@ -76,9 +76,22 @@ const std::vector<std::pair<Value, Value>>& Value::entries() const {
 
 size_t Value::size() const { return kind_ == Kind::kDict ? entries().size() : items().size(); }
 
+namespace {
+const std::string& key_at(const Dict& d, size_t i) { return d.entries[i].first.as_str(); }
+}  // namespace
+
 bool Value::find(const std::string& key, Value* out) const {
   if (kind_ != Kind::kDict) return false;
-  const auto& e = u_.dict->entries;
+  const Dict& d = *u_.dict;
+  const auto& e = d.entries;
+  if (e.size() > Dict::kLinearFind && key.size() <= Dict::kIndexedKey) {
+    // The last position of the key: the entry before the first greater one.
+    auto it = std::upper_bound(d.by_key.begin(), d.by_key.end(), key,
+                               [&](const std::string& k, size_t i) { return k < key_at(d, i); });
+    if (it == d.by_key.begin() || key_at(d, *(it - 1)) != key) return false;
+    *out = e[*(it - 1)].second;
+    return true;
+  }
   for (size_t i = e.size(); i-- > 0;) {
     const Value& k = e[i].first;
     if (k.kind_ == Kind::kStr && *k.u_.s == key) {
@@ -368,12 +381,13 @@ class Parser {
 
   // --- memo -----------------------------------------------------------------
   // Dense indices (what MEMOIZE and every pickler write) live in a vector;
-  // an index far beyond it (a hand-made PUT 4000000000) goes to a map so it
-  // cannot make us allocate gigabytes.
+  // an index far beyond the keys stored so far (a hand-made PUT 4000000000,
+  // or indices that each double the last) goes to a map, so the vector never
+  // outgrows the number of PUTs read plus kMemoSlack.
   bool memo_put(uint64_t idx) {
     if (!need(1)) return false;
     const Value& v = stack_.back();
-    if (idx < dense_.size() || idx <= 2 * dense_.size() + 4096) {
+    if (idx < dense_.size() || idx < memo_count_ + Limits::kMemoSlack) {
       if (idx >= dense_.size()) dense_.resize(idx + 1), dense_set_.resize(idx + 1, false);
       if (!dense_set_[idx]) ++memo_count_;
       dense_[idx] = v;
@@ -564,7 +578,8 @@ class Parser {
     if (target.kind_ == Kind::kDict) e = &target.u_.dict->entries;
     else if (target.kind_ == Kind::kObject) e = &target.u_.obj->entries;
     else return fail(std::string(opcode_name(op_)) + " to " + kind_phrase(target.kind_) + ", not a dict");
-    e->reserve(e->size() + n / 2);
+    // No reserve(size + n / 2): one SETITEM at a time it would reallocate
+    // the whole dict for every entry.
     for (size_t k = 0; k < n; k += 2) e->emplace_back(kv[k], kv[k + 1]);
     return true;
   }
@@ -896,6 +911,14 @@ bool Parser::run(Document* out, std::string* err) {
   if (!ok) {
     if (err) *err = err_;
     return false;
+  }
+  for (Dict& dict : arena_->dicts) {
+    if (dict.entries.size() <= Dict::kLinearFind) continue;
+    for (size_t i = 0; i < dict.entries.size(); ++i)
+      if (dict.entries[i].first.kind_ == Kind::kStr && key_at(dict, i).size() <= Dict::kIndexedKey)
+        dict.by_key.push_back(i);
+    std::stable_sort(dict.by_key.begin(), dict.by_key.end(),
+                     [&](size_t a, size_t b) { return key_at(dict, a) < key_at(dict, b); });
   }
   Document d;
   d.arena_ = std::move(arena_);

@@ -80,7 +80,8 @@ class Value {
   size_t size() const;
 
   // Dict lookup by a str key; false when this is not a dict or the key is
-  // absent. The last entry with the key wins.
+  // absent. The last entry with the key wins. O(log n) for a key of at most
+  // Dict::kIndexedKey bytes, linear in the dict's size for a longer one.
   bool find(const std::string& key, Value* out) const;
 
   // For kObject: "module.name" of the class or callable, or "int" for an
@@ -108,6 +109,16 @@ struct Seq {
 };
 struct Dict {
   std::vector<std::pair<Value, Value>> entries;
+  // Filled by parse() for a dict of more than kLinearFind entries: the
+  // positions of its str keys of at most kIndexedKey bytes, sorted by key,
+  // then position. A pickle may list one large dict as every event of a
+  // snapshot, so find() must not cost the dict's size. Sorted rather than
+  // hashed: keys chosen to collide cannot degrade it; short keys only: a
+  // sort of long keys that differ in their last byte would cost their
+  // length per comparison.
+  std::vector<size_t> by_key;
+  static constexpr size_t kLinearFind = 16;
+  static constexpr size_t kIndexedKey = 64;
 };
 // What a class or a callable would have built. Nothing is executed; the
 // parts are kept for inspection: `args` (REDUCE/NEWOBJ arguments), `state`
@@ -146,9 +157,14 @@ class Document {
   int protocol_ = 0;
 };
 
+// Time and memory stay linear in the input's size whatever it holds: the
+// memo is a vector only up to the number of distinct keys stored so far
+// (plus kMemoSlack), a map beyond, so an index cannot make the reader
+// allocate in proportion to its value; containers grow geometrically.
 struct Limits {
   size_t max_stack = size_t(1) << 24;  // values on the stack at once (Python's own pickles stay tiny)
   size_t max_marks = size_t(1) << 16;  // MARK nesting (Python's pickler recurses: ~1000 at most)
+  static constexpr size_t kMemoSlack = 4096;
 };
 
 // Parse one pickle from data[0, size). On failure *err is

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <unordered_map>
 
 #ifdef VPMM_HAVE_ZLIB
@@ -53,7 +54,8 @@ struct Where {
 
 class Converter {
  public:
-  Converter(const std::string& name, const SnapshotOptions& opts) : name_(name), opts_(opts) {}
+  Converter(const std::string& name, const SnapshotOptions& opts)
+      : name_(name), opts_(opts), budget_(opts.max_visits ? opts.max_visits : kDefaultMaxVisits) {}
 
   bool run(const Value& root, Trace* out, SnapshotFacts* facts, std::string* err);
 
@@ -63,6 +65,15 @@ class Converter {
     return false;
   }
   bool fail_at(const Where& w, const std::string& what) { return fail(w.str() + ": " + what); }
+
+  // One look at an event, segment or block dict. Counted per listing, not
+  // per dict: the cost of a dict listed a million times is a million.
+  bool visit(const Where& w) {
+    if (++facts_.visits <= budget_) return true;
+    return fail_at(w, "more than " + std::to_string(budget_) +
+                          " event, segment and block dicts to read, counting each listing: the "
+                          "pickle lists shared containers over and over (no PyTorch snapshot does)");
+  }
 
   // An int field. Absent: *present = false when the caller allows it (a
   // non-null `present`), else an error.
@@ -154,6 +165,7 @@ class Converter {
 
   const std::string& name_;
   SnapshotOptions opts_;
+  uint64_t budget_;  // visits allowed
   SnapshotFacts facts_;
   Trace trace_;
   std::vector<TraceOp> prelive_ops_;  // mallocs of pre-live allocations: the start of the trace
@@ -265,6 +277,7 @@ bool Converter::convert_events(const Value& events) {
   for (size_t i = 0; i < ev.size(); ++i) {
     const Value& e = ev[i];
     w.j = static_cast<long long>(i);
+    if (!visit(w)) return false;
     if (!e.is(Kind::kDict))
       return fail_at(w, "is " + vpickle::kind_phrase(e.kind()) + ", want a dict");
     Value action;
@@ -317,6 +330,7 @@ bool Converter::convert_segments(const Value& segments) {
     const Value& s = segments.items()[i];
     w.i = static_cast<long long>(i);
     w.j = -1;
+    if (!visit(w)) return false;
     if (!s.is(Kind::kDict))
       return fail_at(w, "is " + vpickle::kind_phrase(s.kind()) + ", want a dict");
     int64_t device = 0, seg_size = 0, seg_addr = 0, handle = 0;
@@ -339,6 +353,7 @@ bool Converter::convert_segments(const Value& segments) {
     for (size_t j = 0; j < blocks.items().size(); ++j) {
       const Value& b = blocks.items()[j];
       w.j = static_cast<long long>(j);
+      if (!visit(w)) return false;
       if (!b.is(Kind::kDict))
         return fail_at(w, "is " + vpickle::kind_phrase(b.kind()) + ", want a dict");
       int64_t size = 0, requested = 0, addr = 0;
@@ -394,7 +409,10 @@ bool Converter::pick_device(const Value* traces, const Value* segments) {
   int64_t lowest_segment_device = -1;
   bool requested_has_segments = false;
   if (segments && segments->is(Kind::kList)) {
+    Where w{"segments"};
     for (const Value& s : segments->items()) {
+      ++w.i;
+      if (!visit(w)) return false;
       Value d;
       if (!s.find("device", &d) || !d.is(Kind::kInt)) continue;
       if (d.as_int() >= 0 && (lowest_segment_device < 0 || d.as_int() < lowest_segment_device))
@@ -499,9 +517,12 @@ namespace {
 bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
 
 #ifdef VPMM_HAVE_ZLIB
-// More than any snapshot needs, less than what a decompression bomb would
-// take the machine down with.
-constexpr uint64_t kMaxInflated = uint64_t(16) << 30;
+// "4 GiB", "64 MiB" or "1000 bytes".
+std::string size_phrase(uint64_t n) {
+  if (n >= (uint64_t(1) << 30) && n % (uint64_t(1) << 30) == 0) return std::to_string(n >> 30) + " GiB";
+  if (n >= (uint64_t(1) << 20) && n % (uint64_t(1) << 20) == 0) return std::to_string(n >> 20) + " MiB";
+  return std::to_string(n) + " bytes";
+}
 
 uint64_t le32(const uint8_t* p) {
   return uint64_t(p[0]) | uint64_t(p[1]) << 8 | uint64_t(p[2]) << 16 | uint64_t(p[3]) << 24;
@@ -510,21 +531,24 @@ uint64_t le32(const uint8_t* p) {
 }  // namespace
 
 bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vector<uint8_t>* out,
-            std::string* err) {
+            std::string* err, uint64_t max_out) {
 #ifndef VPMM_HAVE_ZLIB
   (void)data;
   (void)size;
   (void)out;
+  (void)max_out;
   if (err) *err = name + ": gzip-compressed, but vpmm was built without zlib: gunzip it first";
   return false;
 #else
   std::vector<uint8_t> buf;
+  // One byte past the limit is room enough to tell that the data go on.
+  const uint64_t cap = std::min<uint64_t>(max_out, SIZE_MAX - 1) + 1;
   // gzip's trailer holds the size mod 2^32 of the last member: a good first
   // guess, trusted only as far as a plausible ratio (a corrupt trailer must
-  // not make us zero gigabytes); doubling covers the rest.
+  // not make us zero gigabytes); doubling covers the rest, up to the cap.
   uint64_t guess = size >= 4 ? le32(data + size - 4) : 0;
   guess = std::min<uint64_t>(guess, uint64_t(size) * 16);
-  buf.resize(static_cast<size_t>(std::max<uint64_t>(guess, 1 << 16)));
+  buf.resize(static_cast<size_t>(std::min<uint64_t>(std::max<uint64_t>(guess, 1 << 16), cap)));
   z_stream z;
   std::memset(&z, 0, sizeof z);
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
@@ -534,13 +558,8 @@ bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vect
   size_t in_pos = 0, out_pos = 0;
   std::string what;
   for (;;) {
-    if (out_pos == buf.size()) {
-      if (buf.size() >= kMaxInflated) {
-        what = "more than " + std::to_string(kMaxInflated >> 30) + " GiB once decompressed";
-        break;
-      }
-      buf.resize(static_cast<size_t>(std::min<uint64_t>(uint64_t(buf.size()) * 2, kMaxInflated)));
-    }
+    if (out_pos == buf.size())
+      buf.resize(static_cast<size_t>(std::min<uint64_t>(uint64_t(buf.size()) * 2, cap)));
     // avail_in/avail_out are 32-bit: feed at most 1 GiB at a time.
     size_t in_chunk = std::min<size_t>(size - in_pos, size_t(1) << 30);
     size_t out_chunk = std::min<size_t>(buf.size() - out_pos, size_t(1) << 30);
@@ -551,6 +570,11 @@ bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vect
     int rc = inflate(&z, Z_NO_FLUSH);
     in_pos += in_chunk - z.avail_in;
     out_pos += out_chunk - z.avail_out;
+    if (out_pos > max_out) {
+      what = "more than " + size_phrase(max_out) +
+             " once decompressed: the limit on inflated snapshots (a decompression bomb?)";
+      break;
+    }
     if (rc == Z_STREAM_END) {
       // Another member may follow (gzip files concatenate).
       if (in_pos == size) break;
@@ -581,18 +605,33 @@ bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vect
 #endif
 }
 
+namespace {
+bool out_of_memory(const std::string& name, std::string* err) {
+  if (err) *err = name + ": out of memory reading the snapshot";
+  return false;
+}
+}  // namespace
+
 bool parse_snapshot(const uint8_t* data, size_t size, const std::string& name,
                     const SnapshotOptions& opts, Trace* out, SnapshotFacts* facts,
                     std::string* err) {
-  std::vector<uint8_t> inflated;
-  if (is_gzip(data, size)) {
-    if (!gunzip(data, size, name, &inflated, err)) return false;
-    data = inflated.data();
-    size = inflated.size();
+  // The limits bound what an input costs; a machine with less memory than
+  // they allow must still get a message, not an abort.
+  try {
+    std::vector<uint8_t> inflated;
+    if (is_gzip(data, size)) {
+      if (!gunzip(data, size, name, &inflated, err, opts.max_inflated)) return false;
+      data = inflated.data();
+      size = inflated.size();
+    }
+    vpickle::Document doc;
+    if (!vpickle::parse(data, size, name, &doc, err)) return false;
+    SnapshotOptions o = opts;
+    if (o.max_visits == 0) o.max_visits = doc.consumed() + kVisitSlack;
+    return snapshot_to_trace(doc.root(), name, o, out, facts, err);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(name, err);
   }
-  vpickle::Document doc;
-  if (!vpickle::parse(data, size, name, &doc, err)) return false;
-  return snapshot_to_trace(doc.root(), name, opts, out, facts, err);
 }
 
 bool load_snapshot(const std::string& path, const SnapshotOptions& opts, Trace* out,
@@ -609,7 +648,12 @@ bool load_snapshot(const std::string& path, const SnapshotOptions& opts, Trace* 
     if (err) *err = path + ": cannot read";
     return false;
   }
-  std::vector<uint8_t> bytes(static_cast<size_t>(len));
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(static_cast<size_t>(len));
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(path, err);
+  }
   if (len > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), len)) {
     if (err) *err = path + ": read error";
     return false;

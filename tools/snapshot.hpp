@@ -23,8 +23,9 @@
 //    the free) first frees the older allocation (a repair);
 //  - PyTorch's reserved bytes follow the segment events; the start is the
 //    segments' total at dump time minus the net change over the trace.
-// Whatever the input, the trace produced is valid (see trace.hpp), and every
-// failure is a message "NAME: where: what", never an exception.
+// Whatever the input, the trace produced is valid (see trace.hpp), every
+// failure is a message "NAME: where: what", never an exception, and time and
+// memory are bounded by the limits of SnapshotOptions.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,25 @@
 
 namespace vtrace {
 
+// Limits on what a snapshot from elsewhere may cost (docs/trace-format.md,
+// "Limits"). A pickle can list one container many times for a few bytes each
+// (memo GET), so a file of a megabyte can describe a billion blocks, and a
+// few megabytes of gzip can inflate to gigabytes: both are refused with a
+// message rather than followed.
+constexpr uint64_t kDefaultMaxInflated = uint64_t(4) << 30;
+constexpr uint64_t kDefaultMaxVisits = uint64_t(1) << 26;
+constexpr uint64_t kVisitSlack = uint64_t(1) << 16;
+
 struct SnapshotOptions {
   int device = -1;  // the device whose events to replay; -1: the one with the most events
+  // gzip: the most bytes it may inflate to.
+  uint64_t max_inflated = kDefaultMaxInflated;
+  // Dicts (events, segments, blocks) the conversion may look at, each look
+  // counted (one shared dict listed N times is N). 0: parse_snapshot and
+  // load_snapshot allow one per byte of the pickle plus kVisitSlack (a dict
+  // that is not shared costs more than a byte; PyTorch's snapshots need
+  // about one per 20 bytes), snapshot_to_trace alone kDefaultMaxVisits.
+  uint64_t max_visits = 0;
 };
 
 struct SnapshotFacts {
@@ -59,6 +77,7 @@ struct SnapshotFacts {
   uint64_t reserved_peak = 0;      // PyTorch's reserved bytes at their highest
   uint64_t allocated_peak = 0;     // live requested bytes at their highest (pre-live included)
   std::vector<int64_t> stream_handles;  // [k]: the cudaStream_t of trace stream k ([0] = 0)
+  uint64_t visits = 0;   // dicts looked at, against SnapshotOptions::max_visits
 };
 
 // Convert a parsed snapshot. On failure *err is "NAME: where: what" and *out
@@ -83,9 +102,11 @@ bool looks_like_snapshot(const uint8_t* data, size_t size);
 bool is_snapshot_file(const std::string& path);
 
 // gzip (one or more members) to bytes. Without zlib at build time it fails
-// with "NAME: ... built without zlib: gunzip it first".
+// with "NAME: ... built without zlib: gunzip it first". More than max_out
+// bytes of output fail with "NAME: more than N once decompressed ..."; the
+// buffer never grows beyond max_out + 1 bytes.
 bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vector<uint8_t>* out,
-            std::string* err);
+            std::string* err, uint64_t max_out = kDefaultMaxInflated);
 bool have_zlib();
 
 }  // namespace vtrace
