@@ -5,6 +5,13 @@
 #   backend/  may include common/ and backend/ only, never core/ or api/
 #   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
 #             and of the backends only the interface (backend/backend.hpp)
+#   hooks/    the allocator hooks: the library seen through the public headers
+#             (vpmm*.h) and their own headers only, like a binding would; what
+#             vpmm.h lacks (last error, VPMM_LOG) comes from the C API layer
+#             through hooks/report.hpp
+#   preload/  a library of its own (libvpmm_preload.so) linked against
+#             libvpmm.so, whose internal symbols are hidden: public headers and
+#             its own headers only, or it would not link
 # Usage: check_layering.sh SOURCE_ROOT. Prints every violation; exits 1 if any.
 root=${1:-.}
 src="$root/src"
@@ -32,7 +39,13 @@ report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:s
 report "src/core/ includes a backend's internals (only backend/backend.hpp is the door)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/[a-z_]+/')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 
+# hooks/ and preload/: every quoted include is a public header or their own.
+for top in hooks preload; do
+  report "src/$top/ includes a library header other than vpmm*.h and $top/" \
+    "$(scan "$src/$top" '#[[:space:]]*include[[:space:]]*["<]' | grep -vE "#[[:space:]]*include[[:space:]]*(<[^/\">]*>|<(sys|linux|bits)/[a-z_]+\.h>|\"vpmm[a-z_]*\.h\"|\"$top/[a-z_]+\.h(pp)?\")")"
+done
+
 if [ "$bad" -eq 0 ]; then
-  echo "layering: common <- backend <- core <- api: no violations"
+  echo "layering: common <- backend <- core <- api <- hooks, preload: no violations"
 fi
 exit "$bad"

@@ -1,4 +1,4 @@
-// Thread-local last error storage (see status.hpp).
+// Status names and the thread-local last error (see status.hpp).
 #include "common/status.hpp"
 
 #include <cstdio>
@@ -6,6 +6,29 @@
 #include <cstring>
 
 namespace vpmm {
+
+// In code order, one name per status of vpmm.h; a new status is appended
+// here and in vpmm.h together (check_status_names.py compares the two).
+const char* const kStatusNames[] = {
+    "VPMM_OK",                   // 0
+    "VPMM_ERR_INVALID_ARGUMENT", // 1
+    "VPMM_ERR_OUT_OF_MEMORY",    // 2
+    "VPMM_ERR_UNKNOWN_POINTER",  // 3
+    "VPMM_ERR_WRONG_STATE",      // 4
+    "VPMM_ERR_UNSUPPORTED",      // 5
+    "VPMM_ERR_BACKEND",          // 6
+    "VPMM_ERR_INTERNAL",         // 7
+    "VPMM_ERR_TIMEOUT",          // 8
+};
+const int kStatusNameCount = static_cast<int>(sizeof kStatusNames / sizeof kStatusNames[0]);
+static_assert(sizeof kStatusNames / sizeof kStatusNames[0] == VPMM_ERR_TIMEOUT + 1,
+              "one name per status, in code order");
+
+const char* status_name(vpmm_status status) {
+  if (status < 0 || status >= kStatusNameCount) return "VPMM_ERR_UNKNOWN";
+  return kStatusNames[status];
+}
+
 namespace {
 constexpr size_t kErrorCapacity = 512;
 thread_local char t_error[kErrorCapacity] = "";

@@ -1,4 +1,4 @@
-// The bottom layer (src/common/): statuses and the thread-local last error,
+// The bottom layer (src/common/): status names and the thread-local last error,
 // shared by every layer above it (backends, core, C API). It includes nothing
 // of the library but vpmm.h, so a backend can report errors without reaching
 // into the core.
@@ -14,6 +14,17 @@
 #include "vpmm.h"
 
 namespace vpmm {
+
+// The one table of status names: vpmm_status_string, the fault backend's
+// messages and (through vpmm_status_string, or checked against this table by
+// tests/api/check_status_names.py) every binding read it. Indexed by code,
+// VPMM_OK first; kStatusNameCount codes from 0 up have a name.
+extern const char* const kStatusNames[];
+extern const int kStatusNameCount;
+
+// "VPMM_ERR_OUT_OF_MEMORY" for VPMM_ERR_OUT_OF_MEMORY; "VPMM_ERR_UNKNOWN"
+// for a code the table lacks. Never NULL; static strings.
+const char* status_name(vpmm_status status);
 
 // Formats the message into this thread's buffer and returns `status`, so a
 // failing path reads: `return fail(VPMM_ERR_..., "vpmm_x: size %llu ...", v);`

@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "common/status.hpp"
-#include "core/log.hpp"
 #include "hooks/report.hpp"
 #include "vpmm.h"
 
@@ -20,7 +18,7 @@ VPMM_API void* vpmm_cupy_malloc(void* param, size_t size, int device) {
   vpmm_pool* pool = nullptr;
   void* p = nullptr;
   if (size == 0) {
-    vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_cupy_malloc: size 0 is not allowed");
+    vpmm::hook_fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_cupy_malloc: size 0 is not allowed");
     return nullptr;
   }
   vpmm_status st = vpmm_default_pool(device, &pool);
@@ -38,7 +36,7 @@ VPMM_API void vpmm_cupy_free(void* param, void* ptr, int device) {
   (void)param;
   vpmm_pool* pool = nullptr;
   if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
-  if (vpmm_pool_free(pool, ptr, nullptr) != VPMM_OK && vpmm::log_enabled(vpmm::LogLevel::kError))
+  if (vpmm_pool_free(pool, ptr, nullptr) != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
     std::fprintf(stderr, "libvpmm: vpmm_cupy_free: %s\n", vpmm_last_error());
 }
 

@@ -12,9 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/status.hpp"
-#include "core/defaults.hpp"
-#include "core/log.hpp"
 #include "hooks/report.hpp"
 #include "vpmm.h"
 
@@ -26,15 +23,14 @@ namespace vpmm {
 // default), any other failure (configuration, device, driver) at error; once
 // per kind of failure, or every time at VPMM_LOG=debug.
 void report_hook_failure(const char* hook, vpmm_status st) {
-  using vpmm::LogLevel;
-  const LogLevel level = st == VPMM_ERR_OUT_OF_MEMORY ? LogLevel::kWarn : LogLevel::kError;
-  if (!vpmm::log_enabled(level)) return;
+  const HookLog level = st == VPMM_ERR_OUT_OF_MEMORY ? HookLog::kWarn : HookLog::kError;
+  if (!hook_log_enabled(level)) return;
   static std::atomic<uint32_t> reported{0};
   const uint32_t bit = 1u << (static_cast<uint32_t>(st) & 31u);
   const bool first = !(reported.fetch_or(bit) & bit);
-  if (!first && !vpmm::log_enabled(LogLevel::kDebug)) return;
+  if (!first && !hook_log_enabled(HookLog::kDebug)) return;
   std::fprintf(stderr, "libvpmm: %s: %s: %s%s\n", hook, vpmm_status_string(st), vpmm_last_error(),
-               first && !vpmm::log_enabled(LogLevel::kDebug)
+               first && !hook_log_enabled(HookLog::kDebug)
                    ? " (reported once; VPMM_LOG=debug reports every failure)"
                    : "");
 }
@@ -48,7 +44,7 @@ vpmm_pool* g_pools[kMaxDevices] = {};
 
 // VPMM_LOG=info: what the default pool of a device is, once, when created.
 void report_pool_created(int32_t device, vpmm_pool* pool) {
-  if (!vpmm::log_enabled(vpmm::LogLevel::kInfo)) return;
+  if (!vpmm::hook_log_enabled(vpmm::HookLog::kInfo)) return;
   vpmm_config c;
   std::memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -62,16 +58,16 @@ extern "C" {
 
 /* See vpmm.h. */
 VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
-  if (!out) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: out is NULL");
+  if (!out) return vpmm::hook_fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: out is NULL");
   if (device < 0 || device >= kMaxDevices)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: device %d is outside 0..%d",
+    return vpmm::hook_fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: device %d is outside 0..%d",
                       device, kMaxDevices - 1);
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_pools[device]) {
     vpmm_config c;
     vpmm_config_init(&c);
     c.device = device;
-    if (!std::getenv("VPMM_LARGE_ROUNDING")) c.large_rounding = vpmm::kHookLargeRounding;
+    if (!std::getenv("VPMM_LARGE_ROUNDING")) c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
     vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
     if (st != VPMM_OK) return st;
     report_pool_created(device, g_pools[device]);
@@ -85,7 +81,7 @@ VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream) {
   vpmm_pool* pool = nullptr;
   void* p = nullptr;
   if (size <= 0) {
-    vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_torch_malloc: size %td is not positive", size);
+    vpmm::hook_fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_torch_malloc: size %td is not positive", size);
     return nullptr;
   }
   vpmm_status st = vpmm_default_pool(device, &pool);
@@ -101,7 +97,7 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
   (void)size;
   vpmm_pool* pool = nullptr;
   if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
-  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK && vpmm::log_enabled(vpmm::LogLevel::kError))
+  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
     std::fprintf(stderr, "libvpmm: vpmm_torch_free: %s\n", vpmm_last_error());
 }
 

@@ -15,7 +15,8 @@ __all__ = ["VpmmError", "InvalidArgument", "OutOfMemory", "UnknownPointer", "Wro
            "Unsupported", "BackendError", "InternalError", "Timeout", "STATUS_NAMES",
            "error_for_status"]
 
-#: VPMM_* status codes (pinned forever in vpmm.h) and their names.
+#: VPMM_* status codes (pinned forever in vpmm.h) and their names, as the
+#: library's one table has them (tests/api/check_status_names.py compares).
 STATUS_NAMES: Dict[int, str] = {
     0: "VPMM_OK", 1: "VPMM_ERR_INVALID_ARGUMENT", 2: "VPMM_ERR_OUT_OF_MEMORY",
     3: "VPMM_ERR_UNKNOWN_POINTER", 4: "VPMM_ERR_WRONG_STATE", 5: "VPMM_ERR_UNSUPPORTED",

@@ -13,19 +13,6 @@ namespace vpmm {
 namespace {
 constexpr size_t kTraceCalls = 4096;
 
-const char* status_name(vpmm_status s) {
-  switch (s) {
-    case VPMM_ERR_INVALID_ARGUMENT: return "VPMM_ERR_INVALID_ARGUMENT";
-    case VPMM_ERR_OUT_OF_MEMORY: return "VPMM_ERR_OUT_OF_MEMORY";
-    case VPMM_ERR_UNKNOWN_POINTER: return "VPMM_ERR_UNKNOWN_POINTER";
-    case VPMM_ERR_WRONG_STATE: return "VPMM_ERR_WRONG_STATE";
-    case VPMM_ERR_UNSUPPORTED: return "VPMM_ERR_UNSUPPORTED";
-    case VPMM_ERR_BACKEND: return "VPMM_ERR_BACKEND";
-    case VPMM_ERR_INTERNAL: return "VPMM_ERR_INTERNAL";
-    default: return "status";
-  }
-}
-
 // splitmix64: small, seedable, good enough to pick fault points.
 uint64_t next_random(uint64_t* state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);

@@ -1,0 +1,30 @@
+// What the allocator hooks (src/hooks/) need beyond vpmm.h, provided by the C
+// API layer: setting the thread's last error and reading the VPMM_LOG level.
+// The hooks sit above this layer and include neither common/ nor core/; this
+// file is their one door down (see hooks/report.hpp).
+#include <cstdarg>
+
+#include "common/status.hpp"
+#include "core/log.hpp"
+#include "hooks/report.hpp"
+
+namespace vpmm {
+
+vpmm_status hook_fail(vpmm_status status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+bool hook_log_enabled(HookLog level) {
+  static_assert(static_cast<int>(HookLog::kError) == static_cast<int>(LogLevel::kError) &&
+                    static_cast<int>(HookLog::kWarn) == static_cast<int>(LogLevel::kWarn) &&
+                    static_cast<int>(HookLog::kInfo) == static_cast<int>(LogLevel::kInfo) &&
+                    static_cast<int>(HookLog::kDebug) == static_cast<int>(LogLevel::kDebug),
+                "HookLog names the levels of LogLevel");
+  return log_enabled(static_cast<LogLevel>(static_cast<int>(level)));
+}
+
+}  // namespace vpmm
