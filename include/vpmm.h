@@ -1,15 +1,28 @@
 /*
  * libvpmm: a GPU virtual-memory pool allocator.
  *
- * The public header (vpmm_host_streams.h adds test-only host streams). Plain C99 with fixed-width integers and opaque
- * handles, so Rust (bindgen), Python (ctypes), Go (cgo) and dlopen users can
- * consume it unchanged. Every struct that may grow starts with its own size
- * (`struct_size`); callers set it to sizeof() of the struct they compiled
- * against, and the library only reads/writes that many bytes. The idiom,
- * free of warnings under -Wall -Wextra (`= {sizeof s}` is not: it leaves the
- * other fields without initialisers):
+ * The public header (vpmm_host_streams.h adds test-only host streams). Plain
+ * C99 with fixed-width integers and opaque handles, so Rust (bindgen), Python
+ * (ctypes), Go (cgo) and dlopen users can consume it unchanged. Every struct
+ * that may grow starts with its own size (`struct_size`); callers set it to
+ * sizeof() of the struct they compiled against, and the library only
+ * reads/writes that many bytes. The idiom, free of warnings under -Wall
+ * -Wextra (`= {sizeof s}` is not: it leaves the other fields without
+ * initialisers):
  *     vpmm_stats s = {0};  s.struct_size = sizeof s;     (C)
  *     vpmm_stats s{};      s.struct_size = sizeof s;     (C++)
+ *
+ * The header is ordered by concept:
+ *   versions, statuses and errors   what every call returns
+ *   handles                         vpmm_pool, vpmm_stream, vpmm_reservation
+ *   pool lifetime                   configuration, create, destroy
+ *   allocation                      malloc, free, lookup
+ *   streams                         synchronize, create, destroy, retire
+ *   tags, pause and resume          tag scopes, pause/resume, backups
+ *   limits and reservations         capacity, reservations, trim, callbacks
+ *   observability                   stats, regions, text, option table
+ *   run-time loading                vpmm_get_api's function table
+ *   hooks                           default pools, PyTorch and CuPy entry points
  *
  * Conventions that hold for every function below unless its comment says
  * otherwise:
@@ -20,11 +33,23 @@
  *    and the offending value is available from vpmm_last_error() (or
  *    vpmm_last_error_copy()) on the same thread, and every out-parameter is
  *    left untouched.
+ *  - Statuses every call may return, not repeated in each "Errors:" list:
+ *    INVALID_ARGUMENT for a NULL pool or one already destroyed (a call on a
+ *    destroyed pool is reported, not undefined, because the library keeps a
+ *    small shell of it), OUT_OF_MEMORY when the library itself runs out of
+ *    host memory, and INTERNAL when an invariant of the library breaks (a
+ *    bug: please report it). Each "Errors:" list names the others.
  *  - A failed call leaves the pool exactly as it was before the call.
  *  - No C++ exception ever crosses this ABI.
- *  - Thread safety: all vpmm_pool_* functions may be called concurrently on
- *    the same pool from any thread (the pool serialises internally), except
- *    vpmm_pool_destroy, which must not race any other call on that pool.
+ *  - Ownership: what a caller passes in (configs, attributes, tags, buffers)
+ *    stays the caller's; strings are copied when kept. What the library hands
+ *    out is owned as each function says: a pool or reservation until its
+ *    destroy/release call, static strings and tables forever.
+ *  - Thread safety: all vpmm_pool_* and vpmm_reservation_* functions may be
+ *    called concurrently on the same pool from any thread (the pool
+ *    serialises internally), except vpmm_pool_destroy, which must not race
+ *    any other call on that pool. Functions without a pool are thread safe.
+ *    Callbacks are called without the pool's lock held.
  */
 #ifndef VPMM_H
 #define VPMM_H
@@ -45,7 +70,7 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* Versions                                                                  */
+/* Versions, statuses and errors                                            */
 /* ------------------------------------------------------------------------ */
 /* The version has a single source, project() in meson.build. The build
  * generates vpmm_version.h, installed beside this header, with
@@ -82,9 +107,6 @@ VPMM_API const char* vpmm_version(void);
 /* VPMM_ABI_VERSION of the loaded library. Thread safe. */
 VPMM_API int32_t vpmm_abi_version(void);
 
-/* ------------------------------------------------------------------------ */
-/* Status codes (pinned forever)                                             */
-/* ------------------------------------------------------------------------ */
 /* The type of the status, backend-kind and region-kind constants.
  *
  * They are not #defines but typed constants, so that every language sees one
@@ -168,15 +190,24 @@ VPMM_API const char* vpmm_last_error(void);
 VPMM_API size_t vpmm_last_error_copy(char* buf, size_t capacity);
 
 /* ------------------------------------------------------------------------ */
-/* Streams                                                                   */
+/* Handles                                                                  */
 /* ------------------------------------------------------------------------ */
+/* A pool: made by vpmm_pool_create (or vpmm_default_pool), owned by the
+ * caller until vpmm_pool_destroy (a default pool by the library). Opaque. */
+typedef struct vpmm_pool vpmm_pool;
+
 /* A cudaStream_t / CUstream (CUDA backend), hipStream_t (HIP backend) or a
- * stream from vpmm_host_stream_create (host backend, vpmm_host_streams.h). NULL is the backend's
- * default stream. The pool never takes ownership of a stream. */
+ * stream from vpmm_host_stream_create (host backend, vpmm_host_streams.h).
+ * NULL is the backend's default stream. The pool never takes ownership of a
+ * stream it did not create (see vpmm_pool_stream_create). */
 typedef void* vpmm_stream;
 
+/* A promise of capacity: made by vpmm_pool_reserve, owned by the caller
+ * until vpmm_reservation_release. Opaque. */
+typedef struct vpmm_reservation vpmm_reservation;
+
 /* ------------------------------------------------------------------------ */
-/* Configuration                                                             */
+/* Pool lifetime: configuration, create, destroy                            */
 /* ------------------------------------------------------------------------ */
 /* vpmm_config.backend (int32_t); typed constants for the reason given at vpmm_status. */
 #ifdef __cplusplus
@@ -284,69 +315,121 @@ VPMM_API void vpmm_config_init(vpmm_config* config);
  * NULL config is ignored. Thread safe. */
 VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
 
-/* ------------------------------------------------------------------------ */
-/* Pool lifetime                                                             */
-/* ------------------------------------------------------------------------ */
-typedef struct vpmm_pool vpmm_pool;
-
-/* Create a pool. config may be NULL (= vpmm_config_init: environment applies). The config is
- * copied; the caller keeps ownership of it. On success *out owns the pool, to be
- * released with vpmm_pool_destroy.
- * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field, malformed
- * environment variable), UNSUPPORTED (backend not built or no device),
- * OUT_OF_MEMORY (initial_pages could not be created), BACKEND. */
+/* Create a pool. config may be NULL (= vpmm_config_init: environment
+ * applies). The config is copied; the caller keeps ownership of it. On
+ * success *out owns the pool, to be released with vpmm_pool_destroy.
+ * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
+ * malformed environment variable, device out of range, bad peer_devices),
+ * UNSUPPORTED (backend not built, no usable device, a device without VMM
+ * support, peers without a P2P path), OUT_OF_MEMORY (initial_pages or the VA
+ * could not be had), BACKEND (the driver failed). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out);
 
 /* Destroy a pool: waits for the events of every free region and zombie (work
  * still queued on the GPU that touches pool memory completes first), then
- * unmaps and releases all physical memory and VA. Live allocations are
- * released too: their pointers become invalid. NULL is a no-op (VPMM_OK).
- * Not thread safe with respect to other calls on the same pool. */
+ * unmaps and releases all physical memory and VA. Live and paused
+ * allocations are released too: their pointers and backups become invalid;
+ * reservations of the pool become invalid. NULL is a no-op (VPMM_OK). A
+ * destroyed pool passed to any call gives INVALID_ARGUMENT.
+ * Errors: none but the general ones. Not thread safe with respect to other
+ * calls on the same pool (the caller ensures none runs or follows). */
 VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool);
 
+/* The effective configuration of the pool (defaults resolved): page_size,
+ * va_size, backend, ... config->struct_size must be set; at most that many
+ * bytes are written. Errors: INVALID_ARGUMENT (null config, struct_size 0-3
+ * or over 65536). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config);
+
+/* "cuda", "hip" or "host". Static string; NULL for a NULL or destroyed pool
+ * (the reason is then in vpmm_last_error()). Thread safe. */
+VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
+
 /* ------------------------------------------------------------------------ */
-/* Allocation                                                                */
+/* Allocation                                                               */
 /* ------------------------------------------------------------------------ */
+/* Flags of an allocation. */
+#define VPMM_ALLOC_HOST_BACKUP 1u /* pause copies the bytes to pinned host memory, resume restores them */
+
+typedef struct vpmm_alloc_attrs {
+  uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */
+  uint32_t flags;       /* VPMM_ALLOC_* */
+  const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
+  vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
+} vpmm_alloc_attrs;
+
 /* Allocate size bytes usable on `stream` in stream order. Requests above
  * config.small_size are rounded up to config.large_rounding: whole pages
  * (page aligned) by default, or e.g. 512 bytes (aligned to it, sharing their
  * first and last page with neighbours; the default pools' setting); smaller
  * ones are carved from shared pages in size classes (aligned to 256 bytes).
- * Never blocks the CPU on the GPU: reuse across streams either waits for an
- * already completed event or inserts a GPU-side wait on `stream`.
- * Errors: INVALID_ARGUMENT (null pool/out, size 0, size that overflows when
- * rounded), OUT_OF_MEMORY (backend refused memory; pool unchanged), BACKEND.
- * Thread safe. */
+ * Inside a tag scope of this thread (vpmm_tag_scope_push) the allocation is
+ * tagged as vpmm_pool_malloc_ex would tag it. Reuse across streams either
+ * takes a region whose event already completed or inserts a GPU-side wait on
+ * `stream`; the CPU does not wait for the GPU. When the pool runs out of
+ * memory it first releases what it can, then calls the OOM callback (see
+ * vpmm_pool_set_oom_callback) and retries as it asks. *out is owned by the
+ * caller until vpmm_pool_free (or vpmm_pool_destroy).
+ * Errors: INVALID_ARGUMENT (null out, size 0, size that overflows when
+ * rounded), OUT_OF_MEMORY (backend refused memory, or the limit or a
+ * reservation left too little; pool unchanged), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                       void** out);
 
-/* Free a pointer returned by vpmm_pool_malloc of this pool, in the order of
- * `stream`: work queued on `stream` before this call may still use the memory;
- * the pool only reuses it on another stream after that work completes.
- * NULL ptr is a no-op (VPMM_OK).
- * Errors: INVALID_ARGUMENT (null pool), UNKNOWN_POINTER (not from this pool,
- * already freed, or an interior pointer). Thread safe. */
+/* vpmm_pool_malloc with attributes. attrs may be NULL (= the calling
+ * thread's innermost tag scope, or untagged). The tag is copied. A tagged
+ * allocation owns whole physical handles (one handle for its shortfall when
+ * it grows the pool), so pausing it releases exactly its memory; small
+ * tagged requests share slabs of the same tag only. An allocation charged to
+ * a reservation fails past the reservation's size unless the reservation
+ * allows an overdraft (VPMM_RESERVE_OVERDRAFT_*).
+ * Errors: those of vpmm_pool_malloc, plus INVALID_ARGUMENT for a bad
+ * struct_size, unknown flags, a tag longer than VPMM_TAG_MAX_BYTES or an
+ * unknown or released reservation. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
+                                         const vpmm_alloc_attrs* attrs, void** out);
+
+/* Free a pointer returned by vpmm_pool_malloc(_ex) of this pool, in the
+ * order of `stream`: work queued on `stream` before this call may still use
+ * the memory; the pool only reuses it on another stream after that work
+ * completes. NULL ptr is a no-op (VPMM_OK). A paused allocation may be
+ * freed: its backup is dropped.
+ * Errors: UNKNOWN_POINTER (not from this pool, already freed, or an
+ * interior pointer), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_free(vpmm_pool* pool, void* ptr, vpmm_stream stream);
 
-/* Find the allocation that contains ptr (interior pointers allowed).
- * base and size may be NULL. Errors: INVALID_ARGUMENT, UNKNOWN_POINTER. */
+/* Find the allocation that contains ptr (interior pointers allowed):
+ * *base (may be NULL) receives its start, *size (may be NULL) the bytes
+ * asked for. Errors: INVALID_ARGUMENT (null ptr), UNKNOWN_POINTER (ptr is in
+ * no allocation of this pool). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** base,
                                       uint64_t* size);
 
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                  */
+/* ------------------------------------------------------------------------ */
 /* Block the calling thread until all work queued on `stream` completes.
- * Errors: INVALID_ARGUMENT, BACKEND, WRONG_STATE (a held host stream, which
- * would never complete). Thread safe. */
+ * The pool's lock is not held meanwhile. Errors: INVALID_ARGUMENT (not a
+ * stream of the pool's backend), WRONG_STATE (a held host stream, which
+ * would never complete), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream);
 
 /* Create a stream of the pool's backend (a non-blocking CUstream on CUDA, a
- * host stream on the host backend), for callers without a runtime of their
- * own (bindings, the replay tool). *out is owned by the caller and released
- * with vpmm_pool_stream_destroy. Errors: INVALID_ARGUMENT, UNSUPPORTED, BACKEND. */
+ * hipStream_t on HIP, a host stream on the host backend), for callers
+ * without a runtime of their own (bindings, the replay tool). *out is owned
+ * by the caller and released with vpmm_pool_stream_destroy of the same pool.
+ * Errors: INVALID_ARGUMENT (null out), UNSUPPORTED (the driver lacks stream
+ * creation), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_create(vpmm_pool* pool, vpmm_stream* out);
 
-/* Retire, then destroy, a stream made by vpmm_pool_stream_create (see
- * vpmm_pool_stream_retire). Errors: INVALID_ARGUMENT (NULL/default stream),
- * BACKEND. */
+/* Destroy a stream made by vpmm_pool_stream_create: drains it (the work
+ * queued on it runs to completion, even on a held host stream), retires it
+ * (vpmm_pool_stream_retire), then destroys it. Afterwards the handle is dead:
+ * passing it to this pool's stream calls again is refused with
+ * INVALID_ARGUMENT, never applied to another stream that got its address.
+ * Errors: INVALID_ARGUMENT (NULL/default stream, a stream this pool already
+ * destroyed, the pool's own copy stream), BACKEND. Thread safe, but the
+ * caller must not use the stream meanwhile. */
 VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream stream);
 
 /* Tell the pool a stream is about to be destroyed. The pool records the
@@ -357,86 +440,120 @@ VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream strea
  * as the pool (the default stream, per-thread streams, framework stream
  * pools) never need it. Without it the pool notices the vanished stream when
  * recording fails and falls back to one device-wide synchronisation (correct,
- * but it blocks the CPU once). Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
+ * but it blocks the CPU once). Errors: INVALID_ARGUMENT (the pool's own copy
+ * stream), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream);
 
 /* ------------------------------------------------------------------------ */
-/* Tags, pause and resume                                                    */
+/* Tags, pause and resume                                                   */
 /* ------------------------------------------------------------------------ */
-/* Flags of an allocation. */
-#define VPMM_ALLOC_HOST_BACKUP 1u /* pause copies the bytes to pinned host memory, resume restores them */
+/* A tag names a group of allocations that pause and resume together: set
+ * per allocation (vpmm_alloc_attrs.tag) or per thread (a tag scope).
+ * Longest tag accepted by vpmm_alloc_attrs.tag / vpmm_tag_scope_push (bytes,
+ * without the NUL). */
+#define VPMM_TAG_MAX_BYTES 63
 
-typedef struct vpmm_reservation vpmm_reservation;
+/* Thread-local tag scope for callers that cannot pass attributes (allocator
+ * hooks, Python): until the matching pop, vpmm_pool_malloc and
+ * vpmm_pool_malloc_ex(attrs = NULL) on this thread, with any pool, use
+ * (tag, flags). Scopes nest; pop restores the enclosing one. The tag is
+ * copied (NULL or "" = untagged). A scope belongs to its thread: open scopes
+ * are dropped when the thread exits.
+ * Errors: push: INVALID_ARGUMENT (tag longer than VPMM_TAG_MAX_BYTES, unknown
+ * flags), OUT_OF_MEMORY; pop: WRONG_STATE when no scope is open on this
+ * thread. Thread safe (each thread has its own scopes). */
+VPMM_API vpmm_status vpmm_tag_scope_push(const char* tag, uint32_t flags);
+VPMM_API vpmm_status vpmm_tag_scope_pop(void);
 
-typedef struct vpmm_alloc_attrs {
-  uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */
-  uint32_t flags;       /* VPMM_ALLOC_* */
-  const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
-  vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
-} vpmm_alloc_attrs;
-
-/* vpmm_pool_malloc with attributes. attrs may be NULL (= the calling thread's
- * innermost vpmm_region_push scope, or untagged). A tagged allocation owns
- * whole physical handles (one handle for its shortfall when it grows the
- * pool), so pausing it releases exactly its memory; small tagged requests
- * share slabs of the same tag only. Errors: those of vpmm_pool_malloc, plus
- * INVALID_ARGUMENT for a bad struct_size, unknown flags or a tag too long. */
-VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
-                                         const vpmm_alloc_attrs* attrs, void** out);
-
-/* Thread-local allocation scope for callers that cannot pass attributes
- * (allocator hooks, Python): until the matching pop, vpmm_pool_malloc and
- * vpmm_pool_malloc_ex(attrs = NULL) on this thread use (tag, flags). Scopes
- * nest; pop restores the enclosing one. The tag is copied.
- * Errors: INVALID_ARGUMENT (tag too long, unknown flags), OUT_OF_MEMORY;
- * pop: WRONG_STATE when no scope is open. */
+/* The first names of vpmm_tag_scope_push/pop, kept for existing callers:
+ * the same functions (a scope is no region of address space, which is what
+ * vpmm_region_info describes). Error messages name the function called. */
 VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags);
 VPMM_API vpmm_status vpmm_region_pop(void);
 
 /* Pause every live allocation with `tag` (NULL = every tagged allocation):
  * waits for the work queued on each allocation's stream (on the GPU when
  * there are backups), copies the bytes of VPMM_ALLOC_HOST_BACKUP allocations
- * to pinned host memory (pinned buffers are reused across pauses), and
- * unmaps and releases their physical memory. Copies and releases overlap
- * (batches of copies on one copy stream, each batch released once its copies
- * completed); the call returns when everything is released. Their addresses
- * stay reserved and are never handed to anybody else; touching them faults
- * until resume. Nothing with that tag active is not an error: VPMM_OK (use
- * vpmm_pool_pause_ex to learn whether anything changed). Errors: INVALID_ARGUMENT (tag never used by this pool), OUT_OF_MEMORY (no
- * host memory for a backup: nothing with that tag is paused), BACKEND (a
- * wait, copy or unmap failed). After BACKEND every allocation is either
- * paused with a complete backup or still active with its bytes intact
- * (vpmm_pool_tag_stats says how many of each); calling again pauses the rest.
- * Thread safe; blocks the calling thread (and other pool calls) while it runs. */
+ * to pinned host memory (pinned buffers are reused across pauses; past
+ * backup_pinned_limit, pageable memory), and unmaps and releases their
+ * physical memory. Copies and releases overlap (batches of copies on one copy
+ * stream, each batch released once its copies completed); the call returns
+ * when everything is released. Their addresses stay reserved and are never
+ * handed to anybody else; touching them faults until resume. Nothing with
+ * that tag active is not an error: VPMM_OK (use vpmm_pool_pause_ex to learn
+ * whether anything changed). The backups are owned by the pool.
+ * Errors: INVALID_ARGUMENT (tag never used by this pool, tag too long),
+ * OUT_OF_MEMORY (no host memory for a backup: nothing with that tag is
+ * paused), BACKEND (a wait, copy or unmap failed). After BACKEND
+ * every allocation is either paused with a complete backup or still active
+ * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
+ * again pauses the rest. Thread safe; blocks the calling thread (and other
+ * pool calls) while it runs. */
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
 /* vpmm_pool_pause that also reports, on success, in *n_changed (may be NULL)
  * how many regions it paused: one per allocation, one per small-object page
  * (the unit of vpmm_tag_stats.n_live); 0 when nothing with that tag was
- * active. Left untouched on error. */
+ * active. Left untouched on error. Errors and thread safety: those of
+ * vpmm_pool_pause. */
 VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back (each copy queued as
  * soon as its allocation is mapped); returns once every copy completed.
- * Nothing with that tag paused is not an error: VPMM_OK (vpmm_pool_resume_ex
- * says whether anything changed). On OUT_OF_MEMORY
- * or BACKEND the allocations already resumed stay valid and every other one
- * stays paused with its backup intact: call again later. Errors:
- * INVALID_ARGUMENT (unknown tag), OUT_OF_MEMORY, BACKEND. Thread safe; blocks
- * while it runs. */
+ * When memory runs short the pool releases what it can and calls the OOM
+ * callback (vpmm_pool_set_oom_callback), retrying as it asks, as a malloc
+ * does. Nothing with that tag paused is not an error: VPMM_OK
+ * (vpmm_pool_resume_ex says whether anything changed). On OUT_OF_MEMORY or
+ * BACKEND the allocations already resumed stay valid and every other one
+ * stays paused with its backup intact: call again later.
+ * Errors: INVALID_ARGUMENT (tag never used by this pool, tag too long),
+ * OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
 /* vpmm_pool_resume that also reports, on success, in *n_changed (may be NULL)
  * how many regions it resumed (0: nothing with that tag was paused). Left
- * untouched on error. */
+ * untouched on error. Errors and thread safety: those of vpmm_pool_resume. */
 VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
-/* Give free cached physical memory back to the driver (what
- * torch.cuda.empty_cache() does) until at most keep_bytes stay mapped in free
- * regions: waits for the events of the regions it releases, then unmaps and
- * releases whole handles lying in free regions (a handle shared with a live
- * allocation stays). Zombies are reaped first. Paused and live memory is
- * never touched. Errors: INVALID_ARGUMENT, BACKEND. Thread safe. */
-VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes);
+/* Takes, now, the host buffers that a pause of `tag` (NULL: every tag) would
+ * back up the VPMM_ALLOC_HOST_BACKUP allocations that are active now into,
+ * and keeps them in the pool's backup cache. Pinning is most of a first
+ * pause's cost (16 GiB: 3.5 s against 0.31 s for a later pause on an H100);
+ * after this call the next pause of those allocations finds its buffers
+ * pinned and runs at copy speed. Buffers already cached are counted, not
+ * pinned again. What is kept follows the cache's rules: backup_cache_size
+ * caps the cached bytes (0 = no cap) and backup_pinned_limit the pinned ones
+ * (past it a backup is pageable and is not kept). *cached_bytes (may be NULL)
+ * receives the pinned bytes cached after the call (vpmm_stats.
+ * backup_cache_bytes). A tag with nothing to back up is a success that pins
+ * nothing.
+ * Errors: INVALID_ARGUMENT (a tag never used with this pool),
+ * OUT_OF_MEMORY (pinning failed for want of host memory or of the memlock
+ * limit; what was pinned before the failure stays cached, and a pause backs
+ * the rest up in pageable memory), UNSUPPORTED (the backend cannot copy
+ * device memory to the host).
+ * Thread safe, and it pins without holding the pool's lock: other threads
+ * keep allocating, freeing and resuming while it runs (seconds for tens of
+ * GiB), so it can run on a background thread right after the tagged memory
+ * is allocated (the Python binding's pin_ahead does this). A pause that
+ * starts meanwhile waits for it to finish and then uses what it pinned,
+ * instead of pinning the same bytes again. Allocations made after the call
+ * began are not covered; calling it again covers them. */
+VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
+                                               uint64_t* cached_bytes);
+
+/* The host backup of the paused allocation that contains ptr (interior
+ * pointers allowed): *host (may be NULL) receives the address of ptr's byte
+ * in the backup, *bytes (may be NULL) how many backup bytes follow it up to
+ * the end of the paused region (page padding included). The backup is owned
+ * by the pool; it may be read (and written: resume copies back whatever it
+ * holds) until the allocation is resumed or freed, after which the buffer
+ * goes back to the pool's cache and the pointer must not be used.
+ * Errors: INVALID_ARGUMENT (null ptr), UNKNOWN_POINTER (ptr is not in
+ * an allocation of this pool), WRONG_STATE (the allocation is active, or was
+ * paused without VPMM_ALLOC_HOST_BACKUP). Thread safe; the caller must not
+ * race it with a resume or free of the same allocation. */
+VPMM_API vpmm_status vpmm_pool_backup_lookup(vpmm_pool* pool, const void* ptr, void** host,
+                                             uint64_t* bytes);
 
 typedef struct vpmm_tag_stats {
   uint32_t struct_size; /* = sizeof(vpmm_tag_stats), set by the caller */
@@ -449,11 +566,13 @@ typedef struct vpmm_tag_stats {
 } vpmm_tag_stats;
 
 /* Per-tag byte counts (tag NULL = all tagged allocations together).
- * Errors: INVALID_ARGUMENT (null pool/out, bad struct_size, unknown tag). */
+ * out->struct_size must be set; at most that many bytes are written.
+ * Errors: INVALID_ARGUMENT (null out, bad struct_size, tag never used by
+ * this pool). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_tag_stats* out);
 
 /* ------------------------------------------------------------------------ */
-/* Limits, reservations, watermarks and out-of-memory recovery               */
+/* Limits, reservations, trim and out-of-memory recovery                    */
 /* ------------------------------------------------------------------------ */
 /* Capacity is config.memory_limit (or its fraction of device memory), else the
  * device's total memory (host backend: host_capacity). Mapped bytes never
@@ -468,46 +587,66 @@ VPMM_API vpmm_status vpmm_pool_tag_stats(vpmm_pool* pool, const char* tag, vpmm_
 #define VPMM_RESERVE_OVERDRAFT_GROW 0x20u   /* the reservation grows by 1.25x the shortfall if it can */
 
 /* Reserve `bytes` of the pool's capacity. *out is owned by the caller until
- * vpmm_reservation_release. BLOCK waits without a timeout.
- * Errors: INVALID_ARGUMENT (bytes 0, unknown flags, two modes), OUT_OF_MEMORY
- * (TRY/UPTO: nothing available; BLOCK: more than the whole capacity),
- * VPMM_ERR_TIMEOUT (BLOCK: timed out, in _ex; nothing reserved). Thread safe. */
+ * vpmm_reservation_release (or vpmm_pool_destroy). BLOCK waits without a
+ * timeout. Errors: INVALID_ARGUMENT (null out, bytes 0, unknown flags, BLOCK
+ * and UPTO together), OUT_OF_MEMORY (TRY/UPTO: nothing available; BLOCK:
+ * more than the whole capacity), TIMEOUT (BLOCK in _ex: the timeout ran out;
+ * nothing reserved). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_reserve(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
                                        vpmm_reservation** out);
-/* vpmm_pool_reserve with a timeout for VPMM_RESERVE_BLOCK (UINT64_MAX = none). */
+/* vpmm_pool_reserve with a timeout for VPMM_RESERVE_BLOCK (UINT64_MAX =
+ * none). Errors and thread safety: those of vpmm_pool_reserve. */
 VPMM_API vpmm_status vpmm_pool_reserve_ex(vpmm_pool* pool, uint64_t bytes, uint32_t flags,
                                           uint64_t timeout_ns, vpmm_reservation** out);
-/* Size and bytes currently charged. Either out may be NULL.
- * Errors: INVALID_ARGUMENT (null pool, unknown/released reservation). */
+/* The reservation's size and the bytes currently charged to it. Either out
+ * may be NULL. Errors: INVALID_ARGUMENT (a NULL, unknown or released
+ * reservation: a released handle is refused, never taken for a newer
+ * reservation). Thread safe. */
 VPMM_API vpmm_status vpmm_reservation_info(vpmm_pool* pool, const vpmm_reservation* res,
                                            uint64_t* size, uint64_t* used);
-/* Release a reservation and wake blocked reservers. Allocations still charged
- * to it are uncharged (they stay valid and count as unreserved).
- * Errors: INVALID_ARGUMENT (null pool, unknown or already released reservation). */
+/* Release a reservation and wake blocked reservers. Allocations still
+ * charged to it are uncharged (they stay valid and count as unreserved).
+ * The handle is dead afterwards. Errors: INVALID_ARGUMENT (a NULL, unknown
+ * or already released reservation). Thread safe. */
 VPMM_API vpmm_status vpmm_reservation_release(vpmm_pool* pool, vpmm_reservation* res);
 
 /* Change the hard limit (0 = none). A limit below the mapped bytes first trims
  * free cached memory; if that is not enough the call fails with WRONG_STATE
- * and the old limit stays. Errors: INVALID_ARGUMENT, WRONG_STATE. */
+ * and the old limit stays (the memory trimmed stays given back: the one
+ * change a failed call leaves). Errors: WRONG_STATE. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_set_limit(vpmm_pool* pool, uint64_t bytes);
 
-/* Called, without the pool lock held, when a malloc (or resume) runs out of
- * memory after the pool released what it could: `bytes` is the request. The
- * callback may free, pause or spill, and returns non-zero to ask for a retry
- * (at most 8 per call), zero to let the call fail. NULL removes it. */
+/* Give free cached physical memory back to the driver (what
+ * torch.cuda.empty_cache() does) until at most keep_bytes stay mapped in free
+ * regions: waits for the events of the regions it releases, then unmaps and
+ * releases whole handles lying in free regions (a handle shared with a live
+ * allocation stays). Zombies are reaped first. Paused and live memory is
+ * never touched. Errors: BACKEND. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes);
+
+/* Called, without the pool lock held, when a malloc or a resume runs out of
+ * memory after the pool released what it could: `bytes` is the size asked
+ * for (a resume: of the paused allocation it could not map). The callback
+ * may free, pause or spill (calling back into the pool is allowed), and
+ * returns non-zero to ask for a retry (at most 8 per call), zero to let the
+ * call fail. `user` is passed through, never owned.
+ * Setting replaces the previous callback; NULL removes it. Errors: none but
+ * the general ones. Thread safe. */
 typedef int (*vpmm_oom_fn)(vpmm_pool* pool, uint64_t bytes, void* user);
 VPMM_API vpmm_status vpmm_pool_set_oom_callback(vpmm_pool* pool, vpmm_oom_fn fn, void* user);
 
 /* Called, without the pool lock held, when mapped bytes cross the trigger
  * watermark upward (under_pressure = 1) or fall to the stop watermark
- * (under_pressure = 0). NULL removes it. */
+ * (under_pressure = 0). `user` is passed through, never owned. Setting
+ * replaces the previous callback; NULL removes it. Errors: none but the
+ * general ones. Thread safe. */
 typedef void (*vpmm_pressure_fn)(vpmm_pool* pool, int under_pressure, uint64_t mapped_bytes,
                                  void* user);
 VPMM_API vpmm_status vpmm_pool_set_pressure_callback(vpmm_pool* pool, vpmm_pressure_fn fn,
                                                      void* user);
 
 /* ------------------------------------------------------------------------ */
-/* Observability                                                             */
+/* Observability                                                            */
 /* ------------------------------------------------------------------------ */
 typedef struct vpmm_stats {
   uint32_t struct_size; /* = sizeof(vpmm_stats), set by the caller */
@@ -563,8 +702,9 @@ typedef struct vpmm_stats {
   uint64_t backup_pageable_bytes; /* backup bytes in pageable host memory (over the pinned limit) */
 } vpmm_stats;
 
-/* Snapshot the pool's counters into *stats (stats->struct_size must be set; at
- * most that many bytes are written). Errors: INVALID_ARGUMENT. Thread safe. */
+/* Snapshot the pool's counters into *stats (stats->struct_size must be set;
+ * at most that many bytes are written). Errors: INVALID_ARGUMENT (null
+ * stats, struct_size below 16 or over 65536). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
 
 /* vpmm_region_info.kind (int32_t); typed constants for the reason given at vpmm_status. */
@@ -588,8 +728,9 @@ enum {
 };
 #endif
 
-/* One region of the pool's VA (not to be confused with the vpmm_region_push
- * allocation scope). Grows only at the end; no padding on 64-bit targets. */
+/* One region of the pool's VA (not to be confused with a tag scope, which
+ * vpmm_region_push once named). Grows only at the end; no padding on 64-bit
+ * targets. */
 typedef struct vpmm_region_info {
   uint32_t struct_size;  /* = sizeof(vpmm_region_info), set by the caller (vpmm_pool_dump) */
   int32_t kind;          /* VPMM_REGION_* */
@@ -629,16 +770,37 @@ VPMM_API vpmm_status vpmm_pool_dump(vpmm_pool* pool, vpmm_region_info* buf, size
  * from fn stops the walk. region->struct_size is the library's own sizeof: a
  * callback built against a newer header reads fields beyond its offset only
  * where struct_size covers them. The record is valid during the call only.
- * Errors: INVALID_ARGUMENT, OUT_OF_MEMORY. */
+ * Errors: INVALID_ARGUMENT (null fn), OUT_OF_MEMORY. Thread safe. */
 typedef int (*vpmm_region_info_fn)(const vpmm_region_info* region, void* user);
 VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_info_fn fn, void* user);
 
 /* Human-readable dump: the stats, then every region in the seed notation
- * ([X] live, [-X] free, [*X] hole, [~X] zombie, [sX] small slab, [pX] paused; sizes in pages). Writes at most
- * capacity bytes including the NUL into buf; *needed (may be NULL) receives the
- * full length + 1. Errors: INVALID_ARGUMENT. */
+ * ([X] live, [-X] free, [*X] hole, [~X] zombie, [sX] small slab, [pX] paused;
+ * sizes in pages). Writes at most capacity bytes including the NUL into buf;
+ * *needed (may be NULL) receives the full length + 1. The caller owns buf.
+ * Errors: INVALID_ARGUMENT (NULL buf with capacity > 0). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capacity,
                                          size_t* needed);
+
+/* The pool's regions in the seed notation of docs/design.md, on one line:
+ * sizes in pages; [X] live, [-X] free, [*X] hole, [~X] zombie, [sX] pages of
+ * the small-object allocator, [pX] paused; regions in ascending VA order,
+ * VA chunks separated by " | ". Example: "[4][*6][1][11][*42]". This is the
+ * string `vpmm replay --expect-layout` compares and the notation of the
+ * regions part of vpmm_pool_dump_text: both are made by the same code.
+ *
+ * Buffer: the caller owns buf. At most capacity bytes are written, always
+ * NUL-terminated when capacity > 0; a shorter buffer receives a truncated
+ * prefix and VPMM_OK (truncation is not an error: compare *needed with
+ * capacity). *needed (may be NULL) receives the full length + 1, so
+ * vpmm_pool_layout(pool, NULL, 0, &n) sizes the buffer. The layout can change
+ * between two calls when other threads use the pool: size the second buffer
+ * with some slack, or call again while *needed > capacity.
+ * Errors: INVALID_ARGUMENT (null or destroyed pool, NULL buf with capacity >
+ * 0), OUT_OF_MEMORY. Thread safe: a consistent snapshot under the pool's lock;
+ * never blocks on the device. */
+VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacity,
+                                      size_t* needed);
 
 /* Verify every invariant of the pool (regions partition the reserved VA, each
  * mapped page belongs to exactly one live/free/zombie range, handle maps match,
@@ -647,55 +809,28 @@ VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capa
  * O(regions + handles). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_check(vpmm_pool* pool);
 
-/* The effective configuration of the pool (defaults resolved): page_size,
- * va_size, backend, ... config->struct_size must be set.
- * Errors: INVALID_ARGUMENT. */
-VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config);
+/* One line of text about the driver backend `backend` (VPMM_BACKEND_*) would
+ * use on this machine, for diagnostics (`vpmm info`): for HIP, the runtime
+ * file loaded, its version, the ROCm paths it takes (chunked hipMemCreate and
+ * the chunk size, the ROCm 7.2 VA-recycling workaround, the page floor) and
+ * what hipGetDeviceCount says; the environment variables that change them are
+ * read as vpmm_config_init reads them. Nothing is created: a missing driver
+ * is described, not an error. Writes at most `capacity` bytes including the
+ * NUL into buf (truncating); *length (may be NULL) receives the full length.
+ * Errors: INVALID_ARGUMENT (null buf with capacity > 0, a value that is no
+ * VPMM_BACKEND_* or AUTO), UNSUPPORTED (the backend is not built in, or has
+ * nothing to describe: host and CUDA today). Thread safe. */
+VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capacity, size_t* length);
 
-/* "cuda", "hip" or "host". Static string; NULL for a NULL pool. */
-VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
-
-/* ------------------------------------------------------------------------ */
-/* Default pools and allocator hooks                                         */
-/* ------------------------------------------------------------------------ */
-/* The large_rounding of the default pools (below) unless VPMM_LARGE_ROUNDING
- * is set: PyTorch's block rounding. */
-#define VPMM_DEFAULT_POOL_LARGE_ROUNDING 512
-
-/* The process-wide pool of `device`, created on first use from
- * vpmm_config_init() (VPMM_* environment applies) and never destroyed, for
- * hooks that carry no user data. Unlike a pool of vpmm_config_init(), its
- * large_rounding is 512 bytes unless VPMM_LARGE_ROUNDING is set: framework
- * tensors share pages, as in PyTorch's own allocator (tagged memory still
- * owns whole pages). The pool is owned by the library.
- * Errors: INVALID_ARGUMENT (null out, device outside 0..63), those of
- * vpmm_pool_create. Thread safe. */
-VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);
-
-/* PyTorch CUDAPluggableAllocator entry points over the default pools:
- *   torch.cuda.memory.CUDAPluggableAllocator("libvpmm.so", "vpmm_torch_malloc", "vpmm_torch_free")
- * malloc returns NULL on failure (PyTorch then raises OutOfMemoryError); the
- * reason is in vpmm_last_error(). Allocations made inside a
- * vpmm_region_push scope are tagged (pausable). Thread safe. */
-VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream);
-VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
-
-/* Host backend streams, for tests only: see vpmm_host_streams.h. */
-
-/* ------------------------------------------------------------------------ */
-/* Option table and struct facts (for bindings and tools)                    */
-/* ------------------------------------------------------------------------ */
-/* Every option the library reads, in one table: its vpmm_config field (if
+/* The option table and struct facts, for bindings and tools.
+ *
+ * Every option the library reads, in one table: its vpmm_config field (if
  * any), its VPMM_* environment variable (if any), its default and a line of
  * help. vpmm_config_init, `vpmm info` and the docs all come from this table,
  * so a binding reads names, defaults and field offsets here instead of
  * copying them. Entries are in a fixed order: the index of an entry with an
  * environment variable, plus 1, is what vpmm_config.config_error reports.
  * The table only grows (new entries are appended). */
-
-/* Longest tag accepted by vpmm_alloc_attrs.tag / vpmm_region_push (bytes,
- * without the NUL). */
-#define VPMM_TAG_MAX_BYTES 63
 
 /* vpmm_option_info.kind: how the value is written and stored. */
 /* Signed constants in the style of the status codes (see there). */
@@ -782,7 +917,8 @@ typedef struct vpmm_field_info {
 
 /* The layout of a public struct of this header as the library was built:
  * name is the struct's name ("vpmm_config", "vpmm_stats", "vpmm_alloc_attrs",
- * "vpmm_tag_stats", "vpmm_region", "vpmm_option_info", "vpmm_field_info").
+ * "vpmm_tag_stats", "vpmm_region_info", "vpmm_option_info", "vpmm_field_info",
+ * "vpmm_api").
  * *size (may be NULL) receives its sizeof, *fields (may be NULL) its number of
  * fields. Errors: INVALID_ARGUMENT (null name, unknown struct). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields);
@@ -793,64 +929,7 @@ VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32
 VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out);
 
 /* ------------------------------------------------------------------------ */
-/* Layout string                                                             */
-/* ------------------------------------------------------------------------ */
-/* The pool's regions in the seed notation of docs/design.md, on one line:
- * sizes in pages; [X] live, [-X] free, [*X] hole, [~X] zombie, [sX] pages of
- * the small-object allocator, [pX] paused; regions in ascending VA order,
- * VA chunks separated by " | ". Example: "[4][*6][1][11][*42]". This is the
- * string `vpmm replay --expect-layout` compares and the notation of the
- * regions part of vpmm_pool_dump_text: both are made by the same code.
- *
- * Buffer: the caller owns buf. At most capacity bytes are written, always
- * NUL-terminated when capacity > 0; a shorter buffer receives a truncated
- * prefix and VPMM_OK (truncation is not an error: compare *needed with
- * capacity). *needed (may be NULL) receives the full length + 1, so
- * vpmm_pool_layout(pool, NULL, 0, &n) sizes the buffer. The layout can change
- * between two calls when other threads use the pool: size the second buffer
- * with some slack, or call again while *needed > capacity.
- * Errors: INVALID_ARGUMENT (null or destroyed pool, NULL buf with capacity >
- * 0), OUT_OF_MEMORY. Thread safe: a consistent snapshot under the pool's lock;
- * never blocks on the device. */
-VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacity,
-                                      size_t* needed);
-
-/* ------------------------------------------------------------------------ */
-/* Python frameworks: backups of paused allocations, CuPy hooks (issue 12)   */
-/* ------------------------------------------------------------------------ */
-/* The host backup of the paused allocation that contains ptr (interior
- * pointers allowed): *host (may be NULL) receives the address of ptr's byte
- * in the backup, *bytes (may be NULL) how many backup bytes follow it up to
- * the end of the paused region (page padding included). The backup is owned
- * by the pool; it may be read (and written: resume copies back whatever it
- * holds) until the allocation is resumed or freed, after which the buffer
- * goes back to the pool's cache and the pointer must not be used.
- * Errors: INVALID_ARGUMENT (null pool or ptr), UNKNOWN_POINTER (ptr is not in
- * an allocation of this pool), WRONG_STATE (the allocation is active, or was
- * paused without VPMM_ALLOC_HOST_BACKUP). Thread safe; the caller must not
- * race it with a resume or free of the same allocation. */
-VPMM_API vpmm_status vpmm_pool_backup_lookup(vpmm_pool* pool, const void* ptr, void** host,
-                                             uint64_t* bytes);
-
-/* CuPy cupy.cuda.memory.CFunctionAllocator entry points over the default
- * pools (vpmm_default_pool(device)):
- *   CFunctionAllocator(param, vpmm_cupy_malloc, vpmm_cupy_free, owner)
- * `param` is NULL, or a const vpmm_alloc_attrs* the caller keeps alive (and
- * unchanged) as long as the allocator is used: NULL means the calling
- * thread's vpmm_region_push scope (or untagged), like the PyTorch hooks; an
- * attrs pointer fixes the tag and flags of every allocation made through it.
- * CuPy passes no stream: memory is allocated and freed in the order of the
- * backend's default stream (NULL), which on CUDA is the legacy default stream
- * and so is ordered after the work of CuPy's blocking streams. malloc returns
- * NULL on failure (size 0 included; the reason is in vpmm_last_error() and,
- * as VPMM_LOG allows, on stderr); CuPy itself does not turn NULL into an
- * error, so wrap it (vpmm.cupy does). free of NULL or of a pointer the pool
- * does not know is reported on stderr and otherwise ignored. Thread safe. */
-VPMM_API void* vpmm_cupy_malloc(void* param, size_t size, int device);
-VPMM_API void vpmm_cupy_free(void* param, void* ptr, int device);
-
-/* ------------------------------------------------------------------------ */
-/* Run-time loading: the function table                                      */
+/* Run-time loading: the function table                                     */
 /* ------------------------------------------------------------------------ */
 /* Plugins that must not link libvpmm (XLA FFI custom calls, PJRT plugins,
  * allocator shims of other runtimes) dlopen it and look up ONE symbol,
@@ -948,6 +1027,9 @@ typedef struct vpmm_api {
   vpmm_status (*backend_info)(int32_t backend, char* buf, size_t capacity, size_t* length);
   /* pinning backups ahead of the first pause */
   vpmm_status (*pool_prepare_backups)(vpmm_pool* pool, const char* tag, uint64_t* cached_bytes);
+  /* tag scopes under their clearer names (= region_push, region_pop) */
+  vpmm_status (*tag_scope_push)(const char* tag, uint32_t flags);
+  vpmm_status (*tag_scope_pop)(void);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 
@@ -967,48 +1049,53 @@ typedef struct vpmm_api {
 VPMM_API const vpmm_api* vpmm_get_api(uint32_t abi_version);
 
 /* ------------------------------------------------------------------------ */
-/* One line of text about the driver backend `backend` (VPMM_BACKEND_*) would
- * use on this machine, for diagnostics (`vpmm info`): for HIP, the runtime
- * file loaded, its version, the ROCm paths it takes (chunked hipMemCreate and
- * the chunk size, the ROCm 7.2 VA-recycling workaround, the page floor) and
- * what hipGetDeviceCount says; the environment variables that change them are
- * read as vpmm_config_init reads them. Nothing is created: a missing driver
- * is described, not an error. Writes at most `capacity` bytes including the
- * NUL into buf (truncating); *length (may be NULL) receives the full length.
- * Errors: INVALID_ARGUMENT (null buf with capacity > 0, a value that is no
- * VPMM_BACKEND_* or AUTO), UNSUPPORTED (the backend is not built in, or has
- * nothing to describe: host and CUDA today). Thread safe. */
-VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capacity, size_t* length);
+/* Hooks: default pools, PyTorch and CuPy allocators                        */
+/* ------------------------------------------------------------------------ */
+/* The large_rounding of the default pools (below) unless VPMM_LARGE_ROUNDING
+ * is set: PyTorch's block rounding. */
+#define VPMM_DEFAULT_POOL_LARGE_ROUNDING 512
 
-/* ------------------------------------------------------------------------ */
-/* Pinning backups ahead of the first pause                                  */
-/* ------------------------------------------------------------------------ */
-/* Takes, now, the host buffers that a pause of `tag` (NULL: every tag) would
- * back up the VPMM_ALLOC_HOST_BACKUP allocations that are active now into,
- * and keeps them in the pool's backup cache. Pinning is most of a first
- * pause's cost (16 GiB: 3.5 s against 0.31 s for a later pause on an H100);
- * after this call the next pause of those allocations finds its buffers
- * pinned and runs at copy speed. Buffers already cached are counted, not
- * pinned again. What is kept follows the cache's rules: backup_cache_size
- * caps the cached bytes (0 = no cap) and backup_pinned_limit the pinned ones
- * (past it a backup is pageable and is not kept). *cached_bytes (may be NULL)
- * receives the pinned bytes cached after the call (vpmm_stats.
- * backup_cache_bytes). A tag with nothing to back up is a success that pins
- * nothing.
- * Errors: INVALID_ARGUMENT (null pool; a tag never used with this pool),
- * OUT_OF_MEMORY (pinning failed for want of host memory or of the memlock
- * limit; what was pinned before the failure stays cached, and a pause backs
- * the rest up in pageable memory), UNSUPPORTED (the backend cannot copy
- * device memory to the host).
- * Thread safe, and it pins without holding the pool's lock: other threads
- * keep allocating, freeing and resuming while it runs (seconds for tens of
- * GiB), so it can run on a background thread right after the tagged memory
- * is allocated (the Python binding's pin_ahead does this). A pause that
- * starts meanwhile waits for it to finish and then uses what it pinned,
- * instead of pinning the same bytes again. Allocations made after the call
- * began are not covered; calling it again covers them. */
-VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
-                                               uint64_t* cached_bytes);
+/* The process-wide pool of `device`, created on first use from
+ * vpmm_config_init() (VPMM_* environment applies) and never destroyed, for
+ * hooks that carry no user data. Unlike a pool of vpmm_config_init(), its
+ * large_rounding is 512 bytes unless VPMM_LARGE_ROUNDING is set: framework
+ * tensors share pages, as in PyTorch's own allocator (tagged memory still
+ * owns whole pages). The pool is owned by the library: never pass it to
+ * vpmm_pool_destroy.
+ * Errors: INVALID_ARGUMENT (null out, device outside 0..63), those of
+ * vpmm_pool_create. Thread safe. */
+VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);
+
+/* PyTorch CUDAPluggableAllocator entry points over the default pools:
+ *   torch.cuda.memory.CUDAPluggableAllocator("libvpmm.so", "vpmm_torch_malloc", "vpmm_torch_free")
+ * malloc allocates on `stream` in the pool of `device`; it returns NULL on
+ * failure (size <= 0 included; PyTorch then raises OutOfMemoryError); the
+ * reason is in vpmm_last_error() and, as VPMM_LOG allows, on stderr.
+ * Allocations made inside a tag scope (vpmm_tag_scope_push) are tagged
+ * (pausable). free ignores `size` and a NULL ptr; a pointer the pool refuses
+ * is reported on stderr as VPMM_LOG allows. Thread safe. */
+VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream);
+VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
+
+/* CuPy cupy.cuda.memory.CFunctionAllocator entry points over the default
+ * pools (vpmm_default_pool(device)):
+ *   CFunctionAllocator(param, vpmm_cupy_malloc, vpmm_cupy_free, owner)
+ * `param` is NULL, or a const vpmm_alloc_attrs* the caller keeps alive (and
+ * unchanged) as long as the allocator is used: NULL means the calling
+ * thread's tag scope (vpmm_tag_scope_push; or untagged), like the PyTorch
+ * hooks; an attrs pointer fixes the tag and flags of every allocation made
+ * through it.
+ * CuPy passes no stream: memory is allocated and freed in the order of the
+ * backend's default stream (NULL), which on CUDA is the legacy default stream
+ * and so is ordered after the work of CuPy's blocking streams. malloc returns
+ * NULL on failure (size 0 included; the reason is in vpmm_last_error() and,
+ * as VPMM_LOG allows, on stderr); CuPy itself does not turn NULL into an
+ * error, so wrap it (vpmm.cupy does). free of NULL or of a pointer the pool
+ * does not know is reported on stderr and otherwise ignored. Thread safe. */
+VPMM_API void* vpmm_cupy_malloc(void* param, size_t size, int device);
+VPMM_API void vpmm_cupy_free(void* param, void* ptr, int device);
+
+/* Host backend streams, for tests only: see vpmm_host_streams.h. */
 
 #ifdef __cplusplus
 }

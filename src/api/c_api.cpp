@@ -3,7 +3,6 @@
 // translation between the public structs and the core. All policy lives in
 // src/core/.
 #include <algorithm>
-#include <cinttypes>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/dump_text.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "core/config.hpp"
@@ -85,20 +85,7 @@ VPMM_API const char* vpmm_version(void) { return VPMM_VERSION_STRING; }
 
 VPMM_API int32_t vpmm_abi_version(void) { return VPMM_ABI_VERSION; }
 
-VPMM_API const char* vpmm_status_string(vpmm_status s) {
-  switch (s) {
-    case VPMM_OK: return "VPMM_OK";
-    case VPMM_ERR_INVALID_ARGUMENT: return "VPMM_ERR_INVALID_ARGUMENT";
-    case VPMM_ERR_OUT_OF_MEMORY: return "VPMM_ERR_OUT_OF_MEMORY";
-    case VPMM_ERR_UNKNOWN_POINTER: return "VPMM_ERR_UNKNOWN_POINTER";
-    case VPMM_ERR_WRONG_STATE: return "VPMM_ERR_WRONG_STATE";
-    case VPMM_ERR_UNSUPPORTED: return "VPMM_ERR_UNSUPPORTED";
-    case VPMM_ERR_BACKEND: return "VPMM_ERR_BACKEND";
-    case VPMM_ERR_INTERNAL: return "VPMM_ERR_INTERNAL";
-    case VPMM_ERR_TIMEOUT: return "VPMM_ERR_TIMEOUT";
-    default: return "VPMM_ERR_UNKNOWN";
-  }
-}
+VPMM_API const char* vpmm_status_string(vpmm_status s) { return vpmm::status_name(s); }
 
 VPMM_API const char* vpmm_last_error(void) { return vpmm::last_error(); }
 
@@ -240,8 +227,10 @@ VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_st
   return malloc_with(call, pool, size, stream, attrs->tag, attrs->flags, res, out);
 }
 
-VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
-  const char* call = "vpmm_region_push";
+namespace {
+// The tag scopes behind vpmm_tag_scope_push/pop and their first names,
+// vpmm_region_push/pop: one implementation, messages naming the call made.
+vpmm_status scope_push(const char* call, const char* tag, uint32_t flags) {
   if (flags & ~kKnownFlags)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
   size_t n = tag ? strnlen(tag, 64) : 0;
@@ -265,12 +254,25 @@ VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
   });
 }
 
-VPMM_API vpmm_status vpmm_region_pop(void) {
+vpmm_status scope_pop(const char* call) {
   if (!t_scopes || t_scopes->empty())
-    return vpmm::fail(VPMM_ERR_WRONG_STATE, "vpmm_region_pop: no vpmm_region_push scope is open on this thread");
+    return vpmm::fail(VPMM_ERR_WRONG_STATE, "%s: no tag scope (vpmm_tag_scope_push) is open on this thread", call);
   t_scopes->pop_back();
   return VPMM_OK;
 }
+}  // namespace
+
+VPMM_API vpmm_status vpmm_tag_scope_push(const char* tag, uint32_t flags) {
+  return scope_push("vpmm_tag_scope_push", tag, flags);
+}
+
+VPMM_API vpmm_status vpmm_tag_scope_pop(void) { return scope_pop("vpmm_tag_scope_pop"); }
+
+VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
+  return scope_push("vpmm_region_push", tag, flags);
+}
+
+VPMM_API vpmm_status vpmm_region_pop(void) { return scope_pop("vpmm_region_pop"); }
 
 VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
@@ -512,62 +514,6 @@ VPMM_API vpmm_status vpmm_pool_visit(vpmm_pool* pool, vpmm_region_info_fn fn, vo
   });
 }
 
-namespace {
-std::string format_bytes(uint64_t b) {
-  char buf[32];
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  double v = static_cast<double>(b);
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
-std::string dump_text(vpmm::Pool& p) {
-  vpmm_stats s;
-  p.stats(&s);
-  std::vector<vpmm_region_info> regions = p.snapshot();
-  std::string out;
-  char line[256];
-  auto add = [&](const char* name, uint64_t v) {
-    std::snprintf(line, sizeof line, "  %-20s %s\n", name, format_bytes(v).c_str());
-    out += line;
-  };
-  std::snprintf(line, sizeof line, "vpmm pool (%s backend, page %s)\n", p.backend().name(),
-                format_bytes(s.page_size).c_str());
-  out += line;
-  add("mapped", s.mapped_bytes);
-  add("live", s.live_bytes);
-  add("requested", s.requested_bytes);
-  add("free", s.free_bytes);
-  add("holes", s.hole_bytes);
-  add("zombies", s.zombie_bytes);
-  add("reserved VA", s.reserved_va_bytes);
-  add("peak mapped", s.peak_mapped_bytes);
-  add("peak live", s.peak_live_bytes);
-  std::snprintf(line, sizeof line,
-                "  mallocs %" PRIu64 ", frees %" PRIu64 ", defrags %" PRIu64 ", grows %" PRIu64
-                ", handles %" PRIu64 "\n",
-                s.n_malloc, s.n_free, s.n_defrag, s.n_grow, s.handles);
-  out += line;
-  out += "regions (pages):";
-  uint32_t chunk = UINT32_MAX;
-  for (const vpmm_region_info& r : regions) {
-    if (r.chunk != chunk) {
-      chunk = r.chunk;
-      std::snprintf(line, sizeof line, "\n  chunk %u: ", chunk);
-      out += line;
-    }
-    vpmm::append_layout_region(&out, r, s.page_size);  // the one notation (core/layout.hpp)
-  }
-  out += "\n";
-  return out;
-}
-}  // namespace
-
 // Copies text (with its NUL) into buf as far as capacity allows; *needed
 // (optional) gets the full size. Shared by the text-returning calls.
 static void copy_text(const std::string& text, char* buf, size_t capacity, size_t* needed) {
@@ -586,7 +532,7 @@ VPMM_API vpmm_status vpmm_pool_dump_text(vpmm_pool* pool, char* buf, size_t capa
   if (capacity > 0 && !buf)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
   return guarded(call, [&]() -> vpmm_status {
-    copy_text(dump_text(*pool->pool), buf, capacity, needed);
+    copy_text(vpmm::dump_text(*pool->pool), buf, capacity, needed);
     return VPMM_OK;
   });
 }

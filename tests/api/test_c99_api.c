@@ -127,6 +127,27 @@ int main(void) {
     EXPECT(vpmm_pool_free(pool, p, hs) == VPMM_OK);
     EXPECT(vpmm_host_stream_destroy(hs) == VPMM_OK);
   }
+  {
+    /* vpmm_tag_scope_push/pop are vpmm_region_push/pop under a clearer name:
+     * the same per-thread stack, so either pop closes either push. */
+    vpmm_tag_stats ts;
+    memset(&ts, 0, sizeof ts);
+    ts.struct_size = sizeof ts;
+    EXPECT(vpmm_tag_scope_push("scoped", 0) == VPMM_OK);
+    EXPECT(vpmm_pool_malloc(pool, 1 << 16, NULL, &p) == VPMM_OK);
+    EXPECT(vpmm_region_pop() == VPMM_OK);
+    EXPECT(vpmm_pool_tag_stats(pool, "scoped", &ts) == VPMM_OK && ts.n_live == 1);
+    EXPECT(vpmm_pool_pause(pool, "scoped") == VPMM_OK);
+    EXPECT(vpmm_pool_resume(pool, "scoped") == VPMM_OK);
+    EXPECT(vpmm_pool_free(pool, p, NULL) == VPMM_OK);
+    EXPECT(vpmm_region_push("other", VPMM_ALLOC_HOST_BACKUP) == VPMM_OK);
+    EXPECT(vpmm_tag_scope_pop() == VPMM_OK);
+    EXPECT(vpmm_tag_scope_pop() == VPMM_ERR_WRONG_STATE);
+    EXPECT(strstr(vpmm_last_error(), "vpmm_tag_scope_pop") != NULL);
+    EXPECT(vpmm_tag_scope_push("t", 0x10) == VPMM_ERR_INVALID_ARGUMENT);
+    EXPECT(strstr(vpmm_last_error(), "vpmm_tag_scope_push") != NULL);
+    EXPECT(vpmm_region_pop() == VPMM_ERR_WRONG_STATE);
+  }
   EXPECT(vpmm_pool_destroy(pool) == VPMM_OK);
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;

@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
   CHECK(api->abi_version == 1 && api->abi_version_fn() == 1);
   CHECK(api->struct_size == sizeof(vpmm_api));
   CHECK(VPMM_API_HAS(api, host_stream_synchronize));
+  CHECK(VPMM_API_HAS(api, tag_scope_pop));
+  CHECK(api->tag_scope_push("loader", 0) == VPMM_OK && api->region_pop() == VPMM_OK);
+  CHECK(api->tag_scope_pop() == VPMM_ERR_WRONG_STATE);
 #ifdef VPMM_VERSION_STRING
   CHECK(strcmp(api->version(), VPMM_VERSION_STRING) == 0);
 #endif
