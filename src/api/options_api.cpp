@@ -193,6 +193,8 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, cupy_free),
     VPMM_F_(vpmm_api, PTR, backend_info),
     VPMM_F_(vpmm_api, PTR, pool_prepare_backups),
+    VPMM_F_(vpmm_api, PTR, tag_scope_push),
+    VPMM_F_(vpmm_api, PTR, tag_scope_pop),
 };
 const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),
