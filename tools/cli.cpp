@@ -29,6 +29,21 @@ std::string status_msg(vpmm_status st) {
   return m;
 }
 
+std::string trace_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string n = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  for (const char* ext : {".trace", ".pickle.gz", ".pickle", ".pkl"}) {
+    const size_t k = std::strlen(ext);
+    if (n.size() > k && n.compare(n.size() - k, k, ext) == 0) {
+      n.resize(n.size() - k);
+      break;
+    }
+  }
+  for (char& ch : n)
+    if (ch == ',' || ch == '"') ch = '_';  // the timeline's trace column is plain CSV
+  return n;
+}
+
 const char* backend_arg_name(int32_t b) {
   switch (b) {
     case VPMM_BACKEND_AUTO: return "auto";

@@ -28,6 +28,11 @@ std::string layout_of(vpmm_pool* pool);
 vpmm_stats stats_of(vpmm_pool* pool);
 bool get_config(vpmm_pool* pool, vpmm_config* c);
 
+// A trace's name in a timeline: its file name without directory and without
+// .trace, .pickle.gz, .pickle or .pkl (commas and quotes made '_'). `vpmm
+// plot --trace` accepts a path and reduces it the same way.
+std::string trace_name(const std::string& path);
+
 // Prints "vpmm: MSG (see `vpmm help`)" and returns 2 (usage error).
 int usage_error(const std::string& msg);
 

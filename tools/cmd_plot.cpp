@@ -1,5 +1,6 @@
 // `vpmm plot`: a replay timeline (`vpmm replay --timeline`) as a
-// dependency-free SVG chart of mapped, live and requested bytes over op index.
+// dependency-free SVG chart of mapped, live and requested bytes over op index,
+// and, for a PyTorch snapshot, the bytes PyTorch's own allocator reserved.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -71,7 +72,11 @@ int cmd_plot(int argc, char** argv) {
     else if (a.name == "--trace") want_trace = a.value;
     else return usage_error("unknown plot option '" + a.name + "'");
   }
-  if (in.empty() || out.empty()) return usage_error("usage: vpmm plot TIMELINE.csv -o OUT.svg [--trace NAME]");
+  if (in.empty() || out.empty())
+    return usage_error("usage: vpmm plot TIMELINE.csv -o OUT.svg [--trace NAME|PATH] (TIMELINE.csv: written by "
+                       "`vpmm replay --timeline TIMELINE.csv TRACE...`)");
+  // The timeline names a trace by its file name's stem; a path names it too.
+  if (!want_trace.empty()) want_trace = trace_name(want_trace);
 
   std::ifstream f(in);
   if (!f) {
@@ -88,6 +93,7 @@ int cmd_plot(int argc, char** argv) {
     std::stringstream ss(l);
     std::string x;
     while (std::getline(ss, x, ',')) v.push_back(x);
+    if (!l.empty() && l.back() == ',') v.push_back("");  // an empty last field
     return v;
   };
   std::vector<std::string> hdr = split(line);
@@ -109,6 +115,10 @@ int cmd_plot(int argc, char** argv) {
                  "(write it with `vpmm replay --timeline`)\n", in.c_str());
     return 1;
   }
+  // Snapshot replays add PyTorch's reserved bytes (empty for other traces).
+  const int c_torch = col("pytorch_reserved_bytes");
+  std::vector<double> torch_y;
+  bool torch_any = false;
   std::vector<double> xs;
   std::vector<std::string> others;  // other traces in the file, to mention
   std::string trace = want_trace;
@@ -123,7 +133,7 @@ int cmd_plot(int argc, char** argv) {
     }
     if (c_trace >= 0) {
       if (trace.empty()) trace = v[c_trace];
-      if (v[c_trace] != trace) {
+      if (v[c_trace] != trace || (!want_trace.empty() && v[c_trace] != want_trace)) {
         if (std::find(others.begin(), others.end(), v[c_trace]) == others.end()) others.push_back(v[c_trace]);
         continue;
       }
@@ -131,13 +141,23 @@ int cmd_plot(int argc, char** argv) {
     char* end = nullptr;
     xs.push_back(std::strtod(v[c_op].c_str(), &end));
     for (size_t k = 0; k < series.size(); ++k) series[k].y.push_back(std::strtod(v[cols[k]].c_str(), &end));
+    if (c_torch >= 0) {
+      const bool has = !v[c_torch].empty();
+      torch_any |= has;
+      torch_y.push_back(has ? std::strtod(v[c_torch].c_str(), &end) : 0);
+    }
   }
   if (xs.empty()) {
-    std::fprintf(stderr, "vpmm plot: %s: no rows%s\n", in.c_str(),
-                 want_trace.empty() ? "" : (" for trace " + want_trace).c_str());
+    std::string names;
+    for (size_t k = 0; k < others.size() && k < 8; ++k) names += (k ? ", " : "") + others[k];
+    if (others.size() > 8) names += ", ...";
+    std::fprintf(stderr, "vpmm plot: %s: no rows%s%s\n", in.c_str(),
+                 want_trace.empty() ? "" : (" for trace " + want_trace).c_str(),
+                 names.empty() ? "" : ("; its traces: " + names).c_str());
     return 1;
   }
-  if (!others.empty())
+  if (torch_any) series.push_back({"pytorch_reserved_bytes", "PyTorch reserved", "#ff7f0e", "2,2", torch_y});
+  if (!others.empty() && want_trace.empty())
     std::fprintf(stderr, "vpmm plot: plotting trace %s; the file also has %zu other trace(s), "
                  "e.g. %s (pick one with --trace)\n", trace.c_str(), others.size(), others[0].c_str());
 

@@ -22,11 +22,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "cli.hpp"
+#include "pickle.hpp"
 #include "replay_opts.hpp"
 #include "snapshot.hpp"
 #include "trace.hpp"
@@ -34,20 +38,6 @@
 
 namespace vcli {
 namespace {
-
-std::string base_name(const std::string& path) {
-  std::string n = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  for (const char* ext : {".trace", ".pickle.gz", ".pickle", ".pkl"}) {
-    const size_t k = std::strlen(ext);
-    if (n.size() > k && n.compare(n.size() - k, k, ext) == 0) {
-      n.resize(n.size() - k);
-      break;
-    }
-  }
-  for (char& ch : n)
-    if (ch == ',' || ch == '"') ch = '_';  // the timeline's trace column is plain CSV
-  return n;
-}
 
 // Upper bound of the page-rounded live bytes at the trace's peak: what the
 // default host capacity is sized from.
@@ -92,10 +82,98 @@ void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, 
               fmt_bytes(f.prelive_bytes).c_str(), f.repairs, f.ignored);
 }
 
+// Messages may quote the input (a text trace's offending line): a binary file
+// given as a trace must not write raw bytes to the terminal.
+std::string printable(const std::string& m) {
+  std::string o;
+  char buf[8];
+  for (unsigned char c : m) {
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      o += static_cast<char>(c);
+    } else {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      o += buf;
+    }
+  }
+  return o;
+}
+
+// PyTorch's reserved bytes after each event of device `device`
+// (out[i]: after events [0, i]), from the segment events and the start
+// figure of SnapshotFacts. The conversion (snapshot.cpp) keeps only the
+// peak; the timeline wants the curve, and a trace op's `line` is its event's
+// index + 1, which lines the two up.
+bool reserved_after_events(const std::string& path, int device, uint64_t start, std::vector<uint64_t>* out,
+                           std::string* err) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return *err = path + ": read error", false;
+  std::vector<uint8_t> plain;
+  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) {
+    if (!vtrace::gunzip(bytes.data(), bytes.size(), path, &plain, err)) return false;
+  } else {
+    plain.swap(bytes);
+  }
+  vpickle::Document doc;
+  if (!vpickle::parse(plain.data(), plain.size(), path, &doc, err)) return false;
+  vpickle::Value traces, events;
+  if (!doc.root().find("device_traces", &traces) || device < 0 ||
+      static_cast<size_t>(device) >= traces.items().size())
+    return *err = path + ": no device_traces for device " + std::to_string(device), false;
+  events = traces.items()[device];
+  int64_t cur = static_cast<int64_t>(start);
+  out->clear();
+  out->reserve(events.items().size());
+  for (const vpickle::Value& e : events.items()) {
+    vpickle::Value action, size;
+    if (e.find("action", &action) && e.find("size", &size)) {
+      const std::string& a = action.as_str();
+      if (a == "segment_alloc" || a == "segment_map") cur += size.as_int();
+      else if (a == "segment_free" || a == "segment_unmap") cur -= size.as_int();
+    }
+    out->push_back(cur < 0 ? 0 : static_cast<uint64_t>(cur));
+  }
+  return true;
+}
+
+// The answer a PyTorch user wants, three peaks side by side: what PyTorch's
+// allocator reserved (snapshots only), what libvpmm mapped replaying the same
+// allocations, and the live bytes, which no allocator can go below.
+void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved, uint64_t vpmm_mapped,
+                 uint64_t live, bool heading) {
+  if (heading) std::printf("%s\n", path.c_str());
+  const uint64_t base = snapshot && torch_reserved ? torch_reserved : 0;
+  auto row = [&](const char* what, uint64_t v, const char* note) {
+    if (base)
+      std::printf("    %-22s %12s  %6.3fx  %s\n", what, fmt_bytes(v).c_str(), double(v) / double(base), note);
+    else
+      std::printf("    %-22s %12s  %s\n", what, fmt_bytes(v).c_str(), note);
+  };
+  std::printf("  peaks%s\n", base ? "                        bytes   / PyTorch" : "");
+  if (snapshot) row("PyTorch reserved", torch_reserved, "what PyTorch's allocator held (segment events)");
+  row("libvpmm mapped", vpmm_mapped, "what libvpmm would map (this replay)");
+  row("live (allocated)", live, "tensors alive at once: no allocator maps less");
+  if (base) {
+    const double pct = 100.0 * (double(base) - double(vpmm_mapped)) / double(base);
+    if (vpmm_mapped <= base)
+      std::printf("  libvpmm would map %s less than PyTorch reserved at its peak (%.1f%%)\n",
+                  fmt_bytes(base - vpmm_mapped).c_str(), pct);
+    else
+      std::printf("  libvpmm would map %s more than PyTorch reserved at its peak (%.1f%%)\n",
+                  fmt_bytes(vpmm_mapped - base).c_str(), -pct);
+  }
+}
+
 // One trace on one fresh pool. Returns 0, or 1 after printing why not.
 int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
   vtrace::Trace trace;
   std::string err;
+  struct stat st_path;
+  if (stat(path.c_str(), &st_path) == 0 && S_ISDIR(st_path.st_mode)) {
+    std::fprintf(stderr, "vpmm replay: %s: is a directory; give a trace file (a .trace, an RMM log or a "
+                 "PyTorch snapshot .pickle[.gz])\n", path.c_str());
+    return 1;
+  }
   // A snapshot is told apart by its content (a pickle's PROTO or gzip's
   // magic), so a text trace named .pickle still reads as one.
   const bool snapshot = vtrace::is_snapshot_file(path);
@@ -106,13 +184,41 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     so.device = cmdline.device;
     auto t0 = std::chrono::steady_clock::now();
     if (!vtrace::load_snapshot(path, so, &trace, &facts, &err)) {
-      std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
       return 1;
     }
     load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   } else if (!vtrace::load_trace(path, &trace, &err)) {
-    std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+    std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
     return 1;
+  }
+  // Nothing to replay is a mistake (an empty or truncated file, the wrong
+  // device), not a result: a replay of it would report zero peaks as a pass.
+  bool any_malloc = false;
+  for (const vtrace::TraceOp& op : trace.ops)
+    if (op.kind == vtrace::OpKind::kMalloc) {
+      any_malloc = true;
+      break;
+    }
+  if (!any_malloc) {
+    if (snapshot)
+      std::fprintf(stderr, "vpmm replay: %s: no allocation on device %d (%" PRIu64 " events of %zu devices "
+                   "recorded); was _record_memory_history on while the program allocated?\n",
+                   path.c_str(), facts.device, facts.events, facts.devices);
+    else
+      std::fprintf(stderr, "vpmm replay: %s: no allocation in the trace (%zu ops); an empty file?\n",
+                   path.c_str(), trace.ops.size());
+    return 1;
+  }
+  // PyTorch's reserved bytes per op, for the timeline.
+  std::vector<uint64_t> torch_reserved;
+  size_t prelive_ops = 0;
+  if (snapshot && timeline) {
+    if (!reserved_after_events(path, facts.device, facts.reserved_at_start, &torch_reserved, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
+      return 1;
+    }
+    prelive_ops = facts.prelive_from_frees + facts.prelive_from_segments;
   }
   ReplayOpts o = cmdline;
   std::string header_flags;
@@ -197,12 +303,24 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     streams[s] = h;
   }
 
-  const std::string name = base_name(path);
+  const std::string name = trace_name(path);
   auto write_row = [&](size_t op) {
     vpmm_stats s = stats_of(pool);
-    std::fprintf(timeline, "%s,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n",
+    std::string torch;
+    if (snapshot) {
+      // Pre-live allocations come first, made of events anywhere in the
+      // ring: PyTorch held its start figure then. After them, op `op` ran at
+      // its event, and the row shows PyTorch's bytes after that event.
+      uint64_t r = facts.reserved_at_start;
+      if (op > prelive_ops && op <= trace.ops.size()) {
+        const uint32_t line = trace.ops[op - 1].line;
+        if (line >= 1 && line <= torch_reserved.size()) r = torch_reserved[line - 1];
+      }
+      torch = std::to_string(r);
+    }
+    std::fprintf(timeline, "%s,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s\n",
                  name.c_str(), op, s.mapped_bytes, s.live_bytes, s.requested_bytes, s.free_bytes,
-                 s.hole_bytes, s.zombie_bytes);
+                 s.hole_bytes, s.zombie_bytes, torch.c_str());
   };
 
   vtrace::ReplayHooks hooks;
@@ -252,7 +370,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     if (timeline) write_row(0);  // the pool as created (initial pages)
     auto t0 = std::chrono::steady_clock::now();
     if (!vtrace::replay_trace(trace.ops, page, hooks, &res, &err, path)) {
-      std::fprintf(stderr, "vpmm replay: %s\n", err.c_str());
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
       rc = 1;
     }
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -261,7 +379,9 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   vpmm_stats s = stats_of(pool);
   const std::string layout = layout_of(pool);
   const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
-  if (!o.quiet) {
+  if (!o.quiet && o.summary) {
+    print_peaks(path, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, true);
+  } else if (!o.quiet) {
     std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s, "
                 "rounding %s%s\n",
                 path.c_str(), vpmm_pool_backend_name(pool), fmt_bytes(page).c_str(),
@@ -295,6 +415,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page);
     std::printf("  layout            %s\n", layout.c_str());
     if (snapshot) print_snapshot_facts(facts, s.peak_mapped_bytes, load_ms);
+    print_peaks(path, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, false);
   }
   if (rc == 0 && o.expect_layout_set && layout != o.expect_layout) {
     std::fprintf(stderr, "vpmm replay: %s: layout %s, expected %s\n", path.c_str(), layout.c_str(),
@@ -387,11 +508,13 @@ int cmd_replay(int argc, char** argv) {
       std::fprintf(stderr, "vpmm replay: cannot write %s: %s\n", o.timeline.c_str(), std::strerror(errno));
       return 1;
     }
-    std::fprintf(tl, "trace,op,mapped_bytes,live_bytes,requested_bytes,free_bytes,hole_bytes,zombie_bytes\n");
+    std::fprintf(tl, "trace,op,mapped_bytes,live_bytes,requested_bytes,free_bytes,hole_bytes,zombie_bytes,"
+                 "pytorch_reserved_bytes\n");
   }
   int rc = 0;
   for (size_t i = 0; i < o.traces.size(); ++i) {
     if (i && !o.quiet) std::printf("\n");
+    std::fflush(stdout);  // ahead of a later trace's message on stderr
     rc |= replay_one(o.traces[i], o, tl);
   }
   if (tl && std::fclose(tl) != 0) {

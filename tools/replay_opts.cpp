@@ -40,7 +40,8 @@ const char* const kReplayHelp =
     "  --device N                snapshots: the device whose events to replay (default: the one\n"
     "                            with the most events)\n"
     "  --timeline FILE.csv       stats after every op: trace,op,mapped_bytes,live_bytes,\n"
-    "                            requested_bytes,free_bytes,hole_bytes,zombie_bytes\n"
+    "                            requested_bytes,free_bytes,hole_bytes,zombie_bytes,\n"
+    "                            pytorch_reserved_bytes (snapshots; empty for other traces)\n"
     "  --check                   vpmm_pool_check after every op; fail on a violation\n"
     "  --dump                    print vpmm_pool_dump_text at the end\n"
     "  --expect-layout STR       fail unless the final layout is STR, e.g. \"[4][*6][1][11][*42]\"\n"
@@ -52,6 +53,8 @@ const char* const kReplayHelp =
     "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
     "  --verbose                 print every op with the layout after it\n"
     "  --quiet                   print nothing but errors\n"
+    "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
+    "                            live), one per trace\n"
     "  --help                    this text\n"
     "\n"
     "Every VPMM_* variable applies as in any program; options override them. A text trace's\n"
@@ -83,6 +86,7 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
   if (n == "--dump") return o.dump = true, 0;
   if (n == "--check") return o.check = true, 0;
   if (n == "--quiet") return o.quiet = true, 0;
+  if (n == "--summary") return o.summary = true, 0;
   if (n == "--verbose") return o.verbose = true, 0;
   if (n == "--release-all") return o.release_all = true, 0;
   if (!a.take_value()) return usage_error(n + " wants a value");

@@ -32,6 +32,7 @@ struct ReplayOpts {
   uint64_t pages = 0;
   std::string timeline;
   bool dump = false, check = false, quiet = false, verbose = false;
+  bool summary = false;  // only the comparison table (and errors)
   bool expect_layout_set = false;
   std::string expect_layout;
   bool expect_mapped_set = false;

@@ -14,7 +14,8 @@ optional submodules :mod:`vpmm.torch` and :mod:`vpmm.cupy`.
     hooks = vpmm.default_pool(0)                  # the pool the framework hooks use
     hooks.pause("kv_cache")
 
-The library is found through $VPMM_LIBRARY, then the system loader
+The library is found through $VPMM_LIBRARY, then inside this package (where
+``pip install .`` of the source tree puts it), then the system loader
 (libvpmm.so.1), then the build directories of the source checkout this
 package lives in (build/, build-ci/, build-gpu/).
 """

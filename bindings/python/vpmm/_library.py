@@ -17,14 +17,20 @@ _BUILD_DIRS = ("build", "build-ci", "build-gpu", "build-release")
 
 
 def candidate_paths() -> List[str]:
-    """Where :func:`library_path` looks, in order: $VPMM_LIBRARY; the system
-    loader's name for libvpmm (ld.so.cache, LD_LIBRARY_PATH at load time);
-    the build directories of the source checkout this package sits in."""
+    """Where :func:`library_path` looks, in order: $VPMM_LIBRARY; the copy
+    installed inside this package (``pip install .`` of the source tree); the
+    system loader's name for libvpmm (ld.so.cache, LD_LIBRARY_PATH at load
+    time); the build directories of the source checkout this package sits in."""
     out: List[str] = []
     env = os.environ.get("VPMM_LIBRARY")
     if env:
         out.append(env)
     here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, SONAME)
+    # Only when present: a checkout's package directory has no library, and
+    # listing a path that cannot exist would only lengthen the error.
+    if os.path.exists(packaged):
+        out.append(packaged)
     root = os.path.normpath(os.path.join(here, "..", "..", ".."))
     out.append(ctypes.util.find_library("vpmm") or SONAME)
     out.extend(os.path.join(root, b, SONAME) for b in _BUILD_DIRS)
@@ -48,9 +54,10 @@ def _load() -> Tuple[ctypes.CDLL, str]:
             if path == env:
                 raise ImportError(f"vpmm: cannot load VPMM_LIBRARY={env!r}: {e}") from e
             errors.append(f"{path}: {e}")
-    raise ImportError("vpmm: libvpmm.so.1 not found; set VPMM_LIBRARY to its path, install it where "
-                      "the system loader finds it, or build it in the source tree (meson setup "
-                      "build && ninja -C build). Tried: " + "; ".join(errors))
+    raise ImportError("vpmm: libvpmm.so.1 not found; install the package with the library inside "
+                      "(pip install . at the root of the libvpmm source tree), set VPMM_LIBRARY to "
+                      "its path, install it where the system loader finds it, or build it in the "
+                      "source tree (meson setup build && ninja -C build). Tried: " + "; ".join(errors))
 
 
 lib, path = _load()
