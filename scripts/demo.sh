@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# The main job: builds libvpmm and replays the shipped allocation traces on
-# the default backend (CUDA when a GPU is usable, else the host backend),
-# printing stats and fragmentation figures for each.
+# The main job: builds libvpmm and the `vpmm` command (nothing else: no test
+# suites, no GPU tests), replays the shipped allocation traces on the default
+# backend (CUDA when a GPU is usable, else the host backend), then replays
+# the shipped PyTorch memory snapshots and ends with what libvpmm would map
+# against what PyTorch reserved for the same allocations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 BUILD=${BUILD:-build}
+# The full configuration (scripts/test.sh builds the rest in the same
+# directory later), but only the library and the command are built here.
 [ -f "$BUILD/build.ninja" ] || { echo "== configuring $BUILD"; meson setup "$BUILD" >/dev/null; }
-echo "== building (ninja -C $BUILD; about a minute on a fresh tree)"
-ninja -C "$BUILD"
-"$BUILD/tools/vpmm" info
+echo "== building libvpmm and the vpmm command (ninja -C $BUILD tools/vpmm)"
+start=$SECONDS
+ninja -C "$BUILD" tools/vpmm
+echo "== built in $((SECONDS - start)) s"
+vpmm="$BUILD/tools/vpmm"
+"$vpmm" info
 for t in traces/training.trace traces/multistream.trace; do
-  "$BUILD/tools/vpmm" replay --check "$t"
+  "$vpmm" replay --check "$t"
 done
 # The walkthrough trace's `# replay:` line sets its pool shape (64 KiB pages).
-"$BUILD/tools/vpmm" replay --dump traces/walkthrough_c.trace
+"$vpmm" replay --dump traces/walkthrough_c.trace
+echo
+echo "== PyTorch memory snapshots recorded on an H100 (traces/*.pickle.gz):"
+echo "== what PyTorch's caching allocator reserved, what libvpmm maps for the same allocations"
+"$vpmm" replay --summary traces/training.pickle.gz traces/inference.pickle.gz
+echo
+echo "Your own job: python3 -m vpmm.estimate your_script.py ARGS  (after pip install .; see docs/python.md)"
