@@ -245,9 +245,34 @@ class BindingTest(unittest.TestCase):
             finally:
                 self.pool.free(q)
 
+    def test_size_argument_errors(self):
+        # ctypes alone wraps -1 to 2**64-1, 2**64 to 0 and rejects "1M" with
+        # an ArgumentError naming no parameter.
+        with self.assertRaisesRegex(ValueError, r"malloc: size must be >= 0, got -1"):
+            self.pool.malloc(-1)
+        with self.assertRaisesRegex(vpmm.InvalidArgument, r"does not fit in 64 bits"):
+            self.pool.malloc(1 << 64)
+        with self.assertRaisesRegex(TypeError, r"malloc: size must be an int .*str '1M'.*1 << 20"):
+            self.pool.malloc("1M")
+        for bad in (1.5, True, None):
+            with self.assertRaises(TypeError):
+                self.pool.malloc(bad)
+        with self.assertRaises(ValueError):
+            self.pool.malloc(0)
+        with self.assertRaisesRegex(TypeError, r"trim: keep_bytes"):
+            self.pool.trim("0")
+        with self.assertRaisesRegex(ValueError, r"set_limit: limit_bytes must be >= 0"):
+            self.pool.set_limit(-5)
+        cap = self.pool.stats()["capacity_bytes"]
+        with self.assertRaisesRegex(vpmm.OutOfMemory, rf"malloc of {10 << 40} bytes \(10.0 TiB\) exceeds the "
+                                    rf"pool's capacity of {cap} bytes"):
+            self.pool.malloc(10 << 40)
+        a = self.pool.malloc(PAGE)  # still usable after all of that
+        self.pool.free(a)
+
     def test_config_and_pool_lifetime(self):
         c = self.pool.config()
-        self.assertEqual((c["page_size"], c["backend"]), (PAGE, vpmm.BACKENDS["host"]))
+        self.assertEqual((c["page_size"], c["backend"], c["backend_id"]), (PAGE, "host", vpmm.BACKENDS["host"]))
         with vpmm.Pool("host", use_env=False, host_capacity=64 << 20) as p:
             self.assertTrue(p.owned)
             self.assertIn("host owned", repr(p))

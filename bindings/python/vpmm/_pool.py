@@ -8,7 +8,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _library as L
-from .errors import InvalidArgument
+from .errors import InvalidArgument, OutOfMemory
 
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
            "ALLOC_HOST_BACKUP"]
@@ -26,6 +26,29 @@ _NO_TIMEOUT = (1 << 64) - 1
 Stream = Optional[int]
 """A stream handle as an integer (cudaStream_t, torch.cuda.Stream.cuda_stream,
 a host stream); None or 0 is the backend's default stream."""
+
+
+def _bytes_arg(what: str, value: Any, allow_zero: bool = True) -> int:
+    """A byte count for a uint64_t/size_t parameter. ctypes would wrap -1 to
+    2**64-1 and 2**64 to 0, and reject "1M" with an ArgumentError that names
+    no parameter: each gets a message naming the parameter instead."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        hint = " (sizes are ints: 1 << 20 for 1 MiB)" if isinstance(value, (str, bytes, float)) else ""
+        raise TypeError(f"{what} must be an int number of bytes, not {type(value).__name__} "
+                        f"{value!r}{hint}")
+    n = value.__index__()
+    if n < 0 or (n == 0 and not allow_zero):
+        raise InvalidArgument(1, f"{what} must be {'>= 0' if allow_zero else '> 0'}, got {n}")
+    if n >= 1 << 64:
+        raise InvalidArgument(1, f"{what} {n} does not fit in 64 bits")
+    return n
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
 
 
 def _tag(tag: Optional[str]) -> Optional[bytes]:
@@ -170,10 +193,17 @@ class Pool:
         return L.pool_backend_name(self._handle()).decode()
 
     def config(self) -> Dict[str, Any]:
-        """The effective vpmm_config (defaults resolved) as a dict."""
+        """The effective vpmm_config (defaults resolved) as a dict; "backend"
+        is the backend's name (the same as :attr:`backend`), "backend_id"
+        the vpmm_config value (:data:`BACKENDS`)."""
         c = L.sized(L.Config)
         L.check(L.pool_get_config(self._handle(), ctypes.byref(c)))
-        return {n: getattr(c, n) for n in L.field_names(L.Config)}
+        out = {n: getattr(c, n) for n in L.field_names(L.Config)}
+        if "backend" in out:
+            names = {v: k for k, v in BACKENDS.items()}
+            out["backend_id"] = out["backend"]
+            out["backend"] = names.get(out["backend"], str(out["backend"]))
+        return out
 
     # --- allocation ------------------------------------------------------
     def malloc(self, size: int, stream: Stream = None, tag: Optional[str] = None,
@@ -183,6 +213,7 @@ class Pool:
         With neither tag, host_backup nor reservation the calling thread's
         :func:`region` scope applies. A tag makes the allocation pausable;
         host_backup keeps its bytes across a pause."""
+        size = _bytes_arg("malloc: size", size)  # 0: the library says why not
         out = L.vp()
         if tag is None and not host_backup and reservation is None:
             attrs = None
@@ -195,8 +226,19 @@ class Pool:
             buf = ctypes.create_string_buffer(t) if t else None  # lives until the call returns
             attrs.tag = ctypes.addressof(buf) if buf is not None else None
             attrs.reservation = reservation.handle if reservation is not None else None
-        L.check(L.pool_malloc_ex(self._handle(), size, stream,
-                                 ctypes.byref(attrs) if attrs is not None else None, ctypes.byref(out)))
+        try:
+            L.check(L.pool_malloc_ex(self._handle(), size, stream,
+                                     ctypes.byref(attrs) if attrs is not None else None, ctypes.byref(out)))
+        except OutOfMemory as e:
+            # The library reports the step that failed (one handle of a
+            # growth); a request larger than the whole capacity deserves
+            # to be called that.
+            cap = self.stats().get("capacity_bytes", 0)
+            if cap and size > cap:
+                raise OutOfMemory(e.status, f"malloc of {size} bytes ({_fmt_bytes(size)}) exceeds the "
+                                  f"pool's capacity of {cap} bytes ({_fmt_bytes(cap)}; the memory limit, "
+                                  f"host_capacity or the device's memory)") from e
+            raise
         return out.value
 
     def free(self, ptr: int, stream: Stream = None) -> None:
@@ -289,12 +331,12 @@ class Pool:
     def trim(self, keep_bytes: int = 0) -> None:
         """Give cached free memory back to the driver until at most
         `keep_bytes` stay mapped in free regions (torch.cuda.empty_cache)."""
-        L.check(L.pool_trim(self._handle(), keep_bytes))
+        L.check(L.pool_trim(self._handle(), _bytes_arg("trim: keep_bytes", keep_bytes)))
 
     def set_limit(self, limit_bytes: int) -> None:
         """Change the hard cap on mapped bytes (0 = none). Raises
         :class:`vpmm.WrongState` when more than that is in use after trimming."""
-        L.check(L.pool_set_limit(self._handle(), limit_bytes))
+        L.check(L.pool_set_limit(self._handle(), _bytes_arg("set_limit: limit_bytes", limit_bytes)))
 
     @property
     def limit(self) -> int:
@@ -314,6 +356,7 @@ class Pool:
         None/"fail", "ignore" (counts as unreserved), "grow"."""
         if mode not in _RESERVE_MODES or overdraft not in _OVERDRAFT:
             raise InvalidArgument(1, f"reserve: mode {mode!r} / overdraft {overdraft!r} unknown")
+        nbytes = _bytes_arg("reserve: nbytes", nbytes)
         ns = _NO_TIMEOUT if timeout is None else max(0, int(timeout * 1e9))
         out = L.vp()
         L.check(L.pool_reserve_ex(self._handle(), nbytes, _RESERVE_MODES[mode] | _OVERDRAFT[overdraft],
