@@ -128,6 +128,21 @@ int cmd_info(int argc, char** argv) {
   vpmm_config eff;
   get_config(pool, &eff);
   std::printf("backend: %s (asked for %s)\n", vpmm_pool_backend_name(pool), backend_arg_name(asked));
+  // Why not the GPU backends: AUTO's probe says only no, so each is asked
+  // for by name and its error shown (a build without it says so too).
+  for (int32_t k : {VPMM_BACKEND_CUDA, VPMM_BACKEND_HIP}) {
+    if (std::strcmp(backend_arg_name(k), vpmm_pool_backend_name(pool)) == 0) continue;
+    vpmm_config kc = c;
+    kc.backend = k;
+    vpmm_pool* kp = nullptr;
+    vpmm_status ks = vpmm_pool_create(&kc, &kp);
+    if (ks == VPMM_OK) {
+      std::printf("  %-4s usable when asked for (VPMM_BACKEND=%s)\n", backend_arg_name(k), backend_arg_name(k));
+      vpmm_pool_destroy(kp);
+    } else {
+      std::printf("  %-4s not used: %s\n", backend_arg_name(k), status_msg(ks).c_str());
+    }
+  }
   // When the environment forces a backend, also say what AUTO would pick.
   if (asked != VPMM_BACKEND_AUTO) {
     vpmm_config a = c;

@@ -94,6 +94,7 @@ std::string printable(const std::string& m) {
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       o += buf;
     }
+    if (o.size() > 400) return o + "... (cut)";
   }
   return o;
 }
@@ -177,6 +178,17 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   // A snapshot is told apart by its content (a pickle's PROTO or gzip's
   // magic), so a text trace named .pickle still reads as one.
   const bool snapshot = vtrace::is_snapshot_file(path);
+  if (!snapshot) {
+    // A NUL in the first block: an executable, an archive, a core file.
+    char head[4096];
+    std::ifstream probe(path, std::ios::binary);
+    probe.read(head, sizeof head);
+    if (std::memchr(head, '\0', static_cast<size_t>(probe.gcount())) != nullptr) {
+      std::fprintf(stderr, "vpmm replay: %s: binary data, not a trace (a .trace, an RMM log or a PyTorch "
+                   "snapshot .pickle[.gz])\n", path.c_str());
+      return 1;
+    }
+  }
   vtrace::SnapshotFacts facts;
   double load_ms = 0;
   if (snapshot) {

@@ -4,6 +4,11 @@
 // meson compiled in, in AUTO order.
 #include "backend/registry.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <strings.h>
+
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -32,6 +37,27 @@ const char* kind_label(int32_t kind) {
   }
 }
 
+// VPMM_LOG at info or debug. The backend layer may not include the core's
+// log.hpp; a malformed value is the core's to report (config_error), so it
+// only counts as "not info" here.
+bool auto_log_enabled() {
+  const char* v = std::getenv("VPMM_LOG");
+  return v != nullptr && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+}
+
+// Why AUTO passes over an entry: the error its factory gives (the probe
+// says only no). Asked only when the answer is printed; the thread's last
+// error is restored, since the pool AUTO goes on to create succeeds.
+std::string unusable_reason(const BackendEntry* e, const BackendParams& p) {
+  const std::string saved = last_error();
+  vpmm_status st = VPMM_OK;
+  std::unique_ptr<Backend> b = e->make(p, &st);
+  std::string why = b ? "its probe failed (no device?)" : last_error();
+  b.reset();
+  fail(VPMM_OK, "%s", saved.c_str());
+  return why.empty() ? "no reason given" : why;
+}
+
 }  // namespace
 
 const BackendEntry* const* backend_entries(size_t* count) {
@@ -49,9 +75,20 @@ std::unique_ptr<Backend> make_backend(int32_t kind, const BackendParams& p, vpmm
   vpmm_status dummy;
   if (st == nullptr) st = &dummy;
   if (kind == VPMM_BACKEND_AUTO) {
-    // The last entry is the host backend, whose probe always succeeds.
-    for (const BackendEntry* e : kEntries)
-      if (e->usable()) return e->make(p, st);
+    // The last entry is the host backend, whose probe always succeeds. A
+    // fallback is said at info: a job meant for the GPU that runs on host
+    // memory is otherwise silent.
+    const bool log = auto_log_enabled();
+    for (const BackendEntry* e : kEntries) {
+      if (e->usable()) {
+        if (log && e != kEntries[0])
+          std::fprintf(stderr, "vpmm: info: backend auto: using %s\n", e->name);
+        return e->make(p, st);
+      }
+      if (log)
+        std::fprintf(stderr, "vpmm: info: backend auto: %s is not usable: %s\n", e->name,
+                     unusable_reason(e, p).c_str());
+    }
     *st = fail(VPMM_ERR_UNSUPPORTED, "vpmm_pool_create: no backend of this build is usable");
     return nullptr;
   }
