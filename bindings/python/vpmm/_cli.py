@@ -12,6 +12,7 @@ from ._library import _BUILD_DIRS
 
 
 def candidate_paths() -> List[str]:
+    """Where :func:`tool_path` looks, in order."""
     here = os.path.dirname(os.path.abspath(__file__))
     out = []
     env = os.environ.get("VPMM_TOOL")
@@ -33,6 +34,8 @@ def tool_path() -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the vpmm command with `argv` (default: sys.argv[1:]) in place of
+    this process; returns 2 when there is none."""
     args = sys.argv[1:] if argv is None else argv
     tool = tool_path()
     if tool is None:

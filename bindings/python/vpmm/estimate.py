@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import List, Optional
+from typing import Any, List, Optional, TextIO
 
 from ._cli import candidate_paths, tool_path
 
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def replay(snapshot: str, plot: Optional[str] = None, device: Optional[int] = None,
-           out=None) -> int:
+           out: Optional[TextIO] = None) -> int:
     """Replays `snapshot` with the `vpmm` command and prints the peaks table
     (and writes `plot`). Returns the command's exit status."""
     out = out or sys.stdout
@@ -102,7 +102,7 @@ class Recorder:
     """Turns recording on, and dumps the snapshot exactly once: at the end of
     the script, at interpreter exit, or at SIGTERM/SIGINT."""
 
-    def __init__(self, torch, path: str, max_entries: int):
+    def __init__(self, torch: Any, path: str, max_entries: int) -> None:
         self.torch = torch
         self.path = path
         self.max_entries = max_entries
@@ -110,6 +110,7 @@ class Recorder:
         self.lock = threading.Lock()
 
     def start(self) -> None:
+        """Recording on; the dump registered for exit and SIGTERM/SIGINT."""
         mem = self.torch.cuda.memory
         try:
             # No stack traces: the replay needs sizes, addresses and streams
@@ -127,6 +128,7 @@ class Recorder:
         raise SystemExit(128 + signum)
 
     def dump(self) -> bool:
+        """Writes the snapshot and stops recording; False when done before."""
         with self.lock:
             if self.dumped:
                 return False
@@ -199,6 +201,7 @@ def run_script(script: str, args: List[str], snapshot: str, max_entries: int) ->
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The command line (see the module's docstring); returns the exit status."""
     p = _parser()
     a = p.parse_args(argv)
     if bool(a.snapshot) == bool(a.script):
