@@ -5,8 +5,8 @@
 //  - One backend = one device ordinal and one retain of that device's primary
 //    context, taken in make_cuda_backend and released in the destructor.
 //  - Every driver call runs with that primary context current and restores the
-//    calling thread's previous current context afterwards (CtxScope), so the
-//    pool neither needs nor disturbs the caller's context; when the primary
+//    calling thread's previous current context afterwards (gpu::CurrentScope),
+//    so the pool neither needs nor disturbs the caller's context; when the primary
 //    context already is current (the usual case under the CUDA runtime and
 //    PyTorch) only one cheap cuCtxGetCurrent is added.
 //  - All state is fixed at construction, except the table of pinned buffers
@@ -18,8 +18,6 @@
 //  - Handles: PhysHandle = CUmemGenericAllocationHandle; EventHandle = CUevent
 //    cast to uint64_t; Stream = CUstream (NULL = the legacy default stream of
 //    the primary context).
-#include <cerrno>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,11 +27,10 @@
 #include <vector>
 #include <unordered_map>
 
-#include <sys/mman.h>
-
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/driver_errors.hpp"
+#include "backend/gpu_common.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
@@ -53,61 +50,69 @@ constexpr DriverErrorCodes<CUresult> kCudaErrors{CUDA_ERROR_OUT_OF_MEMORY, CUDA_
 
 vpmm_status status_of(CUresult r, Blame blame) { return driver_status(r, blame, kCudaErrors); }
 
-// Records "cuda <call>: <NAME> (<description>)" and returns st (see
-// driver_failv), e.g. call = "cuMemCreate(size=%llu, device=%d)".
-vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...)
-    __attribute__((format(printf, 3, 4)));
-vpmm_status cu_fail(vpmm_status st, CUresult r, const char* call, ...) {
-  char err[160];
-  cuda::format_error(r, err, sizeof err);
-  va_list ap;
-  va_start(ap, call);
-  st = driver_failv(st, "cuda", err, call, ap);
-  va_end(ap);
-  return st;
-}
+using gpu::fail_call;
+using gpu::ull;
 
-unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
+// The driver API as gpu::GpuBackend uses it (see gpu_common.hpp). Every call
+// runs with the backend's primary context current (the scope's Current).
+struct Cu {
+  using Api = Driver;
+  using Error = CUresult;
+  using Event = CUevent;
+  using NativeStream = CUstream;
+  using Current = CUcontext;
+  static constexpr const char* kDriver = "cuda";
+  static constexpr Error kSuccess = CUDA_SUCCESS;
+  static constexpr Error kNotReady = CUDA_ERROR_NOT_READY;
+  static constexpr const char* kEventRecord = "cuEventRecord";
+  static constexpr const char* kEventQuery = "cuEventQuery";
+  static constexpr const char* kEventDestroy = "cuEventDestroy";
+  static constexpr const char* kStreamWaitEvent = "cuStreamWaitEvent";
+  static constexpr const char* kEventSynchronize = "cuEventSynchronize";
+  static constexpr const char* kStreamSynchronize = "cuStreamSynchronize";
+  static constexpr const char* kDeviceSynchronize = "cuCtxSynchronize";
 
-// Makes `ctx` current on the calling thread for the scope's lifetime and puts
-// the previous current context (possibly none) back at the end. Skips both
-// switches when ctx already is current.
-class CtxScope {
- public:
-  CtxScope(const Driver* d, CUcontext ctx) : d_(d), ctx_(ctx) {}
-  CtxScope(const CtxScope&) = delete;
-  CtxScope& operator=(const CtxScope&) = delete;
-  ~CtxScope() {
-    // Nothing useful to report from here: the call itself already returned.
-    if (switched_) (void)d_->CtxSetCurrent(prev_);
+  static void format_error(Error r, char* buf, size_t n) { (void)cuda::format_error(r, buf, n); }
+  static vpmm_status status_of(Error r, Blame b) { return driver_status(r, b, kCudaErrors); }
+  static Error get_current(const Api* d, Current* c) { return d->CtxGetCurrent(c); }
+  static Error set_current(const Api* d, Current c) { return d->CtxSetCurrent(c); }
+  static vpmm_status fail_get_current(Error r, const char* op, int device) {
+    return fail_call<Cu>(VPMM_ERR_BACKEND, r, "cuCtxGetCurrent() before %s on device %d", op, device);
   }
-
-  // `op` names the driver call the context is needed for (for the message).
-  vpmm_status enter(const char* op, int device) {
-    CUresult r = d_->CtxGetCurrent(&prev_);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(VPMM_ERR_BACKEND, r, "cuCtxGetCurrent() before %s on device %d", op, device);
-    if (prev_ == ctx_) return VPMM_OK;
-    r = d_->CtxSetCurrent(ctx_);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(VPMM_ERR_BACKEND, r,
-                     "cuCtxSetCurrent(primary context of device %d) before %s", device, op);
-    switched_ = true;
-    return VPMM_OK;
+  static vpmm_status fail_set_current(Error r, const char* op, int device) {
+    return fail_call<Cu>(VPMM_ERR_BACKEND, r, "cuCtxSetCurrent(primary context of device %d) before %s",
+                         device, op);
   }
-
- private:
-  const Driver* d_;
-  CUcontext ctx_;
-  CUcontext prev_ = nullptr;
-  bool switched_ = false;
+  static Error event_create(const Api* d, Event* e) { return d->EventCreate(e, CU_EVENT_DISABLE_TIMING); }
+  static vpmm_status fail_event_create(Error r, int device) {
+    return fail_call<Cu>(status_of(r, Blame::backend), r,
+                         "cuEventCreate(CU_EVENT_DISABLE_TIMING) on device %d", device);
+  }
+  static Error event_record(const Api* d, Event e, NativeStream s) { return d->EventRecord(e, s); }
+  static Error event_query(const Api* d, Event e) { return d->EventQuery(e); }
+  static Error event_destroy(const Api* d, Event e) { return d->EventDestroy(e); }
+  static Error event_sync(const Api* d, Event e) { return d->EventSynchronize(e); }
+  static Error stream_wait(const Api* d, NativeStream s, Event e) { return d->StreamWaitEvent(s, e, 0); }
+  static Error stream_sync(const Api* d, NativeStream s) { return d->StreamSynchronize(s); }
+  static Error device_sync(const Api* d) { return d->CtxSynchronize(); }
+  static constexpr const char* kStreamCreate = "cuStreamCreate";
+  static constexpr const char* kStreamCreateCall = "cuStreamCreate(CU_STREAM_NON_BLOCKING)";
+  static constexpr const char* kStreamDestroy = "cuStreamDestroy";
+  static constexpr const char* kNullStream = "default";
+  static constexpr const char* kMemGetInfo = "cuMemGetInfo";
+  // Optional entries of the driver table (older drivers lack them).
+  static bool has_stream_create(const Api* d) { return d->StreamCreate != nullptr; }
+  static bool has_stream_destroy(const Api* d) { return d->StreamDestroy != nullptr; }
+  static Error stream_create(const Api* d, NativeStream* s) {
+    return d->StreamCreate(s, CU_STREAM_NON_BLOCKING);
+  }
+  static Error stream_destroy(const Api* d, NativeStream s) { return d->StreamDestroy(s); }
+  static Error mem_get_info(const Api* d, size_t* f, size_t* t) { return d->MemGetInfo(f, t); }
 };
 
-CUstream to_stream(Stream s) { return static_cast<CUstream>(s); }
-CUevent to_event(EventHandle e) { return reinterpret_cast<CUevent>(static_cast<uintptr_t>(e)); }
-EventHandle from_event(CUevent e) { return static_cast<EventHandle>(reinterpret_cast<uintptr_t>(e)); }
+CUstream to_stream(Stream s) { return gpu::to_native<Cu>(s); }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
  public:
   // `peers`: bit d = device d also gets read/write access (checked by the factory).
   CudaBackend(const Driver* d, int ordinal, CUdevice dev, CUcontext ctx, uint64_t gran,
@@ -151,36 +156,36 @@ class CudaBackend final : public Backend {
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override {
     if (va == nullptr) return null_out("reserve");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemAddressReserve", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemAddressReserve")) return st;
     CUdeviceptr p = 0;
     CUresult r = d_->MemAddressReserve(&p, size, alignment, 0, 0);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
     *va = static_cast<uint64_t>(p);
     return VPMM_OK;
   }
 
   vpmm_status do_unreserve(uint64_t va, uint64_t size) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemAddressFree", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemAddressFree")) return st;
     CUresult r = d_->MemAddressFree(static_cast<CUdeviceptr>(va), size);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuMemAddressFree(va=0x%llx, size=%llu)",
-                     ull(va), ull(size));
+      return fail_call<Cu>(status_of(r, Blame::caller), r, "cuMemAddressFree(va=0x%llx, size=%llu)",
+                           ull(va), ull(size));
     return VPMM_OK;
   }
 
   vpmm_status do_create(uint64_t size, PhysHandle* out) override {
     if (out == nullptr) return null_out("create");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemCreate", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemCreate")) return st;
     CUmemGenericAllocationHandle h = 0;
     CUresult r = d_->MemCreate(&h, size, &prop_, 0);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::backend), r, "cuMemCreate(size=%llu, device=%d)",
-                     ull(size), ordinal_);
+      return fail_call<Cu>(status_of(r, Blame::backend), r, "cuMemCreate(size=%llu, device=%d)",
+                           ull(size), ordinal_);
     if (h == 0) {  // the interface reserves 0 for "no handle"; never seen from the driver
       (void)d_->MemRelease(h);
       return fail(VPMM_ERR_BACKEND, "cuda cuMemCreate(size=%llu, device=%d): returned handle 0",
@@ -191,151 +196,73 @@ class CudaBackend final : public Backend {
   }
 
   vpmm_status do_release(PhysHandle h, uint64_t size) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemRelease", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemRelease")) return st;
     CUresult r = d_->MemRelease(static_cast<CUmemGenericAllocationHandle>(h));
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuMemRelease(handle=0x%llx, size=%llu)",
-                     ull(h), ull(size));
+      return fail_call<Cu>(status_of(r, Blame::caller), r, "cuMemRelease(handle=0x%llx, size=%llu)",
+                           ull(h), ull(size));
     return VPMM_OK;
   }
 
   vpmm_status do_map(uint64_t va, uint64_t size, PhysHandle h) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemMap", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemMap")) return st;
     CUresult r = d_->MemMap(static_cast<CUdeviceptr>(va), size, 0,
                             static_cast<CUmemGenericAllocationHandle>(h), 0);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemMap(va=0x%llx, size=%llu, offset=0, handle=0x%llx)", ull(va), ull(size),
-                     ull(h));
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemMap(va=0x%llx, size=%llu, offset=0, handle=0x%llx)", ull(va), ull(size),
+                           ull(h));
     return VPMM_OK;
   }
 
   vpmm_status do_unmap(uint64_t va, uint64_t size) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemUnmap", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemUnmap")) return st;
     CUresult r = d_->MemUnmap(static_cast<CUdeviceptr>(va), size);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuMemUnmap(va=0x%llx, size=%llu)", ull(va),
-                     ull(size));
+      return fail_call<Cu>(status_of(r, Blame::caller), r, "cuMemUnmap(va=0x%llx, size=%llu)", ull(va),
+                           ull(size));
     return VPMM_OK;
   }
 
   vpmm_status do_set_access(uint64_t va, uint64_t size) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemSetAccess", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemSetAccess")) return st;
     CUresult r = d_->MemSetAccess(static_cast<CUdeviceptr>(va), size, access_.data(), access_.size());
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemSetAccess(va=0x%llx, size=%llu, device=%d%s, READWRITE)", ull(va),
-                     ull(size), ordinal_, access_.size() > 1 ? " and its peer devices" : "");
-    return VPMM_OK;
-  }
-
-  vpmm_status do_event_record(Stream s, EventHandle* out) override {
-    if (out == nullptr) return null_out("event_record");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuEventRecord", ordinal_)) return st;
-    CUevent e = nullptr;
-    CUresult r = d_->EventCreate(&e, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::backend), r,
-                     "cuEventCreate(CU_EVENT_DISABLE_TIMING) on device %d", ordinal_);
-    r = d_->EventRecord(e, to_stream(s));
-    if (r != CUDA_SUCCESS) {
-      (void)d_->EventDestroy(e);
-      return cu_fail(status_of(r, Blame::caller), r, "cuEventRecord(event=%p, stream=%p)",
-                     static_cast<void*>(e), s);
-    }
-    *out = from_event(e);
-    return VPMM_OK;
-  }
-
-  vpmm_status do_event_query(EventHandle e, bool* done) override {
-    if (done == nullptr) return null_out("event_query");
-    if (e == 0) return null_event("event_query");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuEventQuery", ordinal_)) return st;
-    CUresult r = d_->EventQuery(to_event(e));
-    if (r == CUDA_SUCCESS) {
-      *done = true;
-      return VPMM_OK;
-    }
-    if (r == CUDA_ERROR_NOT_READY) {
-      *done = false;
-      return VPMM_OK;
-    }
-    return cu_fail(status_of(r, Blame::caller), r, "cuEventQuery(event=0x%llx)", ull(e));
-  }
-
-  vpmm_status do_event_destroy(EventHandle e) override {
-    if (e == 0) return null_event("event_destroy");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuEventDestroy", ordinal_)) return st;
-    CUresult r = d_->EventDestroy(to_event(e));
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuEventDestroy(event=0x%llx)", ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_wait(Stream s, EventHandle e) override {
-    if (e == 0) return null_event("stream_wait");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuStreamWaitEvent", ordinal_)) return st;
-    CUresult r = d_->StreamWaitEvent(to_stream(s), to_event(e), 0);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuStreamWaitEvent(stream=%p, event=0x%llx)",
-                     s, ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_event_sync(EventHandle e) override {
-    if (e == 0) return null_event("event_sync");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuEventSynchronize", ordinal_)) return st;
-    CUresult r = d_->EventSynchronize(to_event(e));
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuEventSynchronize(event=0x%llx)", ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_sync(Stream s) override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuStreamSynchronize", ordinal_)) return st;
-    CUresult r = d_->StreamSynchronize(to_stream(s));
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuStreamSynchronize(stream=%p)", s);
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemSetAccess(va=0x%llx, size=%llu, device=%d%s, READWRITE)", ull(va),
+                           ull(size), ordinal_, access_.size() > 1 ? " and its peer devices" : "");
     return VPMM_OK;
   }
 
   vpmm_status do_copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) override {
     if (size == 0) return VPMM_OK;
     if (dst == nullptr || src == 0)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda copy_d2h: null %s pointer (size %llu)",
-                  dst == nullptr ? "destination" : "source", ull(size));
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemcpyDtoHAsync", ordinal_)) return st;
+      return null_copy("copy_d2h", dst == nullptr, size);
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemcpyDtoHAsync")) return st;
     CUresult r = d_->MemcpyDtoHAsync(dst, static_cast<CUdeviceptr>(src), size, to_stream(s));
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)", dst, ull(src),
-                     ull(size), s);
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)", dst, ull(src),
+                           ull(size), s);
     return VPMM_OK;
   }
 
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override {
     if (size == 0) return VPMM_OK;
     if (dst == 0 || src == nullptr)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda copy_h2d: null %s pointer (size %llu)",
-                  dst == 0 ? "destination" : "source", ull(size));
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemcpyHtoDAsync", ordinal_)) return st;
+      return null_copy("copy_h2d", dst == 0, size);
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemcpyHtoDAsync")) return st;
     CUresult r = d_->MemcpyHtoDAsync(static_cast<CUdeviceptr>(dst), src, size, to_stream(s));
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r,
-                     "cuMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst), src,
-                     ull(size), s);
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst), src,
+                           ull(size), s);
     return VPMM_OK;
   }
 
@@ -349,8 +276,8 @@ class CudaBackend final : public Backend {
     if (out == nullptr) return null_out("host_alloc_pinned");
     if (size == 0)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_alloc_pinned: size 0 is not allowed");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemHostAlloc", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemHostAlloc")) return st;
     if (void* p = register_pages(size)) {
       *out = p;
       return VPMM_OK;
@@ -358,8 +285,8 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     CUresult r = d_->MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::backend), r,
-                     "cuMemHostAlloc(size=%llu, CU_MEMHOSTALLOC_PORTABLE)", ull(size));
+      return fail_call<Cu>(status_of(r, Blame::backend), r,
+                           "cuMemHostAlloc(size=%llu, CU_MEMHOSTALLOC_PORTABLE)", ull(size));
     *out = p;
     return VPMM_OK;
   }
@@ -368,90 +295,29 @@ class CudaBackend final : public Backend {
     if (p == nullptr)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_free_pinned: null pointer (size %llu)",
                   ull(size));
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemFreeHost", ordinal_)) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemFreeHost")) return st;
     if (pinned_.mapped_length(p) != 0) {
       CUresult r = d_->MemHostUnregister(p);
       if (r != CUDA_SUCCESS)
-        return cu_fail(status_of(r, Blame::caller), r, "cuMemHostUnregister(p=%p, size=%llu)", p,
-                       ull(size));
+        return fail_call<Cu>(status_of(r, Blame::caller), r, "cuMemHostUnregister(p=%p, size=%llu)", p,
+                             ull(size));
       pinned_.release(p);
       return VPMM_OK;
     }
     CUresult r = d_->MemFreeHost(p);
     if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuMemFreeHost(p=%p, size=%llu)", p,
-                     ull(size));
-    return VPMM_OK;
-  }
-
-  // Pageable memory: anonymous private pages, no driver call. Copies from it
-  // are staged by the driver (slower), which is the price of not pinning.
-  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
-                  "cuda host_alloc_pageable: mmap of %llu bytes failed: %s", ull(size),
-                  std::strerror(err));
-    }
-    *out = p;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_host_free_pageable(void* p, uint64_t size) override {
-    if (p == nullptr || munmap(p, size) != 0)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda host_free_pageable: munmap(%p, %llu) failed", p,
-                  ull(size));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
-    if (free_bytes == nullptr || total_bytes == nullptr) return null_out("mem_info");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuMemGetInfo", ordinal_)) return st;
-    size_t f = 0, t = 0;
-    CUresult r = d_->MemGetInfo(&f, &t);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::backend), r, "cuMemGetInfo() on device %d", ordinal_);
-    *free_bytes = f;
-    *total_bytes = t;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_create(Stream* out) override {
-    if (out == nullptr) return null_out("stream_create");
-    if (!d_->StreamCreate) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_create: cuStreamCreate not loaded");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuStreamCreate", ordinal_)) return st;
-    CUstream s = nullptr;
-    CUresult r = d_->StreamCreate(&s, CU_STREAM_NON_BLOCKING);
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::backend), r, "cuStreamCreate(CU_STREAM_NON_BLOCKING)");
-    *out = s;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_device_sync() override {
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuCtxSynchronize", ordinal_)) return st;
-    CUresult r = d_->CtxSynchronize();
-    if (r != CUDA_SUCCESS) return cu_fail(status_of(r, Blame::backend), r, "cuCtxSynchronize()");
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_destroy(Stream s) override {
-    if (s == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda stream_destroy: the default stream cannot be destroyed");
-    if (!d_->StreamDestroy) return fail(VPMM_ERR_UNSUPPORTED, "cuda stream_destroy: cuStreamDestroy not loaded");
-    CtxScope scope(d_, ctx_);
-    if (vpmm_status st = scope.enter("cuStreamDestroy", ordinal_)) return st;
-    CUresult r = d_->StreamDestroy(static_cast<CUstream>(s));
-    if (r != CUDA_SUCCESS)
-      return cu_fail(status_of(r, Blame::caller), r, "cuStreamDestroy(stream=%p)", s);
+      return fail_call<Cu>(status_of(r, Blame::caller), r, "cuMemFreeHost(p=%p, size=%llu)", p,
+                           ull(size));
     return VPMM_OK;
   }
 
  private:
+  friend class gpu::GpuBackend<CudaBackend, Cu>;
+  const Driver* api() const { return d_; }
+  int ordinal() const { return ordinal_; }
+  CUcontext scope_target() const { return ctx_; }
+
   // Populated huge-page memory + cuMemHostRegister; nullptr when any step
   // fails (the caller falls back to cuMemHostAlloc, whose error is the one
   // worth reporting). The context is current.
@@ -463,12 +329,6 @@ class CudaBackend final : public Backend {
         [&](void* p) { (void)d_->MemHostUnregister(p); });
   }
 
-  static vpmm_status null_out(const char* op) {
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: null output pointer", op);
-  }
-  static vpmm_status null_event(const char* op) {
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "cuda %s: event handle 0 is not an event", op);
-  }
 
   const Driver* d_;
   int ordinal_;
@@ -510,8 +370,8 @@ vpmm_status query_granularity(const Driver* d, const CUmemAllocationProp& prop,
   size_t g = 0;
   CUresult r = d->MemGetAllocationGranularity(&g, &prop, which);
   if (r != CUDA_SUCCESS)
-    return cu_fail(status_of(r, Blame::backend), r,
-                   "cuMemGetAllocationGranularity(PINNED, device=%d, %s)", ordinal, which_name);
+    return fail_call<Cu>(status_of(r, Blame::backend), r,
+                         "cuMemGetAllocationGranularity(PINNED, device=%d, %s)", ordinal, which_name);
   if (g == 0)
     return fail(VPMM_ERR_BACKEND, "cuda cuMemGetAllocationGranularity(PINNED, device=%d, %s): 0",
                 ordinal, which_name);
@@ -536,12 +396,12 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
         fail(VPMM_ERR_UNSUPPORTED, "cuda: the CUDA driver is not usable: %s", why ? why : "?"), st);
 
   CUresult r = d->Init(0);
-  if (r != CUDA_SUCCESS) return fail_create(cu_fail(init_status(r), r, "cuInit(0)"), st);
+  if (r != CUDA_SUCCESS) return fail_create(fail_call<Cu>(init_status(r), r, "cuInit(0)"), st);
 
   int count = 0;
   r = d->DeviceGetCount(&count);
   if (r != CUDA_SUCCESS)
-    return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceGetCount()"), st);
+    return fail_create(fail_call<Cu>(VPMM_ERR_BACKEND, r, "cuDeviceGetCount()"), st);
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (count < 1)
     return fail_create(fail(VPMM_ERR_UNSUPPORTED,
@@ -560,15 +420,15 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
   CUdevice dev = 0;
   r = d->DeviceGet(&dev, p.device);
   if (r != CUDA_SUCCESS)
-    return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceGet(ordinal=%d)", p.device), st);
+    return fail_create(fail_call<Cu>(VPMM_ERR_BACKEND, r, "cuDeviceGet(ordinal=%d)", p.device), st);
 
   if (d->DeviceGetAttribute != nullptr) {
     int vmm = 0;
     r = d->DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
     if (r != CUDA_SUCCESS)
       return fail_create(
-          cu_fail(VPMM_ERR_BACKEND, r,
-                  "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device=%d)", p.device),
+          fail_call<Cu>(VPMM_ERR_BACKEND, r,
+                        "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device=%d)", p.device),
           st);
     if (vmm == 0)
       return fail_create(fail(VPMM_ERR_UNSUPPORTED,
@@ -597,8 +457,8 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
     r = d->DeviceGet(&peer_dev, peer);
     if (r == CUDA_SUCCESS) r = d->DeviceCanAccessPeer(&can, peer_dev, dev);
     if (r != CUDA_SUCCESS)
-      return fail_create(cu_fail(VPMM_ERR_BACKEND, r, "cuDeviceCanAccessPeer(device=%d, peer=%d)",
-                                 peer, p.device),
+      return fail_create(fail_call<Cu>(VPMM_ERR_BACKEND, r, "cuDeviceCanAccessPeer(device=%d, peer=%d)",
+                                       peer, p.device),
                          st);
     if (!can)
       return fail_create(fail(VPMM_ERR_UNSUPPORTED,
@@ -611,8 +471,8 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
   CUcontext ctx = nullptr;
   r = d->DevicePrimaryCtxRetain(&ctx, dev);
   if (r != CUDA_SUCCESS)
-    return fail_create(cu_fail(status_of(r, Blame::backend), r,
-                               "cuDevicePrimaryCtxRetain(device=%d)", p.device),
+    return fail_create(fail_call<Cu>(status_of(r, Blame::backend), r,
+                                     "cuDevicePrimaryCtxRetain(device=%d)", p.device),
                        st);
 
   // From here on the retain must be undone on every failure path.
@@ -624,8 +484,8 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
   uint64_t gran = 0, rec = 0;
   vpmm_status s = VPMM_OK;
   {
-    CtxScope scope(d, ctx);
-    s = scope.enter("cuMemGetAllocationGranularity", p.device);
+    gpu::CurrentScope<Cu> scope(d, ctx, p.device);
+    s = scope.enter("cuMemGetAllocationGranularity");
     if (s == VPMM_OK)
       s = query_granularity(d, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM, "MINIMUM", p.device, &gran);
     if (s == VPMM_OK)

@@ -28,7 +28,7 @@
 // Invariants:
 //  - One backend = one device ordinal. Every runtime call runs with that
 //    device current on the calling thread, and the thread's previous device
-//    is put back afterwards (DeviceScope), like CUDA's CtxScope.
+//    is put back afterwards (gpu::CurrentScope, shared with the CUDA backend).
 //  - Fixed at construction: version, granularity, chunk size, workaround
 //    switch. Mutable state (mappings, handles) is behind mu_, registered
 //    pinned buffers behind PinnedPages' own lock; no runtime call is made
@@ -39,8 +39,6 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +54,7 @@
 #include "backend/hip/hip_backend_info.hpp"
 #include "backend/hip/hip_runtime.hpp"
 #include "backend/driver_errors.hpp"
+#include "backend/gpu_common.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
@@ -73,53 +72,70 @@ constexpr DriverErrorCodes<hipError_t> kHipErrors{hipErrorOutOfMemory, hipErrorN
 
 vpmm_status status_of(hipError_t r, Blame blame) { return driver_status(r, blame, kHipErrors); }
 
-// Records "hip <call>: <NAME> (<description>)" and returns st (see driver_failv).
-vpmm_status hip_fail(vpmm_status st, hipError_t r, const char* call, ...)
-    __attribute__((format(printf, 3, 4)));
-vpmm_status hip_fail(vpmm_status st, hipError_t r, const char* call, ...) {
-  char err[160];
-  hip::format_error(r, err, sizeof err);
-  va_list ap;
-  va_start(ap, call);
-  st = driver_failv(st, "hip", err, call, ap);
-  va_end(ap);
-  return st;
-}
+using gpu::fail_call;
+using gpu::ull;
 
-unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 void* vp(uint64_t va) { return reinterpret_cast<void*>(static_cast<uintptr_t>(va)); }
 uint64_t u64(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
-// Makes the backend's device current on the calling thread for the scope and
-// puts the previous one back at the end (skipped when it already is current).
-class DeviceScope {
- public:
-  DeviceScope(const Runtime* r, int device) : r_(r), device_(device) {}
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  ~DeviceScope() {
-    if (switched_) (void)r_->SetDevice(prev_);  // the call itself already returned
-  }
-  vpmm_status enter(const char* op) {
-    hipError_t e = r_->GetDevice(&prev_);
-    if (e != hipSuccess) return hip_fail(VPMM_ERR_BACKEND, e, "hipGetDevice() before %s", op);
-    if (prev_ == device_) return VPMM_OK;
-    e = r_->SetDevice(device_);
-    if (e != hipSuccess)
-      return hip_fail(VPMM_ERR_BACKEND, e, "hipSetDevice(%d) before %s", device_, op);
-    switched_ = true;
-    return VPMM_OK;
-  }
+// The runtime as gpu::GpuBackend uses it (see gpu_common.hpp). Every call
+// runs with the backend's device current (the scope's Current).
+struct Hip {
+  using Api = Runtime;
+  using Error = hipError_t;
+  using Event = hipEvent_t;
+  using NativeStream = hipStream_t;
+  using Current = int;
+  static constexpr const char* kDriver = "hip";
+  static constexpr Error kSuccess = hipSuccess;
+  static constexpr Error kNotReady = hipErrorNotReady;
+  static constexpr const char* kEventRecord = "hipEventRecord";
+  static constexpr const char* kEventQuery = "hipEventQuery";
+  static constexpr const char* kEventDestroy = "hipEventDestroy";
+  static constexpr const char* kStreamWaitEvent = "hipStreamWaitEvent";
+  static constexpr const char* kEventSynchronize = "hipEventSynchronize";
+  static constexpr const char* kStreamSynchronize = "hipStreamSynchronize";
+  static constexpr const char* kDeviceSynchronize = "hipDeviceSynchronize";
 
- private:
-  const Runtime* r_;
-  int device_;
-  int prev_ = 0;
-  bool switched_ = false;
+  static void format_error(Error r, char* buf, size_t n) { (void)hip::format_error(r, buf, n); }
+  static vpmm_status status_of(Error r, Blame b) { return driver_status(r, b, kHipErrors); }
+  static Error get_current(const Api* rt, Current* d) { return rt->GetDevice(d); }
+  static Error set_current(const Api* rt, Current d) { return rt->SetDevice(d); }
+  static vpmm_status fail_get_current(Error r, const char* op, int) {
+    return fail_call<Hip>(VPMM_ERR_BACKEND, r, "hipGetDevice() before %s", op);
+  }
+  static vpmm_status fail_set_current(Error r, const char* op, int device) {
+    return fail_call<Hip>(VPMM_ERR_BACKEND, r, "hipSetDevice(%d) before %s", device, op);
+  }
+  static Error event_create(const Api* rt, Event* e) {
+    return rt->EventCreateWithFlags(e, hipEventDisableTiming);
+  }
+  static vpmm_status fail_event_create(Error r, int) {
+    return fail_call<Hip>(status_of(r, Blame::backend), r, "hipEventCreateWithFlags(hipEventDisableTiming)");
+  }
+  static Error event_record(const Api* rt, Event e, NativeStream s) { return rt->EventRecord(e, s); }
+  static Error event_query(const Api* rt, Event e) { return rt->EventQuery(e); }
+  static Error event_destroy(const Api* rt, Event e) { return rt->EventDestroy(e); }
+  static Error event_sync(const Api* rt, Event e) { return rt->EventSynchronize(e); }
+  static Error stream_wait(const Api* rt, NativeStream s, Event e) { return rt->StreamWaitEvent(s, e, 0); }
+  static Error stream_sync(const Api* rt, NativeStream s) { return rt->StreamSynchronize(s); }
+  static Error device_sync(const Api* rt) { return rt->DeviceSynchronize(); }
+  static constexpr const char* kStreamCreate = "hipStreamCreateWithFlags";
+  static constexpr const char* kStreamCreateCall = "hipStreamCreateWithFlags(hipStreamNonBlocking)";
+  static constexpr const char* kStreamDestroy = "hipStreamDestroy";
+  static constexpr const char* kNullStream = "null";
+  static constexpr const char* kMemGetInfo = "hipMemGetInfo";
+  // Required entries of the runtime table: always loaded.
+  static bool has_stream_create(const Api*) { return true; }
+  static bool has_stream_destroy(const Api*) { return true; }
+  static Error stream_create(const Api* rt, NativeStream* s) {
+    return rt->StreamCreateWithFlags(s, hipStreamNonBlocking);
+  }
+  static Error stream_destroy(const Api* rt, NativeStream s) { return rt->StreamDestroy(s); }
+  static Error mem_get_info(const Api* rt, size_t* f, size_t* t) { return rt->MemGetInfo(f, t); }
 };
 
-hipStream_t to_stream(Stream s) { return static_cast<hipStream_t>(s); }
-hipEvent_t to_event(EventHandle e) { return reinterpret_cast<hipEvent_t>(static_cast<uintptr_t>(e)); }
+hipStream_t to_stream(Stream s) { return gpu::to_native<Hip>(s); }
 hipMemGenericAllocationHandle_t to_handle(PhysHandle h) {
   return reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<uintptr_t>(h));
 }
@@ -132,7 +148,7 @@ struct Setup {
   uint64_t recommended = 0;
 };
 
-class HipBackend final : public Backend {
+class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
  public:
   HipBackend(const Runtime* r, const Setup& s) : r_(r), s_(s) {
     // The allocation properties in the loaded runtime's layout.
@@ -175,8 +191,8 @@ class HipBackend final : public Backend {
  protected:
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override {
     if (va == nullptr) return null_out("reserve");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemAddressReserve")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemAddressReserve")) return st;
     void* p = nullptr;
     hipError_t e = r_->MemAddressReserve(&p, size, alignment, nullptr, 0);
     if (e != hipSuccess && alignment != 0) {
@@ -189,15 +205,15 @@ class HipBackend final : public Backend {
         p = q;
       } else if (e0 == hipSuccess && q != nullptr) {
         (void)r_->MemAddressFree(q, size);
-        return hip_fail(status_of(e, Blame::caller), e,
-                        "hipMemAddressReserve(size=%llu, alignment=%llu) (retried with alignment 0: "
-                        "got %p, not aligned to %llu)",
-                        ull(size), ull(alignment), q, ull(alignment));
+        return fail_call<Hip>(status_of(e, Blame::caller), e,
+                              "hipMemAddressReserve(size=%llu, alignment=%llu) (retried with alignment 0: "
+                              "got %p, not aligned to %llu)",
+                              ull(size), ull(alignment), q, ull(alignment));
       }
     }
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::caller), e,
-                      "hipMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
+      return fail_call<Hip>(status_of(e, Blame::caller), e,
+                            "hipMemAddressReserve(size=%llu, alignment=%llu)", ull(size), ull(alignment));
     if (p == nullptr) return null_reservation(size);
     if (s_.facts.recycle_va) {
       try {
@@ -213,13 +229,13 @@ class HipBackend final : public Backend {
   }
 
   vpmm_status do_unreserve(uint64_t va, uint64_t size) override {
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemAddressFree")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemAddressFree")) return st;
     if (s_.facts.recycle_va) return unreserve_pieces(va, size);
     hipError_t e = r_->MemAddressFree(vp(va), size);
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::caller), e, "hipMemAddressFree(va=0x%llx, size=%llu)",
-                      ull(va), ull(size));
+      return fail_call<Hip>(status_of(e, Blame::caller), e, "hipMemAddressFree(va=0x%llx, size=%llu)",
+                            ull(va), ull(size));
     return VPMM_OK;
   }
 
@@ -227,13 +243,13 @@ class HipBackend final : public Backend {
     if (out == nullptr) return null_out("create");
     // No check against the chunk size: it is what the pool asks for at most
     // (max_handle_size), the runtime decides what it can create.
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemCreate")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemCreate")) return st;
     hipMemGenericAllocationHandle_t h = nullptr;
     hipError_t e = r_->MemCreate(&h, size, reinterpret_cast<const hipMemAllocationProp*>(prop_), 0);
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::backend), e, "hipMemCreate(size=%llu, device=%d)",
-                      ull(size), s_.ordinal);
+      return fail_call<Hip>(status_of(e, Blame::backend), e, "hipMemCreate(size=%llu, device=%d)",
+                            ull(size), s_.ordinal);
     if (h == nullptr)
       return fail(VPMM_ERR_BACKEND, "hip hipMemCreate(size=%llu, device=%d): returned a NULL handle",
                   ull(size), s_.ordinal);
@@ -258,12 +274,12 @@ class HipBackend final : public Backend {
       it->second.release_pending = true;
       return VPMM_OK;
     }
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemRelease")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemRelease")) return st;
     hipError_t e = r_->MemRelease(to_handle(h));
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::caller), e, "hipMemRelease(handle=0x%llx, size=%llu)",
-                      ull(h), ull(size));
+      return fail_call<Hip>(status_of(e, Blame::caller), e, "hipMemRelease(handle=0x%llx, size=%llu)",
+                            ull(h), ull(size));
     handles_.erase(it);
     return VPMM_OK;
   }
@@ -277,16 +293,16 @@ class HipBackend final : public Backend {
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "hip map: size %llu differs from the handle's %llu (a handle maps whole)",
                   ull(size), ull(it->second.size));
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemMap")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemMap")) return st;
     if (s_.facts.recycle_va) {
       if (vpmm_status st = carve(va, size)) return st;
     }
     hipError_t e = r_->MemMap(vp(va), size, 0, to_handle(h), 0);
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::caller), e,
-                      "hipMemMap(va=0x%llx, size=%llu, offset=0, handle=0x%llx)", ull(va), ull(size),
-                      ull(h));
+      return fail_call<Hip>(status_of(e, Blame::caller), e,
+                            "hipMemMap(va=0x%llx, size=%llu, offset=0, handle=0x%llx)", ull(va), ull(size),
+                            ull(h));
     try {
       maps_[va] = MapRec{size, h};
     } catch (...) {
@@ -303,12 +319,12 @@ class HipBackend final : public Backend {
     if (m == maps_.end() || m->second.size != size)
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "hip unmap: (va=0x%llx, size=%llu) is not one whole mapping", ull(va), ull(size));
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemUnmap")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemUnmap")) return st;
     hipError_t e = r_->MemUnmap(vp(va), size);
     if (e != hipSuccess)
-      return hip_fail(status_of(e, Blame::caller), e, "hipMemUnmap(va=0x%llx, size=%llu)", ull(va),
-                      ull(size));
+      return fail_call<Hip>(status_of(e, Blame::caller), e, "hipMemUnmap(va=0x%llx, size=%llu)", ull(va),
+                            ull(size));
     const PhysHandle h = m->second.handle;
     maps_.erase(m);
     auto it = handles_.find(h);
@@ -318,8 +334,8 @@ class HipBackend final : public Backend {
       if (re == hipSuccess)
         handles_.erase(it);
       else  // the handle stays pending: a later unmap cannot retry it, so say so now
-        st = hip_fail(VPMM_ERR_BACKEND, re, "hipMemRelease(handle=0x%llx) deferred to its unmap",
-                      ull(h));
+        st = fail_call<Hip>(VPMM_ERR_BACKEND, re, "hipMemRelease(handle=0x%llx) deferred to its unmap",
+                            ull(h));
     }
     if (s_.facts.recycle_va) {
       vpmm_status rs = recycle(va, size);
@@ -335,8 +351,8 @@ class HipBackend final : public Backend {
     const uint64_t end = va + size;
     uint64_t cur = va;
     auto m = maps_.find(va);
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemSetAccess")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemSetAccess")) return st;
     while (cur < end) {
       if (m == maps_.end() || m->first != cur || cur + m->second.size > end)
         return fail(VPMM_ERR_INVALID_ARGUMENT,
@@ -345,99 +361,27 @@ class HipBackend final : public Backend {
                     ull(va), ull(size), ull(cur));
       hipError_t e = r_->MemSetAccess(vp(cur), m->second.size, &access_, 1);
       if (e != hipSuccess)
-        return hip_fail(status_of(e, Blame::caller), e,
-                        "hipMemSetAccess(va=0x%llx, size=%llu, device=%d, ReadWrite)", ull(cur),
-                        ull(m->second.size), s_.ordinal);
+        return fail_call<Hip>(status_of(e, Blame::caller), e,
+                              "hipMemSetAccess(va=0x%llx, size=%llu, device=%d, ReadWrite)", ull(cur),
+                              ull(m->second.size), s_.ordinal);
       cur += m->second.size;
       ++m;
     }
     return VPMM_OK;
   }
 
-  vpmm_status do_event_record(Stream s, EventHandle* out) override {
-    if (out == nullptr) return null_out("event_record");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipEventRecord")) return st;
-    hipEvent_t e = nullptr;
-    hipError_t r = r_->EventCreateWithFlags(&e, hipEventDisableTiming);
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::backend), r, "hipEventCreateWithFlags(hipEventDisableTiming)");
-    r = r_->EventRecord(e, to_stream(s));
-    if (r != hipSuccess) {
-      (void)r_->EventDestroy(e);
-      return hip_fail(status_of(r, Blame::caller), r, "hipEventRecord(event=%p, stream=%p)",
-                      static_cast<void*>(e), s);
-    }
-    *out = u64(e);
-    return VPMM_OK;
-  }
-
-  vpmm_status do_event_query(EventHandle e, bool* done) override {
-    if (done == nullptr) return null_out("event_query");
-    if (e == 0) return null_event("event_query");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipEventQuery")) return st;
-    hipError_t r = r_->EventQuery(to_event(e));
-    if (r == hipSuccess || r == hipErrorNotReady) {
-      *done = r == hipSuccess;
-      return VPMM_OK;
-    }
-    return hip_fail(status_of(r, Blame::caller), r, "hipEventQuery(event=0x%llx)", ull(e));
-  }
-
-  vpmm_status do_event_destroy(EventHandle e) override {
-    if (e == 0) return null_event("event_destroy");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipEventDestroy")) return st;
-    hipError_t r = r_->EventDestroy(to_event(e));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipEventDestroy(event=0x%llx)", ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_wait(Stream s, EventHandle e) override {
-    if (e == 0) return null_event("stream_wait");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipStreamWaitEvent")) return st;
-    hipError_t r = r_->StreamWaitEvent(to_stream(s), to_event(e), 0);
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipStreamWaitEvent(stream=%p, event=0x%llx)",
-                      s, ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_event_sync(EventHandle e) override {
-    if (e == 0) return null_event("event_sync");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipEventSynchronize")) return st;
-    hipError_t r = r_->EventSynchronize(to_event(e));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipEventSynchronize(event=0x%llx)", ull(e));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_sync(Stream s) override {
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipStreamSynchronize")) return st;
-    hipError_t r = r_->StreamSynchronize(to_stream(s));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipStreamSynchronize(stream=%p)", s);
-    return VPMM_OK;
-  }
-
   vpmm_status do_copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s) override {
     if (size == 0) return VPMM_OK;
     if (dst == nullptr || src == 0)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip copy_d2h: null %s pointer (size %llu)",
-                  dst == nullptr ? "destination" : "source", ull(size));
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemcpyDtoHAsync")) return st;
+      return null_copy("copy_d2h", dst == nullptr, size);
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemcpyDtoHAsync")) return st;
     return per_reservation(src, size, [&](uint64_t off, uint64_t n) -> vpmm_status {
       hipError_t r = r_->MemcpyDtoHAsync(static_cast<char*>(dst) + off, vp(src + off), n, to_stream(s));
       if (r != hipSuccess)
-        return hip_fail(status_of(r, Blame::caller), r,
-                        "hipMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)",
-                        static_cast<void*>(static_cast<char*>(dst) + off), ull(src + off), ull(n), s);
+        return fail_call<Hip>(status_of(r, Blame::caller), r,
+                              "hipMemcpyDtoHAsync(dst=%p, src=0x%llx, size=%llu, stream=%p)",
+                              static_cast<void*>(static_cast<char*>(dst) + off), ull(src + off), ull(n), s);
       return VPMM_OK;
     });
   }
@@ -445,18 +389,17 @@ class HipBackend final : public Backend {
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override {
     if (size == 0) return VPMM_OK;
     if (dst == 0 || src == nullptr)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip copy_h2d: null %s pointer (size %llu)",
-                  dst == 0 ? "destination" : "source", ull(size));
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemcpyHtoDAsync")) return st;
+      return null_copy("copy_h2d", dst == 0, size);
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemcpyHtoDAsync")) return st;
     return per_reservation(dst, size, [&](uint64_t off, uint64_t n) -> vpmm_status {
       // The HIP signature takes a non-const source it never writes.
       void* from = const_cast<char*>(static_cast<const char*>(src)) + off;
       hipError_t r = r_->MemcpyHtoDAsync(vp(dst + off), from, n, to_stream(s));
       if (r != hipSuccess)
-        return hip_fail(status_of(r, Blame::caller), r,
-                        "hipMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst + off),
-                        from, ull(n), s);
+        return fail_call<Hip>(status_of(r, Blame::caller), r,
+                              "hipMemcpyHtoDAsync(dst=0x%llx, src=%p, size=%llu, stream=%p)", ull(dst + off),
+                              from, ull(n), s);
       return VPMM_OK;
     });
   }
@@ -468,8 +411,8 @@ class HipBackend final : public Backend {
     if (out == nullptr) return null_out("host_alloc_pinned");
     if (size == 0)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip host_alloc_pinned: size 0 is not allowed");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipHostMalloc")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipHostMalloc")) return st;
     if (void* p = register_pages(size)) {
       *out = p;
       return VPMM_OK;
@@ -482,8 +425,8 @@ class HipBackend final : public Backend {
     void* p = nullptr;
     hipError_t r = r_->HostMalloc(&p, size, hipHostMallocPortable);
     if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::backend), r, "hipHostMalloc(size=%llu, hipHostMallocPortable)",
-                      ull(size));
+      return fail_call<Hip>(status_of(r, Blame::backend), r, "hipHostMalloc(size=%llu, hipHostMallocPortable)",
+                            ull(size));
     *out = p;
     return VPMM_OK;
   }
@@ -491,12 +434,12 @@ class HipBackend final : public Backend {
   vpmm_status do_host_free_pinned(void* p, uint64_t size) override {
     if (p == nullptr)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip host_free_pinned: null pointer (size %llu)", ull(size));
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipHostFree")) return st;
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipHostFree")) return st;
     if (pinned_.mapped_length(p) != 0) {
       hipError_t r = r_->HostUnregister(p);
       if (r != hipSuccess)
-        return hip_fail(status_of(r, Blame::caller), r, "hipHostUnregister(p=%p, size=%llu)", p, ull(size));
+        return fail_call<Hip>(status_of(r, Blame::caller), r, "hipHostUnregister(p=%p, size=%llu)", p, ull(size));
       pinned_.release(p);
       return VPMM_OK;
     }
@@ -504,69 +447,7 @@ class HipBackend final : public Backend {
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip host_free_pinned: %p was not allocated here", p);
     hipError_t r = r_->HostFree(p);
     if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipHostFree(p=%p, size=%llu)", p, ull(size));
-    return VPMM_OK;
-  }
-
-  // Pageable memory: anonymous private pages, no runtime call.
-  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
-                  "hip host_alloc_pageable: mmap of %llu bytes failed: %s", ull(size), std::strerror(err));
-    }
-    *out = p;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_host_free_pageable(void* p, uint64_t size) override {
-    if (p == nullptr || munmap(p, size) != 0)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip host_free_pageable: munmap(%p, %llu) failed", p, ull(size));
-    return VPMM_OK;
-  }
-
-  vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
-    if (free_bytes == nullptr || total_bytes == nullptr) return null_out("mem_info");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipMemGetInfo")) return st;
-    size_t f = 0, t = 0;
-    hipError_t r = r_->MemGetInfo(&f, &t);
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::backend), r, "hipMemGetInfo() on device %d", s_.ordinal);
-    *free_bytes = f;
-    *total_bytes = t;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_create(Stream* out) override {
-    if (out == nullptr) return null_out("stream_create");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipStreamCreateWithFlags")) return st;
-    hipStream_t s = nullptr;
-    hipError_t r = r_->StreamCreateWithFlags(&s, hipStreamNonBlocking);
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::backend), r, "hipStreamCreateWithFlags(hipStreamNonBlocking)");
-    *out = s;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_stream_destroy(Stream s) override {
-    if (s == nullptr)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "hip stream_destroy: the null stream cannot be destroyed");
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipStreamDestroy")) return st;
-    hipError_t r = r_->StreamDestroy(to_stream(s));
-    if (r != hipSuccess)
-      return hip_fail(status_of(r, Blame::caller), r, "hipStreamDestroy(stream=%p)", s);
-    return VPMM_OK;
-  }
-
-  vpmm_status do_device_sync() override {
-    DeviceScope scope(r_, s_.ordinal);
-    if (vpmm_status st = scope.enter("hipDeviceSynchronize")) return st;
-    hipError_t r = r_->DeviceSynchronize();
-    if (r != hipSuccess) return hip_fail(status_of(r, Blame::backend), r, "hipDeviceSynchronize()");
+      return fail_call<Hip>(status_of(r, Blame::caller), r, "hipHostFree(p=%p, size=%llu)", p, ull(size));
     return VPMM_OK;
   }
 
@@ -599,10 +480,10 @@ class HipBackend final : public Backend {
     void* p = nullptr;
     hipError_t e = r_->MemAddressReserve(&p, size, 0, vp(va), 0);
     if (e != hipSuccess)
-      return hip_fail(VPMM_ERR_BACKEND, e,
-                      "hipMemAddressReserve(size=%llu, addr=0x%llx) (ROCm 7.2 release workaround): "
-                      "the pool's VA has a hole now",
-                      ull(size), ull(va));
+      return fail_call<Hip>(VPMM_ERR_BACKEND, e,
+                            "hipMemAddressReserve(size=%llu, addr=0x%llx) (ROCm 7.2 release workaround): "
+                            "the pool's VA has a hole now",
+                            ull(size), ull(va));
     if (u64(p) != va) {
       if (p != nullptr) (void)r_->MemAddressFree(p, size);
       return fail(VPMM_ERR_BACKEND,
@@ -618,9 +499,9 @@ class HipBackend final : public Backend {
   vpmm_status free_piece(uint64_t va, uint64_t size) {
     hipError_t e = r_->MemAddressFree(vp(va), size);
     if (e != hipSuccess)
-      return hip_fail(VPMM_ERR_BACKEND, e,
-                      "hipMemAddressFree(va=0x%llx, size=%llu) (ROCm 7.2 release workaround)", ull(va),
-                      ull(size));
+      return fail_call<Hip>(VPMM_ERR_BACKEND, e,
+                            "hipMemAddressFree(va=0x%llx, size=%llu) (ROCm 7.2 release workaround)", ull(va),
+                            ull(size));
     pieces_.erase(va);
     return VPMM_OK;
   }
@@ -725,12 +606,10 @@ class HipBackend final : public Backend {
         [&](void* p) { (void)r_->HostUnregister(p); });
   }
 
-  static vpmm_status null_out(const char* op) {
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "hip %s: null output pointer", op);
-  }
-  static vpmm_status null_event(const char* op) {
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "hip %s: event handle 0 is not an event", op);
-  }
+  friend class gpu::GpuBackend<HipBackend, Hip>;
+  const Runtime* api() const { return r_; }
+  int ordinal() const { return s_.ordinal; }
+  int scope_target() const { return s_.ordinal; }
 
   const Runtime* r_;
   const Setup s_;
@@ -786,7 +665,7 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
                             visible ? visible : "<unset>"),
                        st);
   if (e != hipSuccess)
-    return fail_create(hip_fail(VPMM_ERR_UNSUPPORTED, e, "hipGetDeviceCount() (%s)", f.path), st);
+    return fail_create(fail_call<Hip>(VPMM_ERR_UNSUPPORTED, e, "hipGetDeviceCount() (%s)", f.path), st);
   if (p.device < 0 || p.device >= count)
     return fail_create(fail(VPMM_ERR_INVALID_ARGUMENT,
                             "hip: device %d out of range: %d AMD GPU%s visible (valid: 0..%d, "
@@ -798,7 +677,7 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
   Setup s;
   s.ordinal = p.device;
   s.facts = f;
-  DeviceScope scope(r, p.device);
+  gpu::CurrentScope<Hip> scope(r, p.device, p.device);
   if (vpmm_status es = scope.enter("the backend's creation")) return fail_create(es, st);
 
   if (f.version >= hip::kFirstVersionWithVmmAttribute && r->DeviceGetAttribute != nullptr) {
@@ -806,9 +685,9 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
     e = r->DeviceGetAttribute(
         &vmm, static_cast<hipDeviceAttribute_t>(hip::kAttrVirtualMemoryManagementSupported), p.device);
     if (e != hipSuccess)
-      return fail_create(hip_fail(VPMM_ERR_BACKEND, e,
-                                  "hipDeviceGetAttribute(VirtualMemoryManagementSupported, device=%d)",
-                                  p.device),
+      return fail_create(fail_call<Hip>(VPMM_ERR_BACKEND, e,
+                                        "hipDeviceGetAttribute(VirtualMemoryManagementSupported, device=%d)",
+                                        p.device),
                          st);
     if (vmm == 0)
       return fail_create(fail(VPMM_ERR_UNSUPPORTED,
@@ -838,9 +717,9 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
   e = r->MemGetAllocationGranularity(&gmin, reinterpret_cast<const hipMemAllocationProp*>(prop),
                                      hipMemAllocationGranularityMinimum);
   if (e != hipSuccess || gmin == 0)
-    return fail_create(hip_fail(e != hipSuccess ? status_of(e, Blame::backend) : VPMM_ERR_BACKEND, e,
-                                "hipMemGetAllocationGranularity(Pinned, device=%d, Minimum) = %zu",
-                                p.device, gmin),
+    return fail_create(fail_call<Hip>(e != hipSuccess ? status_of(e, Blame::backend) : VPMM_ERR_BACKEND, e,
+                                      "hipMemGetAllocationGranularity(Pinned, device=%d, Minimum) = %zu",
+                                      p.device, gmin),
                        st);
   if (r->MemGetAllocationGranularity(&grec, reinterpret_cast<const hipMemAllocationProp*>(prop),
                                      hipMemAllocationGranularityRecommended) != hipSuccess)
