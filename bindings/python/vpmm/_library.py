@@ -188,7 +188,7 @@ pool_set_pressure_callback = sig("vpmm_pool_set_pressure_callback", i32, vp, PRE
 region_push = sig("vpmm_region_push", i32, cp, u32)
 region_pop = sig("vpmm_region_pop", i32)
 default_pool = sig("vpmm_default_pool", i32, i32, P(vp))
-# Appended by issue 12; absent from older libraries (then None).
+# Added after the first release of the ABI; absent from older libraries (then None).
 pool_backup_lookup: Optional[Callable[..., int]] = (
     sig("vpmm_pool_backup_lookup", i32, vp, vp, P(vp), P(u64))
     if hasattr(lib, "vpmm_pool_backup_lookup") else None)
