@@ -484,7 +484,9 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * whether anything changed). The backups are owned by the pool.
  * Errors: INVALID_ARGUMENT (tag never used by this pool, tag too long),
  * OUT_OF_MEMORY (no host memory for a backup: nothing with that tag is
- * paused), BACKEND (a wait, copy or unmap failed). After BACKEND
+ * paused), UNSUPPORTED (backups asked of a backend that cannot copy device
+ * memory to the host: nothing is paused), BACKEND (a wait, copy or unmap
+ * failed). After BACKEND
  * every allocation is either paused with a complete backup or still active
  * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
  * again pauses the rest. Thread safe; blocks the calling thread (and other
