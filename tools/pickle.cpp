@@ -25,6 +25,7 @@ struct Arena {
   std::deque<Seq> seqs;
   std::deque<Dict> dicts;
   std::deque<Object> objs;
+  std::deque<std::vector<size_t>> dict_indexes;  // Dict::by_key
 };
 
 Document::Document() : arena_(new Arena) {}
@@ -84,11 +85,12 @@ bool Value::find(const std::string& key, Value* out) const {
   if (kind_ != Kind::kDict) return false;
   const Dict& d = *u_.dict;
   const auto& e = d.entries;
-  if (e.size() > Dict::kLinearFind && key.size() <= Dict::kIndexedKey) {
+  if (d.by_key && key.size() <= Dict::kIndexedKey) {
     // The last position of the key: the entry before the first greater one.
-    auto it = std::upper_bound(d.by_key.begin(), d.by_key.end(), key,
+    const std::vector<size_t>& ix = *d.by_key;
+    auto it = std::upper_bound(ix.begin(), ix.end(), key,
                                [&](const std::string& k, size_t i) { return k < key_at(d, i); });
-    if (it == d.by_key.begin() || key_at(d, *(it - 1)) != key) return false;
+    if (it == ix.begin() || key_at(d, *(it - 1)) != key) return false;
     *out = e[*(it - 1)].second;
     return true;
   }
@@ -575,11 +577,18 @@ class Parser {
   bool setitems_to(const Value& target, const Value* kv, size_t n) {
     if (n % 2) return fail(std::string(opcode_name(op_)) + " with an odd number of values");
     std::vector<std::pair<Value, Value>>* e = nullptr;
-    if (target.kind_ == Kind::kDict) e = &target.u_.dict->entries;
-    else if (target.kind_ == Kind::kObject) e = &target.u_.obj->entries;
-    else return fail(std::string(opcode_name(op_)) + " to " + kind_phrase(target.kind_) + ", not a dict");
-    // No reserve(size + n / 2): one SETITEM at a time it would reallocate
-    // the whole dict for every entry.
+    if (target.kind_ == Kind::kDict) {
+      e = &target.u_.dict->entries;
+      if (e->size() <= Dict::kLinearFind && e->size() + n / 2 > Dict::kLinearFind)
+        large_dicts_.push_back(target.u_.dict);
+    } else if (target.kind_ == Kind::kObject) {
+      e = &target.u_.obj->entries;
+    } else {
+      return fail(std::string(opcode_name(op_)) + " to " + kind_phrase(target.kind_) + ", not a dict");
+    }
+    // Growth at least doubles: an exact reserve, one SETITEM at a time,
+    // would copy the whole dict for every entry.
+    if (e->capacity() < e->size() + n / 2) e->reserve(std::max(e->size() + n / 2, 2 * e->capacity()));
     for (size_t k = 0; k < n; k += 2) e->emplace_back(kv[k], kv[k + 1]);
     return true;
   }
@@ -604,6 +613,7 @@ class Parser {
   bool stopped_ = false;
   Value result_;
   std::vector<Value> items_;  // scratch for pop_mark
+  std::vector<Dict*> large_dicts_;  // more than kLinearFind entries: to index
   std::string err_;
 };
 
@@ -912,13 +922,16 @@ bool Parser::run(Document* out, std::string* err) {
     if (err) *err = err_;
     return false;
   }
-  for (Dict& dict : arena_->dicts) {
-    if (dict.entries.size() <= Dict::kLinearFind) continue;
+  for (Dict* large : large_dicts_) {
+    const Dict& dict = *large;
+    arena_->dict_indexes.emplace_back();
+    std::vector<size_t>& ix = arena_->dict_indexes.back();
     for (size_t i = 0; i < dict.entries.size(); ++i)
       if (dict.entries[i].first.kind_ == Kind::kStr && key_at(dict, i).size() <= Dict::kIndexedKey)
-        dict.by_key.push_back(i);
-    std::stable_sort(dict.by_key.begin(), dict.by_key.end(),
+        ix.push_back(i);
+    std::stable_sort(ix.begin(), ix.end(),
                      [&](size_t a, size_t b) { return key_at(dict, a) < key_at(dict, b); });
+    large->by_key = &ix;
   }
   Document d;
   d.arena_ = std::move(arena_);

@@ -116,7 +116,9 @@ struct Dict {
   // hashed: keys chosen to collide cannot degrade it; short keys only: a
   // sort of long keys that differ in their last byte would cost their
   // length per comparison.
-  std::vector<size_t> by_key;
+  // Owned by the Document; a pointer keeps the millions of small dicts of a
+  // snapshot small.
+  const std::vector<size_t>* by_key = nullptr;
   static constexpr size_t kLinearFind = 16;
   static constexpr size_t kIndexedKey = 64;
 };
