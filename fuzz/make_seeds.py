@@ -24,40 +24,86 @@ def u16(v):
     return struct.pack("<H", v & 0xFFFF)
 
 
-# ---- fuzz_ops: [shape, va, initial] then ops (op byte: low 4 bits = op, next 2 = stream slot)
-def op(code, slot=0, hi=0):
-    return bytes([(code & 15) | ((slot & 3) << 4) | ((hi & 3) << 6)])
+# ---- fuzz_ops: [shape, va, initial, limits] then ops (op byte: low 5 bits =
+# kind, next 2 = stream slot, top bit = flag; fuzz_ops.cpp's switch)
+MALLOC, MALLOC_EX, FREE, FREE_OTHER, HOLD, RELEASE, PAUSE, RESUME, TRIM, LIMIT = 0, 2, 4, 6, 7, 8, 9, 10, 11, 12
+RESERVE, SCOPE, DESTROY_STREAM, CPU_CHECK, SYNC, STALE, QUEUED_PAUSE, TIGHT_RESUME, RERESERVE = \
+    13, 14, 15, 17, 18, 19, 21, 23, 24
+TAG_A, TAG_B, TAG_ALL = 0, 1, 2  # pick_tag
+
+
+def op(kind, slot=0, flag=0):
+    return bytes([(kind & 31) | ((slot & 3) << 5) | ((flag & 1) << 7)])
 
 
 def malloc_pages(pages, slot=0):
-    return op(0, slot) + u16(((pages - 1) << 1))
+    return op(MALLOC, slot) + u16(((pages - 1) << 1))
 
 
 def malloc_small(size, slot=0):
-    return op(0, slot) + u16(((size - 1) << 1) | 1)
+    return op(MALLOC, slot) + u16(((size - 1) << 1) | 1)
+
+
+def malloc_tagged(pages_or_small, tag_b=False, backup=True, slot=0, small=False):
+    r = ((pages_or_small - 1) << 1) | 1 if small else (pages_or_small - 1) << 1
+    return op(MALLOC_EX, slot) + u16(r) + bytes([(0 if tag_b else 1) | (2 if backup else 0)])
 
 
 def free(i, slot=0):
-    return op(3, slot) + u16(i)
+    return op(FREE, slot) + u16(i)
 
 
-hdr = bytes([0x02, 0x00, 0x00])  # 64 KiB pages, one handle per growth
-put("fuzz_ops", "walkthrough", bytes([0x02, 0, 15]) + malloc_pages(10) + malloc_pages(1) + free(0)
-    + malloc_pages(4) + malloc_pages(11) + op(14))
-put("fuzz_ops", "held_stream_harvest", hdr + malloc_pages(2, 1) + malloc_pages(4, 2) + op(6, 2) + free(1, 2)
-    + malloc_pages(6, 1) + op(7, 2) + malloc_pages(1, 1) + op(14))
-put("fuzz_ops", "small_cross_stream", bytes([0x00, 0, 0]) + malloc_small(1000, 1) + malloc_small(1000, 1)
-    + op(6, 2) + op(5, 2) + u16(0) + malloc_small(2000, 1) + op(7, 2) + op(14))
-put("fuzz_ops", "pause_resume", hdr + op(2) + u16(3 << 1) + bytes([3]) + op(2) + u16((900 << 1) | 1) + bytes([3])
-    + op(2) + u16(1 << 1) + bytes([0]) + op(8, 0, 0) + op(14) + op(9, 0, 0) + op(14) + op(8, 0, 2) + op(9, 0, 2))
-put("fuzz_ops", "oom_and_limit", hdr + b"".join(malloc_pages(40) for _ in range(8)) + op(10, 0, 1) + bytes([8])
-    + b"".join(malloc_pages(20) for _ in range(4)) + op(10, 0, 3))
-put("fuzz_ops", "reservations", hdr + op(11) + bytes([0, 10]) + op(11) + bytes([2, 5]) + op(2) + u16(2 << 1)
-    + bytes([4]) + op(11) + bytes([1]) + op(11) + bytes([8, 63]) + malloc_pages(30) + op(11) + bytes([1]))
-put("fuzz_ops", "scopes_retire", hdr + op(12, 0, 2) + malloc_pages(2, 1) + op(12, 0, 1) + free(0, 1)
-    + op(13, 1) + malloc_pages(3, 1) + op(15, 1) + op(10) + bytes([0]))
-put("fuzz_ops", "one_handle_per_page", bytes([0x06, 1, 4]) + malloc_pages(3) + malloc_pages(2, 1) + free(0)
-    + malloc_pages(5, 2) + op(4) + u16(0) + malloc_pages(7) + op(14))
+def hdr(shape=0x02, va=0, initial=0, limits=0):  # 0x02: 64 KiB pages, one handle per growth
+    return bytes([shape, va, initial, limits])
+
+
+put("fuzz_ops", "walkthrough", hdr(0x02, 0, 15) + malloc_pages(10) + malloc_pages(1) + free(0)
+    + malloc_pages(4) + malloc_pages(11) + op(CPU_CHECK))
+put("fuzz_ops", "held_stream_harvest", hdr() + malloc_pages(2, 1) + malloc_pages(4, 2) + op(HOLD, 2) + free(1, 2)
+    + malloc_pages(6, 1) + op(RELEASE, 2) + malloc_pages(1, 1) + op(CPU_CHECK))
+put("fuzz_ops", "small_cross_stream", hdr(0x00) + malloc_small(1000, 1) + malloc_small(1000, 1)
+    + op(HOLD, 2) + op(FREE_OTHER, 2) + u16(0) + malloc_small(2000, 1) + op(RELEASE, 2) + op(CPU_CHECK))
+put("fuzz_ops", "pause_resume", hdr() + malloc_tagged(3) + malloc_tagged(900, small=True) + malloc_tagged(1, backup=False)
+    + op(PAUSE) + bytes([TAG_A]) + op(CPU_CHECK) + op(RESUME) + bytes([TAG_A]) + op(CPU_CHECK)
+    + op(PAUSE) + bytes([TAG_ALL]) + op(RESUME) + bytes([TAG_ALL]))
+put("fuzz_ops", "oom_and_limit", hdr() + b"".join(malloc_pages(40) for _ in range(8)) + op(LIMIT) + bytes([8])
+    + b"".join(malloc_pages(20) for _ in range(4)) + op(LIMIT, 0, 1) + bytes([0]))
+put("fuzz_ops", "reservations", hdr() + op(RESERVE) + bytes([0, 10]) + op(RESERVE) + bytes([2, 5])
+    + op(MALLOC_EX) + u16(2 << 1) + bytes([4]) + op(RESERVE) + bytes([1]) + op(RESERVE) + bytes([8, 63])
+    + malloc_pages(30) + op(RESERVE) + bytes([1]))
+put("fuzz_ops", "scopes_retire", hdr() + op(SCOPE, 1) + malloc_pages(2, 1) + op(SCOPE, 0, 1) + free(0, 1)
+    + op(DESTROY_STREAM, 1) + bytes([0]) + malloc_pages(3, 1) + op(SYNC, 1) + op(TRIM) + bytes([0]))
+put("fuzz_ops", "one_handle_per_page", hdr(0x06, 1, 4) + malloc_pages(3) + malloc_pages(2, 1) + free(0)
+    + malloc_pages(5, 2) + op(FREE) + u16(0) + malloc_pages(7) + op(CPU_CHECK))
+# Work queued on a held stream still reads a small block of a tagged slab
+# when the block is freed there; then the tag is paused.
+put("fuzz_ops", "queued_free_then_pause", hdr(0x00) + malloc_tagged(700, slot=1, small=True)
+    + malloc_tagged(2, slot=1) + op(QUEUED_PAUSE, 2) + u16(0) + bytes([0x07]) + op(CPU_CHECK)
+    + op(RESUME) + bytes([TAG_ALL]) + op(CPU_CHECK))
+# The same for a trim of free memory, and a rewrite on the block's own stream.
+put("fuzz_ops", "queued_free_then_trim", hdr(0x02) + malloc_pages(3, 1) + malloc_small(300, 1)
+    + op(QUEUED_PAUSE, 3) + u16(0) + bytes([0x08]) + op(QUEUED_PAUSE, 1) + u16(0) + bytes([0x28]) + op(CPU_CHECK))
+# Several allocations paused, each fitting alone, resumed under a limit just
+# above what is mapped; then the limit is lifted and everything comes back.
+put("fuzz_ops", "tight_resume", hdr(0x02, 0, 2) + malloc_tagged(4) + malloc_tagged(4, tag_b=True) + malloc_tagged(3)
+    + malloc_pages(2) + op(PAUSE) + bytes([TAG_ALL]) + op(TIGHT_RESUME) + bytes([0x2d]) + op(CPU_CHECK)
+    + op(TIGHT_RESUME) + bytes([0x05]))
+# A stream retired and destroyed while held, with work queued and a tagged
+# allocation on it; its stale handle is then passed back; a pause follows.
+put("fuzz_ops", "destroy_held_stream", hdr() + malloc_tagged(2, slot=2) + malloc_small(500, 2) + op(HOLD, 2)
+    + free(1, 2) + op(DESTROY_STREAM, 2) + bytes([0x18]) + op(STALE) + bytes([0x01, 0]) + u16(100)
+    + op(STALE) + bytes([0x0f, 0])
+    + op(PAUSE) + bytes([TAG_ALL]) + op(RESUME) + bytes([TAG_ALL]) + op(CPU_CHECK))
+# Reservations released and made again at once; the stale handles passed back.
+put("fuzz_ops", "stale_reservations", hdr() + op(RESERVE) + bytes([0, 10]) + op(RERESERVE) + bytes([0])
+    + op(RERESERVE) + bytes([0]) + op(STALE) + bytes([0x00, 0]) + op(STALE) + bytes([0x02, 1])
+    + op(STALE) + bytes([0x04, 0]))
+# Limits at creation: an explicit cap (16 pages), a tiny fraction beside it.
+put("fuzz_ops", "creation_limits", hdr(0x02, 0, 0, 0x43) + b"".join(malloc_pages(6) for _ in range(4))
+    + op(TRIM) + bytes([0]) + malloc_pages(10))
+
+# (fuzz/corpus/fuzz_ops/regression_* are earlier libFuzzer finds, carried over
+# to this layout by hand; this script does not write them.)
 
 # ---- fuzz_api: op byte (fn % 32), pool byte, then the call's own bytes
 api = []
