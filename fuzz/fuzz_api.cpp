@@ -9,6 +9,12 @@
 // or garbage (checked against the pool's set); struct_size values anywhere
 // within a buffer that really is that large; strings of any bytes.
 //
+// Streams are also retired and destroyed in the middle of everything (held,
+// with work queued, with memory freed on them or still live); a stale stream
+// or reservation handle must be refused by every call that takes one (never
+// act on an object made since), and no new handle may take a stale one's
+// value; backup pauses (the pool's own copy stream) keep working.
+//
 // For every call: the status is one the function documents, an error leaves
 // a message and the out-parameters untouched, and both pools still pass
 // vpmm_pool_check with their allocation counts unchanged by a failed call.
@@ -94,6 +100,35 @@ vpmm_reservation* pick_res(fz::Reader& in, Pools& w, int pool_idx) {
   }
 }
 
+// A destroyed stream or released reservation that no live object has taken
+// over: every call must refuse it.
+bool stale_stream(const Pools& w, vpmm_stream s) {
+  if (s == nullptr) return false;
+  for (vpmm_stream k : w.streams)
+    if (k == s) return false;
+  for (vpmm_stream k : w.dead_streams)
+    if (k == s) return true;
+  return false;
+}
+bool stale_res(const Pools& w, const vpmm_reservation* r) {
+  if (r == nullptr) return false;
+  for (const auto& v : w.res)
+    for (const vpmm_reservation* k : v)
+      if (k == r) return false;
+  for (const vpmm_reservation* k : w.released)
+    if (k == r) return true;
+  return false;
+}
+// A new handle must not have the value of a stale one: calls through the
+// stale handle would act on the new object.
+void check_fresh_stream(const Pools& w, vpmm_stream s) {
+  for (vpmm_stream k : w.dead_streams) FZ_CHECK(k != s, "new stream %p has the value of a destroyed one", s);
+}
+void check_fresh_res(const Pools& w, const vpmm_reservation* r) {
+  for (const vpmm_reservation* k : w.released)
+    FZ_CHECK(k != r, "new reservation %p has the value of a released one", static_cast<const void*>(r));
+}
+
 // A NUL-terminated string of any bytes, or NULL.
 const char* pick_tag(fz::Reader& in, std::string* storage) {
   uint8_t k = in.u8() % 6;
@@ -157,8 +192,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         uint64_t sz = in.size_like() % ((in.u8() & 1) ? (8u << 20) : UINT64_MAX);
         void* out = reinterpret_cast<void*>(kSentinel);
         void** outp = (in.u8() % 8) ? &out : nullptr;
-        st = vpmm_pool_malloc(pool, sz, pick_stream(in, w), outp);
+        vpmm_stream ms = pick_stream(in, w);
+        st = vpmm_pool_malloc(pool, sz, ms, outp);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY}), "malloc -> %d", st);
+        FZ_CHECK(!(st == VPMM_OK && stale_stream(w, ms)), "malloc on destroyed stream %p succeeded", ms);
         if (st == VPMM_OK) w.ptrs[pi].push_back(out);
         else FZ_CHECK(out == reinterpret_cast<void*>(kSentinel), "malloc wrote *out on error");
         break;
@@ -171,8 +208,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         a->reservation = pick_res(in, w, pi);
         uint64_t sz = in.size_like() % (1u << 20);
         void* out = reinterpret_cast<void*>(kSentinel);
-        st = vpmm_pool_malloc_ex(pool, sz, pick_stream(in, w), (in.u8() % 8) ? a : nullptr, &out);
+        vpmm_stream ms = pick_stream(in, w);
+        const bool with_attrs = in.u8() % 8;
+        st = vpmm_pool_malloc_ex(pool, sz, ms, with_attrs ? a : nullptr, &out);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY}), "malloc_ex -> %d", st);
+        FZ_CHECK(!(st == VPMM_OK && stale_stream(w, ms)), "malloc_ex on destroyed stream %p succeeded", ms);
+        FZ_CHECK(!(st == VPMM_OK && with_attrs && a->struct_size >= sizeof *a && stale_res(w, a->reservation)),
+                 "malloc_ex charged to released reservation %p succeeded", static_cast<void*>(a->reservation));
         if (st == VPMM_OK) w.ptrs[pi].push_back(out);
         else FZ_CHECK(out == reinterpret_cast<void*>(kSentinel), "malloc_ex wrote *out on error");
         break;
@@ -180,8 +222,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 2:
       case 3: {  // free: anything at all
         void* p = pick_ptr(in, w);
-        st = vpmm_pool_free(pool, p, pick_stream(in, w));
+        vpmm_stream fs = pick_stream(in, w);
+        st = vpmm_pool_free(pool, p, fs);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNKNOWN_POINTER, VPMM_ERR_BACKEND}), "free -> %d", st);
+        FZ_CHECK(!(st == VPMM_OK && p && stale_stream(w, fs)), "free on destroyed stream %p succeeded", fs);
         if (st == VPMM_OK && p && live) {
           auto& v = w.ptrs[pi];
           bool found = false;
@@ -294,19 +338,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         st = vpmm_pool_reserve_ex(pool, in.size_like(), flags | ((in.u8() & 1) ? VPMM_RESERVE_BLOCK : 0),
                                   in.u32() % 1000, (in.u8() % 8) ? &r : nullptr);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_OUT_OF_MEMORY, VPMM_ERR_TIMEOUT}), "reserve -> %d", st);
-        if (st == VPMM_OK) w.res[pi].push_back(r);
-        else FZ_CHECK(r == reinterpret_cast<vpmm_reservation*>(kSentinel), "reserve wrote *out on error");
+        if (st == VPMM_OK) {
+          check_fresh_res(w, r);
+          w.res[pi].push_back(r);
+        } else {
+          FZ_CHECK(r == reinterpret_cast<vpmm_reservation*>(kSentinel), "reserve wrote *out on error");
+        }
         break;
       }
       case 13: {  // reservation info / release with any reservation value
         vpmm_reservation* r = pick_res(in, w, pi);
+        const bool stale = stale_res(w, r);
         if (in.u8() & 1) {
           uint64_t a = kSentinel, b = kSentinel;
           st = vpmm_reservation_info(pool, r, &a, &b);
           FZ_CHECK(one_of(st, {VPMM_OK, A}), "reservation_info -> %d", st);
+          FZ_CHECK(!(st == VPMM_OK && stale), "info of released reservation %p succeeded", static_cast<void*>(r));
         } else {
           st = vpmm_reservation_release(pool, r);
           FZ_CHECK(one_of(st, {VPMM_OK, A}), "reservation_release -> %d", st);
+          FZ_CHECK(!(st == VPMM_OK && stale), "release of released reservation %p succeeded", static_cast<void*>(r));
           if (st == VPMM_OK) {
             for (auto& v : w.res)
               for (size_t i = 0; i < v.size(); ++i)
@@ -336,10 +387,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FZ_CHECK(one_of(st, {VPMM_OK, A}), "visit -> %d", st);
         break;
       }
-      case 18:
-        st = vpmm_pool_stream_synchronize(pool, pick_stream(in, w));
+      case 18: {
+        vpmm_stream ss = pick_stream(in, w);
+        st = vpmm_pool_stream_synchronize(pool, ss);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND, VPMM_ERR_WRONG_STATE}), "pool sync -> %d", st);
+        FZ_CHECK(!(st == VPMM_OK && stale_stream(w, ss)), "synchronize of destroyed stream %p succeeded", ss);
         break;
+      }
       case 19:
         st = vpmm_pool_stream_retire(pool, pick_stream(in, w));
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND}), "retire -> %d", st);
@@ -349,13 +403,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           vpmm_stream s = reinterpret_cast<vpmm_stream>(kSentinel);
           st = vpmm_pool_stream_create(pool, (in.u8() % 8) ? &s : nullptr);
           FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNSUPPORTED, VPMM_ERR_BACKEND}), "stream_create -> %d", st);
-          if (st == VPMM_OK) w.streams.push_back(s);
+          if (st == VPMM_OK) {
+            check_fresh_stream(w, s);
+            w.streams.push_back(s);
+          }
         } else {
           bool from_list = !w.streams.empty() && (in.u8() & 1);
           size_t i = from_list ? in.u8() % w.streams.size() : 0;
           vpmm_stream s = from_list ? w.streams[i] : pick_stream(in, w);
+          const bool stale = stale_stream(w, s);
           st = vpmm_pool_stream_destroy(pool, s);
           FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_BACKEND}), "stream_destroy -> %d", st);
+          FZ_CHECK(!(st == VPMM_OK && stale), "destroy of destroyed stream %p succeeded", s);
           if (st == VPMM_OK) {
             for (size_t k = 0; k < w.streams.size(); ++k)
               if (w.streams[k] == s) w.streams.erase(w.streams.begin() + static_cast<long>(k--));
@@ -397,6 +456,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             FZ_CHECK(st == A, "destroy of NULL or an unknown stream -> %d", st);
           }
         }
+        FZ_CHECK(!(st == VPMM_OK && stale_stream(w, s)), "host stream call on destroyed stream %p succeeded", s);
         break;
       }
       case 22: {  // scopes
@@ -455,6 +515,63 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         st = vpmm_pool_destroy((in.u8() & 1) ? nullptr : w.p[2]);
         FZ_CHECK(one_of(st, {VPMM_OK, A}), "destroy -> %d", st);
         break;
+      case 26: {  // retire and destroy a live stream in the middle: held, with work and memory on it
+        if (w.streams.empty()) {
+          st = VPMM_OK;
+          break;
+        }
+        size_t i = in.u8() % w.streams.size();
+        vpmm_stream s = w.streams[i];
+        uint8_t how = in.u8();
+        void* q[2] = {nullptr, nullptr};
+        for (int k = 0; k < 2; ++k)
+          if (how & (1 << k)) {
+            FZ_CHECK(vpmm_pool_malloc(w.p[k], 1 + in.u16() % (64 << 10), s, &q[k]) != VPMM_ERR_INVALID_ARGUMENT,
+                     "malloc on a live stream");
+            // Freed on the stream (pending there) or kept live past its end.
+            if (q[k] && (how & 4)) {
+              FZ_CHECK(vpmm_pool_free(w.p[k], q[k], s) == VPMM_OK, "free on a live stream");
+              q[k] = nullptr;
+            }
+          }
+        if (how & 8) FZ_CHECK(vpmm_host_stream_hold(s) == VPMM_OK, "hold");
+        FZ_CHECK(vpmm_host_stream_launch(s, noop_kernel, nullptr) == VPMM_OK, "launch");
+        for (int k = 0; k < 2; ++k) FZ_CHECK(vpmm_pool_stream_retire(w.p[k], s) == VPMM_OK, "retire");
+        // Destroy drains, held or not.
+        FZ_CHECK(vpmm_host_stream_destroy(s) == VPMM_OK, "destroy of a retired stream");
+        w.streams.erase(w.streams.begin() + static_cast<long>(i));
+        w.dead_streams.push_back(s);
+        for (int k = 0; k < 2; ++k)
+          if (q[k]) {
+            w.ptrs[k].push_back(q[k]);
+            FZ_CHECK(vpmm_pool_free(w.p[k], q[k], s) == A, "free on the destroyed stream");
+          }
+        FZ_CHECK(vpmm_host_stream_synchronize(s) == A, "synchronize of the destroyed stream");
+        vpmm_stream n = nullptr;
+        FZ_CHECK(vpmm_host_stream_create(&n) == VPMM_OK, "stream create");
+        check_fresh_stream(w, n);
+        w.streams.push_back(n);
+        st = VPMM_OK;
+        break;
+      }
+      case 27: {  // pause and resume with host backups (the pool's own copy stream) after it all
+        int k = in.u8() % 2;
+        vpmm_alloc_attrs a;
+        std::memset(&a, 0, sizeof a);
+        a.struct_size = sizeof a;
+        a.tag = "bk";
+        a.flags = VPMM_ALLOC_HOST_BACKUP;
+        void* q = nullptr;
+        if (vpmm_pool_malloc_ex(w.p[k], 1 + in.u16() % (128 << 10), nullptr, &a, &q) == VPMM_OK) {
+          std::memset(q, 0x3c, 64);
+          FZ_CHECK(vpmm_pool_pause(w.p[k], "bk") == VPMM_OK, "backup pause");
+          FZ_CHECK(vpmm_pool_resume(w.p[k], "bk") == VPMM_OK, "backup resume");
+          FZ_CHECK(static_cast<unsigned char*>(q)[63] == 0x3c, "backup lost its bytes");
+          FZ_CHECK(vpmm_pool_free(w.p[k], q, nullptr) == VPMM_OK, "free");
+        }
+        st = VPMM_OK;
+        break;
+      }
       default: {  // free a pool allocation correctly (keeps the pools from filling up)
         int k = in.u8() % 2;
         if (!w.ptrs[k].empty()) {
