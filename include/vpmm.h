@@ -165,7 +165,7 @@ VPMM_API const char* vpmm_status_string(vpmm_status status);
  * "vpmm_pool_malloc: size 0 is not allowed". Never NULL: "" when no call on
  * this thread has failed yet. The string is thread-local and stays valid until
  * the next vpmm_* call on the same thread; copy it if you need it longer.
- * Never allocates. */
+ * Never allocates. Thread safe (each thread reads its own message). */
 VPMM_API const char* vpmm_last_error(void);
 
 /* Copy the calling thread's vpmm_last_error() text into buf, truncated to
@@ -319,10 +319,12 @@ VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
  * applies). The config is copied; the caller keeps ownership of it. On
  * success *out owns the pool, to be released with vpmm_pool_destroy.
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
- * malformed environment variable, device out of range, bad peer_devices),
- * UNSUPPORTED (backend not built, no usable device, a device without VMM
- * support, peers without a P2P path), OUT_OF_MEMORY (initial_pages or the VA
- * could not be had), BACKEND (the driver failed). Thread safe. */
+ * malformed environment variable, device out of range, a peer device that
+ * does not exist or is the pool's own), UNSUPPORTED (backend not built, no
+ * usable device, a device without VMM support, peer_devices on a backend
+ * without peer access (host, HIP) or between devices without a P2P path),
+ * OUT_OF_MEMORY (initial_pages or the VA could not be had), BACKEND (the
+ * driver failed). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out);
 
 /* Destroy a pool: waits for the events of every free region and zombie (work
@@ -467,7 +469,9 @@ VPMM_API vpmm_status vpmm_tag_scope_pop(void);
 
 /* The first names of vpmm_tag_scope_push/pop, kept for existing callers:
  * the same functions (a scope is no region of address space, which is what
- * vpmm_region_info describes). Error messages name the function called. */
+ * vpmm_region_info describes), with the same errors and thread safety; a
+ * push of either name is closed by a pop of either. Error messages name the
+ * function called. */
 VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags);
 VPMM_API vpmm_status vpmm_region_pop(void);
 
@@ -806,9 +810,9 @@ VPMM_API vpmm_status vpmm_pool_layout(vpmm_pool* pool, char* buf, size_t capacit
 
 /* Verify every invariant of the pool (regions partition the reserved VA, each
  * mapped page belongs to exactly one live/free/zombie range, handle maps match,
- * stats equal the sums of the maps, size indexes agree). VPMM_OK when they hold,
- * VPMM_ERR_INTERNAL with a description of the first violation otherwise.
- * O(regions + handles). Thread safe. */
+ * stats equal the sums of the maps, size indexes agree). VPMM_OK when they hold.
+ * Errors: INTERNAL, with a description of the first violation. O(regions +
+ * handles), under the pool's lock. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_check(vpmm_pool* pool);
 
 /* One line of text about the driver backend `backend` (VPMM_BACKEND_*) would
