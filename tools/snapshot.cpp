@@ -627,7 +627,7 @@ bool parse_snapshot(const uint8_t* data, size_t size, const std::string& name,
     vpickle::Document doc;
     if (!vpickle::parse(data, size, name, &doc, err)) return false;
     SnapshotOptions o = opts;
-    if (o.max_visits == 0) o.max_visits = doc.consumed() + kVisitSlack;
+    if (o.max_visits == 0) o.max_visits = doc.consumed() / kBytesPerVisit + kVisitSlack;
     return snapshot_to_trace(doc.root(), name, o, out, facts, err);
   } catch (const std::bad_alloc&) {
     return out_of_memory(name, err);

@@ -43,7 +43,8 @@ namespace vtrace {
 // few megabytes of gzip can inflate to gigabytes: both are refused with a
 // message rather than followed.
 constexpr uint64_t kDefaultMaxInflated = uint64_t(4) << 30;
-constexpr uint64_t kDefaultMaxVisits = uint64_t(1) << 26;
+constexpr uint64_t kDefaultMaxVisits = uint64_t(1) << 24;
+constexpr uint64_t kBytesPerVisit = 4;
 constexpr uint64_t kVisitSlack = uint64_t(1) << 16;
 
 struct SnapshotOptions {
@@ -52,9 +53,10 @@ struct SnapshotOptions {
   uint64_t max_inflated = kDefaultMaxInflated;
   // Dicts (events, segments, blocks) the conversion may look at, each look
   // counted (one shared dict listed N times is N). 0: parse_snapshot and
-  // load_snapshot allow one per byte of the pickle plus kVisitSlack (a dict
-  // that is not shared costs more than a byte; PyTorch's snapshots need
-  // about one per 20 bytes), snapshot_to_trace alone kDefaultMaxVisits.
+  // load_snapshot allow one per kBytesPerVisit bytes of the pickle plus
+  // kVisitSlack (a dict listed once takes 6 bytes of pickle at the very
+  // least, one of PyTorch's about 70), snapshot_to_trace alone
+  // kDefaultMaxVisits.
   uint64_t max_visits = 0;
 };
 

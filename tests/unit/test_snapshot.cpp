@@ -981,4 +981,243 @@ TEST("snapshot: files: detection by content or name, load errors") {
   CHECK(!vtrace::looks_like_snapshot(bytes(data), 0));
 }
 
+// ---------------------------------------------------------------------------
+// Resource limits: small inputs that cost a lot. Each must end fast, in
+// bounded memory, converted or refused with a message.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+std::string le_n(uint64_t v, int n) {
+  std::string s;
+  for (int k = 0; k < n; ++k) s += static_cast<char>((v >> (8 * k)) & 0xff);
+  return s;
+}
+
+// A hand-made protocol 2 pickle: memo GETs list one container many times
+// for five bytes each, which CPython's pickler does only for shared objects.
+struct Raw {
+  std::string b = B("\x80\x02");
+  uint32_t next = 0;
+  std::map<std::string, uint32_t> strs;
+
+  uint32_t put() {
+    b += "r" + le_n(next, 4);
+    return next++;
+  }
+  void get(uint32_t i) { b += "j" + le_n(i, 4); }
+  void str(const std::string& s) {  // memoized, as a pickler writes keys
+    auto it = strs.find(s);
+    if (it != strs.end()) return get(it->second);
+    b += "X" + le_n(s.size(), 4) + s;
+    strs[s] = put();
+  }
+  void integer(int64_t v) { b += B("\x8a\x08") + le_n(static_cast<uint64_t>(v), 8); }
+};
+
+}  // namespace
+
+TEST("limits: memo indices that double at every PUT stay a map (105 bytes, no 64 GiB vector)") {
+  // Each LONG_BINPUT is as far beyond the last as a reader that grows its
+  // memo vector to twice its size would follow: 4 billion slots (64 GiB)
+  // after 19 of them.
+  std::string data = B("\x80\x02N");
+  uint64_t idx = 4096, last = 0;
+  int puts = 0;
+  while (idx <= UINT32_MAX) {
+    data += "r" + le_n(idx, 4);
+    last = idx;
+    idx = 2 * (idx + 1) + 4096;
+    ++puts;
+  }
+  data += "j" + le_n(last, 4) + "0.";
+  CHECK_EQ(puts, 19);
+  CHECK(data.size() < 120);
+  CHECK_EQ(repr_of(data), std::string("None"));
+  // The same with a text PUT of 19 digits, and a GET of a slot never set.
+  CHECK_EQ(repr_of(B("\x80\x02Np9999999999999999999\ng9999999999999999999\n.")), std::string("None"));
+  CHECK_EQ(error_of(B("\x80\x02Nr\x00\x00\x00\x40j\xff\xff\xff\x3f.")),
+           std::string("t.pickle: offset 8: memo has no value at index 1073741823"));
+}
+
+TEST("limits: 30k segments sharing one 30k-block list are refused at the visit budget") {
+  // 9e8 blocks in a pickle of about 2 MB, each a pre-live allocation of
+  // its own address if followed.
+  auto shared = [](int segments, int blocks) {
+    Raw r;
+    r.b += "}";
+    r.put();
+    r.b += "(";
+    r.str("segments");
+    r.b += "]";
+    r.put();
+    r.b += "(";
+    uint32_t list = 0;
+    for (int s = 0; s < segments; ++s) {
+      r.b += "}(";
+      r.str("device");
+      r.b += B("K\x00");
+      r.str("address");
+      r.integer(0x7f0000000000 + int64_t(s) * 0x100000000);
+      r.str("total_size");
+      r.integer(int64_t(blocks) * 512);
+      r.str("blocks");
+      if (s == 0) {
+        r.b += "]";
+        list = r.put();
+        r.b += "(";
+        for (int k = 0; k < blocks; ++k) {
+          r.b += "}(";
+          r.str("size");
+          r.b += "M" + le_n(512, 2);
+          r.str("state");
+          r.str("active_allocated");
+          r.b += "u";
+        }
+        r.b += "e";
+      } else {
+        r.get(list);
+      }
+      r.b += "u";
+    }
+    r.b += "e";
+    r.str("device_traces");
+    r.b += "]]a";
+    r.b += "u.";
+    return r.b;
+  };
+  vtrace::Trace t;
+  vtrace::SnapshotFacts f;
+  std::string err;
+  // Sharing itself is no error: 30 segments of the same 30 blocks.
+  CHECK(convert(shared(30, 30), &t, &f, &err));
+  CHECK_EQ(f.prelive_from_segments, uint64_t(900));
+  CHECK_EQ(f.visits, uint64_t(30 + 30 + 900));  // segments to pick the device, segments, blocks
+
+  const std::string big = shared(30000, 30000);
+  std::printf("  %zu bytes\n", big.size());
+  CHECK(big.size() < 3000000);
+  CHECK(!convert(big, &t, &f, &err));
+  CHECK(starts_with(err, "s.pickle: segments["));
+  CHECK_CONTAINS(err, " event, segment and block dicts to read, counting each listing");
+  // The budget follows the pickle's size; the error names it.
+  CHECK_CONTAINS(err, "more than " + std::to_string(big.size() / vtrace::kBytesPerVisit + vtrace::kVisitSlack) + " ");
+
+  // snapshot_to_trace of a parsed document has a budget of its own.
+  vpickle::Document doc;
+  CHECK(vpickle::parse(bytes(big), big.size(), "s.pickle", &doc, &err));
+  vtrace::SnapshotOptions o;
+  o.max_visits = 100000;
+  CHECK(!vtrace::snapshot_to_trace(doc.root(), "s.pickle", o, &t, &f, &err));
+  CHECK_CONTAINS(err, "more than 100000 event, segment and block dicts");
+}
+
+TEST("limits: 200k events that are one dict of 200k keys convert in O(log n) lookups") {
+  // Every lookup of a linear dict would read all 200k keys: 4e10 compares.
+  const int n = 200000;
+  Raw r;
+  r.b += "}(";
+  r.str("device_traces");
+  r.b += "]]}";  // device_traces, its one device's events, the event
+  const uint32_t ev = r.put();
+  r.b += "(";
+  for (const char* k : {"action", "addr", "size", "stream"}) {
+    r.str(k);
+    if (std::string(k) == "action") r.str("alloc");
+    else r.integer(k[1] == 'd' ? 0x7f0000001000 : k[0] == 's' && k[1] == 'i' ? 4096 : 0);
+  }
+  r.b += "u";
+  for (int b = 0; b < n - 4; b += 1000) {
+    r.b += "(";
+    for (int k = b; k < std::min(b + 1000, n - 4); ++k) {
+      char key[16];
+      std::snprintf(key, sizeof key, "%06d", k);  // as long as "action", "stream"
+      r.b += "X" + le_n(6, 4) + key;
+      r.b += B("K\x01");
+    }
+    r.b += "u";
+  }
+  // The last "size" wins, as in Python.
+  r.b += "(";
+  r.str("size");
+  r.b += "M" + le_n(8192, 2);
+  r.b += "u";
+  r.b += "a(";
+  for (int k = 1; k < n; ++k) r.get(ev);
+  r.b += "e";
+  r.b += "a";  // device_traces = [[ev] * n]
+  r.b += "u.";
+  std::printf("  %zu bytes\n", r.b.size());
+  vtrace::Trace t;
+  vtrace::SnapshotFacts f;
+  std::string err;
+  CHECK(convert(r.b, &t, &f, &err));
+  CHECK_EQ(err, std::string(""));
+  CHECK_EQ(f.events, uint64_t(n));
+  CHECK_EQ(f.allocs, uint64_t(n));
+  CHECK_EQ(f.repairs, uint64_t(n - 1));  // the same address, allocated again and again
+  CHECK_EQ(f.visits, uint64_t(n));
+  CHECK_EQ(f.allocated_peak, uint64_t(8192));
+  CHECK_EQ(t.ops.size(), size_t(2 * n - 1));
+}
+
+TEST("limits: a dict built one SETITEM at a time grows geometrically") {
+  // An exact reserve per SETITEM copies the dict each time: 200k entries,
+  // 2e10 entry copies.
+  const int n = 200000;
+  std::string data = B("\x80\x02}");
+  for (int k = 0; k < n; ++k) data += "J" + le_n(static_cast<uint64_t>(k), 4) + "Ns";
+  data += ".";
+  vpickle::Document doc;
+  std::string err;
+  CHECK(parse(data, &doc, &err));
+  CHECK_EQ(doc.root().size(), size_t(n));
+}
+
+TEST("limits: gzip inflates up to max_inflated, never past it, then says so") {
+  CHECK(vtrace::kDefaultMaxInflated <= (uint64_t(4) << 30));
+#ifdef VPMM_HAVE_ZLIB
+  auto gzip = [](const std::string& in) {
+    z_stream z;
+    std::memset(&z, 0, sizeof z);
+    deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+    std::string out(deflateBound(&z, in.size()) + 64, '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    z.next_out = reinterpret_cast<Bytef*>(&out[0]);
+    z.avail_out = static_cast<uInt>(out.size());
+    deflate(&z, Z_FINISH);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+  };
+  // A bomb: 16 MiB + 1 of zeros in about 16 KiB, with a trailer that says 1 byte.
+  const uint64_t cap = uint64_t(16) << 20;
+  std::string bomb = gzip(std::string(cap + 1, '\0'));
+  for (int k = 0; k < 4; ++k) bomb[bomb.size() - 4 + k] = k == 0 ? 1 : 0;
+  CHECK(bomb.size() < 50000);
+  std::vector<uint8_t> out;
+  std::string err;
+  CHECK(!vtrace::gunzip(bytes(bomb), bomb.size(), "s.pickle.gz", &out, &err, cap));
+  CHECK_EQ(err, std::string("s.pickle.gz: more than 16 MiB once decompressed: the limit on inflated "
+                            "snapshots (a decompression bomb?)"));
+  // The same through parse_snapshot, with the limit of its options.
+  vtrace::SnapshotOptions o;
+  o.max_inflated = cap;
+  vtrace::Trace t;
+  vtrace::SnapshotFacts f;
+  CHECK(!vtrace::parse_snapshot(bytes(bomb), bomb.size(), "s.pickle.gz", o, &t, &f, &err));
+  CHECK_CONTAINS(err, "more than 16 MiB once decompressed");
+  // Exactly the limit inflates, into a buffer no larger than limit + 1.
+  const std::string exact(1 << 20, 'N');
+  const std::string gz = gzip(exact);
+  CHECK(vtrace::gunzip(bytes(gz), gz.size(), "s.pickle.gz", &out, &err, exact.size()));
+  CHECK_EQ(out.size(), exact.size());
+  CHECK(out.capacity() <= exact.size() + 1);
+  CHECK(!vtrace::gunzip(bytes(gz), gz.size(), "s.pickle.gz", &out, &err, exact.size() - 1));
+  CHECK_EQ(err, std::string("s.pickle.gz: more than 1048575 bytes once decompressed: the limit on "
+                            "inflated snapshots (a decompression bomb?)"));
+#endif
+}
+
 TEST_MAIN()
