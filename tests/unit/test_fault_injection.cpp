@@ -32,6 +32,8 @@
 //
 // The scenarios use the core API (Pool with a FaultBackend around a shared
 // host backend); the C API adds no backend calls of its own.
+#include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -139,7 +142,44 @@ struct Ctx {
     held.clear();
     for (Stream s : streams) CHECK_OK(vpmm::host::stream_synchronize(s));
   }
+  // Runs f, a call that waits for work queued on held streams, while a
+  // helper thread releases the holds a little later (as a GPU finishes its
+  // work). Long enough that a call which does not wait acts first.
+  vpmm_status released_later(const std::function<vpmm_status()>& f) {
+    if (held.empty()) return f();
+    std::vector<Stream> h;
+    h.swap(held);
+    std::thread t([h] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      for (Stream s : h) vpmm::host::stream_release(s);
+    });
+    vpmm_status st = f();
+    t.join();
+    for (Stream s : h) vpmm::host::stream_synchronize(s);  // their work has run when this returns
+    return st;
+  }
 };
+
+// A host "kernel" that reads an allocation's pattern, queued on a stream:
+// work that still uses the memory. Reading unmapped memory faults; a wrong
+// byte is counted.
+std::atomic<int> g_kernel_errors{0};
+std::atomic<int> g_kernels_run{0};
+struct ReadJob {
+  const void* p;
+  uint64_t size, seed;
+  bool rewrite;  // write a new pattern instead of reading
+};
+void job_kernel(void* u) {
+  ReadJob* j = static_cast<ReadJob*>(u);
+  if (j->rewrite) vt::fill(const_cast<void*>(j->p), j->size, j->seed);
+  else if (!vt::verify(j->p, j->size, j->seed)) ++g_kernel_errors;
+  ++g_kernels_run;
+  delete j;
+}
+void queue_read(Stream s, const Alloc& a) {
+  CHECK_OK(vpmm::host::stream_launch(s, job_kernel, new ReadJob{a.p, a.size, a.seed, false}));
+}
 
 // Is the allocation's memory paused (not mapped)? Then its bytes cannot be
 // read until resume.
@@ -232,6 +272,7 @@ enum class Partial {
   pause,   // some targets paused (live/small -> paused): the unmap of another failed
   resume,  // some targets resumed (paused -> live/small): vpmm.h, vpmm_pool_resume
   trim,    // some free memory released (free -> hole)
+  resume_trim,  // a resume that gave cached free memory back to fit under the limit
 };
 
 // "" when `after` equals `before` up to the tolerated differences listed at
@@ -250,6 +291,9 @@ std::string diff_state(const State& before, const State& after, Partial p) {
         return from == VPMM_REGION_PAUSED && (to == VPMM_REGION_LIVE || to == VPMM_REGION_SMALL);
       case Partial::trim:
         return from == VPMM_REGION_FREE && (to == VPMM_REGION_HOLE || to == VPMM_REGION_FREE);
+      case Partial::resume_trim:
+        return (from == VPMM_REGION_PAUSED && (to == VPMM_REGION_LIVE || to == VPMM_REGION_SMALL)) ||
+               (from == VPMM_REGION_FREE && (to == VPMM_REGION_HOLE || to == VPMM_REGION_FREE));
       case Partial::none:
         break;
     }
@@ -300,7 +344,7 @@ std::string diff_state(const State& before, const State& after, Partial p) {
   // 2. Zombies may only have become holes; holes stay holes (trim: free
   //    pages may have become holes too).
   auto zb = pages_of(before.regions, {VPMM_REGION_ZOMBIE});
-  auto holes_from = p == Partial::trim
+  auto holes_from = p == Partial::trim || p == Partial::resume_trim
                         ? pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE, VPMM_REGION_FREE})
                         : pages_of(before.regions, {VPMM_REGION_ZOMBIE, VPMM_REGION_HOLE});
   for (const vpmm_region_info& r : after.regions) {
@@ -328,6 +372,7 @@ std::string diff_state(const State& before, const State& after, Partial p) {
     s->backup_cache_bytes = 0;
     s->backup_pinned_bytes = 0;  // the cache again, with the buffers in use
     if (p == Partial::trim) s->n_trim = 0;  // counts calls, failed ones too
+    if (p == Partial::resume_trim) s->bytes_trimmed = 0;
     zero_oom(*s, 0);
   }
   if (x.zombie_bytes + x.hole_bytes != y.zombie_bytes + y.hole_bytes)
@@ -944,6 +989,102 @@ std::vector<Scenario> scenarios() {
     };
     add(s);
   }
+  // Pause, trim and resume with work queued on other streams, under limits,
+  // and after a stream was retired: the calls wait for the queued work
+  // (released 30 ms into the call), so a read still queued when the memory
+  // is unmapped faults, and a rewrite queued before a pause is what the
+  // backup holds.
+  {
+    Scenario s;
+    s.name = "h1 pause: a slab's block freed on a held stream that still reads it";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0), b = c.stream(1);
+      CHECK_OK(c.alloc(1000, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(vpmm::host::stream_synchronize(a));
+      c.hold(b);
+      queue_read(b, c.live[0]);
+      CHECK_OK(c.release(0, b));
+    };
+    s.op = [](Ctx& c) { return c.released_later([&c] { return c.pool->pause("w"); }); };
+    s.partial = Partial::pause;
+    s.on_success = [](Ctx&) -> std::string {
+      return g_kernel_errors == 0 ? "" : "a read queued before the free saw the wrong bytes";
+    };
+    add(s);
+    s.name = "h2 pause: a rewrite queued on the allocation's held stream";
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0);
+      CHECK_OK(c.alloc(2 * kPage, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(vpmm::host::stream_synchronize(a));
+      c.hold(a);
+      for (Alloc& x : c.live) {
+        x.seed = c.next_seed++;  // what the backup must hold
+        CHECK_OK(vpmm::host::stream_launch(a, job_kernel, new ReadJob{x.p, x.size, x.seed, true}));
+      }
+    };
+    add(s);
+    s.name = "h3 trim: a region freed on a held stream that still reads it";
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0), b = c.stream(1);
+      CHECK_OK(c.alloc(3 * kPage, a));
+      CHECK_OK(c.alloc(2 * kPage, a));
+      CHECK_OK(vpmm::host::stream_synchronize(a));
+      c.hold(b);
+      queue_read(b, c.live[0]);
+      CHECK_OK(c.release(0, b));
+    };
+    s.op = [](Ctx& c) { return c.released_later([&c] { return c.pool->trim(0); }); };
+    s.partial = Partial::trim;
+    add(s);
+    // Three paused allocations that fit under the limit only once the
+    // cached free pages are given back; mapped bytes never pass the limit.
+    s.name = "h4 resume under a tight limit: cached memory given back first";
+    s.opt = options(64, 0, kPage);
+    s.setup = [](Ctx& c) {
+      for (int i = 0; i < 3; ++i) CHECK_OK(c.alloc(2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(8 * kPage));
+      CHECK_OK(c.release(3, nullptr));  // 8 free pages stay mapped
+      CHECK_OK(c.pool->pause("w"));
+      CHECK_OK(c.pool->set_limit(10 * kPage));
+    };
+    s.op = [](Ctx& c) {
+      vpmm_status st = c.pool->resume("w");
+      vpmm_stats x;
+      c.pool->stats(&x);
+      if (x.mapped_bytes > 10 * kPage)
+        std::printf("  h4: %" PRIu64 " bytes mapped under a limit of %" PRIu64 "\n", x.mapped_bytes, 10 * kPage);
+      CHECK(x.mapped_bytes <= 10 * kPage);
+      return st;
+    };
+    s.partial = Partial::resume_trim;
+    s.on_success = nullptr;
+    add(s);
+    // The allocating stream was retired and destroyed (its work drained):
+    // the pause must not need it.
+    s.name = "h5 pause after the allocating stream was retired and destroyed";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0);
+      CHECK_OK(c.alloc(2 * kPage, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(1000, a, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(3 * kPage, a, "w", 0));
+      CHECK_OK(c.alloc(500, a));
+      c.hold(a);  // work still queued when the stream is retired and destroyed
+      CHECK_OK(c.release(3, a));
+      c.held.clear();  // the destroy drops the hold
+      CHECK_OK(c.pool->stream_retire(a));
+      CHECK_OK(vpmm::host::stream_destroy(a));
+      c.streams.erase(c.streams.begin());
+      for (Alloc& x : c.live) x.stream = nullptr;  // used in the default stream's order from now on
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w"); };
+    s.partial = Partial::pause;
+    add(s);
+  }
   return v;
 }
 
@@ -998,6 +1139,81 @@ TEST("pause pipeline: a failed batch leaves earlier batches paused, later ones a
   while (!c.live.empty()) CHECK_OK(c.release(c.live.size() - 1, nullptr));
   c.pool.reset();
   CHECK(vpmm::live_counts_zero(c.host->counters()));
+}
+
+// A resume under a limit that fits only some of the paused allocations:
+// each one is resumed with its bytes or stays paused with its backup, and
+// mapped bytes never pass the limit; the same with each backend call of the
+// resume failed once. Then, the limit lifted, everything comes back intact.
+TEST("resume under a tight limit: what does not fit stays paused with its backup, with or without faults") {
+  auto setup = [](Ctx& c) {
+    vpmm::BackendParams bp;
+    vpmm_status st = VPMM_OK;
+    c.host = vt::make_shared_test_backend(bp, &st);
+    c.opt = options(64, 0, kPage, kPage / 2);
+    CHECK_OK(c.create_pool());
+    c.ctl->arm(FaultPlan{});
+    for (int i = 0; i < 4; ++i) CHECK_OK(c.alloc(3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+    CHECK_OK(c.alloc(1000, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+    CHECK_OK(c.alloc(2 * kPage));
+    CHECK_OK(c.pool->pause("w"));
+    vpmm_stats x;
+    c.pool->stats(&x);
+    CHECK_OK(c.pool->set_limit(x.mapped_bytes + 7 * kPage));  // two of the four, and the slab
+    return x.mapped_bytes + 7 * kPage;
+  };
+  auto after = [](Ctx& c, uint64_t limit, vpmm_status st, vpmm_status injected, const char* where) {
+    vpmm_stats x;
+    c.pool->stats(&x);
+    if (x.mapped_bytes > limit)
+      std::printf("  [%s]: %" PRIu64 " bytes mapped under a limit of %" PRIu64 "\n", where, x.mapped_bytes, limit);
+    CHECK(x.mapped_bytes <= limit);
+    if (st != VPMM_ERR_OUT_OF_MEMORY && st != injected)
+      std::printf("  [%s]: resume returned %s (%s)\n", where, vpmm_status_string(st), vpmm::last_error());
+    CHECK(st == VPMM_ERR_OUT_OF_MEMORY || st == injected);
+    CHECK_EQ(c.pool->check(), std::string());
+    c.ctl->set_counting(false);
+    auto regions = c.pool->snapshot();
+    size_t paused = 0;
+    for (const Alloc& a : c.live) {
+      if (is_paused(regions, a)) ++paused;
+      else CHECK(vt::verify(a.p, a.size, a.seed));
+    }
+    CHECK(paused >= 1);  // four times three pages never fit in seven
+    vpmm_tag_stats ts;
+    ts.struct_size = sizeof ts;
+    CHECK_OK(c.pool->tag_stats("w", &ts));
+    CHECK_EQ(ts.backup_bytes, ts.paused_bytes);  // every paused one keeps a whole backup
+    CHECK_OK(c.pool->set_limit(0));
+    CHECK_OK(c.pool->resume("w"));
+    for (const Alloc& a : c.live) CHECK(vt::verify(a.p, a.size, a.seed));
+    while (!c.live.empty()) CHECK_OK(c.release(c.live.size() - 1, nullptr));
+    CHECK_EQ(c.pool->check(), std::string());
+    c.pool.reset();
+    CHECK(vpmm::live_counts_zero(c.host->counters()));
+  };
+  uint64_t count = 0;
+  {
+    Ctx c;
+    uint64_t limit = setup(c);
+    c.ctl->arm(FaultPlan{});
+    vpmm_status st = c.pool->resume("w");
+    count = c.ctl->calls();
+    c.ctl->disarm();
+    after(c, limit, st, VPMM_ERR_OUT_OF_MEMORY, "unfaulted");
+  }
+  CHECK(count > 0);
+  for (vpmm_status inject : {VPMM_ERR_OUT_OF_MEMORY, VPMM_ERR_BACKEND})
+    for (uint64_t n = 1; n <= count; ++n) {
+      Ctx c;
+      uint64_t limit = setup(c);
+      c.ctl->arm(FaultPlan{n, vpmm::kFaultAny, inject});
+      vpmm_status st = c.pool->resume("w");
+      c.ctl->disarm();
+      char where[64];
+      std::snprintf(where, sizeof where, "call %" PRIu64 "/%" PRIu64 " %s", n, count, vpmm_status_string(inject));
+      after(c, limit, st, inject, where);
+    }
 }
 
 TEST("fault points covered") {
