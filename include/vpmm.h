@@ -735,8 +735,8 @@ enum {
 #endif
 
 /* One region of the pool's VA (not to be confused with a tag scope, which
- * vpmm_region_push once named). Grows only at the end; no padding on 64-bit
- * targets. */
+ * vpmm_region_push, the first name of vpmm_tag_scope_push, opens). Grows only
+ * at the end; no padding on 64-bit targets. */
 typedef struct vpmm_region_info {
   uint32_t struct_size;  /* = sizeof(vpmm_region_info), set by the caller (vpmm_pool_dump) */
   int32_t kind;          /* VPMM_REGION_* */
