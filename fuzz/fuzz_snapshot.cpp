@@ -17,6 +17,13 @@
 //  3. parse_snapshot of the raw bytes (the gzip branch: this build has no
 //     zlib, so gzip magic must give the "gunzip it first" message).
 //
+// Time and memory are findings too, not only crashes: a few kilobytes can
+// list one container a million times (memo GET). Each conversion runs with a
+// visit budget that follows the input's size and checks the visits it
+// reports against it; dict lookups (a sorted index on large dicts) must find
+// what a linear scan finds. Run with libFuzzer's -timeout, -rss_limit_mb and
+// -malloc_limit_mb so that a slow or memory-hungry input is saved as one.
+//
 // Seeds: fuzz/corpus/fuzz_snapshot/, written by
 // `tests/unit/make_snapshot.py --fuzz-seeds fuzz/corpus/fuzz_snapshot`
 // (small snapshots under every protocol, 0-5).
@@ -100,9 +107,30 @@ void check_trace(const vtrace::Trace& t, const vtrace::SnapshotFacts& f) {
            (unsigned long long)r.peak_requested, (unsigned long long)f.allocated_peak);
 }
 
-void convert(const vpickle::Value& root, int device) {
+// Tighter than parse_snapshot's own (kVisitSlack), so that small inputs
+// reach the refusal.
+uint64_t visit_budget(size_t size) { return size / vtrace::kBytesPerVisit + 1024; }
+
+// find() against a linear scan: the last entry with the key wins.
+void check_find(const vpickle::Value& dict) {
+  const auto& e = dict.entries();
+  for (size_t k = 0; k < e.size() && k < 64; ++k) {
+    if (!e[k].first.is(vpickle::Kind::kStr)) continue;
+    const std::string& key = e[k].first.as_str();
+    size_t last = k;
+    for (size_t j = k + 1; j < e.size(); ++j)
+      if (e[j].first.is(vpickle::Kind::kStr) && e[j].first.as_str() == key) last = j;
+    vpickle::Value got;
+    FZ_CHECK(dict.find(key, &got), "key %zu of %zu not found", k, e.size());
+    FZ_CHECK(vpickle::describe(got, 2, 4) == vpickle::describe(e[last].second, 2, 4),
+             "key %zu of %zu: found another entry than %zu", k, e.size(), last);
+  }
+}
+
+void convert(const vpickle::Value& root, int device, size_t size) {
   vtrace::SnapshotOptions o;
   o.device = device;
+  o.max_visits = visit_budget(size);
   vtrace::Trace t;
   t.name = "untouched";
   vtrace::SnapshotFacts f;
@@ -113,6 +141,10 @@ void convert(const vpickle::Value& root, int device) {
     FZ_CHECK(t.name == "untouched" && t.ops.empty() && f.device == -7, "output touched on error");
     return;
   }
+  FZ_CHECK(f.visits <= o.max_visits, "%llu visits, budget %llu", (unsigned long long)f.visits,
+           (unsigned long long)o.max_visits);
+  FZ_CHECK(f.events <= f.visits, "%llu events, %llu visits", (unsigned long long)f.events,
+           (unsigned long long)f.visits);
   FZ_CHECK(t.name == "fuzz", "trace name \"%s\"", t.name.c_str());
   if (device >= 0) FZ_CHECK(f.device == device, "device %d, asked for %d", f.device, device);
   check_trace(t, f);
@@ -131,8 +163,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FZ_CHECK(!vpickle::parse(data, doc.consumed() - 1, "fuzz", &shorter, &e2),
              "parses without its STOP (%zu bytes)", doc.consumed() - 1);
     (void)vpickle::describe(doc.root(), 6, 16);
-    convert(doc.root(), -1);
-    convert(doc.root(), size ? data[0] % 4 : 0);
+    check_find(doc.root());
+    convert(doc.root(), -1, size);
+    convert(doc.root(), size ? data[0] % 4 : 0, size);
   } else {
     FZ_CHECK(starts_with(err, "fuzz: offset "), "error without name and offset: \"%s\"", err.c_str());
   }
@@ -143,6 +176,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FZ_CHECK(starts_with(err, "fuzz: "), "error without the input's name: \"%s\"", err.c_str());
     if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b && !vtrace::have_zlib())
       FZ_CHECK(err.find("gunzip it first") != std::string::npos, "gzip without zlib: \"%s\"", err.c_str());
+  } else {
+    const uint64_t budget = size / vtrace::kBytesPerVisit + vtrace::kVisitSlack;
+    FZ_CHECK(f.visits <= budget, "parse_snapshot: %llu visits, budget %llu", (unsigned long long)f.visits,
+             (unsigned long long)budget);
   }
   return 0;
 }

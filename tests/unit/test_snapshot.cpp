@@ -1191,10 +1191,9 @@ TEST("limits: gzip inflates up to max_inflated, never past it, then says so") {
     deflateEnd(&z);
     return out;
   };
-  // A bomb: 16 MiB + 1 of zeros in about 16 KiB, with a trailer that says 1 byte.
+  // A bomb: 16 MiB + 1 of zeros in about 16 KiB.
   const uint64_t cap = uint64_t(16) << 20;
-  std::string bomb = gzip(std::string(cap + 1, '\0'));
-  for (int k = 0; k < 4; ++k) bomb[bomb.size() - 4 + k] = k == 0 ? 1 : 0;
+  const std::string bomb = gzip(std::string(cap + 1, '\0'));
   CHECK(bomb.size() < 50000);
   std::vector<uint8_t> out;
   std::string err;
