@@ -541,8 +541,7 @@ bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vect
   return false;
 #else
   std::vector<uint8_t> buf;
-  // One byte past the limit is room enough to tell that the data go on.
-  const uint64_t cap = std::min<uint64_t>(max_out, SIZE_MAX - 1) + 1;
+  const uint64_t cap = std::min<uint64_t>(max_out, SIZE_MAX);
   // gzip's trailer holds the size mod 2^32 of the last member: a good first
   // guess, trusted only as far as a plausible ratio (a corrupt trailer must
   // not make us zero gigabytes); doubling covers the rest, up to the cap.
@@ -558,23 +557,28 @@ bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vect
   size_t in_pos = 0, out_pos = 0;
   std::string what;
   for (;;) {
-    if (out_pos == buf.size())
+    // Full at the cap: inflate into a byte aside, which must stay empty (a
+    // buffer one byte larger would cost a copy of the whole of it).
+    const bool full = out_pos == buf.size() && buf.size() >= cap;
+    if (out_pos == buf.size() && !full)
       buf.resize(static_cast<size_t>(std::min<uint64_t>(uint64_t(buf.size()) * 2, cap)));
+    uint8_t beyond = 0;
     // avail_in/avail_out are 32-bit: feed at most 1 GiB at a time.
     size_t in_chunk = std::min<size_t>(size - in_pos, size_t(1) << 30);
-    size_t out_chunk = std::min<size_t>(buf.size() - out_pos, size_t(1) << 30);
+    size_t out_chunk = full ? 1 : std::min<size_t>(buf.size() - out_pos, size_t(1) << 30);
     z.next_in = const_cast<Bytef*>(data + in_pos);
     z.avail_in = static_cast<uInt>(in_chunk);
-    z.next_out = buf.data() + out_pos;
+    z.next_out = full ? &beyond : buf.data() + out_pos;
     z.avail_out = static_cast<uInt>(out_chunk);
     int rc = inflate(&z, Z_NO_FLUSH);
     in_pos += in_chunk - z.avail_in;
-    out_pos += out_chunk - z.avail_out;
-    if (out_pos > max_out) {
+    const size_t produced = out_chunk - z.avail_out;
+    if (full && produced > 0) {
       what = "more than " + size_phrase(max_out) +
              " once decompressed: the limit on inflated snapshots (a decompression bomb?)";
       break;
     }
+    out_pos += produced;
     if (rc == Z_STREAM_END) {
       // Another member may follow (gzip files concatenate).
       if (in_pos == size) break;

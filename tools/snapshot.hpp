@@ -106,7 +106,8 @@ bool is_snapshot_file(const std::string& path);
 // gzip (one or more members) to bytes. Without zlib at build time it fails
 // with "NAME: ... built without zlib: gunzip it first". More than max_out
 // bytes of output fail with "NAME: more than N once decompressed ..."; the
-// buffer never grows beyond max_out + 1 bytes.
+// buffer never grows beyond max_out bytes (while it grows, the old one is
+// held too: 1.5 x max_out at most).
 bool gunzip(const uint8_t* data, size_t size, const std::string& name, std::vector<uint8_t>* out,
             std::string* err, uint64_t max_out = kDefaultMaxInflated);
 bool have_zlib();
