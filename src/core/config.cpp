@@ -348,9 +348,17 @@ vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
                 o.watermark_trigger, o.watermark_stop);
   uint64_t free_b = 0, total = 0;
   if ((b.capabilities() & kCapMemInfo) && b.mem_info(&free_b, &total) == VPMM_OK) o.device_total = total;
+  if (o.device_total && o.device_total < o.page_size)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: the %s backend has %" PRIu64 " bytes of memory (host_capacity on the host "
+                "backend), less than one page of %" PRIu64 ": the pool could never allocate",
+                call, b.name(), o.device_total, o.page_size);
   o.memory_limit = c.memory_limit;
   if (c.memory_limit_fraction > 0.0 && o.device_total) {
     uint64_t f = static_cast<uint64_t>(c.memory_limit_fraction * static_cast<double>(o.device_total));
+    // A cap that rounds to nothing is the smallest cap (one page, below), not
+    // "no limit": 0 means unlimited to everything downstream.
+    f = std::max<uint64_t>(f, 1);
     if (o.memory_limit == 0 || f < o.memory_limit) o.memory_limit = f;
   }
   if (o.memory_limit) o.memory_limit = std::max(o.page_size, o.memory_limit / o.page_size * o.page_size);

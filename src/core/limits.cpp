@@ -119,6 +119,7 @@ vpmm_status Pool::release_reservation(Reservation* r) {
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "vpmm_reservation_release: %p is not a live reservation of this pool (released twice?)",
                   static_cast<void*>(r));
+    lim_.released.reserve(lim_.released.size() + 1);  // may throw before anything changes
     // Allocations still charged to it stay valid and become unreserved.
     for (auto& kv : m_)
       if (kv.second.res == r) {
@@ -128,7 +129,7 @@ vpmm_status Pool::release_reservation(Reservation* r) {
       }
     lim_.unreserved_live += small_->forget_reservation(r);
     lim_.reservations.erase(r);
-    delete r;
+    lim_.released.push_back(r);
   }
   wake_reservers();
   return VPMM_OK;

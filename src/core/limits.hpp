@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <set>
+#include <vector>
 
 #include "core/defaults.hpp"
 
@@ -29,6 +30,11 @@ struct LimitState {
   bool pressure = false;
   int pending_transition = -1;  // 0/1 to report to the pressure callback, -1 none
   std::set<Reservation*> reservations;
+  // Released reservations, kept until the pool goes: their addresses are the
+  // handles users hold, and a new reservation at a released one's address
+  // would let a stale handle act on it (the pools' own handles are never
+  // reused either). 24 bytes each.
+  std::vector<Reservation*> released;
   uint64_t unreserved_live = 0;
   uint64_t n_oom = 0, n_oom_recovered = 0;
 

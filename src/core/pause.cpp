@@ -184,8 +184,41 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), opt_.pause_batch_bytes);
+  std::vector<EventRef> uses;
+  std::vector<Stream> recorded;
+  for (const auto* list : {&plain, &backed})
+    for (uint64_t va : *list)
+      if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
+  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), std::move(uses),
+                         opt_.pause_batch_bytes);
   return pipeline.run(n_changed);
+}
+
+vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out) {
+  // Work queued on the allocating stream before now. A retired stream left
+  // its final event on the region instead (it may not exist any more).
+  if (r.event) {
+    out->push_back(r.event);
+  } else if (std::find(recorded->begin(), recorded->end(), r.stream) == recorded->end()) {
+    recorded->push_back(r.stream);
+    {
+      EventRef ev;
+      vpmm_status st = record_event(r.stream, &ev);
+      if (st == VPMM_ERR_INVALID_ARGUMENT) {
+        // Destroyed without vpmm_pool_stream_retire: once the device is idle,
+        // nothing queued there can still use the memory.
+        if ((st = backend_->device_sync()) != VPMM_OK) return st;
+      } else if (st != VPMM_OK) {
+        return st;
+      } else {
+        out->push_back(std::move(ev));
+      }
+    }
+  }
+  // Blocks of a slab freed on other streams: work queued there before the
+  // free may still read or write them.
+  if (r.kind == Kind::Small) small_->foreign_uses(r.owner, out);
+  return VPMM_OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -205,13 +238,19 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   st = create();
   if (st == VPMM_ERR_OUT_OF_MEMORY) {
     // Cached free pages may be what stands in the way: give them back once.
-    release_free(0, true);
+    // If that failed, its failure is why there is no room: report it.
+    FirstFailure release;
+    release.note(release_free(0, true));
     st = create();
+    if (st == VPMM_ERR_OUT_OF_MEMORY && release.failed()) st = release.finish();
   }
   if (st != VPMM_OK) {
     release_charges(r);
     return st;
   }
+  // Counted against the limit until committed or undone: the next target
+  // of the same resume must see these bytes as mapped.
+  creating_ += r.size;
   uint64_t cur = va;
   size_t n = 0;
   for (; n < hs.size(); ++n) {
@@ -237,9 +276,10 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
   }
   release_handles(hs);
   release_charges(r);
+  creating_ -= r.size;
 }
 
-vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
+vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = find_tag(call, tag, &want);
@@ -251,7 +291,9 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed) {
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-  st = ResumePipeline(*this, call, std::move(targets)).run(n_changed);
+  ResumePipeline pipeline(*this, call, std::move(targets));
+  st = pipeline.run(n_changed);
+  *short_bytes = pipeline.short_bytes();
   note_peaks();
   return st;
 }
@@ -265,6 +307,7 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
     cur += h.size;
   }
   c_.handles_created += handles.size();
+  creating_ -= r.size;
   if (r.backup) {
     backup_bufs_->put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
@@ -370,7 +413,32 @@ vpmm_status Pool::pause(const char* tag, uint64_t* n_changed) {
   return locked_with_pressure([&] { return pause_locked(tag, n_changed); }, /*after_prepares=*/true);
 }
 vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
-  return locked_with_pressure([&] { return resume_locked(tag, n_changed); });
+  uint64_t total = 0;
+  for (int retries = 0;; ++retries) {
+    uint64_t n = 0, short_bytes = 0;
+    vpmm_oom_fn oom = nullptr;
+    void* oom_user = nullptr;
+    vpmm_status st = locked_with_pressure([&] {
+      vpmm_status rs = resume_locked(tag, &n, &short_bytes);
+      if (rs == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
+      if (rs == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
+      oom = oom_fn_;
+      oom_user = oom_user_;
+      return rs;
+    });
+    total += n;
+    // As malloc does: the user may spill, free or pause something else, then
+    // ask for another try; what resumed already stays resumed.
+    if (st == VPMM_ERR_OUT_OF_MEMORY && short_bytes && oom && retries < 8) {
+      if (oom(handle_, short_bytes, oom_user) != 0) continue;
+      fail(VPMM_ERR_OUT_OF_MEMORY,
+           "vpmm_pool_resume: out of memory for a paused allocation of %" PRIu64
+           " bytes (the OOM callback declined to retry); it stays paused",
+           short_bytes);
+    }
+    if (st == VPMM_OK && n_changed) *n_changed = total;
+    return st;
+  }
 }
 vpmm_status Pool::trim(uint64_t keep_bytes) {
   return locked_with_pressure([&] { return trim_locked(keep_bytes); });

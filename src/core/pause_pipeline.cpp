@@ -13,11 +13,13 @@ namespace vpmm {
 // ---------------------------------------------------------------------------
 
 PausePipeline::PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
-                             std::vector<uint64_t> backed, uint64_t batch_bytes)
+                             std::vector<uint64_t> backed, std::vector<EventRef> last_uses,
+                             uint64_t batch_bytes)
     : pool_(pool),
       call_(call),
       plain_(std::move(plain)),
       backed_(std::move(backed)),
+      last_uses_(std::move(last_uses)),
       batch_bytes_(batch_bytes ? batch_bytes : kPauseBatchBytes) {}
 
 PausePipeline::~PausePipeline() {
@@ -49,21 +51,14 @@ vpmm_status PausePipeline::take_buffers() {
   return VPMM_OK;
 }
 
-// 2. Order after the work queued on each allocation's stream: the copy
-// stream waits on the GPU (and `ready_` marks that point for the targets
-// without a backup); without any backup the CPU waits.
+// 2. Order after the work that may still use the targets (their streams'
+// queued work, frees of slab blocks on other streams): the copy stream waits
+// on the GPU (and `ready_` marks that point for the targets without a
+// backup); without any backup the CPU waits.
 vpmm_status PausePipeline::order_after_work() {
-  std::vector<Stream> streams;
-  for (const auto* list : {&plain_, &backed_})
-    for (uint64_t va : *list) {
-      Stream s = pool_.region(va).stream;
-      if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
-    }
-  for (Stream s : streams) {
-    EventRef ev;
-    vpmm_status st = pool_.record_event(s, &ev);
-    if (st == VPMM_OK)
-      st = backed_.empty() ? pool_.backend().event_sync(ev->handle()) : pool_.backend().stream_wait(cs_, ev->handle());
+  for (const EventRef& ev : last_uses_) {
+    vpmm_status st = backed_.empty() ? pool_.backend().event_sync(ev->handle())
+                                     : pool_.backend().stream_wait(cs_, ev->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   if (!backed_.empty() && !plain_.empty()) {
@@ -177,6 +172,7 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
       break;
     }
     if (st != VPMM_OK) {
+      if (st == VPMM_ERR_OUT_OF_MEMORY) short_bytes_ = r.size;
       stop.note(st);
       break;
     }
@@ -195,10 +191,8 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
     }
   }
   for (const Mapped& m : mapped) pool_.commit_resumed(m.va, m.handles);
-  if (!stop.failed()) {
-    if (n_resumed) *n_resumed = mapped.size();
-    return VPMM_OK;
-  }
+  if (n_resumed) *n_resumed = mapped.size();
+  if (!stop.failed()) return VPMM_OK;
   return fail_context(stop.finish(), call_);
 }
 

@@ -67,10 +67,11 @@ class PipelineSteps {
 // only after its own backup is complete.
 class PausePipeline {
  public:
-  // `plain`: targets without a backup; `backed`: with one. batch_bytes 0 =
+  // `plain`: targets without a backup; `backed`: with one; `last_uses`:
+  // the events after which no queued work uses any target. batch_bytes 0 =
   // kPauseBatchBytes.
   PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
-                std::vector<uint64_t> backed, uint64_t batch_bytes);
+                std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes);
   ~PausePipeline();
   // Pauses what it can. Returns the first failure (the rest of the targets
   // stay active); *n_paused (may be null) is set on success.
@@ -82,7 +83,7 @@ class PausePipeline {
     uint64_t size = 0;
   };
   vpmm_status take_buffers();       // 1. pinned buffers before anything changes
-  vpmm_status order_after_work();   // 2. copies wait for the targets' streams
+  vpmm_status order_after_work();   // 2. copies wait for the targets' last uses
   void queue_batches();             // 3. copies, a few batches ahead
   vpmm_status release();            // 4. unmap and release as batches complete
   void give_back(size_t from);      // buffers [from, end) back to the cache
@@ -90,6 +91,7 @@ class PausePipeline {
   PipelineSteps& pool_;
   const char* call_;
   std::vector<uint64_t> plain_, backed_;
+  std::vector<EventRef> last_uses_;
   uint64_t batch_bytes_;
   std::vector<Buffer> bufs_;
   bool bufs_owned_ = false;  // give_back not yet done
@@ -112,13 +114,18 @@ class ResumePipeline {
  public:
   ResumePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> targets)
       : pool_(pool), call_(call), targets_(std::move(targets)) {}
-  // *n_resumed (may be null) is set on success.
+  // *n_resumed (may be null) is set on success and on failure: the
+  // allocations committed before the pipeline stopped.
   vpmm_status run(uint64_t* n_resumed);
+  // After a run that stopped for lack of memory: the size of the allocation
+  // that could not be mapped (what an OOM callback is asked to find); else 0.
+  uint64_t short_bytes() const { return short_bytes_; }
 
  private:
   PipelineSteps& pool_;
   const char* call_;
   std::vector<uint64_t> targets_;
+  uint64_t short_bytes_ = 0;
 };
 
 }  // namespace vpmm

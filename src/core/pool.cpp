@@ -113,6 +113,8 @@ Pool::~Pool() {
   backup_bufs_.reset();
   for (Reservation* r : lim_.reservations) delete r;
   lim_.reservations.clear();
+  for (Reservation* r : lim_.released) delete r;
+  lim_.released.clear();
   m_.clear();  // drops the events while the backend still exists
   if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
   for (const Chunk& c : m_.chunks()) twice([&] { return backend_->unreserve(c.va, c.size); });
@@ -440,6 +442,9 @@ void Pool::free_pages(RegionIt it, Stream s) {
   fr.stream = s;
   fr.id = next_id_++;
   fr.seq = ++m_.stream(s).free_seq;
+  // A slab of a retired stream comes back on that stream's key, which is no
+  // stream to record on: its event was recorded when the stream retired.
+  if (it->second.event && s == it->second.stream) fr.event = it->second.event;
   m_.retag(it, fr);
   m_.coalesce(it);
 }
@@ -657,17 +662,38 @@ vpmm_status Pool::stream_synchronize(Stream s) {
 
 vpmm_status Pool::stream_retire(Stream s) {
   std::lock_guard<std::mutex> lock(mu_);
-  const StreamState* st = m_.find_stream(s);
-  if (!st) return VPMM_OK;
+  if (have_copy_stream_ && s == copy_stream_)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "vpmm_pool_stream_retire: stream %p is the pool's own copy stream (a stale handle?)", s);
+  // Allocations made on the stream: pausing them later must not record on
+  // it (it may be gone), so its last work is recorded now.
+  std::vector<uint64_t> allocs;
+  for (const auto& kv : m_.regions()) {
+    const Region& r = kv.second;
+    if (r.stream == s && (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Paused))
+      allocs.push_back(kv.first);
+  }
+  StreamState* st = m_.find_stream(s);
+  if (!st && allocs.empty()) return VPMM_OK;
+  EventRef last;
+  if (!allocs.empty()) {
+    vpmm_status rs = record_event(s, &last);
+    if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
+    if (st) {  // it covers the stream's frees too: the loop below records nothing more
+      st->last_event = last;
+      st->last_event_seq = st->free_seq;
+    }
+  }
   // One record covers every lazy free region of the stream (same stream order).
   std::vector<uint64_t> vas;
-  for (const auto& e : st->free_by_size) {
-    Region& r = m_.find(std::get<2>(e))->second;
-    EventRef ev;
-    vpmm_status rs = event_of(r, &ev);
-    if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
-    vas.push_back(std::get<2>(e));
-  }
+  if (st)
+    for (const auto& e : st->free_by_size) {
+      Region& r = m_.find(std::get<2>(e))->second;
+      EventRef ev;
+      vpmm_status rs = event_of(r, &ev);
+      if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
+      vas.push_back(std::get<2>(e));
+    }
   // A new stream may be created at the same address: re-key the regions to a
   // private key so they count as foreign (reused only once their event
   // completed) instead of "same stream, no wait needed".
@@ -680,7 +706,13 @@ vpmm_status Pool::stream_retire(Stream s) {
     m_.erase(it);
     m_.insert(va, r);
   }
-  m_.forget_stream(s);
+  for (uint64_t va : allocs) {
+    Region& r = m_.find(va)->second;  // not indexed by stream: changed in place
+    r.stream = key;
+    r.event = last;
+  }
+  small_->retire_stream(s, key);
+  if (st) m_.forget_stream(s);
   return VPMM_OK;
 }
 

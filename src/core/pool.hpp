@@ -286,8 +286,13 @@ class Pool final : private SlabSource, private PipelineSteps {
   // resume takes them again).
   void release_charges(const Region& r);
   vpmm_status retake_charges(const Region& r);
+  // What must complete before region r may be unmapped: its allocating
+  // stream's work so far (recorded once per stream in *recorded), and for a
+  // slab the frees of its blocks on other streams.
+  vpmm_status last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out);
   vpmm_status pause_locked(const char* tag, uint64_t* n_changed);
-  vpmm_status resume_locked(const char* tag, uint64_t* n_changed);
+  // *short_bytes: the size of the allocation that ran out of memory (0: none).
+  vpmm_status resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes);
   vpmm_status trim_locked(uint64_t keep_bytes);
   template <typename F>
   // after_prepares: first wait until no prepare_backups is pinning.

@@ -21,6 +21,7 @@ struct SmallAllocator::Slab {
   Stream stream = nullptr;
   Attrs attrs;
   bool paused = false;
+  bool retired = false;                // its stream was retired: no new blocks
   bool available = false;              // listed in avail_[stream][cls]
   // Blocks [n_fresh, n_blocks) were never handed out: free without being
   // listed, so a slab of 8192 blocks costs nothing to create.
@@ -126,7 +127,7 @@ vpmm_status SmallAllocator::new_slab(uint32_t cls, Stream s, const Attrs& a, Sla
 }
 
 void SmallAllocator::make_available(Slab* slab) {
-  if (slab->available || slab->paused || !has_free_block(slab)) return;
+  if (slab->available || slab->paused || slab->retired || !has_free_block(slab)) return;
   lists_for(slab->stream, slab->attrs)[slab->cls].push_back(slab);
   slab->available = true;
 }
@@ -247,7 +248,7 @@ uint64_t SmallAllocator::empty_bytes_if_settled() {
 
 void SmallAllocator::on_empty(Slab* slab) {
   empty_bytes_ += slab->bytes;
-  if (slab->paused) {  // nothing left to resume: its VA goes back to the pool
+  if (slab->paused || slab->retired) {  // nothing left to resume or to serve
     retire_slab(slab);
     return;
   }
@@ -273,6 +274,29 @@ void SmallAllocator::retire_slab(Slab* slab) {
   SlabMap::node_type node = slabs_.extract(va);
   if (spare_slabs_.size() < kSpareSlabs) spare_slabs_.push_back(std::move(node));
   pages_.return_slab_pages(va, s, paused);
+}
+
+void SmallAllocator::retire_stream(Stream old, Stream key) {
+  std::vector<Slab*> empties;
+  for (auto& kv : slabs_) {
+    Slab* slab = kv.second.get();
+    if (slab->stream != old) continue;
+    if (slab->available) {
+      auto& list = lists_for(old, slab->attrs)[slab->cls];
+      list.erase(std::find(list.begin(), list.end(), slab));
+      slab->available = false;
+    }
+    slab->stream = key;
+    slab->retired = true;
+    if (is_empty(slab)) empties.push_back(slab);
+  }
+  cached_empty_.erase(old);
+  avail_.erase(old);
+  for (auto it = tagged_avail_.begin(); it != tagged_avail_.end();)
+    it = std::get<0>(it->first) == old ? tagged_avail_.erase(it) : std::next(it);
+  if (last_avail_key_ == old) last_avail_ = nullptr;
+  std::sort(empties.begin(), empties.end(), [](const Slab* a, const Slab* b) { return a->va < b->va; });
+  for (Slab* s : empties) retire_slab(s);
 }
 
 void SmallAllocator::release_empty_slabs() {
@@ -321,6 +345,12 @@ bool SmallAllocator::waits_on_event(const void* slab) const {
   for (const Pending& pd : pending_)
     if (pd.slab == slab && pd.event && !pd.event->done_cached()) return true;
   return false;
+}
+
+void SmallAllocator::foreign_uses(const void* slab, std::vector<EventRef>* out) const {
+  if (!has_pending(slab)) return;
+  for (const Pending& pd : pending_)
+    if (pd.slab == slab && pd.event && !pd.event->done_cached()) out->push_back(pd.event);
 }
 
 uint64_t SmallAllocator::requested_in(const void* slab) const {

@@ -71,6 +71,11 @@ class SmallAllocator {
   void for_each_charge(const void* slab, F&& fn) const;
   bool lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const;
   uint64_t live_bytes() const { return live_bytes_; }
+  // The stream `old` is retired; its slabs now belong to `key`. They serve
+  // no further allocation (a new stream at old's address must not reuse
+  // blocks freed in old's order without waiting) and go back to the page
+  // level as soon as they are empty.
+  void retire_stream(Stream old, Stream key);
   // A paused slab serves no allocation until resumed (its pages are gone).
   void on_pause(void* slab);
   void on_resume(void* slab);
@@ -92,6 +97,10 @@ class SmallAllocator {
   // Reads what is known without asking the backend, so a dump agrees with
   // the stats taken just before it even while events complete meanwhile.
   bool waits_on_event(const void* slab) const;
+  // Appends the events of a slab's blocks freed on foreign streams that are
+  // not known to be complete: work queued there before the free may still
+  // use those blocks, so nothing may unmap the slab before they complete.
+  void foreign_uses(const void* slab, std::vector<EventRef>* out) const;
   // Blocks until the events of blocks freed on foreign streams complete
   // (pool destruction: queued work may still write those blocks).
   void wait_pending();

@@ -450,8 +450,9 @@ void test_stream_wait() {
   CHECK_ST(b->event_destroy(ea), VPMM_OK);
   CHECK_ST(b->event_destroy(eb), VPMM_OK);
 
-  // Destroying A must not deadlock on held B: A's work behind the wait
-  // finishes in the background once B is released, and A's event stays valid.
+  // Destroying A must neither deadlock on held B nor claim A drained while
+  // its work waits behind B: it refuses (WRONG_STATE), having run the work
+  // before the wait, and A stays usable; once B is released it drains.
   Ordered o2;
   CHECK_ST(vpmm::host::stream_hold(B), VPMM_OK);
   CHECK_ST(vpmm::host::stream_launch(B, write_b, &o2), VPMM_OK);
@@ -461,15 +462,20 @@ void test_stream_wait() {
   CHECK_ST(b->stream_wait(A, eb), VPMM_OK);
   CHECK_ST(vpmm::host::stream_launch(A, read_a, &o2), VPMM_OK);
   CHECK_ST(b->event_record(A, &ea), VPMM_OK);
-  CHECK_ST(vpmm::host::stream_destroy(A), VPMM_OK);  // returns (watchdog otherwise)
+  CHECK_ST(vpmm::host::stream_destroy(A), VPMM_ERR_WRONG_STATE);  // returns (watchdog otherwise)
   CHECK(before_wait.load() == 1);  // work before the wait was drained
   CHECK(o2.a_ran.load() == 0);
-  CHECK(!vpmm::host::stream_is_valid(A));
+  CHECK(vpmm::host::stream_is_valid(A));
+  // So does a synchronize: it would otherwise wait for a release forever.
+  CHECK_ST(vpmm::host::stream_synchronize(A), VPMM_ERR_WRONG_STATE);
   CHECK_ST(b->event_query(ea, &done), VPMM_OK);
   CHECK(!done);
   CHECK_ST(vpmm::host::stream_release(B), VPMM_OK);
-  CHECK_ST(b->event_sync(ea), VPMM_OK);
-  CHECK(o2.a_ran.load() == 1 && o2.seen == 1);
+  CHECK_ST(vpmm::host::stream_destroy(A), VPMM_OK);
+  CHECK(o2.a_ran.load() == 1 && o2.seen == 1);  // drained before destroy returned
+  CHECK(!vpmm::host::stream_is_valid(A));
+  CHECK_ST(b->event_query(ea, &done), VPMM_OK);
+  CHECK(done);
   CHECK_ST(b->event_destroy(ea), VPMM_OK);
   CHECK_ST(b->event_destroy(eb), VPMM_OK);
   CHECK_ST(vpmm::host::stream_destroy(B), VPMM_OK);

@@ -13,6 +13,7 @@
 //    its mutex and queue alive.
 #include "backend/host/host_streams.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -52,6 +53,8 @@ struct StreamState {
   uint64_t holds = 0;
   bool running = false;           // an item (worker or inline) is executing
   bool waiting_external = false;  // the worker is parked on another stream's event
+  std::shared_ptr<StreamState> waiting_on;  // that stream, while parked
+  uint64_t waiting_seq = 0;                  // and the item awaited there
   bool closing = false;           // destroyed: refuses everything, drains, worker exits
   std::thread worker;             // started at the first queued item
   std::thread::id worker_id;      // so a stream never waits for itself
@@ -64,7 +67,11 @@ struct Event {
 
 struct Registry {
   std::mutex stream_mu;
+  // Keyed by handle. Handles are numbers that are never reused, not the
+  // state's address: a stale handle of a destroyed stream must never name
+  // a stream created later (the pool's copy stream, say).
   std::unordered_map<void*, std::shared_ptr<StreamState>> streams;
+  uintptr_t last_handle = 0;
   std::mutex event_mu;
   std::unordered_set<Event*> events;
   const std::shared_ptr<StreamState> default_stream = std::make_shared<StreamState>();
@@ -139,6 +146,8 @@ void worker_main(std::shared_ptr<StreamState> st) {
       // destroy/record on this stream stay responsive. destroy watches
       // waiting_external to avoid blocking on another stream's hold.
       st->waiting_external = true;
+      st->waiting_on = t.wait_stream;
+      st->waiting_seq = t.wait_seq;
       st->done_cv.notify_all();
       lk.unlock();
       {
@@ -149,6 +158,10 @@ void worker_main(std::shared_ptr<StreamState> st) {
       t.wait_stream.reset();  // may free the other stream: do it unlocked
       lk.lock();
       st->waiting_external = false;
+      std::shared_ptr<StreamState> other = std::move(st->waiting_on);
+      lk.unlock();
+      other.reset();  // as above: never freed under our lock
+      lk.lock();
     } else if (t.fn) {
       lk.unlock();
       try {
@@ -162,6 +175,37 @@ void worker_main(std::shared_ptr<StreamState> st) {
     st->completed = t.seq;
     st->done_cv.notify_all();
   }
+}
+
+// Whether st cannot reach item `seq` until somebody releases a hold: st is
+// held, or its worker is parked on a stream that cannot reach the awaited
+// item (directly or through further waits). Caller holds st.mu; the others'
+// mutexes are taken in wait order, as no worker ever nests them, so this
+// cannot deadlock.
+constexpr int kMaxWaitChain = 16;
+bool stalled_by_hold(const StreamState& st, uint64_t seq, const StreamState** chain = nullptr,
+                     int depth = 0) {
+  if (st.completed >= seq) return false;
+  if (st.holds > 0) return true;
+  if (!st.waiting_external || !st.waiting_on || depth >= kMaxWaitChain) return false;
+  const StreamState* held[kMaxWaitChain + 1];
+  if (!chain) chain = held;
+  chain[depth] = &st;  // whose mutex this thread holds
+  const StreamState& other = *st.waiting_on;
+  // Back at a stream of the chain: a cycle of waits on items already done,
+  // which resolves once the workers run.
+  for (int i = 0; i <= depth; ++i)
+    if (chain[i] == &other) return false;
+  std::lock_guard<std::mutex> ol(const_cast<std::mutex&>(other.mu));
+  return stalled_by_hold(other, st.waiting_seq, chain, depth + 1);
+}
+
+// Waits on st->done_cv until st completed item `seq` or is stalled by a
+// hold. A hold on another stream does not signal st's condition variable,
+// hence the poll.
+void wait_unless_stalled(std::unique_lock<std::mutex>& lk, StreamState* st, uint64_t seq) {
+  while (st->completed < seq && !stalled_by_hold(*st, seq))
+    st->done_cv.wait_for(lk, std::chrono::milliseconds(1));
 }
 
 // Queue t with the next sequence number; starts the worker if needed. Caller
@@ -193,8 +237,11 @@ vpmm_status stream_create(vpmm_stream* out) {
     auto st = std::make_shared<StreamState>();
     Registry& r = registry();
     std::lock_guard<std::mutex> lk(r.stream_mu);
-    r.streams.emplace(st.get(), st);
-    *out = st.get();
+    // Aligned and far below any heap, so no binding mistakes it for memory.
+    void* handle = reinterpret_cast<void*>((r.last_handle + 1) << 4);
+    r.streams.emplace(handle, st);
+    ++r.last_handle;
+    *out = handle;
     return VPMM_OK;
   });
 }
@@ -215,6 +262,22 @@ vpmm_status stream_destroy(vpmm_stream s) {
                     who, addr(s));
     }
     {
+      // Drain first, with the stream still alive: its own holds are dropped
+      // (a destroy runs held work), but work parked on another stream's
+      // hold cannot run, and the caller must learn that before being told
+      // the stream's work is done.
+      std::unique_lock<std::mutex> lk(st->mu);
+      if (st->closing) return unknown_stream(who, s);
+      st->holds = 0;
+      st->work_cv.notify_all();
+      wait_unless_stalled(lk, st.get(), st->enqueued);
+      if (st->completed != st->enqueued)
+        return fail(VPMM_ERR_WRONG_STATE,
+                    "%s: stream 0x%llx waits on work of a held stream; release that stream "
+                    "first (this one is not destroyed)",
+                    who, addr(s));
+    }
+    {
       Registry& r = registry();
       std::lock_guard<std::mutex> lk(r.stream_mu);
       if (r.streams.erase(s) == 0) return unknown_stream(who, s);  // a racing destroy won
@@ -227,6 +290,7 @@ vpmm_status stream_destroy(vpmm_stream s) {
       st->holds = 0;
       st->work_cv.notify_all();
       st->done_cv.notify_all();
+      // Only work queued by a racing thread since the drain is left.
       st->done_cv.wait(lk, [&] { return st->completed == st->enqueued || st->waiting_external; });
       drained = st->completed == st->enqueued;
       worker = std::move(st->worker);
@@ -299,10 +363,13 @@ vpmm_status stream_synchronize(vpmm_stream s, const char* who) {
                   "%s: called on stream 0x%llx from its own worker (it would wait for itself)",
                   who, addr(s));
     const uint64_t target = st->enqueued;
-    st->done_cv.wait(lk, [&] { return st->completed >= target || st->holds > 0; });
+    wait_unless_stalled(lk, st.get(), target);
     if (st->completed < target)
-      return fail(VPMM_ERR_WRONG_STATE, "%s: stream 0x%llx was held while waiting for it", who,
-                  addr(s));
+      return fail(VPMM_ERR_WRONG_STATE,
+                  st->holds > 0 ? "%s: stream 0x%llx was held while waiting for it"
+                                : "%s: stream 0x%llx waits on work of a held stream (release that "
+                                  "stream first)",
+                  who, addr(s));
     return VPMM_OK;
   });
 }
