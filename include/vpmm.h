@@ -923,8 +923,8 @@ typedef struct vpmm_field_info {
 
 /* The layout of a public struct of this header as the library was built:
  * name is the struct's name ("vpmm_config", "vpmm_stats", "vpmm_alloc_attrs",
- * "vpmm_tag_stats", "vpmm_region_info", "vpmm_option_info", "vpmm_field_info",
- * "vpmm_api").
+ * "vpmm_tag_stats", "vpmm_region_info" (also accepted as "vpmm_region", its name
+ * in earlier headers), "vpmm_option_info", "vpmm_field_info", "vpmm_api").
  * *size (may be NULL) receives its sizeof, *fields (may be NULL) its number of
  * fields. Errors: INVALID_ARGUMENT (null name, unknown struct). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields);

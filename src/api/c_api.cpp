@@ -35,6 +35,7 @@ struct vpmm_pool {
   uint64_t magic = kLiveMagic;
   std::unique_ptr<vpmm::Pool> pool;
   vpmm_config config{};  // effective configuration
+  std::mutex config_mu;  // set_limit writes config while other threads read it
 };
 
 namespace {
@@ -353,7 +354,10 @@ VPMM_API vpmm_status vpmm_pool_set_limit(vpmm_pool* pool, uint64_t bytes) {
   VPMM_CHECK_POOL(call, pool);
   return guarded(call, [&]() -> vpmm_status {
     vpmm_status st = pool->pool->set_limit(bytes);
-    if (st == VPMM_OK) pool->config.memory_limit = bytes;
+    if (st == VPMM_OK) {
+      std::lock_guard<std::mutex> lock(pool->config_mu);
+      pool->config.memory_limit = bytes;
+    }
     return st;
   });
 }
@@ -568,6 +572,7 @@ VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config) 
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->struct_size %u is not valid", call,
                       config->struct_size);
   uint32_t n = config->struct_size;
+  std::lock_guard<std::mutex> lock(pool->config_mu);
   std::memcpy(config, &pool->config, std::min<size_t>(n, sizeof pool->config));
   config->struct_size = n;
   return VPMM_OK;

@@ -232,6 +232,8 @@ const StructDef kStructs[] = {
 
 const StructDef* find_struct(const char* name) {
   if (!name) return nullptr;
+  // Earlier headers listed vpmm_region_info as "vpmm_region": both names work.
+  if (std::strcmp(name, "vpmm_region") == 0) name = "vpmm_region_info";
   for (const StructDef& s : kStructs)
     if (std::strcmp(s.name, name) == 0) return &s;
   return nullptr;

@@ -23,39 +23,6 @@
 
 namespace vpmm {
 
-vpmm_status Pool::intern_tag(const char* tag, uint32_t* id) {
-  if (!tag || !*tag) {
-    *id = 0;
-    return VPMM_OK;
-  }
-  size_t n = strnlen(tag, kMaxTagLength + 1);
-  if (n > kMaxTagLength)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "tag \"%.20s...\" is longer than %zu bytes", tag,
-                kMaxTagLength);
-  auto it = tag_ids_.find(tag);
-  if (it != tag_ids_.end()) {
-    *id = it->second;
-    return VPMM_OK;
-  }
-  uint32_t nid = static_cast<uint32_t>(tag_names_.size());
-  tag_names_.emplace_back(tag);
-  tag_ids_.emplace(tag, nid);
-  *id = nid;
-  return VPMM_OK;
-}
-
-vpmm_status Pool::find_tag(const char* call, const char* tag, uint32_t* id) {
-  if (!tag) {
-    *id = 0;
-    return VPMM_OK;
-  }
-  auto it = tag_ids_.find(tag);
-  if (it == tag_ids_.end())
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.64s\" was never used by this pool", call, tag);
-  *id = it->second;
-  return VPMM_OK;
-}
-
 vpmm_status Pool::copy_stream(Stream* out) {
   if (!have_copy_stream_) {
     vpmm_status st = backend_->stream_create(&copy_stream_);
@@ -167,15 +134,14 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
 vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
   uint32_t want = 0;
-  vpmm_status st = find_tag(call, tag, &want);
+  vpmm_status st = tags_.find_used(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> plain, backed;  // targets without and with a host backup
   for (auto& kv : m_) {
     const Region& r = kv.second;
     // An empty cached slab holds no allocation: nothing to pause or back up.
-    if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
-      continue;
-    if ((r.kind == Kind::Live || r.kind == Kind::Small) && tag_matches(r.tag, want))
+    if (r.kind == Kind::Small && empty_slab(r)) continue;
+    if ((r.kind == Kind::Live || r.kind == Kind::Small) && TagTable::matches(r.tag, want))
       (r.flags & VPMM_ALLOC_HOST_BACKUP ? backed : plain).push_back(kv.first);
   }
   // Nothing active with that tag is a success that changed nothing (the
@@ -282,11 +248,11 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
 vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
-  vpmm_status st = find_tag(call, tag, &want);
+  vpmm_status st = tags_.find_used(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> targets;
   for (auto& kv : m_)
-    if (kv.second.kind == Kind::Paused && tag_matches(kv.second.tag, want)) targets.push_back(kv.first);
+    if (kv.second.kind == Kind::Paused && TagTable::matches(kv.second.tag, want)) targets.push_back(kv.first);
   if (targets.empty()) {  // nothing paused: success that changed nothing
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
@@ -457,7 +423,7 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     uint32_t want = 0;
-    vpmm_status st = find_tag(call, tag, &want);
+    vpmm_status st = tags_.find_used(call, tag, &want);
     if (st != VPMM_OK) return st;
     if (!(backend_->capabilities() & kCapDeviceCopy))
       return fail(VPMM_ERR_UNSUPPORTED, "%s: the %s backend cannot copy device memory to the host", call,
@@ -465,11 +431,10 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
     std::vector<std::pair<void*, uint64_t>> taken;
     for (const auto& kv : m_.regions()) {
       const Region& r = kv.second;
-      if ((r.kind != Kind::Live && r.kind != Kind::Small) || !tag_matches(r.tag, want) ||
+      if ((r.kind != Kind::Live && r.kind != Kind::Small) || !TagTable::matches(r.tag, want) ||
           !(r.flags & VPMM_ALLOC_HOST_BACKUP))
         continue;
-      if (r.kind == Kind::Small && small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner))
-        continue;  // an empty cached slab: a pause skips it too
+      if (r.kind == Kind::Small && empty_slab(r)) continue;  // a pause skips it too
       void* b = nullptr;
       uint64_t got = 0;
       if (backup_bufs_->take_cached(r.size, &b, &got))
@@ -504,14 +469,15 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t want = 0;
-  vpmm_status st = find_tag("vpmm_pool_tag_stats", tag, &want);
+  vpmm_status st = tags_.find_used("vpmm_pool_tag_stats", tag, &want);
   if (st != VPMM_OK) return st;
   vpmm_tag_stats t;
   std::memset(&t, 0, sizeof t);
   t.struct_size = sizeof t;
   for (const auto& kv : m_.regions()) {
     const Region& r = kv.second;
-    if (!tag_matches(r.tag, want)) continue;
+    if (!TagTable::matches(r.tag, want)) continue;
+    if (r.kind == Kind::Small && empty_slab(r)) continue;  // cached free memory, as the stats count it
     if (r.kind == Kind::Live || r.kind == Kind::Small) {
       t.live_bytes += r.size;
       ++t.n_live;

@@ -520,12 +520,13 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
       LockWindow window(&lock);
       Attrs a;
       a.flags = flags;
-      st = tag ? intern_tag(tag, &a.tag) : VPMM_OK;
+      st = tag ? tags_.intern(tag, &a.tag) : VPMM_OK;
       if (a.tag == 0) a.flags = 0;  // flags only mean something for pausable memory
       if (st == VPMM_OK && res && !lim_.reservations.count(res))
         st = fail(VPMM_ERR_INVALID_ARGUMENT, "reservation %p is not a live reservation of this pool",
                   static_cast<void*>(res));
       if (st == VPMM_OK) st = malloc_locked(size, s, a, res, &window, out);
+      if (st == VPMM_OK) tags_.mark_used(a.tag);
       if (st == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
       if (st == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
       transition = take_transition();
@@ -644,9 +645,15 @@ vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
     return fail(VPMM_ERR_WRONG_STATE,
                 "vpmm_pool_backup_lookup: the paused allocation containing %p has no host backup "
                 "(allocated without VPMM_ALLOC_HOST_BACKUP)", ptr);
-  const uint64_t off = va - it->first;
-  if (host) *host = static_cast<char*>(it->second.backup) + off;
-  if (bytes) *bytes = it->second.size - off;
+  // The same bytes vpmm_pool_lookup calls an allocation: not a page's
+  // padding after it, nor a slab's free blocks.
+  uint64_t base = it->first, size = it->second.requested;
+  if (it->second.was_small ? !small_->lookup(it, va, &base, &size) : va >= base + size)
+    return fail(VPMM_ERR_UNKNOWN_POINTER,
+                "vpmm_pool_backup_lookup: pointer %p is inside a paused range but not inside an "
+                "allocation (padding or a free block)", ptr);
+  if (host) *host = static_cast<char*>(it->second.backup) + (va - it->first);
+  if (bytes) *bytes = base + size - va;
   return VPMM_OK;
 }
 

@@ -28,6 +28,7 @@
 #include "core/regions.hpp"
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
+#include "core/tags.hpp"
 
 namespace vpmm {
 
@@ -266,11 +267,10 @@ class Pool final : private SlabSource, private PipelineSteps {
     lim_.pending_transition = -1;
     return t;
   }
-  // Tags: interned on first use, never forgotten (ids stay valid in regions).
-  vpmm_status intern_tag(const char* tag, uint32_t* id);
-  vpmm_status find_tag(const char* call, const char* tag, uint32_t* id);  // tag NULL -> 0 = all
-  static bool tag_matches(uint32_t region_tag, uint32_t want) {
-    return region_tag != 0 && (want == 0 || region_tag == want);
+  // A Small region none of whose blocks is live or waiting on a foreign
+  // free: cached free memory, which pause, tag stats and backups skip.
+  bool empty_slab(const Region& r) const {
+    return small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner);
   }
   // PipelineSteps (pause_pipeline.hpp documents each).
   BackupBuffers& backups() override { return *backup_bufs_; }
@@ -311,8 +311,7 @@ class Pool final : private SlabSource, private PipelineSteps {
   uint64_t next_id_ = 0;
   std::unique_ptr<SmallAllocator> small_;
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
-  std::vector<std::string> tag_names_{""};            // [0] = untagged
-  std::unordered_map<std::string, uint32_t> tag_ids_;
+  TagTable tags_;
   std::unique_ptr<BackupBuffers> backup_bufs_;
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
