@@ -22,7 +22,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   echo "== configuring $BUILD (meson setup)"
   meson setup "$BUILD" | grep -E "^(Project|Build type|C\+\+ compiler|Run-time dependency|Message|WARNING)" || true
 fi
-echo "== building (ninja -C $BUILD; about a minute on a fresh tree)"
+echo "== building (ninja -C $BUILD; several minutes on two cores from a fresh tree)"
 ninja -C "$BUILD"
 echo "== testing (meson test; GPU tests skip without a GPU)"
 status=0
