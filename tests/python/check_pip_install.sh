@@ -11,6 +11,9 @@
 # Usage: check_pip_install.sh SOURCE_DIR   Exit 77 (SKIP) without meson-python.
 set -euo pipefail
 src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+# scripts/sanitize.sh preloads ASan into the 'python' suite; this test builds
+# and loads its own uninstrumented library, and the compilers need no runtime.
+unset LD_PRELOAD ASAN_OPTIONS
 
 # The interpreter that sees Debian's mesonpy (python3-mesonpy installs into
 # /usr/lib/python3/dist-packages, which a pyenv python3 on PATH does not see).
