@@ -44,6 +44,8 @@ class _Cuda:
         return os.environ.get("FAKE_TORCH_CUDA", "1") == "1"
     def synchronize(self):
         _note("synchronize")
+    def init(self):
+        _note("init")
 cuda = _Cuda()
 '''
 
@@ -147,7 +149,8 @@ class Estimate(unittest.TestCase):
         self.assertIn("job main done", r.stdout)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "thread_done")))
         calls = self.calls()
-        self.assertTrue(calls[0].startswith("record enabled=all"), calls)
+        self.assertEqual(calls[0], "init", calls)
+        self.assertTrue(calls[1].startswith("record enabled=all context=None"), calls)
         dumps = [c for c in calls if c.startswith("dump")]
         self.assertEqual(dumps, ["dump threads=1"], calls)  # once, after the thread ended
         self.assertIn("== vpmm.estimate", r.stdout)

@@ -112,6 +112,10 @@ class Recorder:
     def start(self) -> None:
         """Recording on; the dump registered for exit and SIGTERM/SIGINT."""
         mem = self.torch.cuda.memory
+        # The caching allocator applies the setting to the per-device
+        # allocators it has: make them exist first (torch.cuda.init is
+        # what the first CUDA call would do anyway).
+        self.torch.cuda.init()
         try:
             # No stack traces: the replay needs sizes, addresses and streams
             # only, and capturing a stack per allocation slows the script.
