@@ -2,6 +2,8 @@
 // sees the memory come back (cudaMemGetInfo), addresses stay the same, out of
 // memory in the middle of a resume leaves the rest paused with intact
 // backups, and a pause never waits for unrelated streams.
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gpu_util.cuh"
@@ -258,6 +260,47 @@ GPU_TEST("pinned limit: backups past it go to pageable memory and come back inta
     for (int i = 0; i < 4; ++i) CHECK_EQ(bad.h[i], 0ull);
   }
   vpmm_pool_destroy(p);
+}
+
+// A kernel on stream B still reads a small block when B frees it; its slab
+// (tag "w", allocated on the default stream) is then paused. The pause must
+// wait for B's kernel before it unmaps the slab: the kernel finishes with the
+// right bytes, no illegal address, and only then does the pause return.
+GPU_TEST("pause of a slab waits for a kernel on another stream that still uses a freed block") {
+  for (uint32_t flags : {0u, VPMM_ALLOC_HOST_BACKUP}) {
+    vpmm_pool* p = pool_with_limit(0);
+    CHECK(p != nullptr);
+    if (!p) return;
+    cudaStream_t B = new_stream();
+    void* keep = tagged(p, 4096, "w", flags);
+    void* used = tagged(p, 64 << 10, "w", flags);
+    CHECK(keep && used);
+    fill(used, 64 << 10, 41, nullptr);
+    CUDA_OK(cudaDeviceSynchronize());
+    Gate gate;
+    Counters bad(1);
+    gated_verify_kernel<<<1, 256, 0, B>>>(gate.flag(), 5ull * 1000 * 1000 * 1000, gate.timeout_flag(),
+                                         static_cast<const uint64_t*>(used), (64 << 10) / 8, 41,
+                                         &bad.d[0], gate.done_dev(0));
+    CHECK_OK(vpmm_pool_free(p, used, B));  // B's kernel may still read the block
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      gate.open();
+    });
+    uint64_t n = 0;
+    CHECK_OK(vpmm_pool_pause_ex(p, "w", &n));
+    CHECK_MSG(gate.done_host(0) == 1, "the pause returned before B's kernel finished (flags %u)", flags);
+    opener.join();
+    CUDA_OK(cudaStreamSynchronize(B));  // an illegal address would surface here
+    CHECK_EQ(n, uint64_t(1));
+    CHECK(!gate.timed_out());
+    CHECK_EQ(bad.h[0], 0ull);
+    CHECK_OK(vpmm_pool_resume(p, "w"));
+    CHECK_OK(vpmm_pool_free(p, keep, nullptr));
+    CHECK(check_pool(p, "end"));
+    CHECK_OK(vpmm_pool_destroy(p));
+    cudaStreamDestroy(B);
+  }
 }
 
 GPU_TEST_MAIN()
