@@ -221,20 +221,33 @@ struct World {
   }
   // Every hold is released by a helper thread after `us` microseconds, so
   // that a call that waits for held work can be made now (join_releaser
-  // after it).
+  // after it). The helper also reads the pool's configuration and stats
+  // while that call runs: both are documented as safe from any thread.
   void release_later(unsigned us) {
-    if (!any_held()) return;
     std::vector<std::pair<vpmm_stream, int>> todo;
     for (Slot& s : slots)
       if (s.holds) {
         todo.push_back({s.s, s.holds});
         s.holds = 0;
       }
-    releaser = std::thread([todo, us] {
-      std::this_thread::sleep_for(std::chrono::microseconds(us));
-      for (const auto& t : todo)
-        for (int k = 0; k < t.second; ++k)
-          FZ_CHECK(vpmm_host_stream_release(t.first) == VPMM_OK, "delayed release");
+    vpmm_pool* p = pool;
+    releaser = std::thread([todo, us, p] {
+      // Releases first: the call may hold the pool's lock while it waits
+      // for the held work, and these reads take that lock.
+      if (!todo.empty()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(us));
+        for (const auto& t : todo)
+          for (int k = 0; k < t.second; ++k)
+            FZ_CHECK(vpmm_host_stream_release(t.first) == VPMM_OK, "delayed release");
+      }
+      vpmm_config c;
+      std::memset(&c, 0, sizeof c);
+      c.struct_size = sizeof c;
+      FZ_CHECK(vpmm_pool_get_config(p, &c) == VPMM_OK, "get_config from another thread");
+      vpmm_stats st;
+      std::memset(&st, 0, sizeof st);
+      st.struct_size = sizeof st;
+      FZ_CHECK(vpmm_pool_stats(p, &st) == VPMM_OK, "stats from another thread");
     });
   }
   void join_releaser() {
