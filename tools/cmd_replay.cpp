@@ -392,7 +392,11 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   const std::string layout = layout_of(pool);
   const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
   if (!o.quiet && o.summary) {
-    print_peaks(path, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, true);
+    std::string heading = path;
+    if (snapshot && facts.devices > 1)
+      heading += " (device " + std::to_string(facts.device) + " of " + std::to_string(facts.devices) +
+                 "; --device picks another)";
+    print_peaks(heading, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, true);
   } else if (!o.quiet) {
     std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s, "
                 "rounding %s%s\n",
