@@ -292,7 +292,7 @@ GPU_TEST("pause of a slab waits for a kernel on another stream that still uses a
     CHECK_MSG(gate.done_host(0) == 1, "the pause returned before B's kernel finished (flags %u)", flags);
     opener.join();
     CUDA_OK(cudaStreamSynchronize(B));  // an illegal address would surface here
-    CHECK_EQ(n, uint64_t(1));
+    CHECK_EQ(n, uint64_t(2));  // the two blocks' size classes: two slabs
     CHECK(!gate.timed_out());
     CHECK_EQ(bad.h[0], 0ull);
     CHECK_OK(vpmm_pool_resume(p, "w"));
