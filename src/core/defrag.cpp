@@ -428,7 +428,7 @@ vpmm_status Pool::claim(Transit* t) {
     transit.kind = Kind::Transit;
     m_.retag(hole, transit);
   }
-  creating_ += t->plan.shortfall;
+  cap_.creating(t->plan.shortfall);
   return VPMM_OK;
 }
 
@@ -486,7 +486,7 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
 
 void Pool::abandon(Transit* t) {
   orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
-  creating_ -= t->plan.shortfall;
+  cap_.created(t->plan.shortfall);
   for (size_t i = t->plan.harvests.size(); i-- > 0;) {
     const Harvest& hv = t->plan.harvests[i];
     for (const auto& mp : hv.maps) m_.cancel_move(mp.first);
@@ -523,7 +523,7 @@ RegionIt Pool::commit(Transit* t) {
   for (const Harvest& hv : t->plan.harvests)
     for (size_t k = 0; k < hv.maps.size(); ++k, ++i) m_.place_moved(t->placed[i].first, t->placed[i].second);
   for (; i < t->placed.size(); ++i) m_.map_new(t->placed[i].first, t->placed[i].second);
-  creating_ -= t->plan.shortfall;
+  cap_.created(t->plan.shortfall);
 
   RegionIt hole = m_.find(t->hole_va);
   Region span;

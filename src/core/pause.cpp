@@ -35,9 +35,9 @@ vpmm_status Pool::copy_stream(Stream* out) {
 
 void Pool::release_charges(const Region& r) {
   if (r.was_small || r.kind == Kind::Small)
-    small_->for_each_charge(r.owner, [&](Reservation* res, uint64_t b) { uncharge(b, res); });
+    small_->for_each_charge(r.owner, [&](Reservation* res, uint64_t b) { cap_.uncharge(b, res); });
   else
-    uncharge(r.charge, r.res);
+    cap_.uncharge(r.charge, r.res);
 }
 
 vpmm_status Pool::retake_charges(const Region& r) {
@@ -46,7 +46,7 @@ vpmm_status Pool::retake_charges(const Region& r) {
   vpmm_status st = VPMM_OK;
   auto take = [&](Reservation* res, uint64_t b) {
     if (st != VPMM_OK) return;
-    st = admit(b, res);
+    st = cap_.admit(b, res);
     if (st == VPMM_OK) taken.emplace_back(res, b);
   };
   if (r.was_small)
@@ -54,7 +54,7 @@ vpmm_status Pool::retake_charges(const Region& r) {
   else
     take(r.res, r.charge);
   if (st != VPMM_OK)
-    for (const auto& t : taken) uncharge(t.second, t.first);
+    for (const auto& t : taken) cap_.uncharge(t.second, t.first);
   return st;
 }
 
@@ -216,7 +216,7 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   }
   // Counted against the limit until committed or undone: the next target
   // of the same resume must see these bytes as mapped.
-  creating_ += r.size;
+  cap_.creating(r.size);
   uint64_t cur = va;
   size_t n = 0;
   for (; n < hs.size(); ++n) {
@@ -242,7 +242,7 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
   }
   release_handles(hs);
   release_charges(r);
-  creating_ -= r.size;
+  cap_.created(r.size);
 }
 
 vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes) {
@@ -273,7 +273,7 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
     cur += h.size;
   }
   c_.handles_created += handles.size();
-  creating_ -= r.size;
+  cap_.created(r.size);
   if (r.backup) {
     backup_bufs_->put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
@@ -371,7 +371,7 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
     mapped = m_.totals().mapped;
   }
   if (transition >= 0) report_pressure(transition, mapped);
-  wake_reservers();
+  cap_.wake_reservers();
   return st;
 }
 
@@ -386,10 +386,10 @@ vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
     void* oom_user = nullptr;
     vpmm_status st = locked_with_pressure([&] {
       vpmm_status rs = resume_locked(tag, &n, &short_bytes);
-      if (rs == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
-      if (rs == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
-      oom = oom_fn_;
-      oom_user = oom_user_;
+      if (rs == VPMM_ERR_OUT_OF_MEMORY) cap_.note_oom();
+      if (rs == VPMM_OK && retries > 0) cap_.note_oom_recovered();
+      oom = cap_.oom_fn();
+      oom_user = cap_.oom_user();
       return rs;
     });
     total += n;

@@ -27,10 +27,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
   if (p->opt_.large_rounding == 0) p->opt_.large_rounding = opt.page_size;  // whole pages
   p->small_.reset(new SmallAllocator(*p, opt.small_size));
   p->backup_bufs_.reset(new BackupBuffers(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
-  p->lim_.trigger_fraction = opt.watermark_trigger;
-  p->lim_.stop_fraction = opt.watermark_stop;
-  p->lim_.limit = opt.memory_limit;
-  p->lim_.set_capacity(opt.memory_limit ? opt.memory_limit : opt.device_total);
+  p->cap_.init(opt.memory_limit, opt.device_total, opt.watermark_trigger, opt.watermark_stop);
   std::lock_guard<std::mutex> lock(p->mu_);
   uint64_t va = 0, size = 0;
   vpmm_status st = p->reserve_chunk(opt.page_size, &va, &size);
@@ -111,10 +108,6 @@ Pool::~Pool() {
     if (kv.second.kind == Kind::Paused && kv.second.backup)
       backup_bufs_->put(kv.second.backup, kv.second.backup_size);
   backup_bufs_.reset();
-  for (Reservation* r : lim_.reservations) delete r;
-  lim_.reservations.clear();
-  for (Reservation* r : lim_.released) delete r;
-  lim_.released.clear();
   m_.clear();  // drops the events while the backend still exists
   if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
   for (const Chunk& c : m_.chunks()) twice([&] { return backend_->unreserve(c.va, c.size); });
@@ -243,16 +236,6 @@ vpmm_status Pool::reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size
   if (st == VPMM_ERR_BACKEND || st == VPMM_ERR_INVALID_ARGUMENT) st = VPMM_ERR_OUT_OF_MEMORY;
   if (st != VPMM_OK) return fail_context(st, "reserving a VA chunk");
   *size = want;
-  return VPMM_OK;
-}
-
-vpmm_status Pool::check_growth_limit(uint64_t bytes) const {
-  const uint64_t held = m_.totals().mapped + creating_;
-  if (lim_.limit && held + bytes > lim_.limit)
-    return fail(VPMM_ERR_OUT_OF_MEMORY,
-                "growing by %" PRIu64 " bytes would exceed the memory limit (%" PRIu64 " of %" PRIu64
-                " bytes mapped or being mapped)",
-                bytes, held, lim_.limit);
   return VPMM_OK;
 }
 
@@ -463,7 +446,7 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   // Tagged memory owns whole pages (a pause releases exactly its handles).
   const uint64_t unit = a.tag ? page : opt_.large_rounding;
   const uint64_t bytes = small ? small_charge(size) : (size + unit - 1) / unit * unit;
-  vpmm_status st = admit(bytes, res);
+  vpmm_status st = cap_.admit(bytes, res);
   if (st != VPMM_OK) return st;
   const uint64_t defrags = c_.n_defrag;
   size_t handle_ops = 0;
@@ -472,13 +455,13 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
   } else {
     RegionIt r;
     st = alloc_pages(bytes, s, Kind::Live, size, a, window, &r, &handle_ops);
-    if (res && window && !lim_.reservations.count(res)) {
+    if (res && window && !cap_.is_live(res)) {
       // Released while this call ran its driver work without the mutex: as
       // release does for the allocations charged to it, the charge becomes
       // unreserved (a failure has nothing left to give back).
       if (st != VPMM_OK) return st;
       res = nullptr;
-      lim_.unreserved_live += bytes;
+      cap_.charge_unreserved(bytes);
     }
     if (st == VPMM_OK) {
       r->second.res = res;
@@ -487,7 +470,7 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
     }
   }
   if (st != VPMM_OK) {
-    uncharge(bytes, res);
+    cap_.uncharge(bytes, res);
     return st;
   }
   ++c_.n_malloc;
@@ -522,17 +505,17 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
       a.flags = flags;
       st = tag ? tags_.intern(tag, &a.tag) : VPMM_OK;
       if (a.tag == 0) a.flags = 0;  // flags only mean something for pausable memory
-      if (st == VPMM_OK && res && !lim_.reservations.count(res))
+      if (st == VPMM_OK && res && !cap_.is_live(res))
         st = fail(VPMM_ERR_INVALID_ARGUMENT, "reservation %p is not a live reservation of this pool",
                   static_cast<void*>(res));
       if (st == VPMM_OK) st = malloc_locked(size, s, a, res, &window, out);
       if (st == VPMM_OK) tags_.mark_used(a.tag);
-      if (st == VPMM_OK && retries > 0) ++lim_.n_oom_recovered;
-      if (st == VPMM_ERR_OUT_OF_MEMORY) ++lim_.n_oom;
+      if (st == VPMM_OK && retries > 0) cap_.note_oom_recovered();
+      if (st == VPMM_ERR_OUT_OF_MEMORY) cap_.note_oom();
       transition = take_transition();
       mapped = m_.totals().mapped;
-      oom = oom_fn_;
-      oom_user = oom_user_;
+      oom = cap_.oom_fn();
+      oom_user = cap_.oom_user();
     }
     if (transition >= 0) report_pressure(transition, mapped);
     if (st == VPMM_ERR_OUT_OF_MEMORY && oom && retries < 8) {
@@ -576,12 +559,12 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     c_.requested -= it->second.requested;
     --c_.n_live;
     ++c_.n_free;
-    if (it->second.kind == Kind::Live) uncharge(it->second.charge, it->second.res);  // paused: none held
+    if (it->second.kind == Kind::Live) cap_.uncharge(it->second.charge, it->second.res);  // paused: none held
     if (it->second.kind == Kind::Live)
       free_pages(it, s);
     else
       drop_paused(it);  // freeing a paused allocation returns its VA and drops its backup
-    wake_reservers();
+    cap_.wake_reservers();
     return VPMM_OK;
   }
   RegionIt in = it != m_.end() ? it : m_.find_containing(va);
@@ -592,8 +575,8 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     const bool paused = in->second.kind == Kind::Paused;  // `in` may be gone after the free
     vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
-    if (!paused) uncharge(small_charge(freed_request), res);  // paused: none held
-    wake_reservers();
+    if (!paused) cap_.uncharge(small_charge(freed_request), res);  // paused: none held
+    cap_.wake_reservers();
     c_.requested -= freed_request;
     --c_.n_live;
     ++c_.n_free;

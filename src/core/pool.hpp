@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "core/limits.hpp"
+#include "core/capacity.hpp"
 #include "core/regions.hpp"
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
@@ -236,8 +236,8 @@ class Pool final : private SlabSource, private PipelineSteps {
 
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
   // Fails with OUT_OF_MEMORY when growing by `bytes` now (besides what
-  // Phase 2s in flight are creating) would pass the memory limit.
-  vpmm_status check_growth_limit(uint64_t bytes) const;
+  // Phase 2s and resumes in flight are creating) would pass the memory limit.
+  vpmm_status check_growth_limit(uint64_t bytes) const { return cap_.check_growth(m_.totals().mapped, bytes); }
   // Creates handles no larger than max_handle; needs no mutex (the limit is
   // the caller's to check). On failure nothing is left; handles the driver
   // refused to release go to *orphans.
@@ -255,18 +255,10 @@ class Pool final : private SlabSource, private PipelineSteps {
   void note_peaks();
   vpmm_status malloc_locked(uint64_t size, Stream s, const Attrs& a, Reservation* res,
                             LockWindow* window, void** out);
-  // Charges `charge` bytes to res (or the unreserved share) if capacity allows.
-  vpmm_status admit(uint64_t charge, Reservation* res);
-  void uncharge(uint64_t charge, Reservation* res);
   static uint64_t small_charge(uint64_t requested) { return vpmm::small_charge(requested); }
   // Reports a pending watermark crossing; call without mu_ held.
   void report_pressure(int transition, uint64_t mapped);
-  int take_transition() {
-    lim_.observe(m_.totals().mapped);
-    int t = lim_.pending_transition;
-    lim_.pending_transition = -1;
-    return t;
-  }
+  int take_transition() { return cap_.take_transition(m_.totals().mapped); }
   // A Small region none of whose blocks is live or waiting on a foreign
   // free: cached free memory, which pause, tag stats and backups skip.
   bool empty_slab(const Region& r) const {
@@ -315,24 +307,10 @@ class Pool final : private SlabSource, private PipelineSteps {
   std::unique_ptr<BackupBuffers> backup_bufs_;
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
-  LimitState lim_;
+  Capacity cap_;
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
-  uint64_t creating_ = 0;         // bytes Phase 2s in flight are creating (limit checks)
-  std::condition_variable res_cv_;  // blocked reservers wait here (on mu_)
-  // How many wait there: every free would otherwise pay a broadcast for
-  // reservers that rarely exist. Changed under mu_; read without it by
-  // wake_reservers, which a waiter cannot miss (it counted itself before
-  // testing its condition, under the mutex the change was made under).
-  std::atomic<int> res_waiters_{0};
-  void wake_reservers() {
-    if (res_waiters_.load(std::memory_order_relaxed)) res_cv_.notify_all();
-  }
   int preparing_ = 0;                  // prepare_backups calls pinning without mu_
   std::condition_variable prepared_cv_;  // pauses wait here for them (on mu_)
-  vpmm_oom_fn oom_fn_ = nullptr;
-  void* oom_user_ = nullptr;
-  vpmm_pressure_fn pressure_fn_ = nullptr;
-  void* pressure_user_ = nullptr;
   vpmm_pool* handle_ = nullptr;  // the C handle passed to callbacks
 };
 

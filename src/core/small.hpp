@@ -25,10 +25,11 @@
 #include <vector>
 
 #include "core/defaults.hpp"
-#include "core/limits.hpp"
 #include "core/regions.hpp"
 
 namespace vpmm {
+
+struct Reservation;
 
 // The page level as the small allocator sees it: slab pages in and out, and
 // events. The pool implements it; nothing else of the pool is reachable from

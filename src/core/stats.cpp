@@ -61,16 +61,7 @@ void Pool::stats(vpmm_stats* out) {
   s.n_resume = c_.n_resume;
   s.n_trim = c_.n_trim;
   s.bytes_trimmed = c_.bytes_trimmed;
-  s.capacity_bytes = lim_.capacity;
-  s.reserved_bytes = 0;
-  for (const Reservation* r : lim_.reservations) s.reserved_bytes += r->size;
-  s.reservation_used_bytes = lim_.reserved_used();
-  s.available_bytes = lim_.available();
-  s.watermark_trigger_bytes = lim_.trigger;
-  s.watermark_stop_bytes = lim_.stop;
-  s.under_pressure = lim_.pressure ? 1 : 0;
-  s.n_oom = lim_.n_oom;
-  s.n_oom_recovered = lim_.n_oom_recovered;
+  cap_.fill_stats(&s);
   *out = s;
 }
 
