@@ -15,23 +15,13 @@
 #include <cinttypes>
 #include <cstring>
 
-#include "core/backup.hpp"
+#include "core/backups.hpp"
 #include "core/pause_pipeline.hpp"
 #include "common/status.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
 
 namespace vpmm {
-
-vpmm_status Pool::copy_stream(Stream* out) {
-  if (!have_copy_stream_) {
-    vpmm_status st = backend_->stream_create(&copy_stream_);
-    if (st != VPMM_OK) return st;
-    have_copy_stream_ = true;
-  }
-  *out = copy_stream_;
-  return VPMM_OK;
-}
 
 void Pool::release_charges(const Region& r) {
   if (r.was_small || r.kind == Kind::Small)
@@ -67,16 +57,9 @@ vpmm_status Pool::record_event(Stream s, EventRef* out) {
   return VPMM_OK;
 }
 
-vpmm_status Pool::drain_stream(Stream s) {
-  // An event rather than a stream sync: only the work queued so far counts.
-  EventRef done;
-  vpmm_status st = record_event(s, &done);
-  return st == VPMM_OK ? backend_->event_sync(done->handle()) : st;
-}
-
 void Pool::drop_paused(RegionIt it) {
   if (it->second.backup) {
-    backup_bufs_->put(it->second.backup, it->second.backup_size);
+    backups_->buffers().put(it->second.backup, it->second.backup_size);
     c_.backup_bytes -= it->second.size;
   }
   Region hole;
@@ -155,7 +138,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   for (const auto* list : {&plain, &backed})
     for (uint64_t va : *list)
       if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
-  PausePipeline pipeline(*this, call, std::move(plain), std::move(backed), std::move(uses),
+  PausePipeline pipeline(*this, *backups_, call, std::move(plain), std::move(backed), std::move(uses),
                          opt_.pause_batch_bytes);
   return pipeline.run(n_changed);
 }
@@ -257,7 +240,7 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* 
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
-  ResumePipeline pipeline(*this, call, std::move(targets));
+  ResumePipeline pipeline(*this, *backups_, call, std::move(targets));
   st = pipeline.run(n_changed);
   *short_bytes = pipeline.short_bytes();
   note_peaks();
@@ -275,7 +258,7 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
   c_.handles_created += handles.size();
   cap_.created(r.size);
   if (r.backup) {
-    backup_bufs_->put(r.backup, r.backup_size);
+    backups_->buffers().put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
   }
   r.backup = nullptr;
@@ -365,7 +348,7 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
   uint64_t mapped;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (after_prepares) prepared_cv_.wait(lock, [&] { return preparing_ == 0; });
+    if (after_prepares) backups_->wait_prepares(lock);
     st = f();
     transition = take_transition();
     mapped = m_.totals().mapped;
@@ -417,8 +400,8 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   // already has are taken, so none is counted twice, and put back) and
   // reserve the missing ones against the pinned limit; without the lock, pin
   // them; under the lock again, put them in the cache, where the pause finds
-  // them. A pause meanwhile waits for this call (preparing_), rather than
-  // pinning the same bytes a second time.
+  // them. A pause meanwhile waits for this call (Backups::wait_prepares),
+  // rather than pinning the same bytes a second time.
   std::vector<uint64_t> to_pin;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -437,14 +420,14 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
       if (r.kind == Kind::Small && empty_slab(r)) continue;  // a pause skips it too
       void* b = nullptr;
       uint64_t got = 0;
-      if (backup_bufs_->take_cached(r.size, &b, &got))
+      if (backups_->buffers().take_cached(r.size, &b, &got))
         taken.emplace_back(b, got);
-      else if (backup_bufs_->reserve_pinned(r.size))
+      else if (backups_->buffers().reserve_pinned(r.size))
         to_pin.push_back(r.size);
       // else: past the pinned limit, a pause backs it up in pageable memory
     }
-    for (const auto& b : taken) backup_bufs_->put(b.first, b.second);
-    ++preparing_;
+    for (const auto& b : taken) backups_->buffers().put(b.first, b.second);
+    backups_->begin_prepare();
   }
   std::vector<std::pair<void*, uint64_t>> pinned;
   vpmm_status st = VPMM_OK;
@@ -456,13 +439,12 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& b : pinned) backup_bufs_->put(b.first, b.second);
-    for (size_t i = pinned.size(); i < to_pin.size(); ++i) backup_bufs_->unreserve_pinned(to_pin[i]);
-    --preparing_;
+    for (const auto& b : pinned) backups_->buffers().put(b.first, b.second);
+    for (size_t i = pinned.size(); i < to_pin.size(); ++i) backups_->buffers().unreserve_pinned(to_pin[i]);
+    backups_->end_prepare();
     if (st != VPMM_OK) st = fail_context(st, call);  // what was pinned stays cached: not lost
-    else if (cached) *cached = backup_bufs_->cached_bytes();
+    else if (cached) *cached = backups_->buffers().cached_bytes();
   }
-  prepared_cv_.notify_all();
   return st;
 }
 

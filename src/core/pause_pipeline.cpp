@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/backup.hpp"
+#include "core/backups.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -12,10 +12,11 @@ namespace vpmm {
 // Pause
 // ---------------------------------------------------------------------------
 
-PausePipeline::PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
+PausePipeline::PausePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> plain,
                              std::vector<uint64_t> backed, std::vector<EventRef> last_uses,
                              uint64_t batch_bytes)
-    : pool_(pool),
+    : ops_(ops),
+      backups_(backups),
       call_(call),
       plain_(std::move(plain)),
       backed_(std::move(backed)),
@@ -28,8 +29,8 @@ PausePipeline::~PausePipeline() {
 
 void PausePipeline::give_back(size_t from) {
   // No copy may still write a buffer that goes back to the cache.
-  if (from < bufs_.size() && cs_) pool_.backend().stream_sync(cs_);
-  for (size_t i = from; i < bufs_.size(); ++i) pool_.backups().put(bufs_[i].p, bufs_[i].size);
+  if (from < bufs_.size() && cs_) backups_.backend().stream_sync(cs_);
+  for (size_t i = from; i < bufs_.size(); ++i) backups_.buffers().put(bufs_[i].p, bufs_[i].size);
   bufs_owned_ = false;
 }
 
@@ -40,12 +41,12 @@ vpmm_status PausePipeline::take_buffers() {
   bufs_owned_ = true;
   for (uint64_t va : backed_) {
     Buffer b;
-    vpmm_status st = pool_.backups().get(pool_.region(va).size, &b.p, &b.size);
+    vpmm_status st = backups_.buffers().get(ops_.region(va).size, &b.p, &b.size);
     if (st != VPMM_OK) return fail_context(st, call_);
     bufs_.push_back(b);
   }
   if (!backed_.empty()) {
-    vpmm_status st = pool_.copy_stream(&cs_);
+    vpmm_status st = backups_.copy_stream(&cs_);
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   return VPMM_OK;
@@ -57,12 +58,12 @@ vpmm_status PausePipeline::take_buffers() {
 // backup); without any backup the CPU waits.
 vpmm_status PausePipeline::order_after_work() {
   for (const EventRef& ev : last_uses_) {
-    vpmm_status st = backed_.empty() ? pool_.backend().event_sync(ev->handle())
-                                     : pool_.backend().stream_wait(cs_, ev->handle());
+    vpmm_status st = backed_.empty() ? backups_.backend().event_sync(ev->handle())
+                                     : backups_.backend().stream_wait(cs_, ev->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   if (!backed_.empty() && !plain_.empty()) {
-    vpmm_status st = pool_.record_event(cs_, &ready_);
+    vpmm_status st = ops_.record_event(cs_, &ready_);
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   return VPMM_OK;
@@ -80,8 +81,8 @@ void PausePipeline::queue_batches() {
     uint64_t bytes = 0;
     const size_t start = queued_;
     for (; queued_ < backed_.size() && bytes < batch_bytes_; ++queued_) {
-      const uint64_t size = pool_.region(backed_[queued_]).size;
-      vpmm_status st = pool_.backend().copy_d2h(bufs_[queued_].p, backed_[queued_], size, cs_);
+      const uint64_t size = ops_.region(backed_[queued_]).size;
+      vpmm_status st = backups_.backend().copy_d2h(bufs_[queued_].p, backed_[queued_], size, cs_);
       if (st != VPMM_OK) {
         result_.note(fail_context(st, call_));
         stopped_ = true;
@@ -91,7 +92,7 @@ void PausePipeline::queue_batches() {
     }
     if (queued_ == start) return;
     EventRef ev;
-    vpmm_status st = pool_.record_event(cs_, &ev);
+    vpmm_status st = ops_.record_event(cs_, &ev);
     if (st != VPMM_OK) {
       result_.note(fail_context(st, call_));
       stopped_ = true;  // copies without an event are never released
@@ -105,12 +106,12 @@ void PausePipeline::queue_batches() {
 // the others go on and the call reports the error.
 vpmm_status PausePipeline::release() {
   if (!plain_.empty() && ready_) {
-    vpmm_status st = pool_.backend().event_sync(ready_->handle());
+    vpmm_status st = backups_.backend().event_sync(ready_->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
-  for (uint64_t va : plain_) result_.note(pool_.release_paused_target(call_, va, nullptr, 0));
+  for (uint64_t va : plain_) result_.note(ops_.release_paused_target(call_, va, nullptr, 0));
   while (!pending_.empty()) {
-    vpmm_status st = pool_.backend().event_sync(pending_.front().second->handle());
+    vpmm_status st = backups_.backend().event_sync(pending_.front().second->handle());
     if (st != VPMM_OK) {
       result_.note(fail_context(st, call_));
       break;  // this batch's backups may be incomplete: the rest stays active
@@ -120,10 +121,10 @@ vpmm_status PausePipeline::release() {
     queue_batches();  // feed the copy engine before the CPU turns to unmapping
     for (; released_ < end; ++released_) {
       const Buffer& b = bufs_[released_];
-      st = pool_.release_paused_target(call_, backed_[released_], b.p, b.size);
+      st = ops_.release_paused_target(call_, backed_[released_], b.p, b.size);
       if (st != VPMM_OK) {
         result_.note(st);
-        pool_.backups().put(b.p, b.size);  // its copy completed
+        backups_.buffers().put(b.p, b.size);  // its copy completed
       }
     }
   }
@@ -149,10 +150,10 @@ vpmm_status PausePipeline::run(uint64_t* n_paused) {
 
 vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
   bool any_backup = false;
-  for (uint64_t va : targets_) any_backup |= pool_.region(va).backup != nullptr;
+  for (uint64_t va : targets_) any_backup |= ops_.region(va).backup != nullptr;
   Stream cs = nullptr;
   if (any_backup) {
-    vpmm_status st = pool_.copy_stream(&cs);
+    vpmm_status st = backups_.copy_stream(&cs);
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   struct Mapped {
@@ -163,12 +164,12 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
   mapped.reserve(targets_.size());
   FirstFailure stop;  // why the pipeline stopped early (the rest stays paused)
   for (uint64_t va : targets_) {
-    const Region& r = pool_.region(va);
+    const Region& r = ops_.region(va);
     std::vector<Mapping> hs;
-    vpmm_status st = pool_.map_paused_target(r, va, &hs);
-    if (st == VPMM_OK && r.backup && (st = pool_.backend().copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
+    vpmm_status st = ops_.map_paused_target(r, va, &hs);
+    if (st == VPMM_OK && r.backup && (st = backups_.backend().copy_h2d(va, r.backup, r.size, cs)) != VPMM_OK) {
       stop.note(st);  // before the undo can overwrite the message
-      pool_.undo_resume_target(r, va, hs, hs.size());  // not queued: nothing writes it; it stays paused
+      ops_.undo_resume_target(r, va, hs, hs.size());  // not queued: nothing writes it; it stays paused
       break;
     }
     if (st != VPMM_OK) {
@@ -181,16 +182,19 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
 
   // Every queued copy completes before anything is committed.
   if (cs && !mapped.empty()) {
-    vpmm_status st = pool_.drain_stream(cs);
+    // An event rather than a stream sync: only the copies queued so far count.
+    EventRef done;
+    vpmm_status st = ops_.record_event(cs, &done);
+    if (st == VPMM_OK) st = backups_.backend().event_sync(done->handle());
     if (st != VPMM_OK) {
       FirstFailure drain;
       drain.note(fail_context(st, call_));
-      pool_.backend().stream_sync(cs);  // nothing may still write what is unmapped next
-      for (const Mapped& m : mapped) pool_.undo_resume_target(pool_.region(m.va), m.va, m.handles, m.handles.size());
+      backups_.backend().stream_sync(cs);  // nothing may still write what is unmapped next
+      for (const Mapped& m : mapped) ops_.undo_resume_target(ops_.region(m.va), m.va, m.handles, m.handles.size());
       return drain.finish();  // everything stays paused with its backup
     }
   }
-  for (const Mapped& m : mapped) pool_.commit_resumed(m.va, m.handles);
+  for (const Mapped& m : mapped) ops_.commit_resumed(m.va, m.handles);
   if (n_resumed) *n_resumed = mapped.size();
   if (!stop.failed()) return VPMM_OK;
   return fail_context(stop.finish(), call_);

@@ -4,7 +4,8 @@
 //
 // The pool decides which allocations are targets (tags, small slabs) and
 // does the per-allocation region work; a pipeline only orders it, through
-// the narrow PipelineSteps interface the pool implements. Everything runs
+// the narrow HandleOps interface the pool implements, and its copies and
+// waits through Backups. Everything runs
 // with the pool mutex held.
 #pragma once
 
@@ -19,7 +20,7 @@
 
 namespace vpmm {
 
-class BackupBuffers;
+class Backups;
 
 // Pause closes a batch of D2H copies with one event once it holds this many
 // bytes: the CPU releases a batch's handles while the copy engine works on
@@ -31,15 +32,14 @@ constexpr uint64_t kPauseBatchBytes = 64ull << 20;
 // enough that the stream's queue never fills and blocks the enqueue.
 constexpr size_t kPauseBatchesAhead = 4;
 
-// What the pipelines ask of the pool.
-class PipelineSteps {
+// The handle operations the pipelines ask of the pool: the region of an
+// allocation, and the per-allocation steps that change the region map and
+// the allocation's handles. Copies, waits and host buffers go through
+// Backups instead.
+class HandleOps {
  public:
-  virtual Backend& backend() = 0;
-  virtual BackupBuffers& backups() = 0;
   virtual const Region& region(uint64_t va) = 0;
   virtual vpmm_status record_event(Stream s, EventRef* out) = 0;  // counted in the pool's stats
-  virtual vpmm_status copy_stream(Stream* out) = 0;               // made on first use
-  virtual vpmm_status drain_stream(Stream s) = 0;                 // the CPU waits for what is queued
   // Pause of one target whose backup (if any) is complete: unmap and release
   // its handles, turn it into a Paused region holding `backup`. On failure it
   // stays active and whole; the caller still owns `backup`.
@@ -55,7 +55,7 @@ class PipelineSteps {
   virtual void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) = 0;
 
  protected:
-  ~PipelineSteps() = default;
+  ~HandleOps() = default;
 };
 
 // Pause is a pipeline: D2H copies are queued on the copy stream in batches
@@ -70,7 +70,7 @@ class PausePipeline {
   // `plain`: targets without a backup; `backed`: with one; `last_uses`:
   // the events after which no queued work uses any target. batch_bytes 0 =
   // kPauseBatchBytes.
-  PausePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> plain,
+  PausePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> plain,
                 std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes);
   ~PausePipeline();
   // Pauses what it can. Returns the first failure (the rest of the targets
@@ -88,7 +88,8 @@ class PausePipeline {
   vpmm_status release();            // 4. unmap and release as batches complete
   void give_back(size_t from);      // buffers [from, end) back to the cache
 
-  PipelineSteps& pool_;
+  HandleOps& ops_;
+  Backups& backups_;
   const char* call_;
   std::vector<uint64_t> plain_, backed_;
   std::vector<EventRef> last_uses_;
@@ -112,8 +113,8 @@ class PausePipeline {
 // allocation after it (call again later).
 class ResumePipeline {
  public:
-  ResumePipeline(PipelineSteps& pool, const char* call, std::vector<uint64_t> targets)
-      : pool_(pool), call_(call), targets_(std::move(targets)) {}
+  ResumePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> targets)
+      : ops_(ops), backups_(backups), call_(call), targets_(std::move(targets)) {}
   // *n_resumed (may be null) is set on success and on failure: the
   // allocations committed before the pipeline stopped.
   vpmm_status run(uint64_t* n_resumed);
@@ -122,7 +123,8 @@ class ResumePipeline {
   uint64_t short_bytes() const { return short_bytes_; }
 
  private:
-  PipelineSteps& pool_;
+  HandleOps& ops_;
+  Backups& backups_;
   const char* call_;
   std::vector<uint64_t> targets_;
   uint64_t short_bytes_ = 0;

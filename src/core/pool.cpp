@@ -7,7 +7,7 @@
 #include <cinttypes>
 #include <new>
 
-#include "core/backup.hpp"
+#include "core/backups.hpp"
 #include "common/status.hpp"
 #include "core/small.hpp"
 
@@ -26,7 +26,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
   std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
   if (p->opt_.large_rounding == 0) p->opt_.large_rounding = opt.page_size;  // whole pages
   p->small_.reset(new SmallAllocator(*p, opt.small_size));
-  p->backup_bufs_.reset(new BackupBuffers(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
+  p->backups_.reset(new Backups(*p->backend_, opt.backup_cache_size, opt.backup_pinned_limit));
   p->cap_.init(opt.memory_limit, opt.device_total, opt.watermark_trigger, opt.watermark_stop);
   std::lock_guard<std::mutex> lock(p->mu_);
   uint64_t va = 0, size = 0;
@@ -106,10 +106,9 @@ Pool::~Pool() {
   for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
   for (auto& kv : m_)
     if (kv.second.kind == Kind::Paused && kv.second.backup)
-      backup_bufs_->put(kv.second.backup, kv.second.backup_size);
-  backup_bufs_.reset();
+      backups_->buffers().put(kv.second.backup, kv.second.backup_size);
   m_.clear();  // drops the events while the backend still exists
-  if (have_copy_stream_) backend_->stream_destroy(copy_stream_);
+  backups_.reset();  // the buffers and the copy stream
   for (const Chunk& c : m_.chunks()) twice([&] { return backend_->unreserve(c.va, c.size); });
 }
 
@@ -652,7 +651,7 @@ vpmm_status Pool::stream_synchronize(Stream s) {
 
 vpmm_status Pool::stream_retire(Stream s) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (have_copy_stream_ && s == copy_stream_)
+  if (backups_->is_copy_stream(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "vpmm_pool_stream_retire: stream %p is the pool's own copy stream (a stale handle?)", s);
   // Allocations made on the stream: pausing them later must not record on

@@ -32,7 +32,7 @@
 
 namespace vpmm {
 
-class BackupBuffers;
+class Backups;
 struct Transit;
 
 // Lets a page-level malloc run its driver calls without the pool mutex, so
@@ -120,7 +120,7 @@ struct PoolCounters {
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
 };
 
-class Pool final : private SlabSource, private PipelineSteps {
+class Pool final : private SlabSource, private HandleOps {
  public:
   static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
                             std::unique_ptr<Pool>* out);
@@ -163,7 +163,7 @@ class Pool final : private SlabSource, private PipelineSteps {
   std::string check();                     // "" when all invariants hold
 
   const PoolOptions& options() const { return opt_; }
-  Backend& backend() override { return *backend_; }
+  Backend& backend() { return *backend_; }
 
  private:
   Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
@@ -264,11 +264,8 @@ class Pool final : private SlabSource, private PipelineSteps {
   bool empty_slab(const Region& r) const {
     return small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner);
   }
-  // PipelineSteps (pause_pipeline.hpp documents each).
-  BackupBuffers& backups() override { return *backup_bufs_; }
+  // HandleOps (pause_pipeline.hpp documents each).
   const Region& region(uint64_t va) override { return m_.find(va)->second; }
-  vpmm_status copy_stream(Stream* out) override;
-  vpmm_status drain_stream(Stream s) override;
   vpmm_status record_event(Stream s, EventRef* out) override;
   vpmm_status release_paused_target(const char* call, uint64_t va, void* backup, uint64_t backup_size) override;
   vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) override;
@@ -304,13 +301,9 @@ class Pool final : private SlabSource, private PipelineSteps {
   std::unique_ptr<SmallAllocator> small_;
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
   TagTable tags_;
-  std::unique_ptr<BackupBuffers> backup_bufs_;
-  Stream copy_stream_ = nullptr;
-  bool have_copy_stream_ = false;
+  std::unique_ptr<Backups> backups_;  // host buffers, copy stream, prepares in flight
   Capacity cap_;
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
-  int preparing_ = 0;                  // prepare_backups calls pinning without mu_
-  std::condition_variable prepared_cv_;  // pauses wait here for them (on mu_)
   vpmm_pool* handle_ = nullptr;  // the C handle passed to callbacks
 };
 

@@ -2,7 +2,7 @@
 // incrementally by RegionMap, so a stats call costs O(streams), never a scan.
 #include <cstring>
 
-#include "core/backup.hpp"
+#include "core/backups.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
 
@@ -54,9 +54,9 @@ void Pool::stats(vpmm_stats* out) {
   s.n_live = c_.n_live;
   s.paused_bytes = t.paused;
   s.backup_bytes = c_.backup_bytes;
-  s.backup_cache_bytes = backup_bufs_->cached_bytes();
-  s.backup_pinned_bytes = backup_bufs_->pinned_bytes();
-  s.backup_pageable_bytes = backup_bufs_->pageable_bytes();
+  s.backup_cache_bytes = backups_->buffers().cached_bytes();
+  s.backup_pinned_bytes = backups_->buffers().pinned_bytes();
+  s.backup_pageable_bytes = backups_->buffers().pageable_bytes();
   s.n_pause = c_.n_pause;
   s.n_resume = c_.n_resume;
   s.n_trim = c_.n_trim;

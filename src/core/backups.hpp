@@ -1,0 +1,66 @@
+// Backups: what pause and resume need besides the allocations themselves.
+// It owns the host buffers backups live in (BackupBuffers), the copy stream
+// the pipelines queue their copies on (made on first use), and the count of
+// prepare_backups calls pinning ahead without the pool mutex, which a pause
+// waits for. The pipelines reach the backend for copies and waits through
+// it, and the allocations' handles through the pool's HandleOps.
+//
+// Owned by the pool; every call is made with the pool mutex held.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "backend/backend.hpp"
+#include "core/backup.hpp"
+
+namespace vpmm {
+
+class Backups {
+ public:
+  Backups(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
+      : backend_(b), buffers_(b, keep_limit, pinned_limit) {}
+  ~Backups() {
+    if (have_copy_stream_) backend_.stream_destroy(copy_stream_);
+  }
+  Backups(const Backups&) = delete;
+  Backups& operator=(const Backups&) = delete;
+
+  Backend& backend() { return backend_; }
+  BackupBuffers& buffers() { return buffers_; }
+  const BackupBuffers& buffers() const { return buffers_; }
+
+  vpmm_status copy_stream(Stream* out) {
+    if (!have_copy_stream_) {
+      vpmm_status st = backend_.stream_create(&copy_stream_);
+      if (st != VPMM_OK) return st;
+      have_copy_stream_ = true;
+    }
+    *out = copy_stream_;
+    return VPMM_OK;
+  }
+  // A user's stream handle that is the copy stream is a stale one.
+  bool is_copy_stream(Stream s) const { return have_copy_stream_ && s == copy_stream_; }
+
+  // prepare_backups pins with the pool mutex released; a pause waits until
+  // none does, rather than pinning the same bytes a second time.
+  void begin_prepare() { ++preparing_; }
+  void end_prepare() {
+    --preparing_;
+    prepared_cv_.notify_all();
+  }
+  void wait_prepares(std::unique_lock<std::mutex>& pool_lock) {
+    prepared_cv_.wait(pool_lock, [&] { return preparing_ == 0; });
+  }
+
+ private:
+  Backend& backend_;
+  BackupBuffers buffers_;
+  Stream copy_stream_ = nullptr;
+  bool have_copy_stream_ = false;
+  int preparing_ = 0;
+  std::condition_variable prepared_cv_;
+};
+
+}  // namespace vpmm
