@@ -4,7 +4,8 @@
 #   common/   the bottom layer: includes nothing of the library but vpmm.h
 #   backend/  may include common/ and backend/ only, never core/ or api/
 #   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
-#             and of the backends only the interface (backend/backend.hpp)
+#             and of the backends only the interface (backend/backend.hpp);
+#             inside it, modules include only lower modules (core_rank below)
 #   hooks/    the allocator hooks: the library seen through the public headers
 #             (vpmm*.h) and their own headers only, like a binding would; what
 #             vpmm.h lacks (last error, VPMM_LOG) comes from the C API layer
@@ -43,6 +44,41 @@ report "src/core/ makes a system call (the backend does that)" "$(scan "$src/cor
 for top in hooks preload; do
   report "src/$top/ includes a library header other than vpmm*.h and $top/" \
     "$(scan "$src/$top" '#[[:space:]]*include[[:space:]]*["<]' | grep -vE "#[[:space:]]*include[[:space:]]*(<[^/\">]*>|<(sys|linux|bits)/[a-z_]+\.h>|\"vpmm[a-z_]*\.h\"|\"$top/[a-z_]+\.h(pp)?\")")"
+done
+
+# Inside src/core, modules form layers too: a file includes only the headers
+# of lower modules (and its own), so no concern reaches back up into one that
+# builds on it. Pool's implementation spans several files (phases, pause,
+# capacity calls, stats); they are one module. Rank, lowest first:
+core_rank() {
+  case "$1" in
+    defaults|layout) echo 0 ;;
+    regions|tags|capacity|backup) echo 1 ;;
+    small|backups) echo 2 ;;
+    pause_pipeline) echo 3 ;;
+    pool|defrag|pause|pool_capacity|stats) echo 4 ;;
+    config) echo 5 ;;
+    *) echo unknown ;;
+  esac
+}
+core_module() {  # files of one module share its rank
+  case "$1" in defrag|pause|pool_capacity|stats) echo pool ;; *) echo "$1" ;; esac
+}
+for f in "$src"/core/*.hpp "$src"/core/*.cpp; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f"); name=${name%.*}
+  mine=$(core_rank "$name")
+  if [ "$mine" = unknown ]; then
+    report "src/core/$name has no rank in tests/check_layering.sh (give it one)" "$f"
+    continue
+  fi
+  for dep in $(grep -oE '#[[:space:]]*include[[:space:]]*"core/[a-z_]+\.hpp"' "$f" | sed -E 's|.*core/([a-z_]+)\.hpp"|\1|'); do
+    [ "$(core_module "$dep")" = "$(core_module "$name")" ] && continue
+    theirs=$(core_rank "$dep")
+    if [ "$theirs" = unknown ] || [ "$theirs" -ge "$mine" ]; then
+      report "src/core/$name (rank $mine) includes core/$dep.hpp (rank $theirs): a module may only include lower ones" "$f"
+    fi
+  done
 done
 
 if [ "$bad" -eq 0 ]; then
