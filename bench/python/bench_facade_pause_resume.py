@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Pause/resume through the Python facades against the C calls, in one run,
-on the same memory (issue 12, item 7). Not a test: the lead runs it on the
+on the same memory: what the facades cost over the C API. Not a test: the lead runs it on the
 GPU and pastes the table into bench/results/h100.md.
 
     VPMM_LIBRARY=build-gpu/libvpmm.so.1 python3 bench/python/bench_facade_pause_resume.py \

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The first pause with host backup against a steady-state pause (issue 12,
-item 5), one fresh process per way of getting the backup buffers pinned.
+"""The first pause with host backup against a steady-state pause (what pinning
+costs the first time), one fresh process per way of getting the backup buffers pinned.
 Not a test: the lead runs it on the GPU and pastes the table into
 bench/results/h100.md.
 

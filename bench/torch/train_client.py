@@ -24,9 +24,9 @@ ap.add_argument("--layers", type=int, default=16)
 ap.add_argument("--d", type=int, default=1024)
 ap.add_argument("--label", default="")
 ap.add_argument("--batch-scale", type=int, default=1,
-                help="multiply every shape's batch (4: a ~24 GiB peak, the scale of issue 9's client)")
+                help="multiply every shape's batch (4: a ~24 GiB peak, the scale of the earlier training runs)")
 ap.add_argument("--shapes", choices=("six", "varlen"), default="six",
-                help="six: gpt.SHAPES, issue 9's client; varlen: gpt.VARLEN_SHAPES, 2K-12K tokens a step")
+                help="six: gpt.SHAPES, the earlier training runs' shapes; varlen: gpt.VARLEN_SHAPES, 2K-12K tokens a step")
 ap.add_argument("--per-step", action="store_true",
                 help="also print each step's time and, under libvpmm, the pool work it did (stderr)")
 args = ap.parse_args()
