@@ -15,8 +15,8 @@ vpmm.torch.pool, so the memory is real PyTorch tensors in libvpmm):
   torch    vpmm.torch.pause / .resume (adds torch.cuda.synchronize);
   tms      torch_memory_saver.pause / .resume (the drop-in).
 Each cycle runs every layer in turn (so drift hits all alike); the table
-gives medians and each facade's time as a ratio of the C layer's (the issue
-asks for <= 1.05). The first pause of the run (host buffers pinned then) is
+gives medians and each facade's time as a ratio of the C layer's (the target
+is <= 1.05). The first pause of the run (host buffers pinned then) is
 reported on its own. With --c-bench the C benchmark bench_pause_resume runs
 afterwards in a separate process and its lines are printed beside ours.
 """
