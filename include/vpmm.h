@@ -850,6 +850,7 @@ static const int32_t VPMM_OPTION_LIMIT = 6;
 static const int32_t VPMM_OPTION_FRACTION = 7;
 static const int32_t VPMM_OPTION_LOG_LEVEL = 8;
 static const int32_t VPMM_OPTION_DEVICE_LIST = 9;
+static const int32_t VPMM_OPTION_TEXT = 10;
 static const int32_t VPMM_OPTION_SIGNED_ = -1;
 #else
 enum {
@@ -863,6 +864,9 @@ enum {
   VPMM_OPTION_FRACTION = 7, /* double in [0, 1]; no environment variable */
   VPMM_OPTION_LOG_LEVEL = 8, /* process-wide, no config field: off|error|warn|info|debug */
   VPMM_OPTION_DEVICE_LIST = 9, /* uint64_t bit mask of devices; text "1,3" (ordinals 0-63) or "none" */
+  VPMM_OPTION_TEXT = 10, /* process-wide, no config field: text read as its help says (a path, a
+                          * tag, a switch); never judged by vpmm_config_init, the part that
+                          * reads it reports a malformed value */
   VPMM_OPTION_SIGNED_ = -1 /* never used: makes the enum's type int (see the status codes) */
 };
 #endif

@@ -2017,6 +2017,7 @@ pub const VPMM_OPTION_LIMIT: _bindgen_ty_4 = 6;
 pub const VPMM_OPTION_FRACTION: _bindgen_ty_4 = 7;
 pub const VPMM_OPTION_LOG_LEVEL: _bindgen_ty_4 = 8;
 pub const VPMM_OPTION_DEVICE_LIST: _bindgen_ty_4 = 9;
+pub const VPMM_OPTION_TEXT: _bindgen_ty_4 = 10;
 pub const VPMM_OPTION_SIGNED_: _bindgen_ty_4 = -1;
 pub type _bindgen_ty_4 = ::std::os::raw::c_int;
 #[repr(C)]
