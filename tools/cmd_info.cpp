@@ -159,12 +159,16 @@ int cmd_info(int argc, char** argv) {
   std::printf("effective config (vpmm_pool_get_config; source; default):\n");
   for (const vpmm_option_info& o : table) {
     const char* env = o.env ? std::getenv(o.env) : nullptr;
-    std::string value = field_text(eff, o);
-    if (o.kind == VPMM_OPTION_LOG_LEVEL) value = env ? env : "warn";
+    // A process-wide setting has no field: its effective value is its
+    // variable as set, else its default.
+    const std::string value = o.field_size ? field_text(eff, o) : env ? env : o.default_text;
     const std::string source = env ? std::string("env ") + o.env : "default";
     std::printf("  %-22s %-28s %-26s %s\n", o.name, value.c_str(), source.c_str(), o.default_text);
   }
-  if (!std::getenv("VPMM_LARGE_ROUNDING"))
+  vpmm_option_info lr;
+  std::memset(&lr, 0, sizeof lr);
+  lr.struct_size = sizeof lr;
+  if (vpmm_option_find("large_rounding", &lr, nullptr) == VPMM_OK && lr.env && !std::getenv(lr.env))
     std::printf("  (the hooks' default pools, vpmm_default_pool: large_rounding %d bytes, as PyTorch "
                 "rounds)\n", VPMM_DEFAULT_POOL_LARGE_ROUNDING);
   vpmm_pool_destroy(pool);

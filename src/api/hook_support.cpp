@@ -5,7 +5,7 @@
 #include <cstdarg>
 
 #include "common/status.hpp"
-#include "core/log.hpp"
+#include "common/settings.hpp"
 #include "hooks/report.hpp"
 
 namespace vpmm {

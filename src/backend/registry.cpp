@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <strings.h>
 
+#include "common/settings.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -37,12 +37,14 @@ const char* kind_label(int32_t kind) {
   }
 }
 
-// VPMM_LOG at info or debug. The backend layer may not include the core's
-// log.hpp; a malformed value is the core's to report (config_error), so it
-// only counts as "not info" here.
+// VPMM_LOG at info or debug. Read at each selection, not once per process as
+// log_level() does: a process may set the variable between two pools. A
+// malformed value is the core's to report (config_error), so it only counts
+// as "not info" here.
 bool auto_log_enabled() {
-  const char* v = std::getenv("VPMM_LOG");
-  return v != nullptr && (strcasecmp(v, "info") == 0 || strcasecmp(v, "debug") == 0);
+  LogLevel l = LogLevel::kWarn;
+  const char* v = setting_text(Setting::kLog);
+  return v != nullptr && parse_log_level(v, &l) && l >= LogLevel::kInfo;
 }
 
 // Why AUTO passes over an entry: the error its factory gives (the probe

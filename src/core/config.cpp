@@ -59,72 +59,222 @@ bool parse_int(const char* v, int32_t* out) {
       static_cast<uint32_t>(sizeof(vpmm_config::field))
 constexpr uint32_t kNoField = UINT32_MAX;
 
+// Rows whose value reaches the pool unchanged, and is shown as it is.
+#define VPMM_COPY_(field) \
+  [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) { \
+    o->field = c.field;                                           \
+    return VPMM_OK;                                               \
+  }
+#define VPMM_SHOW_(field) [](const PoolOptions& o, int32_t, vpmm_config* c) { c->field = o.field; }
+
+// --- Each option's own default and validation -------------------------------
+// A resolve function runs in table order, so it may read what rows before it
+// resolved: everything measured in pages reads the page_size of row 2.
+
+vpmm_status check_backend(const vpmm_config& c, const char* call) {
+  if (c.backend < VPMM_BACKEND_AUTO || c.backend > VPMM_BACKEND_HOST)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->backend %d is not a VPMM_BACKEND_* value",
+                call, c.backend);
+  return VPMM_OK;
+}
+
+vpmm_status check_device(const vpmm_config& c, const char* call) {
+  if (c.device < 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->device %d is negative", call, c.device);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_page_size(const vpmm_config& c, Backend& b, const char* call, PoolOptions* o) {
+  const uint64_t g = b.granularity();
+  o->page_size = c.page_size ? c.page_size : b.recommended_page_size();
+  if (o->page_size % g != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: page_size %" PRIu64 " is not a multiple of the %s backend granularity %" PRIu64,
+                call, o->page_size, b.name(), g);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_va_size(const vpmm_config& c, Backend& b, const char* call, PoolOptions* o) {
+  o->va_size = c.va_size ? c.va_size : b.default_va_size();
+  // A va_size the caller never set is the backend's default: blame the page
+  // size that does not divide it, not the default.
+  if (c.va_size == 0 && o->va_size % o->page_size != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: page_size %" PRIu64 " does not divide the %s backend's default va_size %" PRIu64
+                " (use a page_size that does, e.g. a power of two, or set va_size / VPMM_VA_SIZE "
+                "to a multiple of it)",
+                call, o->page_size, b.name(), o->va_size);
+  if (o->va_size % o->page_size != 0 || o->va_size < o->page_size)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: va_size %" PRIu64 " is not a non-zero multiple of page_size %" PRIu64, call,
+                o->va_size, o->page_size);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_initial_pages(const vpmm_config& c, Backend&, const char* call, PoolOptions* o) {
+  o->initial_pages = c.initial_pages;
+  if (o->initial_pages > o->va_size / o->page_size)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: initial_pages %" PRIu64 " do not fit in va_size %" PRIu64 " (page_size %" PRIu64 ")",
+                call, o->initial_pages, o->va_size, o->page_size);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_max_handle_size(const vpmm_config& c, Backend&, const char* call, PoolOptions* o) {
+  o->max_handle_size = c.max_handle_size;
+  if (o->max_handle_size != VPMM_HANDLE_SIZE_UNLIMITED && o->max_handle_size % o->page_size != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: max_handle_size %" PRIu64 " is not a multiple of page_size %" PRIu64, call,
+                o->max_handle_size, o->page_size);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_small_size(const vpmm_config& c, Backend&, const char* call, PoolOptions* o) {
+  o->small_size = c.small_size ? c.small_size : o->page_size / 2;
+  if (o->small_size > o->page_size)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64,
+                call, o->small_size, o->page_size);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_fraction(const vpmm_config& c, Backend&, const char* call, PoolOptions*) {
+  // Applied by resolve_capacity, which needs the backend's memory: here only
+  // its range.
+  if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: memory_limit_fraction %g is not within [0, 1]", call,
+                c.memory_limit_fraction);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_large_rounding(const vpmm_config& c, Backend&, const char* call, PoolOptions* o) {
+  o->large_rounding = c.large_rounding ? c.large_rounding : o->page_size;
+  const uint64_t r = o->large_rounding;
+  if (c.large_rounding && (r < kSmallQuantum || (r & (r - 1)) || r > o->page_size || o->page_size % r))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: large_rounding %" PRIu64 " is not a power of two from %" PRIu64
+                " to page_size %" PRIu64 " dividing it (0 = page_size)",
+                call, r, kSmallQuantum, o->page_size);
+  return VPMM_OK;
+}
+
+bool parse_log(const char* v, vpmm_config*) {
+  LogLevel l;
+  return parse_log_level(v, &l);
+}
+
+// A process-wide setting (common/settings.hpp) as a row of this table: no
+// field, nothing to resolve; `vpmm info` shows its variable. `parse` is set
+// only for VPMM_LOG, the one such variable vpmm_config_init judges.
+#define VPMM_SETTING_(s, parse)                                                         \
+  setting(s).name, setting(s).env, setting(s).kind, kNoField, 0, parse,                 \
+      setting(s).default_text, setting(s).help, nullptr, nullptr, nullptr
+
 // THE option table. Order is ABI (config_error = index + 1): append only.
 // The environment is applied in this order, so page_size is read before
-// max_handle_size (whose "Np" counts pages of it).
+// max_handle_size (whose "Np" counts pages of it); config_resolve runs the
+// rows in this order too (the sizes, then the fractions).
+// Columns: name, variable, kind, field, parser of the variable, default, help,
+// check (before the backend exists), resolve (default and validation against
+// the backend), show (the effective value vpmm_pool_get_config returns).
 const OptionDef kOptions[] = {
     {"backend", "VPMM_BACKEND", VPMM_OPTION_BACKEND, VPMM_FIELD_(backend),
      [](const char* v, vpmm_config* c) { return parse_backend(v, &c->backend); }, "auto",
-     "auto|cuda|hip|host: auto picks CUDA when a GPU is usable, else host"},
+     "auto|cuda|hip|host: auto picks CUDA when a GPU is usable, else host", check_backend, nullptr,
+     [](const PoolOptions&, int32_t kind, vpmm_config* c) { c->backend = kind; }},
     {"device", "VPMM_DEVICE", VPMM_OPTION_INT32, VPMM_FIELD_(device),
      [](const char* v, vpmm_config* c) { return parse_int(v, &c->device); }, "0",
-     "device ordinal (ignored by the host backend)"},
+     "device ordinal (ignored by the host backend)", check_device, nullptr, nullptr},
     {"page_size", "VPMM_PAGE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(page_size),
      VPMM_SIZE_PARSER_(page_size), "0 (the backend's granularity: 2 MiB on CUDA and host)",
-     "accounting unit in bytes, a multiple of the backend granularity"},
+     "accounting unit in bytes, a multiple of the backend granularity", nullptr, resolve_page_size,
+     VPMM_SHOW_(page_size)},
     {"va_size", "VPMM_VA_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(va_size), VPMM_SIZE_PARSER_(va_size),
      "0 (backend default: 8 TiB on CUDA, 64 GiB on host)",
-     "bytes of VA reserved per chunk (more chunks are reserved on demand)"},
+     "bytes of VA reserved per chunk (more chunks are reserved on demand)", nullptr, resolve_va_size,
+     VPMM_SHOW_(va_size)},
     {"initial_pages", "VPMM_PAGES", VPMM_OPTION_COUNT, VPMM_FIELD_(initial_pages),
-     VPMM_SIZE_PARSER_(initial_pages), "0", "pages mapped when the pool is created"},
+     VPMM_SIZE_PARSER_(initial_pages), "0", "pages mapped when the pool is created", nullptr,
+     resolve_initial_pages, nullptr},
+    // Shown as the host backend's capacity; the other backends ignore it.
     {"host_capacity", "VPMM_HOST_CAPACITY", VPMM_OPTION_SIZE, VPMM_FIELD_(host_capacity),
-     VPMM_SIZE_PARSER_(host_capacity), "0 (1 GiB)", "host backend: physical bytes it may hand out"},
+     VPMM_SIZE_PARSER_(host_capacity), "0 (1 GiB)", "host backend: physical bytes it may hand out",
+     nullptr, nullptr,
+     [](const PoolOptions& o, int32_t kind, vpmm_config* c) {
+       if (kind == VPMM_BACKEND_HOST) c->host_capacity = o.device_total;
+     }},
     {"max_handle_size", "VPMM_MAX_HANDLE_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(max_handle_size),
      [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->max_handle_size); },
      "0 (scaled handles: max(page_size, growth / 128))",
-     "handle policy: 0 = scaled, \"unlimited\" = one per growth, \"1p\" = page handles, or a cap"},
+     "handle policy: 0 = scaled, \"unlimited\" = one per growth, \"1p\" = page handles, or a cap",
+     nullptr, resolve_max_handle_size, VPMM_SHOW_(max_handle_size)},
     {"small_size", "VPMM_SMALL_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(small_size),
      VPMM_SIZE_PARSER_(small_size), "0 (page_size / 2)",
-     "largest request served from shared pages (below 256 turns them off)"},
+     "largest request served from shared pages (below 256 turns them off)", nullptr,
+     resolve_small_size, VPMM_SHOW_(small_size)},
     {"backup_cache_size", "VPMM_BACKUP_CACHE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(backup_cache_size),
      VPMM_SIZE_PARSER_(backup_cache_size), "0 (keep everything pinned so far)",
-     "pinned host bytes kept cached for pause backups after a resume"},
+     "pinned host bytes kept cached for pause backups after a resume", nullptr,
+     VPMM_COPY_(backup_cache_size), VPMM_SHOW_(backup_cache_size)},
+    // Resolved by resolve_capacity (below), with the fraction and
+    // the backend's memory.
     {"memory_limit", "VPMM_MEMORY_LIMIT", VPMM_OPTION_LIMIT, VPMM_FIELD_(memory_limit), parse_limit,
-     "0 (none)", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")"},
+     "0 (none)", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")", nullptr,
+     nullptr, VPMM_SHOW_(memory_limit)},
     {"backup_pinned_limit", "VPMM_BACKUP_PINNED_LIMIT", VPMM_OPTION_SIZE,
      VPMM_FIELD_(backup_pinned_limit), VPMM_SIZE_PARSER_(backup_pinned_limit), "0 (no limit)",
-     "most pinned host bytes held for pause backups (beyond it: pageable memory)"},
-    {"log", "VPMM_LOG", VPMM_OPTION_LOG_LEVEL, kNoField, 0,
-     [](const char* v, vpmm_config*) {
-       LogLevel l;
-       return parse_log_level(v, &l);
-     },
-     "warn", "off|error|warn|info|debug: what the allocator hooks report on stderr"},
+     "most pinned host bytes held for pause backups (beyond it: pageable memory)", nullptr,
+     VPMM_COPY_(backup_pinned_limit), VPMM_SHOW_(backup_pinned_limit)},
+    {VPMM_SETTING_(Setting::kLog, parse_log)},
+    // Shown as the caller set it: the cap it made is memory_limit's value.
     {"memory_limit_fraction", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(memory_limit_fraction),
      nullptr, "0 (none)",
-     "cap as a fraction of the device's total memory; the smaller of the two caps wins"},
+     "cap as a fraction of the device's total memory; the smaller of the two caps wins", nullptr,
+     resolve_fraction, nullptr},
     {"watermark_trigger", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_trigger), nullptr,
      "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_TRIGGER_) ")",
-     "pressure starts when mapped >= trigger x capacity"},
+     "pressure starts when mapped >= trigger x capacity", nullptr,
+     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+       o->watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : kDefaultWatermarkTrigger;
+       return VPMM_OK;
+     },
+     VPMM_SHOW_(watermark_trigger)},
     {"watermark_stop", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_stop), nullptr,
      "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_STOP_) ")",
-     "pressure ends when mapped <= stop x capacity"},
+     "pressure ends when mapped <= stop x capacity", nullptr,
+     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+       o->watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : kDefaultWatermarkStop;
+       return VPMM_OK;
+     },
+     VPMM_SHOW_(watermark_stop)},
+    // The HIP backend resolves it against the runtime's version (BackendParams).
     {"hip_chunk_size", "VPMM_HIP_CHUNK_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(hip_chunk_size),
      [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->hip_chunk_size); },
      "0 (256 MiB below ROCm 7.0, none from 7.0)",
-     "HIP: largest hipMemCreate (chunked path); \"unlimited\" = never chunk"},
+     "HIP: largest hipMemCreate (chunked path); \"unlimited\" = never chunk", nullptr, nullptr, nullptr},
+    // The backend checks it against its devices (BackendParams).
     {"peer_devices", "VPMM_PEER_DEVICES", VPMM_OPTION_DEVICE_LIST, VPMM_FIELD_(peer_devices),
      [](const char* v, vpmm_config* c) { return parse_device_list(v, &c->peer_devices); },
      "none (this device only)",
-     "CUDA: devices given access to the pool's memory, e.g. \"1,3\""},
+     "CUDA: devices given access to the pool's memory, e.g. \"1,3\"", nullptr, nullptr, nullptr},
     {"large_rounding", "VPMM_LARGE_ROUNDING", VPMM_OPTION_SIZE, VPMM_FIELD_(large_rounding),
      VPMM_SIZE_PARSER_(large_rounding), "0 (page_size: whole pages)",
      "what untagged requests above small_size round up to: a power of two from 256 to page_size; "
-     "below page_size neighbours share pages"},
+     "below page_size neighbours share pages",
+     nullptr, resolve_large_rounding, VPMM_SHOW_(large_rounding)},
+    {VPMM_SETTING_(Setting::kHipLibrary, nullptr)},
+    {VPMM_SETTING_(Setting::kHipVaRecycle, nullptr)},
+    {VPMM_SETTING_(Setting::kHipPageFloor, nullptr)},
+    {VPMM_SETTING_(Setting::kPreloadLog, nullptr)},
+    {VPMM_SETTING_(Setting::kPreloadTag, nullptr)},
+    {VPMM_SETTING_(Setting::kPreloadHostBackup, nullptr)},
+    {VPMM_SETTING_(Setting::kPreloadCtl, nullptr)},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_
 #undef VPMM_FIELD_
+#undef VPMM_COPY_
+#undef VPMM_SHOW_
+#undef VPMM_SETTING_
 
 }  // namespace
 
@@ -142,30 +292,6 @@ const OptionDef* find_option(const char* name, uint32_t* index) {
       return &kOptions[i];
     }
   return nullptr;
-}
-
-bool parse_log_level(const char* v, LogLevel* out) {
-  static const struct {
-    const char* name;
-    LogLevel level;
-  } names[] = {{"off", LogLevel::kOff},   {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
-               {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}};
-  for (const auto& n : names)
-    if (strcasecmp(v, n.name) == 0) {
-      *out = n.level;
-      return true;
-    }
-  return false;
-}
-
-LogLevel log_level() {
-  static const LogLevel level = [] {
-    LogLevel l = LogLevel::kWarn;
-    const char* v = std::getenv("VPMM_LOG");
-    if (v && !parse_log_level(v, &l)) l = LogLevel::kWarn;
-    return l;
-  }();
-  return level;
 }
 
 // VPMM_MAX_HANDLE_SIZE also takes "unlimited" and pages: "Np" is N pages of
@@ -252,7 +378,7 @@ void config_defaults(vpmm_config* c) {
 
 int32_t config_apply_env(vpmm_config* c) {
   for (uint32_t i = 0; i < kOptionCount; ++i) {
-    if (!kOptions[i].env) continue;
+    if (!kOptions[i].parse) continue;
     const char* v = std::getenv(kOptions[i].env);
     if (v && !kOptions[i].parse(v, c)) return static_cast<int32_t>(i) + 1;
   }
@@ -275,99 +401,86 @@ vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* ou
   }
   if (out->config_error) {
     const int64_t i = static_cast<int64_t>(out->config_error) - 1;
-    if (i < 0 || i >= kOptionCount || !kOptions[i].env)
+    if (i < 0 || i >= kOptionCount || !kOptions[i].parse)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->config_error %d is not valid", call,
                   out->config_error);
     const char* v = std::getenv(kOptions[i].env);
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: environment variable %s=\"%s\" is malformed (%s)",
                 call, kOptions[i].env, v ? v : "", kOptions[i].help);
   }
-  if (out->backend < VPMM_BACKEND_AUTO || out->backend > VPMM_BACKEND_HOST)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->backend %d is not a VPMM_BACKEND_* value",
-                call, out->backend);
-  if (out->device < 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->device %d is negative", call, out->device);
+  for (const OptionDef& d : kOptions) {
+    if (!d.check) continue;
+    vpmm_status st = d.check(*out, call);
+    if (st != VPMM_OK) return st;
+  }
   return VPMM_OK;
 }
 
-vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
-  const char* call = "vpmm_pool_create";
-  PoolOptions o;
-  const uint64_t g = b.granularity();
-  o.page_size = c.page_size ? c.page_size : b.recommended_page_size();
-  if (o.page_size % g != 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: page_size %" PRIu64 " is not a multiple of the %s backend granularity %" PRIu64,
-                call, o.page_size, b.name(), g);
-  o.va_size = c.va_size ? c.va_size : b.default_va_size();
-  // A va_size the caller never set is the backend's default: blame the page
-  // size that does not divide it, not the default.
-  if (c.va_size == 0 && o.va_size % o.page_size != 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: page_size %" PRIu64 " does not divide the %s backend's default va_size %" PRIu64
-                " (use a page_size that does, e.g. a power of two, or set va_size / VPMM_VA_SIZE "
-                "to a multiple of it)",
-                call, o.page_size, b.name(), o.va_size);
-  if (o.va_size % o.page_size != 0 || o.va_size < o.page_size)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: va_size %" PRIu64 " is not a non-zero multiple of page_size %" PRIu64, call,
-                o.va_size, o.page_size);
-  o.initial_pages = c.initial_pages;
-  if (o.initial_pages > o.va_size / o.page_size)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: initial_pages %" PRIu64 " do not fit in va_size %" PRIu64 " (page_size %" PRIu64 ")",
-                call, o.initial_pages, o.va_size, o.page_size);
-  o.max_handle_size = c.max_handle_size;
-  if (o.max_handle_size != VPMM_HANDLE_SIZE_UNLIMITED && o.max_handle_size % o.page_size != 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: max_handle_size %" PRIu64 " is not a multiple of page_size %" PRIu64, call,
-                o.max_handle_size, o.page_size);
-  o.small_size = c.small_size ? c.small_size : o.page_size / 2;
-  if (o.small_size > o.page_size)
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: small_size %" PRIu64 " exceeds page_size %" PRIu64, call, o.small_size,
-                o.page_size);
-  o.large_rounding = c.large_rounding ? c.large_rounding : o.page_size;
-  if (c.large_rounding && (o.large_rounding < kSmallQuantum || (o.large_rounding & (o.large_rounding - 1)) ||
-      o.large_rounding > o.page_size || o.page_size % o.large_rounding))
-    return fail(VPMM_ERR_INVALID_ARGUMENT,
-                "%s: large_rounding %" PRIu64 " is not a power of two from %" PRIu64
-                " to page_size %" PRIu64 " dividing it (0 = page_size)",
-                call, o.large_rounding, kSmallQuantum, o.page_size);
-  o.backup_cache_size = c.backup_cache_size;
-  o.backup_pinned_limit = c.backup_pinned_limit;
-  if (!(c.memory_limit_fraction >= 0.0 && c.memory_limit_fraction <= 1.0))
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: memory_limit_fraction %g is not within [0, 1]", call,
-                c.memory_limit_fraction);
-  o.watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : kDefaultWatermarkTrigger;
-  o.watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : kDefaultWatermarkStop;
+namespace {
+
+// The rules that involve several options, and only those.
+
+// The watermarks: stop <= trigger, both within [0, 1].
+vpmm_status check_watermarks(const PoolOptions& o, const char* call) {
   if (!(o.watermark_trigger > 0.0 && o.watermark_trigger <= 1.0) ||
       !(o.watermark_stop >= 0.0 && o.watermark_stop <= o.watermark_trigger))
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: watermarks trigger %g / stop %g must satisfy 0 <= stop <= trigger <= 1", call,
                 o.watermark_trigger, o.watermark_stop);
+  return VPMM_OK;
+}
+
+// The capacity: the backend's memory holds a page; memory_limit and
+// memory_limit_fraction of that memory make one cap in whole pages (at least
+// one); initial_pages fit under it.
+vpmm_status resolve_capacity(const vpmm_config& c, Backend& b, const char* call, PoolOptions* o) {
   uint64_t free_b = 0, total = 0;
-  if ((b.capabilities() & kCapMemInfo) && b.mem_info(&free_b, &total) == VPMM_OK) o.device_total = total;
-  if (o.device_total && o.device_total < o.page_size)
+  if ((b.capabilities() & kCapMemInfo) && b.mem_info(&free_b, &total) == VPMM_OK) o->device_total = total;
+  if (o->device_total && o->device_total < o->page_size)
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: the %s backend has %" PRIu64 " bytes of memory (host_capacity on the host "
                 "backend), less than one page of %" PRIu64 ": the pool could never allocate",
-                call, b.name(), o.device_total, o.page_size);
-  o.memory_limit = c.memory_limit;
-  if (c.memory_limit_fraction > 0.0 && o.device_total) {
-    uint64_t f = static_cast<uint64_t>(c.memory_limit_fraction * static_cast<double>(o.device_total));
+                call, b.name(), o->device_total, o->page_size);
+  o->memory_limit = c.memory_limit;
+  if (c.memory_limit_fraction > 0.0 && o->device_total) {
+    uint64_t f = static_cast<uint64_t>(c.memory_limit_fraction * static_cast<double>(o->device_total));
     // A cap that rounds to nothing is the smallest cap (one page, below), not
     // "no limit": 0 means unlimited to everything downstream.
     f = std::max<uint64_t>(f, 1);
-    if (o.memory_limit == 0 || f < o.memory_limit) o.memory_limit = f;
+    if (o->memory_limit == 0 || f < o->memory_limit) o->memory_limit = f;
   }
-  if (o.memory_limit) o.memory_limit = std::max(o.page_size, o.memory_limit / o.page_size * o.page_size);
-  if (o.memory_limit && o.initial_pages * o.page_size > o.memory_limit)
+  if (o->memory_limit)
+    o->memory_limit = std::max(o->page_size, o->memory_limit / o->page_size * o->page_size);
+  if (o->memory_limit && o->initial_pages * o->page_size > o->memory_limit)
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: initial_pages %" PRIu64 " x page_size %" PRIu64 " exceed memory_limit %" PRIu64,
-                call, o.initial_pages, o.page_size, o.memory_limit);
-  *out = o;
+                call, o->initial_pages, o->page_size, o->memory_limit);
   return VPMM_OK;
+}
+
+}  // namespace
+
+vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
+  const char* call = "vpmm_pool_create";
+  PoolOptions o;
+  // The sizes first, then the fractions: a configuration wrong in both ways
+  // is told about its size, as it always was.
+  for (const bool fractions : {false, true})
+    for (const OptionDef& d : kOptions) {
+      if (!d.resolve || (d.kind == VPMM_OPTION_FRACTION) != fractions) continue;
+      vpmm_status st = d.resolve(c, b, call, &o);
+      if (st != VPMM_OK) return st;
+    }
+  vpmm_status st = check_watermarks(o, call);
+  if (st == VPMM_OK) st = resolve_capacity(c, b, call, &o);
+  if (st == VPMM_OK) *out = o;
+  return st;
+}
+
+void config_effective(const PoolOptions& o, int32_t backend_kind, vpmm_config* c) {
+  for (const OptionDef& d : kOptions)
+    if (d.show) d.show(o, backend_kind, c);
+  c->config_error = 0;
 }
 
 }  // namespace vpmm

@@ -1,9 +1,13 @@
 // Configuration: the option table, defaults, the VPMM_* environment and
 // validation against the chosen backend. The table (kOptions in config.cpp)
-// is the single source of truth for every option's name, variable, field,
-// parser, default and help: vpmm_config_init walks it, the C API exports it
-// (vpmm_option_get, src/api/options_api.cpp), and `vpmm info`, the docs check
-// and the tests read it from there.
+// is the single source of truth for every option: its name, variable, field,
+// parser, default, help, validation, how it resolves against the backend and
+// how its effective value is shown. vpmm_config_init walks it, config_resolve
+// is a loop over it plus the rules that involve several options, the C API
+// exports it (vpmm_option_get, src/api/options_api.cpp), and `vpmm info`,
+// the docs check and the tests read it from there. Its last rows are the
+// process-wide settings of common/settings.hpp (no field; the layers that
+// need them read them there).
 //
 // Invariant: the table's order is fixed and only grows at the end, because
 // vpmm_config.config_error is an entry's index + 1.
@@ -13,8 +17,8 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "common/settings.hpp"
 #include "core/defaults.hpp"
-#include "core/log.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 
@@ -26,10 +30,23 @@ struct OptionDef {
   int32_t kind;      // VPMM_OPTION_*
   uint32_t offset;   // offsetof(vpmm_config, field); UINT32_MAX without a field
   uint32_t size;     // sizeof the field; 0 without a field
-  // Parses an environment value into c (nullptr without a variable).
+  // Parses an environment value into c; nullptr when vpmm_config_init does
+  // not read the variable (no variable, or a process-wide setting read by
+  // the layer that uses it).
   bool (*parse)(const char* text, vpmm_config* c);
   const char* default_text;
   const char* help;
+  // Checks the field before any backend exists (config_read); nullptr: any
+  // value will do at that point.
+  vpmm_status (*check)(const vpmm_config& c, const char* call);
+  // Resolves the field's default (0 = the backend's, or another option's)
+  // into *o and validates it, reading rows before it in table order;
+  // nullptr: the pool does not take it from here.
+  vpmm_status (*resolve)(const vpmm_config& c, Backend& b, const char* call, PoolOptions* o);
+  // Writes the effective value into what vpmm_pool_get_config returns;
+  // nullptr: the caller's value is returned as given (a process-wide
+  // setting: `vpmm info` shows its variable, or its default).
+  void (*show)(const PoolOptions& o, int32_t backend_kind, vpmm_config* c);
 };
 // The table; *count receives its length.
 const OptionDef* options(uint32_t* count);
@@ -51,12 +68,17 @@ bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out);
 bool parse_device_list(const char* text, uint64_t* out);
 
 
-// Copies at most struct_size bytes of `in` over defaults (ABI growth rule).
+// Copies at most struct_size bytes of `in` over defaults (ABI growth rule),
+// reports config_error and runs every row's check.
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out);
 
 // Resolves 0 = "backend default" fields and checks every value against the
 // backend's granularity. Messages name the field and the value, and say
 // whether a value came from the backend's default rather than the caller.
 vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out);
+
+// The configuration a pool reports (vpmm_pool_get_config): c as the caller
+// gave it, with each row's effective value written over it.
+void config_effective(const PoolOptions& o, int32_t backend_kind, vpmm_config* c);
 
 }  // namespace vpmm

@@ -22,13 +22,15 @@ constexpr uint64_t kPage = 64 << 10;
 void* const kSentinel = reinterpret_cast<void*>(0x5e47);
 const int32_t IA = VPMM_ERR_INVALID_ARGUMENT;
 
-// Every variable the library reads, from its option table (never a copy).
+// Every variable vpmm_config_init reads, from the option table (never a
+// copy). The process-wide settings stay: a run on the HIP emulator needs its
+// VPMM_HIP_LIBRARY.
 void clean_env() {
   for (uint32_t i = 0; i < vpmm_option_count(); ++i) {
     vpmm_option_info o;
     std::memset(&o, 0, sizeof o);
     o.struct_size = sizeof o;
-    if (vpmm_option_get(i, &o) == VPMM_OK && o.env) unsetenv(o.env);
+    if (vpmm_option_get(i, &o) == VPMM_OK && o.env && o.kind != VPMM_OPTION_TEXT) unsetenv(o.env);
   }
 }
 

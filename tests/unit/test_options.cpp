@@ -2,7 +2,8 @@
 // (vpmm_option_*, vpmm_struct_*): the single source of truth bindings, the
 // tool, the docs and the other tests read. Checks that every table entry with
 // a variable is really read by vpmm_config_init (in table order:
-// config_error = index + 1), that field offsets match this compilation of
+// config_error = index + 1) unless it is a process-wide setting (judged by
+// the part that reads it), that field offsets match this compilation of
 // vpmm.h, that each struct's field list tiles the struct, and that
 // docs/options.md (VPMM_TEST_OPTIONS_DOC) lists exactly the table.
 #include <cstddef>
@@ -54,7 +55,9 @@ TEST("the table: names and variables are unique, every entry documented") {
     CHECK(o.name && *o.name);
     CHECK(o.help && *o.help);
     CHECK(o.default_text && *o.default_text);
-    CHECK(o.kind >= VPMM_OPTION_BACKEND && o.kind <= VPMM_OPTION_DEVICE_LIST);
+    CHECK(o.kind >= VPMM_OPTION_BACKEND && o.kind <= VPMM_OPTION_TEXT);
+    // A process-wide setting has no field; every field row has one.
+    if (o.kind == VPMM_OPTION_TEXT || o.kind == VPMM_OPTION_LOG_LEVEL) CHECK_EQ(o.field_size, 0u);
     CHECK(names.insert(o.name).second);
     if (o.env) {
       CHECK(std::strncmp(o.env, "VPMM_", 5) == 0);
@@ -66,12 +69,17 @@ TEST("the table: names and variables are unique, every entry documented") {
   for (const char* v : {"VPMM_BACKEND", "VPMM_PAGE_SIZE", "VPMM_MAX_HANDLE_SIZE", "VPMM_MEMORY_LIMIT",
                         "VPMM_BACKUP_PINNED_LIMIT", "VPMM_LOG"})
     CHECK(envs.count(v) == 1);
+  // The variables read outside the pool's configuration (the HIP runtime's
+  // loading, the LD_PRELOAD interposer) are rows too.
+  for (const char* v : {"VPMM_HIP_LIBRARY", "VPMM_HIP_VA_RECYCLE", "VPMM_HIP_PAGE_FLOOR", "VPMM_PRELOAD_LOG",
+                        "VPMM_PRELOAD_TAG", "VPMM_PRELOAD_HOST_BACKUP", "VPMM_PRELOAD_CTL"})
+    CHECK(envs.count(v) == 1);
 }
 
 TEST("every variable in the table is read, in table order (config_error = index + 1)") {
   const std::vector<vpmm_option_info> t = table();
   for (uint32_t i = 0; i < t.size(); ++i) {
-    if (!t[i].env) continue;
+    if (!t[i].env || t[i].kind == VPMM_OPTION_TEXT) continue;
     clean_env();
     setenv(t[i].env, malformed(t[i].kind), 1);
     vpmm_config c;
@@ -80,6 +88,32 @@ TEST("every variable in the table is read, in table order (config_error = index 
     vpmm_pool* p = nullptr;
     CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
     CHECK(std::strstr(vpmm_last_error(), t[i].env) != nullptr);
+  }
+  clean_env();
+}
+
+// Their readers judge them (the HIP backend fails to load, the interposer
+// says so): a host pool never does.
+TEST("a process-wide setting never sets config_error nor fails a host pool") {
+  const std::vector<vpmm_option_info> t = table();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    if (t[i].kind != VPMM_OPTION_TEXT) continue;
+    CHECK(t[i].env != nullptr);
+    CHECK_EQ(t[i].field_offset, UINT32_MAX);
+    clean_env();
+    setenv(t[i].env, "12Q", 1);
+    vpmm_config c;
+    vpmm_config_init(&c);
+    CHECK_EQ(c.config_error, 0);
+    c.backend = VPMM_BACKEND_HOST;
+    vpmm_pool* p = nullptr;
+    CHECK_OK(vpmm_pool_create(&c, &p));
+    CHECK_OK(vpmm_pool_destroy(p));
+    // Naming such a row in config_error is no malformed variable.
+    vpmm_config_init_defaults(&c);
+    c.config_error = static_cast<int32_t>(i + 1);
+    CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK(std::strstr(vpmm_last_error(), "is not valid") != nullptr);
   }
   clean_env();
 }

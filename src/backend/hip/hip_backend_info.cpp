@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/hip/hip_runtime.hpp"
+#include "common/settings.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -18,21 +19,6 @@ namespace {
 // release with the fix is not known to us, so only 7.2.x is treated.
 bool recycle_affected(int version) {
   return version >= make_version(7, 2) && version < make_version(7, 3);
-}
-
-bool parse_floor(const char* v, uint64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 0);
-  if (errno != 0 || end == v) return false;
-  uint64_t mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1ull << 10, ++end;
-  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, ++end;
-  if (*end != '\0') return false;
-  const uint64_t b = static_cast<uint64_t>(n) * mul;
-  if (b < 4096 || (b & (b - 1)) != 0 || b > (1ull << 30)) return false;
-  *out = b;
-  return true;
 }
 
 }  // namespace
@@ -64,19 +50,18 @@ vpmm_status probe(uint64_t config_chunk, HipFacts* out) {
   }
 
   f.recycle_va = recycle_affected(f.version);
-  if (const char* v = std::getenv("VPMM_HIP_VA_RECYCLE")) {
-    if (std::strcmp(v, "1") == 0 || std::strcmp(v, "on") == 0) {
-      f.recycle_va = f.recycle_forced = true;
-    } else if (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0) {
-      f.recycle_va = false;
-      f.recycle_forced = true;
-    } else if (*v != '\0' && std::strcmp(v, "auto") != 0) {
+  if (const char* v = setting_text(Setting::kHipVaRecycle)) {
+    AutoSwitch sw = AutoSwitch::kAuto;
+    if (!parse_auto_switch(v, &sw))
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "hip: VPMM_HIP_VA_RECYCLE=\"%s\" is not auto, on, off, 1 or 0", v);
+    if (sw != AutoSwitch::kAuto) {
+      f.recycle_va = sw == AutoSwitch::kOn;
+      f.recycle_forced = true;
     }
   }
-  if (const char* v = std::getenv("VPMM_HIP_PAGE_FLOOR")) {
-    if (*v != '\0' && !parse_floor(v, &f.page_floor))
+  if (const char* v = setting_text(Setting::kHipPageFloor)) {
+    if (*v != '\0' && !parse_page_floor(v, &f.page_floor))
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "hip: VPMM_HIP_PAGE_FLOOR=\"%s\" is not a power of two between 4K and 1G", v);
   }

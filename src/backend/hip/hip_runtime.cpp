@@ -21,6 +21,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/settings.hpp"
+
 namespace vpmm {
 namespace hip {
 namespace {
@@ -44,7 +46,7 @@ void** slot(Fn* p) {
 constexpr const char* kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"};
 
 void* open_runtime(const char** opened) {
-  const char* forced = std::getenv("VPMM_HIP_LIBRARY");
+  const char* forced = setting_text(Setting::kHipLibrary);
   if (forced != nullptr && *forced != '\0') {
     *opened = forced;
     void* lib = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
