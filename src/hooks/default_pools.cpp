@@ -42,6 +42,16 @@ constexpr int kMaxDevices = 64;
 std::mutex g_mu;
 vpmm_pool* g_pools[kMaxDevices] = {};
 
+// Whether the caller set the variable of `option`, named by the library's
+// option table. The hooks see the table through vpmm.h like a binding; the
+// field alone cannot tell "set to 0" (whole pages, asked for) from "unset".
+bool option_set_in_env(const char* option) {
+  vpmm_option_info o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return vpmm_option_find(option, &o, nullptr) == VPMM_OK && o.env && std::getenv(o.env);
+}
+
 // VPMM_LOG=info: what the default pool of a device is, once, when created.
 void report_pool_created(int32_t device, vpmm_pool* pool) {
   if (!vpmm::hook_log_enabled(vpmm::HookLog::kInfo)) return;
@@ -67,7 +77,7 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
     vpmm_config c;
     vpmm_config_init(&c);
     c.device = device;
-    if (!std::getenv("VPMM_LARGE_ROUNDING")) c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
+    if (!option_set_in_env("large_rounding")) c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
     vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
     if (st != VPMM_OK) return st;
     report_pool_created(device, g_pools[device]);

@@ -121,7 +121,7 @@ void* serve(void*) {
 // Started when the library is loaded, before the program's main: the
 // channel exists as soon as the process does.
 __attribute__((constructor)) void start_control() {
-  const char* path = std::getenv("VPMM_PRELOAD_CTL");
+  const char* path = vpmm_preload::option_text("preload_ctl");
   if (!path || !*path) return;
   ctl_path() = path;
   if (!make_fifo(ctl_path()) || !make_fifo(ctl_path() + ".reply")) return;

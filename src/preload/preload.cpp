@@ -76,7 +76,7 @@ using FnSetDevice = cuda_error (*)(int);
 
 int log_level() {  // 0 quiet (default: errors only once), 1 every routed call (VPMM_PRELOAD_LOG=1)
   static const int level = [] {
-    const char* v = std::getenv("VPMM_PRELOAD_LOG");
+    const char* v = vpmm_preload::option_text("preload_log");
     return v && *v && std::strcmp(v, "0") != 0 ? 1 : 0;
   }();
   return level;
@@ -92,12 +92,12 @@ void open_env_scope() {
   if (opened) return;
   opened = true;
   static const char* tag = [] {
-    const char* t = std::getenv("VPMM_PRELOAD_TAG");
+    const char* t = vpmm_preload::option_text("preload_tag");
     return t && *t ? t : nullptr;
   }();
   if (!tag) return;
   static const uint32_t flags = [] {
-    const char* b = std::getenv("VPMM_PRELOAD_HOST_BACKUP");
+    const char* b = vpmm_preload::option_text("preload_host_backup");
     return b && *b && std::strcmp(b, "0") != 0 ? VPMM_ALLOC_HOST_BACKUP : 0u;
   }();
   if (vpmm_region_push(tag, flags) != VPMM_OK)
@@ -207,6 +207,19 @@ int driver_device() {
 }  // namespace
 
 namespace vpmm_preload {
+
+const char* option_text(const char* option) {
+  vpmm_option_info o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  if (vpmm_option_find(option, &o, nullptr) != VPMM_OK || !o.env) {
+    // Only a libvpmm older than this interposer lacks the row: say so rather
+    // than run as if the variable were unset.
+    std::fprintf(stderr, "libvpmm_preload: option %s not read: %s\n", option, vpmm_last_error());
+    return nullptr;
+  }
+  return std::getenv(o.env);
+}
 
 vpmm_pool* used_pool(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;

@@ -12,6 +12,12 @@ constexpr int kMaxDevices = 64;  // vpmm_default_pool's range
 // nullptr. Thread safe.
 vpmm_pool* used_pool(int device);
 
+// The text of the variable the library's option table names for `option`
+// ("preload_tag" -> VPMM_PRELOAD_TAG), nullptr when unset. The interposer
+// sees libvpmm through its public ABI only, so its variables are rows of that
+// table (listed and documented with every other) and read through it.
+const char* option_text(const char* option);
+
 // Waits for all work on `device` through the real runtime (cudaSetDevice on
 // the calling thread, then cudaDeviceSynchronize). Returns false when no
 // runtime is loaded below the interposer or a call failed.
