@@ -240,9 +240,17 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* 
     if (n_changed) *n_changed = 0;
     return VPMM_OK;
   }
+  // Slabs among the targets stay put while the pipeline runs: giving cached
+  // memory back to make room settles their pending blocks, which could
+  // otherwise empty one and drop it under the pipeline's feet.
+  std::vector<void*> slabs;
+  for (uint64_t va : targets)
+    if (m_.find(va)->second.was_small) slabs.push_back(m_.find(va)->second.owner);
+  for (void* slab : slabs) small_->begin_resume(slab);
   ResumePipeline pipeline(*this, *backups_, call, std::move(targets));
   st = pipeline.run(n_changed);
   *short_bytes = pipeline.short_bytes();
+  for (void* slab : slabs) small_->end_resume(slab);
   note_peaks();
   return st;
 }
@@ -459,7 +467,11 @@ vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   for (const auto& kv : m_.regions()) {
     const Region& r = kv.second;
     if (!TagTable::matches(r.tag, want)) continue;
-    if (r.kind == Kind::Small && empty_slab(r)) continue;  // cached free memory, as the stats count it
+    // Cached free memory, as the pool's stats count it; a paused slab whose
+    // blocks were all freed holds nothing to resume either.
+    if ((r.kind == Kind::Small || (r.kind == Kind::Paused && r.was_small)) &&
+        small_->empty_if_settled(r.owner))
+      continue;
     if (r.kind == Kind::Live || r.kind == Kind::Small) {
       t.live_bytes += r.size;
       ++t.n_live;

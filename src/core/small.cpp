@@ -22,6 +22,7 @@ struct SmallAllocator::Slab {
   Attrs attrs;
   bool paused = false;
   bool retired = false;                // its stream was retired: no new blocks
+  bool resuming = false;               // a resume in progress holds it (paused or not)
   bool available = false;              // listed in avail_[stream][cls]
   // Blocks [n_fresh, n_blocks) were never handed out: free without being
   // listed, so a slab of 8192 blocks costs nothing to create.
@@ -248,6 +249,7 @@ uint64_t SmallAllocator::empty_bytes_if_settled() {
 
 void SmallAllocator::on_empty(Slab* slab) {
   empty_bytes_ += slab->bytes;
+  if (slab->resuming) return;  // end_resume decides
   if (slab->paused || slab->retired) {  // nothing left to resume or to serve
     retire_slab(slab);
     return;
@@ -303,7 +305,8 @@ void SmallAllocator::release_empty_slabs() {
   if (!pending_.empty()) drain_pending();
   std::vector<Slab*> empties;
   for (auto& kv : slabs_)
-    if (kv.second->n_used == 0 && kv.second->n_pending == 0) empties.push_back(kv.second.get());
+    if (kv.second->n_used == 0 && kv.second->n_pending == 0 && !kv.second->resuming)
+      empties.push_back(kv.second.get());
   // In VA order, not the hash map's (VAs move with ASLR): the order decides
   // the ids of the free regions they become, and so later placements.
   std::sort(empties.begin(), empties.end(), [](const Slab* a, const Slab* b) { return a->va < b->va; });
@@ -347,6 +350,17 @@ bool SmallAllocator::waits_on_event(const void* slab) const {
   return false;
 }
 
+bool SmallAllocator::empty_if_settled(const void* p) {
+  const Slab* slab = static_cast<const Slab*>(p);
+  if (slab->n_used != 0) return false;
+  if (slab->n_pending == 0) return true;
+  for (const Pending& pd : pending_) {
+    bool done = false;
+    if (pd.slab == slab && (pages_.query(pd.event, &done) != VPMM_OK || !done)) return false;
+  }
+  return true;
+}
+
 void SmallAllocator::foreign_uses(const void* slab, std::vector<EventRef>* out) const {
   if (!has_pending(slab)) return;
   for (const Pending& pd : pending_)
@@ -371,6 +385,18 @@ void SmallAllocator::on_resume(void* p) {
   Slab* slab = static_cast<Slab*>(p);
   slab->paused = false;
   make_available(slab);
+}
+
+void SmallAllocator::begin_resume(void* p) { static_cast<Slab*>(p)->resuming = true; }
+
+void SmallAllocator::end_resume(void* p) {
+  Slab* slab = static_cast<Slab*>(p);
+  slab->resuming = false;
+  // Emptied meanwhile: on_empty counted it and left the rest to here.
+  if (is_empty(slab)) {
+    empty_bytes_ -= slab->bytes;  // on_empty counts it again
+    on_empty(slab);
+  }
 }
 
 bool SmallAllocator::lookup(RegionIt slab_region, uint64_t va, uint64_t* base, uint64_t* size) const {

@@ -80,6 +80,12 @@ class SmallAllocator {
   // A paused slab serves no allocation until resumed (its pages are gone).
   void on_pause(void* slab);
   void on_resume(void* slab);
+  // A resume has taken the paused slab as a target: while it runs (its
+  // steps may give cached memory back, which settles pending blocks) the
+  // slab stays, even if its last blocks turn out free. end_resume lets go:
+  // a slab still paused and empty then goes back to the pool.
+  void begin_resume(void* slab);
+  void end_resume(void* slab);
   // Gives every fully free slab back to the pool (trim).
   void release_empty_slabs();
   void settle() {
@@ -98,6 +104,10 @@ class SmallAllocator {
   // Reads what is known without asking the backend, so a dump agrees with
   // the stats taken just before it even while events complete meanwhile.
   bool waits_on_event(const void* slab) const;
+  // No block of the slab in use, and every block freed on a foreign stream
+  // waits on an event that has completed: empty, as empty_bytes_if_settled
+  // (and so the pool's stats) count it.
+  bool empty_if_settled(const void* slab);
   // Appends the events of a slab's blocks freed on foreign streams that are
   // not known to be complete: work queued there before the free may still
   // use those blocks, so nothing may unmap the slab before they complete.

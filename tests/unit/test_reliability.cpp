@@ -390,6 +390,39 @@ TEST("views agree: tag stats, backup lookup, struct names") {
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
+TEST("a resume that gives cached memory back keeps the paused slab it is resuming") {
+  // The slab's last live block is freed while paused; another was freed on
+  // a held stream before the pause. The resume must give cached memory back
+  // to fit under the limit, which settles that pending block: the slab is
+  // then empty, and must not be dropped while the resume still maps it.
+  vpmm_pool* p = pool_with(3, /*small_size=*/16 << 10);
+  CHECK(p != nullptr);
+  vpmm_stream t = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &t));
+  void* a = tagged(p, 4096, "w", nullptr);
+  void* b = tagged(p, 4096, "w", nullptr);
+  CHECK(a && b);
+  CHECK_OK(vpmm_host_stream_hold(t));
+  CHECK_OK(vpmm_pool_free(p, b, t));  // pending on t's event
+  std::thread releaser(release_later, t, 30);
+  CHECK_OK(vpmm_pool_pause(p, "w"));
+  releaser.join();
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));  // the paused slab's last live block
+  void* cached = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 3 * kPage, nullptr, &cached));
+  CHECK_OK(vpmm_pool_free(p, cached, nullptr));  // 3 pages cached: the limit is reached
+  CHECK_OK(vpmm_pool_resume(p, "w"));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_EQ(tag_stats(p, "w").n_paused, uint64_t(0));
+  CHECK_EQ(tag_stats(p, "w").n_live, uint64_t(0));
+  CHECK(vt::stats(p).mapped_bytes <= 3 * kPage);
+  void* again = tagged(p, 4096, "w", nullptr);
+  CHECK(again != nullptr);
+  CHECK_OK(vpmm_pool_free(p, again, nullptr));
+  CHECK_OK(vpmm_pool_stream_destroy(p, t));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
 TEST("a tag whose only malloc failed is as unknown to pause as a never-used one") {
   vpmm_pool* p = pool_with(2);
   CHECK(p != nullptr);
