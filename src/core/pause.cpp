@@ -123,7 +123,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
   for (auto& kv : m_) {
     const Region& r = kv.second;
     // An empty cached slab holds no allocation: nothing to pause or back up.
-    if (r.kind == Kind::Small && empty_slab(r)) continue;
+    if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) continue;
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && TagTable::matches(r.tag, want))
       (r.flags & VPMM_ALLOC_HOST_BACKUP ? backed : plain).push_back(kv.first);
   }
@@ -425,7 +425,7 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
       if ((r.kind != Kind::Live && r.kind != Kind::Small) || !TagTable::matches(r.tag, want) ||
           !(r.flags & VPMM_ALLOC_HOST_BACKUP))
         continue;
-      if (r.kind == Kind::Small && empty_slab(r)) continue;  // a pause skips it too
+      if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) continue;  // a pause skips it too
       void* b = nullptr;
       uint64_t got = 0;
       if (backups_->buffers().take_cached(r.size, &b, &got))

@@ -259,11 +259,6 @@ class Pool final : private SlabSource, private HandleOps {
   // Reports a pending watermark crossing; call without mu_ held.
   void report_pressure(int transition, uint64_t mapped);
   int take_transition() { return cap_.take_transition(m_.totals().mapped); }
-  // A Small region none of whose blocks is live or waiting on a foreign
-  // free: cached free memory, which pause, tag stats and backups skip.
-  bool empty_slab(const Region& r) const {
-    return small_->requested_in(r.owner) == 0 && !small_->has_pending(r.owner);
-  }
   // HandleOps (pause_pipeline.hpp documents each).
   const Region& region(uint64_t va) override { return m_.find(va)->second; }
   vpmm_status record_event(Stream s, EventRef* out) override;

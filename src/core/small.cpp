@@ -242,8 +242,10 @@ uint64_t SmallAllocator::empty_bytes_if_settled() {
     if (pages_.query(pd.event, &d) == VPMM_OK && d) ++done[pd.slab];
   }
   uint64_t bytes = empty_bytes_;
+  // A paused slab's bytes are paused, not small: none of them is cached.
   for (const auto& kv : done)
-    if (kv.first->n_used == 0 && kv.first->n_pending == kv.second) bytes += kv.first->bytes;
+    if (!kv.first->paused && kv.first->n_used == 0 && kv.first->n_pending == kv.second)
+      bytes += kv.first->bytes;
   return bytes;
 }
 

@@ -47,14 +47,6 @@
 #include "pool_util.hpp"
 #include "vpmm_host_streams.h"
 
-// A resume that gives cached memory back to fit under a limit can release a
-// paused slab it is resuming (an open defect outside this suite's list):
-// the suite looks past it until it is fixed, unless FUZZ_SKIP says otherwise.
-// Set before the model below reads FUZZ_SKIP during static initialisation.
-namespace {
-const bool g_ops_skip_set = setenv("FUZZ_SKIP", "resume-slab", 0) == 0;
-}  // namespace
-
 // The model-based operation sequences of the fuzz target, run here on
 // random inputs (its own checks abort with a message on a violation).
 #include "../../fuzz/fuzz_ops.cpp"
