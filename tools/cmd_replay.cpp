@@ -39,6 +39,15 @@
 namespace vcli {
 namespace {
 
+// Whether the caller set the variable of `option`, named by the library's
+// option table (the one place that knows the VPMM_* names).
+bool option_set_in_env(const char* option) {
+  vpmm_option_info o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  return vpmm_option_find(option, &o, nullptr) == VPMM_OK && o.env && std::getenv(o.env);
+}
+
 // Upper bound of the page-rounded live bytes at the trace's peak: what the
 // default host capacity is sized from.
 uint64_t peak_rounded(const std::vector<vtrace::TraceOp>& ops, uint64_t page) {
@@ -275,7 +284,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   if (o.pages_set) c.initial_pages = o.pages;
   // A snapshot asks what libvpmm would hold under PyTorch, whose hook uses
   // the default pool and its rounding (include/vpmm.h, vpmm_default_pool).
-  if (snapshot && !o.large_rounding.set && !std::getenv("VPMM_LARGE_ROUNDING"))
+  if (snapshot && !o.large_rounding.set && !option_set_in_env("large_rounding"))
     c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
 
   vtrace::TraceSummary sum;
@@ -285,7 +294,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   }
   // Default host capacity: never the reason a replay fails. The host backend's
   // memory is a sparse memfd, so a generous figure costs nothing.
-  if (!o.host_capacity.set && !std::getenv("VPMM_HOST_CAPACITY")) {
+  if (!o.host_capacity.set && !option_set_in_env("host_capacity")) {
     uint64_t need = peak_rounded(trace.ops, page) + c.initial_pages * page;
     c.host_capacity = std::max<uint64_t>(8ull << 30, std::min<uint64_t>(need, 1ull << 56) * 4);
   }

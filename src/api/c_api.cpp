@@ -415,7 +415,7 @@ VPMM_API vpmm_status vpmm_pool_stream_create(vpmm_pool* pool, vpmm_stream* out) 
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
   return guarded(call, [&]() -> vpmm_status {
-    vpmm_status st = pool->pool->backend().stream_create(out);
+    vpmm_status st = pool->pool->stream_create(out);
     return st == VPMM_OK ? st : vpmm::fail_context(st, call);
   });
 }
@@ -432,9 +432,7 @@ VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream strea
   if (!stream)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: the default stream (NULL) cannot be destroyed", call);
   return guarded(call, [&]() -> vpmm_status {
-    vpmm_status st = pool->pool->stream_retire(stream);
-    if (st != VPMM_OK) return st;
-    st = pool->pool->backend().stream_destroy(stream);
+    vpmm_status st = pool->pool->stream_destroy(stream);
     return st == VPMM_OK ? st : vpmm::fail_context(st, call);
   });
 }
@@ -568,7 +566,7 @@ VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config) 
 
 VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool) {
   if (check_pool("vpmm_pool_backend_name", pool) != VPMM_OK) return nullptr;
-  return pool->pool->backend().name();
+  return pool->pool->backend_name();
 }
 
 }  // extern "C"

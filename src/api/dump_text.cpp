@@ -40,7 +40,7 @@ std::string dump_text(Pool& p) {
     std::snprintf(line, sizeof line, "  %-20s %s\n", name, format_bytes(v).c_str());
     out += line;
   };
-  std::snprintf(line, sizeof line, "vpmm pool (%s backend, page %s)\n", p.backend().name(),
+  std::snprintf(line, sizeof line, "vpmm pool (%s backend, page %s)\n", p.backend_name(),
                 format_bytes(s.page_size).c_str());
   out += line;
   add("mapped", s.mapped_bytes);

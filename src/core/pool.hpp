@@ -137,6 +137,14 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status backup_lookup(const void* ptr, void** host, uint64_t* bytes);
   vpmm_status stream_synchronize(Stream s);
   vpmm_status stream_retire(Stream s);
+  // A stream of the pool's backend for callers without a runtime of their
+  // own; destroy retires it first (vpmm_pool_stream_create/_destroy).
+  vpmm_status stream_create(Stream* out) { return backend_->stream_create(out); }
+  vpmm_status stream_destroy(Stream s) {
+    vpmm_status st = stream_retire(s);
+    return st == VPMM_OK ? backend_->stream_destroy(s) : st;
+  }
+  const char* backend_name() const { return backend_->name(); }
 
   // Pause/resume by tag (NULL = every tag); see vpmm.h for the contract.
   // *n_changed (may be NULL) receives, on success, how many regions changed
@@ -163,7 +171,6 @@ class Pool final : private SlabSource, private HandleOps {
   std::string check();                     // "" when all invariants hold
 
   const PoolOptions& options() const { return opt_; }
-  Backend& backend() { return *backend_; }
 
  private:
   Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
