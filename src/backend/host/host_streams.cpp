@@ -177,35 +177,42 @@ void worker_main(std::shared_ptr<StreamState> st) {
   }
 }
 
-// Whether st cannot reach item `seq` until somebody releases a hold: st is
-// held, or its worker is parked on a stream that cannot reach the awaited
-// item (directly or through further waits). Caller holds st.mu; the others'
-// mutexes are taken in wait order, as no worker ever nests them, so this
-// cannot deadlock.
+// Whether the stream `other` cannot reach item `seq` until somebody releases
+// a hold: it is held, or its worker is parked on a stream that cannot reach
+// the item it awaits (and so on, up to kMaxWaitChain links). Takes one
+// stream mutex at a time, never nested: two threads looking at each other's
+// streams cannot deadlock. The caller holds no stream mutex.
 constexpr int kMaxWaitChain = 16;
-bool stalled_by_hold(const StreamState& st, uint64_t seq, const StreamState** chain = nullptr,
-                     int depth = 0) {
-  if (st.completed >= seq) return false;
-  if (st.holds > 0) return true;
-  if (!st.waiting_external || !st.waiting_on || depth >= kMaxWaitChain) return false;
-  const StreamState* held[kMaxWaitChain + 1];
-  if (!chain) chain = held;
-  chain[depth] = &st;  // whose mutex this thread holds
-  const StreamState& other = *st.waiting_on;
-  // Back at a stream of the chain: a cycle of waits on items already done,
-  // which resolves once the workers run.
-  for (int i = 0; i <= depth; ++i)
-    if (chain[i] == &other) return false;
-  std::lock_guard<std::mutex> ol(const_cast<std::mutex&>(other.mu));
-  return stalled_by_hold(other, st.waiting_seq, chain, depth + 1);
+bool chain_stalled(std::shared_ptr<StreamState> other, uint64_t seq) {
+  for (int depth = 0; other && depth < kMaxWaitChain; ++depth) {
+    std::lock_guard<std::mutex> ol(other->mu);
+    if (other->completed >= seq) return false;
+    if (other->holds > 0) return true;
+    if (!other->waiting_external) return false;
+    seq = other->waiting_seq;
+    other = other->waiting_on;  // the old one stays alive through our copy until here
+  }
+  return false;
 }
 
 // Waits on st->done_cv until st completed item `seq` or is stalled by a
-// hold. A hold on another stream does not signal st's condition variable,
-// hence the poll.
+// hold (its own, or one on a stream its worker is parked on). Holds on other
+// streams do not signal st's condition variable, hence the poll; the chain
+// is looked at with st->mu released (see chain_stalled) and the answer
+// kept only if st is still parked on the same stream.
 void wait_unless_stalled(std::unique_lock<std::mutex>& lk, StreamState* st, uint64_t seq) {
-  while (st->completed < seq && !stalled_by_hold(*st, seq))
+  while (st->completed < seq) {
+    if (st->holds > 0) return;
+    if (st->waiting_external && st->waiting_on) {
+      std::shared_ptr<StreamState> other = st->waiting_on;
+      const uint64_t other_seq = st->waiting_seq;
+      lk.unlock();
+      const bool stalled = chain_stalled(other, other_seq);
+      lk.lock();
+      if (stalled && st->completed < seq && st->waiting_on == other) return;
+    }  // dropping `other` takes no lock, so it may free a stream here
     st->done_cv.wait_for(lk, std::chrono::milliseconds(1));
+  }
 }
 
 // Queue t with the next sequence number; starts the worker if needed. Caller
