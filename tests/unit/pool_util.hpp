@@ -42,6 +42,21 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   return p;
 }
 
+// vpmm_pool_malloc_ex with a tag and flags; nullptr on failure (*st, if
+// given, receives the status).
+inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags,
+                           vpmm_stream s = nullptr, vpmm_status* st = nullptr) {
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = tag;
+  a.flags = flags;
+  void* out = nullptr;
+  vpmm_status rs = vpmm_pool_malloc_ex(p, size, s, &a, &out);
+  if (st) *st = rs;
+  return rs == VPMM_OK ? out : nullptr;
+}
+
 inline uint64_t chunk_offset(vpmm_pool* p, void* ptr) {
   for (const vpmm_region_info& r : regions(p))
     if (r.va == reinterpret_cast<uint64_t>(ptr)) return r.chunk_offset;

@@ -26,14 +26,8 @@ vpmm_pool* pool_with(uint64_t capacity, uint64_t va_pages = 512) {
 }
 
 void* alloc(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags, vpmm_stream s = nullptr) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.flags = flags;
-  a.tag = tag;
-  void* out = nullptr;
-  vpmm_status st = vpmm_pool_malloc_ex(p, size, s, &a, &out);
-  if (st != VPMM_OK) std::printf("  malloc_ex(%llu, %s) failed: %s\n", (unsigned long long)size, tag ? tag : "-", vpmm_last_error());
+  void* out = vt::malloc_tagged(p, size, tag, flags, s);
+  if (!out) std::printf("  malloc_ex(%llu, %s) failed: %s\n", (unsigned long long)size, tag ? tag : "-", vpmm_last_error());
   return out;
 }
 

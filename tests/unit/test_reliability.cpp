@@ -31,16 +31,8 @@ vpmm_pool* pool_with(uint64_t limit_pages, uint64_t small_size = 1, uint64_t cap
 }
 
 void* tagged(vpmm_pool* p, uint64_t size, const char* tag, vpmm_stream s, uint32_t flags = 0,
-             vpmm_status* st_out = nullptr) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.tag = tag;
-  a.flags = flags;
-  void* out = nullptr;
-  vpmm_status st = vpmm_pool_malloc_ex(p, size, s, &a, &out);
-  if (st_out) *st_out = st;
-  return st == VPMM_OK ? out : nullptr;
+             vpmm_status* st = nullptr) {
+  return vt::malloc_tagged(p, size, tag, flags, s, st);
 }
 
 vpmm_tag_stats tag_stats(vpmm_pool* p, const char* tag) {
