@@ -412,8 +412,9 @@ VPMM_API vpmm_status vpmm_pool_lookup(vpmm_pool* pool, const void* ptr, void** b
 /* ------------------------------------------------------------------------ */
 /* Block the calling thread until all work queued on `stream` completes.
  * The pool's lock is not held meanwhile. Errors: INVALID_ARGUMENT (not a
- * stream of the pool's backend), WRONG_STATE (a held host stream, which
- * would never complete), BACKEND. Thread safe. */
+ * stream of the pool's backend), WRONG_STATE (a held host stream, or one
+ * whose work waits on a held host stream: it would never complete),
+ * BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream stream);
 
 /* Create a stream of the pool's backend (a non-blocking CUstream on CUDA, a
@@ -424,20 +425,26 @@ VPMM_API vpmm_status vpmm_pool_stream_synchronize(vpmm_pool* pool, vpmm_stream s
  * creation), BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stream_create(vpmm_pool* pool, vpmm_stream* out);
 
-/* Destroy a stream made by vpmm_pool_stream_create: drains it (the work
- * queued on it runs to completion, even on a held host stream), retires it
- * (vpmm_pool_stream_retire), then destroys it. Afterwards the handle is dead:
- * passing it to this pool's stream calls again is refused with
- * INVALID_ARGUMENT, never applied to another stream that got its address.
- * Errors: INVALID_ARGUMENT (NULL/default stream, a stream this pool already
- * destroyed, the pool's own copy stream), BACKEND. Thread safe, but the
- * caller must not use the stream meanwhile. */
+/* Destroy a stream made by vpmm_pool_stream_create: retires it
+ * (vpmm_pool_stream_retire), then destroys it with the backend. A host
+ * stream is drained first (its queued work runs, even if held); a CUDA or
+ * HIP stream's queued work completes after the call, as the driver's own
+ * destroy lets it, and the events the retire recorded keep the pool from
+ * reusing memory before it has. Afterwards the handle is dead: host stream
+ * handles are never reused, and the pool refuses its own copy stream, so a
+ * stale handle is INVALID_ARGUMENT rather than another stream's destroy.
+ * Errors: INVALID_ARGUMENT (NULL/default stream, a stream already destroyed,
+ * the pool's own copy stream), WRONG_STATE (host: its work waits on a held
+ * stream; nothing is destroyed, destroy again after the release), BACKEND.
+ * Thread safe, but the caller must not use the stream meanwhile. */
 VPMM_API vpmm_status vpmm_pool_stream_destroy(vpmm_pool* pool, vpmm_stream stream);
 
 /* Tell the pool a stream is about to be destroyed. The pool records the
  * stream's completion event lazily (a free costs no driver call), so before a
- * caller destroys a stream it freed pool memory on, it calls this: the pool
- * records the events it still needs now, while the stream exists. Afterwards
+ * caller destroys a stream it freed or allocated pool memory on, it calls
+ * this: the pool records the events it still needs now, while the stream
+ * exists (allocations made on it keep theirs, so pausing them later never
+ * touches the dead stream). Afterwards
  * the stream must not be passed to the pool again. Streams that live as long
  * as the pool (the default stream, per-thread streams, framework stream
  * pools) never need it. Without it the pool notices the vanished stream when

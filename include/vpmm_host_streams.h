@@ -33,9 +33,15 @@ extern "C" {
 /* Create a stream; *out owns it until vpmm_host_stream_destroy.
  * Errors: INVALID_ARGUMENT (null out), OUT_OF_MEMORY. */
 VPMM_API vpmm_status vpmm_host_stream_create(vpmm_stream* out);
-/* Drain (runs queued work, even if held) and destroy a stream. Pools that saw
- * the stream must not be used with it afterwards.
- * Errors: INVALID_ARGUMENT (NULL or unknown stream). */
+/* Drain (runs queued work, even if held: the stream's own holds are dropped)
+ * and destroy a stream. Handles are never reused: a destroyed stream's
+ * handle stays unknown to every call. If queued work waits on another
+ * stream's event that cannot complete while that stream is held, nothing is
+ * destroyed: WRONG_STATE, with the work before the wait run and the stream
+ * still usable (destroy it again once the other is released). Pools that
+ * saw the stream must not be used with it afterwards.
+ * Errors: INVALID_ARGUMENT (NULL or unknown stream), WRONG_STATE (see above,
+ * or called from the stream's own worker). */
 VPMM_API vpmm_status vpmm_host_stream_destroy(vpmm_stream stream);
 /* Hold: nothing queued from now on runs until vpmm_host_stream_release.
  * Holds nest (counted). Errors: INVALID_ARGUMENT (unknown stream). */
@@ -48,8 +54,10 @@ VPMM_API vpmm_status vpmm_host_stream_release(vpmm_stream stream);
  * Errors: INVALID_ARGUMENT (unknown stream, null fn). */
 VPMM_API vpmm_status vpmm_host_stream_launch(vpmm_stream stream, void (*fn)(void*), void* user);
 /* Block until everything queued on the stream has run. Returns WRONG_STATE
- * at once instead of deadlocking when the stream is held.
- * Errors: INVALID_ARGUMENT (unknown stream), WRONG_STATE (held). */
+ * instead of deadlocking when the stream is held, or when its work waits on
+ * a held stream (directly or through further waits).
+ * Errors: INVALID_ARGUMENT (unknown stream), WRONG_STATE (held, or waiting
+ * on a held stream). */
 VPMM_API vpmm_status vpmm_host_stream_synchronize(vpmm_stream stream);
 
 #ifdef __cplusplus
