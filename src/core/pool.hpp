@@ -12,15 +12,18 @@
 // take the pool mutex; a page-level malloc releases it around its driver calls
 // on regions it claimed first (LockWindow, defrag.cpp). A failing call rolls
 // back every backend side effect it made and leaves the region map as it was.
+//
+// State has one owner each: the pool holds the mutex, the region map and its
+// counters; tags are TagTable's, limits and reservations Capacity's, backup
+// buffers and the copy stream Backups', slabs SmallAllocator's. The pool
+// calls down into them; they reach back only through SlabSource (the small
+// allocator) and HandleOps (the pause and resume pipelines).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <condition_variable>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.hpp"
