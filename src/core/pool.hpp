@@ -160,7 +160,7 @@ class Pool final : private SlabSource, private HandleOps {
   // vpmm_pool_prepare_backups); *cached = pinned bytes cached after it.
   vpmm_status prepare_backups(const char* tag, uint64_t* cached);
 
-  // Limits and reservations (limits.cpp).
+  // Limits and reservations (pool_capacity.cpp, over Capacity).
   vpmm_status reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out);
   vpmm_status reservation_info(const Reservation* r, uint64_t* size, uint64_t* used);
   vpmm_status release_reservation(Reservation* r);
