@@ -28,11 +28,6 @@ constexpr uint64_t kSmallQuantum = 256;
 inline constexpr uint64_t small_charge(uint64_t requested) {
   return (requested + kSmallQuantum - 1) / kSmallQuantum * kSmallQuantum;
 }
-// The default pools' large_rounding (vpmm_default_pool: the PyTorch, CuPy,
-// XLA and cudaMalloc hooks) unless VPMM_LARGE_ROUNDING is set: PyTorch's own
-// block rounding. Framework tensors need no page alignment, and on the
-// recorded inference trace whole pages held 5% more than the tensors.
-constexpr uint64_t kHookLargeRounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
 // Longest tag (bytes, without the NUL): the public VPMM_TAG_MAX_BYTES.
 constexpr size_t kMaxTagLength = VPMM_TAG_MAX_BYTES;
 
