@@ -665,10 +665,16 @@ vpmm_status Pool::stream_retire(Stream s) {
   StreamState* st = m_.find_stream(s);
   if (!st && allocs.empty()) return VPMM_OK;
   EventRef last;
-  if (!allocs.empty()) {
+  bool rekey_allocs = !allocs.empty();
+  if (rekey_allocs) {
     vpmm_status rs = record_event(s, &last);
-    if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
-    if (st) {  // it covers the stream's frees too: the loop below records nothing more
+    if (rs == VPMM_ERR_INVALID_ARGUMENT && backend_->device_sync() == VPMM_OK) {
+      // Already destroyed: nothing queued there can still run. The
+      // allocations keep their stream; a pause falls back the same way.
+      rekey_allocs = false;
+    } else if (rs != VPMM_OK) {
+      return fail_context(rs, "vpmm_pool_stream_retire");
+    } else if (st) {  // it covers the stream's frees too: the loop below records nothing more
       st->last_event = last;
       st->last_event_seq = st->free_seq;
     }
@@ -695,12 +701,14 @@ vpmm_status Pool::stream_retire(Stream s) {
     m_.erase(it);
     m_.insert(va, r);
   }
-  for (uint64_t va : allocs) {
-    Region& r = m_.find(va)->second;  // not indexed by stream: changed in place
-    r.stream = key;
-    r.event = last;
+  if (rekey_allocs) {
+    for (uint64_t va : allocs) {
+      Region& r = m_.find(va)->second;  // not indexed by stream: changed in place
+      r.stream = key;
+      r.event = last;
+    }
+    small_->retire_stream(s, key);
   }
-  small_->retire_stream(s, key);
   if (st) m_.forget_stream(s);
   return VPMM_OK;
 }

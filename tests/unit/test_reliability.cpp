@@ -275,6 +275,26 @@ TEST("allocations of a retired and destroyed stream still pause and resume") {
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
+TEST("retire after the stream is already gone: allocations made on it still pause") {
+  vpmm_pool* p = pool_with(0);
+  CHECK(p != nullptr);
+  vpmm_stream s = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&s));
+  void* w = tagged(p, 2 * kPage, "w", s, VPMM_ALLOC_HOST_BACKUP);
+  CHECK(w != nullptr);
+  vt::fill(w, 2 * kPage, 6);
+  CHECK_OK(vpmm_host_stream_destroy(s));  // destroyed first, against the contract
+  CHECK_OK(vpmm_pool_stream_retire(p, s));  // the pool synchronises instead of recording
+  uint64_t n = 0;
+  CHECK_OK(vpmm_pool_pause_ex(p, "w", &n));
+  CHECK_EQ(n, uint64_t(1));
+  CHECK_OK(vpmm_pool_resume(p, "w"));
+  CHECK(vt::verify(w, 2 * kPage, 6));
+  CHECK_OK(vpmm_pool_free(p, w, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
 TEST("destroy or synchronize of a stream waiting on a held stream: WRONG_STATE, never undrained or hung") {
   // The pool orders a stream after another's event (a harvest of memory
   // freed there) with a GPU-side wait; the host-stream API has it too.
