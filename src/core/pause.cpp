@@ -150,18 +150,16 @@ vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std:
     out->push_back(r.event);
   } else if (std::find(recorded->begin(), recorded->end(), r.stream) == recorded->end()) {
     recorded->push_back(r.stream);
-    {
-      EventRef ev;
-      vpmm_status st = record_event(r.stream, &ev);
-      if (st == VPMM_ERR_INVALID_ARGUMENT) {
-        // Destroyed without vpmm_pool_stream_retire: once the device is idle,
-        // nothing queued there can still use the memory.
-        if ((st = backend_->device_sync()) != VPMM_OK) return st;
-      } else if (st != VPMM_OK) {
-        return st;
-      } else {
-        out->push_back(std::move(ev));
-      }
+    EventRef ev;
+    vpmm_status st = record_event(r.stream, &ev);
+    if (st == VPMM_ERR_INVALID_ARGUMENT) {
+      // Destroyed without vpmm_pool_stream_retire: once the device is idle,
+      // nothing queued there can still use the memory.
+      if ((st = backend_->device_sync()) != VPMM_OK) return st;
+    } else if (st != VPMM_OK) {
+      return st;
+    } else {
+      out->push_back(std::move(ev));
     }
   }
   // Blocks of a slab freed on other streams: work queued there before the
@@ -244,8 +242,10 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* 
   // memory back to make room settles their pending blocks, which could
   // otherwise empty one and drop it under the pipeline's feet.
   std::vector<void*> slabs;
-  for (uint64_t va : targets)
-    if (m_.find(va)->second.was_small) slabs.push_back(m_.find(va)->second.owner);
+  for (uint64_t va : targets) {
+    const Region& r = m_.find(va)->second;
+    if (r.was_small) slabs.push_back(r.owner);
+  }
   for (void* slab : slabs) small_->begin_resume(slab);
   ResumePipeline pipeline(*this, *backups_, call, std::move(targets));
   st = pipeline.run(n_changed);
