@@ -713,6 +713,13 @@ typedef struct vpmm_stats {
   uint64_t n_oom_recovered;    /* allocations that succeeded after the OOM callback asked to retry */
   uint64_t backup_pinned_bytes;   /* pinned host bytes held for backups (in use + cached) */
   uint64_t backup_pageable_bytes; /* backup bytes in pageable host memory (over the pinned limit) */
+  uint64_t driver_ns;    /* nanoseconds the threads calling malloc and free spent inside the
+                          * driver's memory-mapping and event calls the pool made for them
+                          * (create, map, set-access, unmap, release, event record/query,
+                          * stream waits); pause, resume and trim are not counted. Divided
+                          * by a training step's time it is the step's share lost to the
+                          * driver: a measure free of the step-to-step noise of timings */
+  uint64_t driver_calls; /* those driver calls, counted */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set;

@@ -52,6 +52,8 @@ type Stats struct {
 	NOOMRecovered         uint64 // Allocations that succeeded after the OOM callback asked to retry.
 	BackupPinnedBytes     uint64 // Pinned host bytes held for backups (in use + cached).
 	BackupPageableBytes   uint64 // Backup bytes in pageable host memory (over the pinned limit).
+	DriverNs              uint64 // Nanoseconds malloc and free spent in the driver's mapping and event calls.
+	DriverCalls           uint64 // Those driver calls, counted.
 }
 
 func statsFromC(s *C.vpmm_stats) Stats {
@@ -102,6 +104,8 @@ func statsFromC(s *C.vpmm_stats) Stats {
 		NOOMRecovered:         uint64(s.n_oom_recovered),
 		BackupPinnedBytes:     uint64(s.backup_pinned_bytes),
 		BackupPageableBytes:   uint64(s.backup_pageable_bytes),
+		DriverNs:              uint64(s.driver_ns),
+		DriverCalls:           uint64(s.driver_calls),
 	}
 }
 

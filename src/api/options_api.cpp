@@ -116,6 +116,8 @@ const FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, n_oom_recovered),
     VPMM_F_(vpmm_stats, U64, backup_pinned_bytes),
     VPMM_F_(vpmm_stats, U64, backup_pageable_bytes),
+    VPMM_F_(vpmm_stats, U64, driver_ns),
+    VPMM_F_(vpmm_stats, U64, driver_calls),
 };
 const FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),

@@ -2,6 +2,7 @@
 // call counters and live-object counters (read by leak and fault tests).
 #include "backend/backend.hpp"
 
+#include <chrono>
 #include <cstddef>
 
 #include "common/status.hpp"
@@ -22,21 +23,49 @@ const char* op_name(Op op) {
 
 namespace {
 bool aligned(uint64_t v, uint64_t g) { return g != 0 && v % g == 0; }
+
+thread_local DriverClock tl_driver;
+
+// Adds the driver call it spans to this thread's DriverClock.
+class Timed {
+ public:
+  Timed() : t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    tl_driver.ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
+    ++tl_driver.calls;
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
 }  // namespace
+
+DriverClock thread_driver_clock() { return tl_driver; }
 
 vpmm_status Backend::reserve(uint64_t size, uint64_t alignment, uint64_t* va) {
   count(Op::reserve);
   if (size == 0 || !aligned(size, granularity()))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s reserve: size %llu is not a non-zero multiple of %llu",
                 name(), (unsigned long long)size, (unsigned long long)granularity());
-  vpmm_status st = do_reserve(size, alignment, va);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_reserve(size, alignment, va);
+  }
   if (st == VPMM_OK) counters_.live_reservations.fetch_add(1);
   return st;
 }
 
 vpmm_status Backend::unreserve(uint64_t va, uint64_t size) {
   count(Op::unreserve);
-  vpmm_status st = do_unreserve(va, size);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_unreserve(va, size);
+  }
   if (st == VPMM_OK) counters_.live_reservations.fetch_sub(1);
   return st;
 }
@@ -46,7 +75,11 @@ vpmm_status Backend::create(uint64_t size, PhysHandle* out) {
   if (size == 0 || !aligned(size, granularity()))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s create: size %llu is not a non-zero multiple of %llu",
                 name(), (unsigned long long)size, (unsigned long long)granularity());
-  vpmm_status st = do_create(size, out);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_create(size, out);
+  }
   if (st == VPMM_OK) {
     counters_.live_handles.fetch_add(1);
     counters_.live_handle_bytes.fetch_add(static_cast<int64_t>(size));
@@ -56,7 +89,11 @@ vpmm_status Backend::create(uint64_t size, PhysHandle* out) {
 
 vpmm_status Backend::release(PhysHandle h, uint64_t size) {
   count(Op::release);
-  vpmm_status st = do_release(h, size);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_release(h, size);
+  }
   if (st == VPMM_OK) {
     counters_.live_handles.fetch_sub(1);
     counters_.live_handle_bytes.fetch_sub(static_cast<int64_t>(size));
@@ -69,7 +106,11 @@ vpmm_status Backend::map(uint64_t va, uint64_t size, PhysHandle h) {
   if (!aligned(va, granularity()) || size == 0 || !aligned(size, granularity()))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s map: va 0x%llx size %llu not aligned to %llu", name(),
                 (unsigned long long)va, (unsigned long long)size, (unsigned long long)granularity());
-  vpmm_status st = do_map(va, size, h);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_map(va, size, h);
+  }
   if (st == VPMM_OK) counters_.live_mappings.fetch_add(1);
   return st;
 }
@@ -80,7 +121,11 @@ vpmm_status Backend::unmap(uint64_t va, uint64_t size) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s unmap: va 0x%llx size %llu not aligned to %llu",
                 name(), (unsigned long long)va, (unsigned long long)size,
                 (unsigned long long)granularity());
-  vpmm_status st = do_unmap(va, size);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_unmap(va, size);
+  }
   if (st == VPMM_OK) counters_.live_mappings.fetch_sub(1);
   return st;
 }
@@ -91,30 +136,41 @@ vpmm_status Backend::set_access(uint64_t va, uint64_t size) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s set_access: va 0x%llx size %llu not aligned to %llu",
                 name(), (unsigned long long)va, (unsigned long long)size,
                 (unsigned long long)granularity());
+  Timed t;
   return do_set_access(va, size);
 }
 
 vpmm_status Backend::event_record(Stream s, EventHandle* out) {
   count(Op::event_record);
-  vpmm_status st = do_event_record(s, out);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_event_record(s, out);
+  }
   if (st == VPMM_OK) counters_.live_events.fetch_add(1);
   return st;
 }
 
 vpmm_status Backend::event_query(EventHandle e, bool* done) {
   count(Op::event_query);
+  Timed t;
   return do_event_query(e, done);
 }
 
 vpmm_status Backend::event_destroy(EventHandle e) {
   count(Op::event_destroy);
-  vpmm_status st = do_event_destroy(e);
+  vpmm_status st;
+  {
+    Timed t;
+    st = do_event_destroy(e);
+  }
   if (st == VPMM_OK) counters_.live_events.fetch_sub(1);
   return st;
 }
 
 vpmm_status Backend::stream_wait(Stream s, EventHandle e) {
   count(Op::stream_wait);
+  Timed t;
   return do_stream_wait(s, e);
 }
 

@@ -55,6 +55,17 @@ enum class Op : int {
 };
 const char* op_name(Op op);
 
+// The time this thread has spent inside the driver calls that map memory
+// and order work (reserve, create, release, map, unmap, set-access, event
+// record/query/destroy, stream waits), over every backend. The pool reads it
+// around malloc and free, so its statistics tell how much of a step the
+// allocating threads spent in the driver (vpmm_stats.driver_ns).
+struct DriverClock {
+  uint64_t ns = 0;
+  uint64_t calls = 0;
+};
+DriverClock thread_driver_clock();
+
 struct BackendCounters {
   std::atomic<uint64_t> calls[static_cast<int>(Op::count_)]{};
   std::atomic<int64_t> live_handles{0};

@@ -499,6 +499,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
     uint64_t mapped;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      DriverTally tally(c_);
       LockWindow window(&lock);
       Attrs a;
       a.flags = flags;
@@ -509,6 +510,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
                   static_cast<void*>(res));
       if (st == VPMM_OK) st = malloc_locked(size, s, a, res, &window, out);
       if (st == VPMM_OK) tags_.mark_used(a.tag);
+      tally.keep(st == VPMM_OK);
       if (st == VPMM_OK && retries > 0) cap_.note_oom_recovered();
       if (st == VPMM_ERR_OUT_OF_MEMORY) cap_.note_oom();
       transition = take_transition();
@@ -552,6 +554,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
                 backend_->name());
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
+  DriverTally tally(c_);
   RegionIt it = m_.find(va);
   if (it != m_.end() &&
       (it->second.kind == Kind::Live || (it->second.kind == Kind::Paused && !it->second.was_small))) {
@@ -564,6 +567,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     else
       drop_paused(it);  // freeing a paused allocation returns its VA and drops its backup
     cap_.wake_reservers();
+    tally.keep(true);
     return VPMM_OK;
   }
   RegionIt in = it != m_.end() ? it : m_.find_containing(va);
@@ -579,6 +583,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     c_.requested -= freed_request;
     --c_.n_live;
     ++c_.n_free;
+    tally.keep(true);
     return VPMM_OK;
   }
   return fail_unknown_pointer("vpmm_pool_free", ptr);

@@ -121,6 +121,30 @@ struct PoolCounters {
   uint64_t n_small_malloc = 0, n_cross_stream_reuse = 0, n_stream_waits = 0;
   uint64_t n_events_recorded = 0, n_zombies_reaped = 0;
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
+  uint64_t driver_ns = 0, driver_calls = 0;  // spent in the driver by malloc and free
+};
+
+// Adds the driver time its thread spent while it lived to the counters, if
+// the call succeeded (keep()): a failed malloc leaves every statistic as it
+// was. Made right after the pool mutex is taken, destroyed before it is
+// released.
+class DriverTally {
+ public:
+  explicit DriverTally(PoolCounters& c) : c_(c), start_(thread_driver_clock()) {}
+  ~DriverTally() {
+    if (!keep_) return;
+    const DriverClock now = thread_driver_clock();
+    c_.driver_ns += now.ns - start_.ns;
+    c_.driver_calls += now.calls - start_.calls;
+  }
+  void keep(bool ok) { keep_ = ok; }
+  DriverTally(const DriverTally&) = delete;
+  DriverTally& operator=(const DriverTally&) = delete;
+
+ private:
+  PoolCounters& c_;
+  DriverClock start_;
+  bool keep_ = false;
 };
 
 class Pool final : private SlabSource, private HandleOps {

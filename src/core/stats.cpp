@@ -61,6 +61,8 @@ void Pool::stats(vpmm_stats* out) {
   s.n_resume = c_.n_resume;
   s.n_trim = c_.n_trim;
   s.bytes_trimmed = c_.bytes_trimmed;
+  s.driver_ns = c_.driver_ns;
+  s.driver_calls = c_.driver_calls;
   cap_.fill_stats(&s);
   *out = s;
 }

@@ -886,12 +886,14 @@ pub struct vpmm_stats {
     pub n_oom_recovered: u64,
     pub backup_pinned_bytes: u64,
     pub backup_pageable_bytes: u64,
+    pub driver_ns: u64,
+    pub driver_calls: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_stats() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_stats>(),
-        376usize,
+        392usize,
         concat!("Size of: ", stringify!(vpmm_stats))
     );
     assert_eq!(
@@ -1715,6 +1717,40 @@ fn bindgen_test_layout_vpmm_stats() {
         );
     }
     test_field_backup_pageable_bytes();
+    fn test_field_driver_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).driver_ns) as usize - ptr as usize
+            },
+            376usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(driver_ns)
+            )
+        );
+    }
+    test_field_driver_ns();
+    fn test_field_driver_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).driver_calls) as usize - ptr as usize
+            },
+            384usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(driver_calls)
+            )
+        );
+    }
+    test_field_driver_calls();
 }
 extern "C" {
     pub fn vpmm_pool_stats(pool: *mut vpmm_pool, stats: *mut vpmm_stats) -> vpmm_status;

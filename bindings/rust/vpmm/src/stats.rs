@@ -114,6 +114,10 @@ plain_struct! {
         backup_pinned_bytes,
         /// Backup bytes in pageable host memory (over the pinned limit).
         backup_pageable_bytes,
+        /// Nanoseconds malloc and free spent in the driver's mapping and event calls.
+        driver_ns,
+        /// Those driver calls, counted.
+        driver_calls,
     }
 }
 
