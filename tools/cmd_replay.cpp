@@ -70,6 +70,27 @@ uint64_t peak_rounded(const std::vector<vtrace::TraceOp>& ops, uint64_t page) {
   return peak;
 }
 
+// Bytes remapped in the trace's second half per peak requested byte.
+double steady_remap_share(const vpmm_stats& end, const vpmm_stats& half, uint64_t peak_requested) {
+  return peak_requested ? double(end.bytes_remapped - half.bytes_remapped) / double(peak_requested) : 0.0;
+}
+
+// Where the pool's driver work went: all of it, and the second half alone.
+void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t peak_requested) {
+  auto share = [&](uint64_t b) { return peak_requested ? 100.0 * double(b) / double(peak_requested) : 0.0; };
+  std::printf("  remapped          %s in all (%.1f%% of peak requested), %s in the second half (%.1f%%: "
+              "a loop in steady state remaps little)\n",
+              fmt_bytes(end.bytes_remapped).c_str(), share(end.bytes_remapped),
+              fmt_bytes(end.bytes_remapped - half.bytes_remapped).c_str(),
+              share(end.bytes_remapped - half.bytes_remapped));
+  std::printf("  handles created   %" PRIu64 " in all, %" PRIu64 " in the second half\n", end.handles_created,
+              end.handles_created - half.handles_created);
+  std::printf("  driver by malloc  %" PRIu64 " calls, %.1f ms in all; %" PRIu64 " calls, %.1f ms in the second half "
+              "(this backend's own time)\n",
+              end.driver_calls, double(end.driver_ns) / 1e6, end.driver_calls - half.driver_calls,
+              double(end.driver_ns - half.driver_ns) / 1e6);
+}
+
 // The PyTorch side of a snapshot replay, beside libvpmm's figures.
 void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, double load_ms) {
   std::printf("  pytorch snapshot  device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
@@ -364,7 +385,30 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
     return false;
   };
+  // The pool's work up to the middle of the trace: what it does in the second
+  // half tells whether a loop reaches a steady state (a training loop whose
+  // shapes were all seen in the first half should remap little after it).
+  const size_t half = trace.ops.size() / 2;
+  vpmm_stats at_half{};
+  vpmm_stats before_op{};
+  if (o.log_remaps) before_op = stats_of(pool);
   hooks.after = [&](size_t done, const vtrace::TraceOp& op, std::string* e) {
+    if (done == half) at_half = stats_of(pool);
+    if (o.log_remaps) {
+      const vpmm_stats now = stats_of(pool);
+      if (now.bytes_remapped != before_op.bytes_remapped || now.pages_created != before_op.pages_created) {
+        uint64_t bytes = 0;
+        vtrace::op_bytes(op, page, &bytes);
+        std::printf("  remap op %zu: malloc %s @%d moved %s, created %" PRIu64 " pages in %" PRIu64
+                    " handles; before it: free %s (largest %s), mapped %s, live %s\n",
+                    done, fmt_bytes(bytes).c_str(), op.stream,
+                    fmt_bytes(now.bytes_remapped - before_op.bytes_remapped).c_str(),
+                    now.pages_created - before_op.pages_created, now.handles_created - before_op.handles_created,
+                    fmt_bytes(before_op.free_bytes).c_str(), fmt_bytes(before_op.largest_free_bytes).c_str(),
+                    fmt_bytes(before_op.mapped_bytes).c_str(), fmt_bytes(before_op.live_bytes).c_str());
+      }
+      before_op = now;
+    }
     if (o.check) {
       vpmm_status s = vpmm_pool_check(pool);
       if (s != VPMM_OK) {
@@ -438,6 +482,7 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
                 s.n_defrag, s.n_grow, s.pages_created, fmt_bytes(s.bytes_remapped).c_str(), s.handles,
                 s.handles_created, s.va_chunks);
     std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page);
+    print_remapping(s, at_half, res.peak_requested);
     std::printf("  layout            %s\n", layout.c_str());
     if (snapshot) print_snapshot_facts(facts, s.peak_mapped_bytes, load_ms);
     print_peaks(path, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, false);
@@ -450,6 +495,13 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   if (rc == 0 && o.expect_mapped_set && s.mapped_bytes != o.expect_mapped_pages * page) {
     std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " mapped pages, expected %" PRIu64 "\n", path.c_str(),
                  s.mapped_bytes / page, o.expect_mapped_pages);
+    rc = 1;
+  }
+  const double steady_remap = steady_remap_share(s, at_half, res.peak_requested);
+  if (rc == 0 && o.expect_steady_set && steady_remap > o.expect_max_steady_remap) {
+    std::fprintf(stderr, "vpmm replay: %s: remapped %s in the second half, %.3f of peak requested, exceeds "
+                 "--expect-max-steady-remap %g\n", path.c_str(), fmt_bytes(s.bytes_remapped - at_half.bytes_remapped).c_str(),
+                 steady_remap, o.expect_max_steady_remap);
     rc = 1;
   }
   const double mapped_per_requested =

@@ -48,10 +48,14 @@ const char* const kReplayHelp =
     "  --expect-mapped-pages N   fail unless N pages are mapped at the end\n"
     "  --expect-max-ratio R      fail if peak mapped / peak requested exceeds R (fragmentation\n"
     "                            regression tests)\n"
+    "  --expect-max-steady-remap F  fail if the bytes remapped in the second half of the trace\n"
+    "                            exceed F x peak requested (a loop that never settles)\n"
     "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
     "                            what stays mapped (empty_cache() after freeing everything)\n"
     "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
     "  --verbose                 print every op with the layout after it\n"
+    "  --log-remaps              print a line for every op that remapped pages or grew the pool:\n"
+    "                            its size, what it moved and created, the free memory before it\n"
     "  --quiet                   print nothing but errors\n"
     "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
     "                            live), one per trace\n"
@@ -88,6 +92,7 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
   if (n == "--quiet") return o.quiet = true, 0;
   if (n == "--summary") return o.summary = true, 0;
   if (n == "--verbose") return o.verbose = true, 0;
+  if (n == "--log-remaps") return o.log_remaps = true, 0;
   if (n == "--release-all") return o.release_all = true, 0;
   if (!a.take_value()) return usage_error(n + " wants a value");
   const std::string& val = a.value;
@@ -113,13 +118,14 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
     if (n == "--pages") o.pages = x, o.pages_set = true;
     else if (n == "--expect-held-pages") o.expect_held_pages = x, o.expect_held_set = o.release_all = true;
     else o.expect_mapped_pages = x, o.expect_mapped_set = true;
-  } else if (n == "--expect-max-ratio") {
+  } else if (n == "--expect-max-ratio" || n == "--expect-max-steady-remap") {
     char* end = nullptr;
     double r = std::strtod(val.c_str(), &end);
-    if (val.empty() || *end != '\0' || !std::isfinite(r) || r <= 0)
-      return usage_error("--expect-max-ratio wants a number > 0, got '" + val + "'");
-    o.expect_max_ratio = r;
-    o.expect_ratio_set = true;
+    const bool ratio = n == "--expect-max-ratio";
+    if (val.empty() || *end != '\0' || !std::isfinite(r) || (ratio ? r <= 0 : r < 0))
+      return usage_error(n + (ratio ? " wants a number > 0" : " wants a number >= 0") + ", got '" + val + "'");
+    if (ratio) o.expect_max_ratio = r, o.expect_ratio_set = true;
+    else o.expect_max_steady_remap = r, o.expect_steady_set = true;
   } else if (n == "--device") {
     if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--device wants a device number, got '" + val + "'");

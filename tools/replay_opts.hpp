@@ -33,6 +33,7 @@ struct ReplayOpts {
   std::string timeline;
   bool dump = false, check = false, quiet = false, verbose = false;
   bool summary = false;  // only the comparison table (and errors)
+  bool log_remaps = false;  // a line per op that remapped or grew the pool
   bool expect_layout_set = false;
   std::string expect_layout;
   bool expect_mapped_set = false;
@@ -42,6 +43,8 @@ struct ReplayOpts {
   uint64_t expect_held_pages = 0;
   bool expect_ratio_set = false;
   double expect_max_ratio = 0;  // fail when peak mapped / peak requested exceeds it
+  bool expect_steady_set = false;
+  double expect_max_steady_remap = 0;  // fail when second-half remapped / peak requested exceeds it
   int device = -1;              // snapshots: the device to replay (-1: most events)
   std::vector<std::string> traces;
 };
