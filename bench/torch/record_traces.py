@@ -8,8 +8,12 @@ reads directly:
   inference.pickle.gz  a serving pattern: bf16 weights, waves of requests of
                        variable batch size and prompt length, a KV cache that
                        grows by concatenation every decode step
+  moe_training.pickle.gz  the hard client's model (bench/torch/moe.py: mixture
+                       of experts with uneven routing, recompute, pinned
+                       offload, side-stream gathers, eight shapes), model
+                       creation and three cycles over the eight shapes
 
-  python3 bench/torch/record_traces.py OUTDIR [training|inference ...]
+  python3 bench/torch/record_traces.py OUTDIR [training|inference|moe_training ...]
 
 The native caching allocator serves the run (its segment events give
 PyTorch's own reserved bytes, which the replay prints beside libvpmm's)."""
@@ -22,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt  # noqa: E402
+import moe  # noqa: E402
 
 out_dir = sys.argv[1]
 which = sys.argv[2:] or ["training", "inference"]
@@ -76,5 +81,22 @@ def inference():
     stop("inference")
 
 
+def moe_training(cycles=3):
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
+    start()
+    vocab = 32000
+    model = moe.MoE(vocab=vocab).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for _ in range(cycles):
+        for batch, seq in moe.SHAPES:
+            moe.train_step(model, opt, batch, seq, vocab, gen)
+    torch.cuda.synchronize()
+    stop("moe_training")
+    del model, opt
+    torch.cuda.empty_cache()
+
+
 for w in which:
-    {"training": training, "inference": inference}[w]()
+    {"training": training, "inference": inference, "moe_training": moe_training}[w]()

@@ -41,28 +41,17 @@ model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
 times, losses = [], []
-WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_zombies_reaped")
-
-
-def pool_work():
-    if args.alloc != "vpmm":
-        return {}
-    import vpmm
-    st = vpmm.default_pool_stats()
-    return {k: st[k] for k in WORK}
-
-
 for r in range(args.rounds):
     shapes = gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES
     for batch, seq in [(b * args.batch_scale, q) for b, q in shapes]:
         torch.cuda.synchronize()
-        before = pool_work() if args.per_step else {}
+        before = allocator.pool_work(args.alloc) if args.per_step else {}
         t0 = time.perf_counter()
         loss = gpt.train_step(model, opt, batch, seq, vocab, gen)
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if args.per_step:
-            after = pool_work()
+            after = allocator.pool_work(args.alloc)
             print(json.dumps({"round": r, "batch": batch, "seq": seq, "ms": round(1000 * dt, 2),
                               **{k: after[k] - before[k] for k in after}}), file=sys.stderr)
         losses.append(round(loss.item(), 5))
