@@ -299,6 +299,17 @@ typedef struct vpmm_config {
                             * Tagged (pausable) allocations always own whole pages. The PyTorch
                             * facade (bindings/python vpmm.use_as_torch_allocator) sets 512 unless
                             * the variable is set. env VPMM_LARGE_ROUNDING. See docs/design.md. */
+  double remap_slack; /* how far past the bytes asked for the pool may grow instead of moving
+                       * pages. A malloc that finds no free region of its size either remaps
+                       * free pages from elsewhere into one span (page-exact, but each page
+                       * moved costs ~40 us of driver time on an H100) or grows by what the
+                       * span lacks; it grows when that keeps the mapped bytes within
+                       * (1 + remap_slack) x (the bytes asked for by live allocations, this one
+                       * included), else it remaps. A training loop then settles: once its
+                       * shapes were seen, its peak moments find their spans in place.
+                       * 0 (default) = 0.015; a negative value = page-exact (always remap, the
+                       * behaviour before this field). Ignored for tagged allocations. env
+                       * VPMM_REMAP_SLACK ("0.02", "2%", or "exact"). See docs/handles.md. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -875,7 +886,8 @@ enum {
   VPMM_OPTION_HANDLE_SIZE = 5, /* uint64_t; a size, "Np" (N pages) or "unlimited" */
   VPMM_OPTION_LIMIT = 6, /* uint64_t bytes as a size, or "N%" of device memory, which
                           * sets memory_limit_fraction instead */
-  VPMM_OPTION_FRACTION = 7, /* double in [0, 1]; no environment variable */
+  VPMM_OPTION_FRACTION = 7, /* double; the field's comment gives its range; an environment
+                             * variable where env names one: a decimal or a percentage */
   VPMM_OPTION_LOG_LEVEL = 8, /* process-wide, no config field: off|error|warn|info|debug */
   VPMM_OPTION_DEVICE_LIST = 9, /* uint64_t bit mask of devices; text "1,3" (ordinals 0-63) or "none" */
   VPMM_OPTION_TEXT = 10, /* process-wide, no config field: text read as its help says (a path, a

@@ -51,6 +51,7 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, U64, hip_chunk_size),
     VPMM_F_(vpmm_config, U64, peer_devices),
     VPMM_F_(vpmm_config, U64, large_rounding),
+    VPMM_F_(vpmm_config, F64, remap_slack),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),

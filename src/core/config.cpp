@@ -44,6 +44,21 @@ bool parse_limit(const char* v, vpmm_config* c) {
   return parse_size(v, &c->memory_limit);
 }
 
+// VPMM_REMAP_SLACK: "0.02", "2%", or "exact" (page-exact: a negative value).
+bool parse_remap_slack(const char* v, vpmm_config* c) {
+  if (std::strcmp(v, "exact") == 0) {
+    c->remap_slack = -1.0;
+    return true;
+  }
+  const size_t n = std::strlen(v);
+  const bool pct = n > 1 && v[n - 1] == '%';
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  if (n == 0 || end != v + n - (pct ? 1 : 0) || !(x >= 0.0 && x <= (pct ? 100.0 : 1.0))) return false;
+  c->remap_slack = pct ? x / 100.0 : x;
+  return true;
+}
+
 bool parse_int(const char* v, int32_t* out) {
   uint64_t x = 0;
   if (!parse_size(v, &x) || x > INT32_MAX) return false;
@@ -268,6 +283,21 @@ const OptionDef kOptions[] = {
     {VPMM_SETTING_(Setting::kPreloadTag, nullptr)},
     {VPMM_SETTING_(Setting::kPreloadHostBackup, nullptr)},
     {VPMM_SETTING_(Setting::kPreloadCtl, nullptr)},
+    {"remap_slack", "VPMM_REMAP_SLACK", VPMM_OPTION_FRACTION, VPMM_FIELD_(remap_slack), parse_remap_slack,
+     "0 (" VPMM_STR_(VPMM_DEFAULT_REMAP_SLACK_) ")",
+     "grow instead of remapping pages while mapped stays within (1 + slack) x the bytes asked for; "
+     "a value up to 1, a percentage, or \"exact\" (a negative value: always remap)",
+     [](const vpmm_config& c, const char* call) {
+       if (!(c.remap_slack <= 1.0))  // NaN too
+         return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: remap_slack %g is above 1 (or not a number)", call,
+                     c.remap_slack);
+       return VPMM_OK;
+     },
+     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+       o->remap_slack = c.remap_slack == 0.0 ? kDefaultRemapSlack : std::max(0.0, c.remap_slack);
+       return VPMM_OK;
+     },
+     [](const PoolOptions& o, int32_t, vpmm_config* c) { c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0; }},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_

@@ -12,6 +12,7 @@
 // as the value (VPMM_STR_ turns the number into its help text).
 #define VPMM_DEFAULT_WATERMARK_TRIGGER_ 0.85
 #define VPMM_DEFAULT_WATERMARK_STOP_ 0.65
+#define VPMM_DEFAULT_REMAP_SLACK_ 0.015
 #define VPMM_STR2_(x) #x
 #define VPMM_STR_(x) VPMM_STR2_(x)
 
@@ -22,6 +23,10 @@ constexpr uint64_t kDefaultPageSize = 2ull << 20;
 // Pressure starts when mapped >= trigger x capacity, ends at <= stop x capacity.
 constexpr double kDefaultWatermarkTrigger = VPMM_DEFAULT_WATERMARK_TRIGGER_;
 constexpr double kDefaultWatermarkStop = VPMM_DEFAULT_WATERMARK_STOP_;
+// How far past the requested bytes a malloc may grow instead of remapping
+// (vpmm_config.remap_slack): the knee of the held-out training snapshots,
+// where dense models stop remapping in steady state (docs/handles.md).
+constexpr double kDefaultRemapSlack = VPMM_DEFAULT_REMAP_SLACK_;
 // Small allocations are carved in multiples of this (and aligned to it); a
 // small_size below it turns the small allocator off.
 constexpr uint64_t kSmallQuantum = 256;

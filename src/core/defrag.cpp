@@ -368,6 +368,27 @@ void Pool::plan_defrag(Transit* t) {
   }
 }
 
+// Growing by what a span lacks, instead of moving free pages into it, when
+// the growth keeps the mapped bytes within (1 + remap_slack) x the bytes
+// asked for (this request included). A training loop's peak moments come
+// back every step: a span grown once stays, where one assembled by moving
+// pages is taken apart again by the next step's smaller allocations and
+// assembled anew (the "conveyor" of docs/handles.md). Past the slack the
+// pool stays page-exact and moves.
+void Pool::plan_with_slack(Transit* t) {
+  if (t->exact || opt_.remap_slack <= 0.0) return plan_defrag(t);
+  const size_t max_moved = t->max_moved;
+  t->max_moved = 0;
+  plan_defrag(t);
+  const double cap = (1.0 + opt_.remap_slack) * static_cast<double>(c_.requested + t->bytes);
+  if (static_cast<double>(m_.totals().mapped + t->plan.shortfall) <= cap) return;
+  t->max_moved = max_moved;
+  t->plan = Plan();
+  t->have_hole = false;
+  t->hole_va = 0;
+  plan_defrag(t);
+}
+
 // Zombies need the event of each moved region; a pending foreign one also
 // makes the caller's stream wait on the GPU (the CPU never blocks).
 vpmm_status Pool::wait_for_harvest(Transit* t) {
@@ -567,7 +588,7 @@ vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<M
   if (!exact && opt_.max_handle_size == 0 && handle_ops)
     t.max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, *handle_ops),
                                    (bytes + opt_.page_size - 1) / opt_.page_size);
-  plan_defrag(&t);
+  plan_with_slack(&t);
   vpmm_status st = wait_for_harvest(&t);
   if (st == VPMM_OK) st = claim(&t);
   if (st != VPMM_OK) return st;

@@ -111,6 +111,7 @@ struct PoolOptions {
   uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
   uint64_t device_total = 0;       // device memory (capacity when there is no limit)
   double watermark_trigger = kDefaultWatermarkTrigger, watermark_stop = kDefaultWatermarkStop;
+  double remap_slack = kDefaultRemapSlack;  // 0 = page-exact (always remap)
 };
 
 struct PoolCounters {
@@ -250,6 +251,7 @@ class Pool final : private SlabSource, private HandleOps {
   struct Join;
   bool best_join(uint64_t bytes, Stream s, Join* out);
   void plan_defrag(Transit* t);
+  void plan_with_slack(Transit* t);  // plan_defrag, growing instead of moving within remap_slack
   vpmm_status wait_for_harvest(Transit* t);
   vpmm_status claim(Transit* t);
   vpmm_status map_transit(Transit* t);  // touches only t and the backend; undoes itself on failure

@@ -24,6 +24,7 @@ struct HostPoolSpec {
   uint64_t max_handle = 0;
   uint64_t small_size = 0;
   uint64_t large_rounding = 0;  // 0 = whole pages
+  double remap_slack = 0;       // 0 = the default; negative = page-exact
 };
 
 inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
@@ -36,6 +37,7 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   c.max_handle_size = s.max_handle;
   c.small_size = s.small_size;
   c.large_rounding = s.large_rounding;
+  c.remap_slack = s.remap_slack;
   use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;

@@ -80,12 +80,13 @@ pub struct vpmm_config {
     pub hip_chunk_size: u64,
     pub peer_devices: u64,
     pub large_rounding: u64,
+    pub remap_slack: f64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        136usize,
+        144usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -416,6 +417,23 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_large_rounding();
+    fn test_field_remap_slack() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).remap_slack) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(remap_slack)
+            )
+        );
+    }
+    test_field_remap_slack();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);

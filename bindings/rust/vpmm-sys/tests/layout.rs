@@ -54,7 +54,7 @@ fn library_layout(name: &str) -> (usize, Vec<(String, u32, u32)>) {
 
 fn checked() -> Vec<(&'static str, usize, Vec<RustField>)> {
     vec![
-        rust_layout!(vpmm_config, [struct_size, backend, device, config_error, page_size, va_size, initial_pages, host_capacity, max_handle_size, small_size, backup_cache_size, memory_limit, memory_limit_fraction, watermark_trigger, watermark_stop, backup_pinned_limit, hip_chunk_size, peer_devices, large_rounding]),
+        rust_layout!(vpmm_config, [struct_size, backend, device, config_error, page_size, va_size, initial_pages, host_capacity, max_handle_size, small_size, backup_cache_size, memory_limit, memory_limit_fraction, watermark_trigger, watermark_stop, backup_pinned_limit, hip_chunk_size, peer_devices, large_rounding, remap_slack]),
         rust_layout!(vpmm_alloc_attrs, [struct_size, flags, tag, reservation]),
         rust_layout!(vpmm_tag_stats, [struct_size, reserved0, live_bytes, paused_bytes, backup_bytes, n_live, n_paused]),
         rust_layout!(vpmm_stats, [struct_size, reserved0, mapped_bytes, reserved_va_bytes, live_bytes, requested_bytes, free_bytes, hole_bytes, zombie_bytes, peak_mapped_bytes, peak_live_bytes, n_malloc, n_free, n_defrag, n_grow, pages_created, bytes_remapped, page_size, handles, handles_created, va_chunks, largest_free_bytes, small_bytes, small_live_bytes, n_small_malloc, n_cross_stream_reuse, n_stream_waits, n_events_recorded, n_zombies_reaped, n_live, paused_bytes, backup_bytes, backup_cache_bytes, n_pause, n_resume, n_trim, bytes_trimmed, capacity_bytes, reserved_bytes, reservation_used_bytes, available_bytes, watermark_trigger_bytes, watermark_stop_bytes, under_pressure, n_oom, n_oom_recovered, backup_pinned_bytes, backup_pageable_bytes, driver_ns, driver_calls]),

@@ -178,6 +178,10 @@ impl Config {
         /// `page_size`: whole pages; 512 lets neighbours share pages).
         /// Env `VPMM_LARGE_ROUNDING`.
         large_rounding: u64;
+        /// How far past the bytes asked for a malloc may grow instead of
+        /// remapping pages (0 = 0.015; negative = page-exact, always remap).
+        /// Env `VPMM_REMAP_SLACK` ("0.02", "2%", "exact").
+        remap_slack: f64;
     }
 }
 
@@ -210,6 +214,7 @@ impl fmt::Debug for Config {
             .field("hip_chunk_size", &r.hip_chunk_size)
             .field("peer_devices", &r.peer_devices)
             .field("large_rounding", &r.large_rounding)
+            .field("remap_slack", &r.remap_slack)
             .finish()
     }
 }
