@@ -268,6 +268,7 @@ const OptionDef kOptions[] = {
     {VPMM_SETTING_(Setting::kPreloadTag, nullptr)},
     {VPMM_SETTING_(Setting::kPreloadHostBackup, nullptr)},
     {VPMM_SETTING_(Setting::kPreloadCtl, nullptr)},
+    {VPMM_SETTING_(Setting::kBackupDir, nullptr)},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_
