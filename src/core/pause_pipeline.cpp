@@ -263,6 +263,7 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
       for (const Mapped& m : mapped) ops_.undo_resume_target(ops_.region(m.va), m.va, m.handles, m.handles.size());
       return drain.finish();  // everything stays paused with its backup
     }
+    stage.settled();  // the slots are free to unpin
   }
   for (const Mapped& m : mapped) ops_.commit_resumed(m.va, m.handles);
   if (n_resumed) *n_resumed = mapped.size();

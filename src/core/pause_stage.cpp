@@ -36,8 +36,13 @@ void close_file(Backend& b, FileHandle* fd) {
 // ---------------------------------------------------------------------------
 
 StagingSlots::~StagingSlots() {
-  // No copy may still use a slot that is unpinned.
-  if (queued_) backups_.backend().stream_sync(cs_);
+  // No copy may still use a slot that is unpinned: wait for the uses nobody
+  // waited for (a failed transfer's), the whole stream if that fails.
+  for (size_t i = 0; i < last_use_.size(); ++i)
+    if (last_use_[i] && wait(i) != VPMM_OK) {
+      backups_.backend().stream_sync(cs_);
+      break;
+    }
   last_use_.clear();
   for (const Buffer& b : slots_) backups_.buffers().put_transient(b.p, b.size);
 }
@@ -69,7 +74,6 @@ vpmm_status StagingSlots::wait(size_t i) {
 }
 
 vpmm_status StagingSlots::mark(size_t i) {
-  queued_ = true;
   EventRef ev;
   vpmm_status st = ops_.record_event(cs_, &ev);
   if (st != VPMM_OK) return fail_context(st, call_);

@@ -44,6 +44,10 @@ class StagingSlots {
   vpmm_status wait(size_t i);
   // Records that the copies queued on the copy stream so far use slot i.
   vpmm_status mark(size_t i);
+  // The caller waited for everything queued so far (the resume's final wait).
+  void settled() {
+    for (EventRef& e : last_use_) e.reset();
+  }
 
  private:
   struct Buffer {
@@ -56,8 +60,7 @@ class StagingSlots {
   Stream cs_;
   uint64_t bytes_ = 0;
   std::vector<Buffer> slots_;
-  std::vector<EventRef> last_use_;
-  bool queued_ = false;  // copies were queued on slots
+  std::vector<EventRef> last_use_;  // per slot: the copy that uses it, until waited for
 };
 
 // One staged target of a pause or resume: the allocation at va and its backup.
@@ -99,6 +102,8 @@ class StagedResume {
   // Slots for the staged targets of this resume.
   vpmm_status prepare(uint64_t slot_bytes, const std::vector<StagedTarget>& targets);
   vpmm_status restore(const StagedTarget& t);
+  // Everything queued so far completed (the resume pipeline waited for it).
+  void settled() { slots_.settled(); }
 
  private:
   HandleOps& ops_;
