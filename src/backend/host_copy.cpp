@@ -68,8 +68,9 @@ class CopyWorkers {
 
  private:
   CopyWorkers() {
+    // Half the cores (the other half keeps the process going), at least two.
     unsigned hw = std::thread::hardware_concurrency();
-    unsigned n = std::min(kMaxCopyThreads, hw > 1 ? hw / 2 : 1u);
+    unsigned n = std::min(kMaxCopyThreads, std::max(2u, hw / 2));
     for (unsigned i = 1; i < n; ++i) {  // the caller is one of them
       try {
         threads_.emplace_back([this] { loop(); });

@@ -18,7 +18,6 @@
 // The core tests use a Pool over a FaultBackend around a shared host
 // backend (its counters outlive the pool); the API tests use vpmm.h only.
 #include <dirent.h>
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -169,6 +169,29 @@ const char* store_label(uint32_t flags) {
 // Every store keeps the bytes
 // ---------------------------------------------------------------------------
 
+TEST("Backend::host_copy copies every byte, split over its threads or not, from any thread") {
+  vpmm::BackendParams bp;
+  bp.host_capacity = 64 * kPage;
+  vpmm_status st = VPMM_OK;
+  std::shared_ptr<Backend> b = vpmm::make_shared_host_backend(bp, &st);
+  CHECK(b != nullptr);
+  if (!b) return;
+  for (uint64_t n : {uint64_t{1}, uint64_t{4096 + 3}, uint64_t{9} << 20, (uint64_t{33} << 20) + 12345}) {
+    std::vector<unsigned char> src(n), dst(n, 0);
+    for (uint64_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 31 + (i >> 12));
+    CHECK_OK(b->host_copy(dst.data(), src.data(), n));
+    CHECK(dst == src);
+  }
+  // Two threads at once queue behind each other: both complete.
+  std::vector<unsigned char> a(16 << 20, 1), a2(16 << 20, 0), c(16 << 20, 2), c2(16 << 20, 0);
+  std::thread t([&] { CHECK_OK(b->host_copy(a2.data(), a.data(), a.size())); });
+  CHECK_OK(b->host_copy(c2.data(), c.data(), c.size()));
+  t.join();
+  CHECK(a2 == a && c2 == c);
+  CHECK_EQ(b->host_copy(nullptr, a.data(), 8), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_OK(b->host_copy(nullptr, nullptr, 0));
+}
+
 TEST("each store (pinned, mmap, disk) keeps the bytes over 3 cycles, staged over several slots") {
   for (uint32_t store : {kBackup, kMmap, kDisk}) {
     TempDir dir;
@@ -282,9 +305,6 @@ std::pair<uint64_t, uint64_t> rss_around_pause(uint32_t flags) {
 }
 
 TEST("mmap store: host RSS after the resume is within 10% of before the pause; pinned keeps its cache") {
-  // The host backend's pinned memory is malloc'd: a fixed mmap threshold
-  // keeps glibc returning big blocks to the OS, as unpinning does on a GPU.
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   auto mm = rss_around_pause(kMmap);
   const uint64_t diff = mm.second > mm.first ? mm.second - mm.first : mm.first - mm.second;
   std::printf("  mmap:   RSS %llu MiB before the pause, %llu MiB after the resume\n",
