@@ -47,7 +47,7 @@ void PausePipeline::give_back() {
         t.backup = nullptr;
       }
   // A retained backup of a target that stays active stays with it; unless
-  // it was skipped, it is no longer current (take_backups said so).
+  // it was skipped, it is no longer current (run() said so once copies began).
 }
 
 // 1. Storage for every backup, before anything changes: no host memory, no
@@ -71,10 +71,6 @@ vpmm_status PausePipeline::take_backups() {
     const bool skip = unchanged_ && t.backup->retain && t.backup->current && r.kind != Kind::Small;
     (skip ? skipped_ : backups_.stores().staged(*t.backup) ? staged_ : direct_).push_back(t);
   }
-  // Nothing has failed: the backups to be written stop speaking for their
-  // allocations until their copy completed.
-  for (auto* list : {&direct_, &staged_})
-    for (Target& t : *list) t.backup->current = false;
   if (copying()) {
     vpmm_status st = backups_.copy_stream(&cs_);
     if (st != VPMM_OK) return fail_context(st, call_);
@@ -189,6 +185,10 @@ vpmm_status PausePipeline::run(uint64_t* n_paused) {
   vpmm_status st = take_backups();
   if (st == VPMM_OK) st = order_after_work();
   if (st != VPMM_OK) return st;  // nothing changed; the destructor gives the backups back
+  // From here copies run: the backups they write stop speaking for their
+  // allocations until their copy completed (release_paused_target).
+  for (auto* list : {&direct_, &staged_})
+    for (Target& t : *list) t.backup->current = false;
   queue_batches();
   st = release();
   if (st != VPMM_OK) return st;
