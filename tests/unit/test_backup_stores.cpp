@@ -18,7 +18,10 @@
 // The core tests use a Pool over a FaultBackend around a shared host
 // backend (its counters outlive the pool); the API tests use vpmm.h only.
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -159,6 +162,25 @@ uint64_t rss_bytes() {
     if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::strtoull(line + 6, nullptr, 10);
   std::fclose(f);
   return kb << 10;
+}
+
+// Pools and attributes through the C API.
+vpmm_pool* api_pool() {
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.capacity = 256 * kPage;
+  return vt::make_host_pool(s);
+}
+
+vpmm_alloc_attrs attrs(const char* tag, uint32_t flags, const char* dir = nullptr) {
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = tag;
+  a.flags = flags;
+  a.backup_dir = dir;
+  return a;
 }
 
 const char* store_label(uint32_t flags) {
@@ -405,6 +427,36 @@ TEST("disk store: no room for a file (OUT_OF_MEMORY) pauses nothing and removes 
   CHECK(dir.files().empty());
 }
 
+TEST("disk store: a file the OS refuses to size (RLIMIT_FSIZE: EFBIG, as a full disk) pauses nothing") {
+  TempDir dir;
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child: once the pool and the allocation exist, files may not grow
+    // past 1 MiB, and the signal that would kill it for trying is ignored,
+    // so the OS answers EFBIG to the 2 MiB backup file.
+    vpmm_pool* p = api_pool();
+    vpmm_alloc_attrs a = attrs("w", kDisk, dir.path.c_str());
+    void* x = nullptr;
+    if (!p || vpmm_pool_malloc_ex(p, 32 * kPage, nullptr, &a, &x) != VPMM_OK) _exit(3);
+    vt::fill(x, 32 * kPage, 5);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {1 << 20, 1 << 20};
+    if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(2);
+    vpmm_status st = vpmm_pool_pause(p, "w");
+    const bool ok = st == VPMM_ERR_OUT_OF_MEMORY && vt::stats(p).paused_bytes == 0 &&
+                    vt::verify(x, 32 * kPage, 5) && std::strstr(vpmm_last_error(), "cannot reserve") != nullptr;
+    if (!ok) std::printf("  child: pause returned %s: %s\n", vpmm_status_string(st), vpmm_last_error());
+    std::fflush(stdout);
+    vpmm_pool_destroy(p);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+  CHECK(dir.files().empty());  // the refused file was removed
+}
+
 TEST("disk store: a write error keeps that allocation active and intact; a read error keeps it paused with its file") {
   TempDir dir;
   World w(2 * kPage);
@@ -585,24 +637,6 @@ TEST("prepare_backups pins only what the pinned store will need") {
 // ---------------------------------------------------------------------------
 // The C API: flags, directories, scopes, lookups
 // ---------------------------------------------------------------------------
-
-vpmm_pool* api_pool() {
-  vt::HostPoolSpec s;
-  s.page = kPage;
-  s.va_pages = 512;
-  s.capacity = 256 * kPage;
-  return vt::make_host_pool(s);
-}
-
-vpmm_alloc_attrs attrs(const char* tag, uint32_t flags, const char* dir = nullptr) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.tag = tag;
-  a.flags = flags;
-  a.backup_dir = dir;
-  return a;
-}
 
 TEST("misuse: store and retain flags need VPMM_ALLOC_HOST_BACKUP; one store at most; disk needs a directory") {
   unsetenv("VPMM_BACKUP_DIR");
