@@ -23,7 +23,7 @@ namespace vpmm {
 namespace {
 
 constexpr unsigned kMaxCopyThreads = 8;
-constexpr uint64_t kMinPiece = 4ull << 20;  // below this a piece is not worth a thread
+constexpr uint64_t kMinPiece = 1ull << 20;  // below this a piece is not worth a thread
 
 // Workers that run pieces of one copy at a time; callers queue behind each
 // other (pause and resume hold their pool's lock, and pools rarely copy at
