@@ -362,13 +362,27 @@ VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
 /* Allocation                                                               */
 /* ------------------------------------------------------------------------ */
 /* Flags of an allocation. */
-#define VPMM_ALLOC_HOST_BACKUP 1u /* pause copies the bytes to pinned host memory, resume restores them */
+#define VPMM_ALLOC_HOST_BACKUP 1u /* pause keeps the bytes (in pinned host memory unless a store
+                                   * flag below says where), resume restores them */
+/* Where the backup of a VPMM_ALLOC_HOST_BACKUP allocation lives, and for how
+ * long (see "Backup stores" at vpmm_pool_pause). Each needs
+ * VPMM_ALLOC_HOST_BACKUP; MMAP and DISK exclude each other; neither = pinned. */
+#define VPMM_ALLOC_BACKUP_MMAP 2u   /* pageable anonymous memory, returned to the OS at resume */
+#define VPMM_ALLOC_BACKUP_DISK 4u   /* a file in the backup directory (attrs->backup_dir, else
+                                     * vpmm_pool_set_backup_dir's, else VPMM_BACKUP_DIR) */
+#define VPMM_ALLOC_RETAIN_BACKUP 8u /* the backup outlives resume: the next pause writes into it
+                                     * again (same host address, same file), or skips the copy
+                                     * when declared unchanged (VPMM_PAUSE_BACKUP_UNCHANGED) */
 
 typedef struct vpmm_alloc_attrs {
   uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */
   uint32_t flags;       /* VPMM_ALLOC_* */
   const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
   vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
+  const char* backup_dir; /* VPMM_ALLOC_BACKUP_DISK: an existing directory for the backup file
+                           * (copied, at most 4095 bytes; relative paths are taken from the
+                           * working directory at each pause). NULL = the pool's default.
+                           * Ignored without VPMM_ALLOC_BACKUP_DISK. */
 } vpmm_alloc_attrs;
 
 /* Allocate size bytes usable on `stream` in stream order. Requests above
@@ -390,15 +404,23 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
                                       void** out);
 
 /* vpmm_pool_malloc with attributes. attrs may be NULL (= the calling
- * thread's innermost tag scope, or untagged). The tag is copied. A tagged
+ * thread's innermost tag scope, or untagged). The tag is copied. The
+ * backup store flags and directory are fixed for the allocation's life: a
+ * disk-backed allocation without attrs->backup_dir takes the pool's
+ * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR;
+ * the directory is only used (and checked) at pause. A tagged
  * allocation owns whole physical handles (one handle for its shortfall when
  * it grows the pool), so pausing it releases exactly its memory; small
  * tagged requests share slabs of the same tag only. An allocation charged to
  * a reservation fails past the reservation's size unless the reservation
  * allows an overdraft (VPMM_RESERVE_OVERDRAFT_*).
  * Errors: those of vpmm_pool_malloc, plus INVALID_ARGUMENT for a bad
- * struct_size, unknown flags, a tag longer than VPMM_TAG_MAX_BYTES or an
- * unknown or released reservation. Thread safe. */
+ * struct_size, unknown flags, a tag longer than VPMM_TAG_MAX_BYTES, an
+ * unknown or released reservation, a store or retain flag without
+ * VPMM_ALLOC_HOST_BACKUP, both store flags, or a tagged
+ * VPMM_ALLOC_BACKUP_DISK allocation with no directory anywhere (none in
+ * attrs, the pool or VPMM_BACKUP_DIR) or an empty or over-long one. Thread
+ * safe. */
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out);
 
@@ -485,6 +507,19 @@ VPMM_API vpmm_status vpmm_pool_stream_retire(vpmm_pool* pool, vpmm_stream stream
 VPMM_API vpmm_status vpmm_tag_scope_push(const char* tag, uint32_t flags);
 VPMM_API vpmm_status vpmm_tag_scope_pop(void);
 
+/* vpmm_tag_scope_push with attributes: the scope carries attrs->tag,
+ * attrs->flags and attrs->backup_dir (all copied), so that allocator hooks
+ * and Python regions choose a backup store and directory per scope. attrs
+ * NULL = an untagged scope. Closed by vpmm_tag_scope_pop like any scope.
+ * Errors: INVALID_ARGUMENT (bad struct_size, unknown flags or a combination
+ * vpmm_pool_malloc_ex refuses, a tag longer than VPMM_TAG_MAX_BYTES, a
+ * backup_dir that is empty or longer than 4095 bytes, a non-NULL
+ * reservation: a scope spans every pool, a reservation belongs to one),
+ * OUT_OF_MEMORY. A disk-backed scope without a directory is accepted: the
+ * pool's directory applies at each malloc (which fails when there is none).
+ * Thread safe (each thread has its own scopes). */
+VPMM_API vpmm_status vpmm_tag_scope_push_ex(const vpmm_alloc_attrs* attrs);
+
 /* The first names of vpmm_tag_scope_push/pop, kept for existing callers:
  * the same functions (a scope is no region of address space, which is what
  * vpmm_region_info describes), with the same errors and thread safety; a
@@ -496,19 +531,22 @@ VPMM_API vpmm_status vpmm_region_pop(void);
 /* Pause every live allocation with `tag` (NULL = every tagged allocation):
  * waits for the work queued on each allocation's stream (on the GPU when
  * there are backups), copies the bytes of VPMM_ALLOC_HOST_BACKUP allocations
- * to pinned host memory (pinned buffers are reused across pauses; past
- * backup_pinned_limit, pageable memory), and unmaps and releases their
- * physical memory. Copies and releases overlap (batches of copies on one copy
- * stream, each batch released once its copies completed); the call returns
- * when everything is released. Their addresses stay reserved and are never
- * handed to anybody else; touching them faults until resume. Nothing with
- * that tag active is not an error: VPMM_OK (use vpmm_pool_pause_ex to learn
- * whether anything changed). The backups are owned by the pool.
+ * to their backup store (pinned host memory unless the allocation chose mmap
+ * or disk, see "Backup stores" below; pinned buffers are reused across
+ * pauses; past backup_pinned_limit, pageable memory), and unmaps and
+ * releases their physical memory. Copies and releases overlap (batches of
+ * copies on one copy stream, each batch released once its copies
+ * completed); the call returns when everything is released. Their addresses
+ * stay reserved and are never handed to anybody else; touching them faults
+ * until resume. Nothing with that tag active is not an error: VPMM_OK (use
+ * vpmm_pool_pause_ex to learn whether anything changed). The backups are
+ * owned by the pool.
  * Errors: INVALID_ARGUMENT (tag never used by this pool, tag too long),
- * OUT_OF_MEMORY (no host memory for a backup: nothing with that tag is
- * paused), UNSUPPORTED (backups asked of a backend that cannot copy device
- * memory to the host: nothing is paused), BACKEND (a wait, copy or unmap
- * failed). After BACKEND
+ * OUT_OF_MEMORY (no host memory or disk space for a backup: nothing with
+ * that tag is paused), UNSUPPORTED (backups asked of a backend that cannot
+ * copy device memory to the host: nothing is paused), BACKEND (a wait, copy,
+ * file write or unmap failed; or a backup file could not be created, e.g.
+ * a missing or unwritable directory: then nothing is paused). After BACKEND
  * every allocation is either paused with a complete backup or still active
  * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
  * again pauses the rest. Thread safe; blocks the calling thread (and other
@@ -521,6 +559,62 @@ VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag);
  * vpmm_pool_pause. */
 VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
+/* Backup stores. A VPMM_ALLOC_HOST_BACKUP allocation's bytes live, while it
+ * is paused, in one of three stores, chosen per allocation (its flags, or
+ * the tag scope's):
+ *   pinned (default)        page-locked host memory: copies at link speed;
+ *                           buffers are cached across pauses (backup_cache_size)
+ *                           and stay resident;
+ *   VPMM_ALLOC_BACKUP_MMAP  anonymous pageable memory, mapped at pause and
+ *                           unmapped at resume: host memory returns to the OS.
+ *                           Its bytes move through a few pinned staging slots
+ *                           (pinned for the call, unpinned after it);
+ *   VPMM_ALLOC_BACKUP_DISK  one file per allocation in its backup directory
+ *                           (vpmm-backup-XXXXXX), created and sized at the
+ *                           first pause, overwritten in place by later ones (the
+ *                           footprint stays constant), removed when the
+ *                           allocation is freed or the pool destroyed; written
+ *                           and read in large chunks (direct I/O where the file
+ *                           system allows it) through the staging slots. A
+ *                           process that dies leaves its files behind.
+ * With VPMM_ALLOC_RETAIN_BACKUP the backup outlives the resume: it stays
+ * with the active allocation, holding its bytes as of the last pause
+ * (vpmm_pool_backup_lookup still finds it), and the next pause writes into
+ * it again: same host address, same file. A disk file is kept after resume
+ * anyway (for the footprint), but only a retained one still speaks for the
+ * allocation's bytes. docs/design.md, "Choosing a backup store", has the
+ * bandwidths measured. */
+
+/* Flags of vpmm_pool_pause_flags. */
+#define VPMM_PAUSE_BACKUP_UNCHANGED 1u /* the caller declares the allocations unchanged since
+                                        * their last resume: retained backups are not copied */
+
+/* vpmm_pool_pause_ex with flags. VPMM_PAUSE_BACKUP_UNCHANGED declares that
+ * no allocation of `tag` was written since it was last resumed (frozen
+ * weights between two weight updates, say): each one whose retained backup
+ * holds its bytes as of its last pause (VPMM_ALLOC_RETAIN_BACKUP, paused
+ * and resumed before, its copy complete) is released without copying, so
+ * the pause costs the unmaps only. The others copy as usual: allocations
+ * without a retained backup (never paused, no retain flag, a pause that
+ * failed before its copy completed) and small-object pages (new blocks may
+ * have been carved from them since). The declaration is not checked: bytes
+ * written since the last resume are lost, replaced at the next resume by
+ * the backup's. Without the flag every pause copies (this is
+ * vpmm_pool_pause_ex). vpmm_stats.backup_skipped_bytes counts what was not
+ * copied.
+ * Errors: those of vpmm_pool_pause, plus INVALID_ARGUMENT for unknown
+ * flags. Thread safety: that of vpmm_pool_pause. */
+VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uint32_t flags,
+                                           uint64_t* n_changed);
+
+/* The directory where VPMM_ALLOC_BACKUP_DISK allocations made from now on
+ * without attrs->backup_dir keep their backup files (copied; NULL or ""
+ * = none: VPMM_BACKUP_DIR, else such a malloc fails). Allocations made
+ * before keep theirs. The directory must exist when a pause writes there;
+ * it is not checked here. Errors: INVALID_ARGUMENT (longer than 4095
+ * bytes, more than 65535 distinct directories in the pool). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
+
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back (each copy queued as
  * soon as its allocation is mapped); returns once every copy completed.
@@ -528,8 +622,11 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
  * callback (vpmm_pool_set_oom_callback), retrying as it asks, as a malloc
  * does. Nothing with that tag paused is not an error: VPMM_OK
  * (vpmm_pool_resume_ex says whether anything changed). On OUT_OF_MEMORY or
- * BACKEND the allocations already resumed stay valid and every other one
- * stays paused with its backup intact: call again later.
+ * BACKEND (a disk backup that cannot be read included) the allocations
+ * already resumed stay valid and every other one stays paused with its
+ * backup intact: call again later. A backup that is not retained is given
+ * back once its allocation resumed (pinned: to the cache; mmap: to the OS);
+ * a disk file stays until the allocation is freed.
  * Errors: INVALID_ARGUMENT (tag never used by this pool, tag too long),
  * OUT_OF_MEMORY, BACKEND. Thread safe; blocks while it runs. */
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
@@ -540,7 +637,9 @@ VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint6
 
 /* Takes, now, the host buffers that a pause of `tag` (NULL: every tag) would
  * back up the VPMM_ALLOC_HOST_BACKUP allocations that are active now into,
- * and keeps them in the pool's backup cache. Pinning is most of a first
+ * and keeps them in the pool's backup cache. Only the pinned store's (the
+ * mmap and disk stores pin nothing ahead, and an allocation that keeps a
+ * retained backup needs no new buffer). Pinning is most of a first
  * pause's cost (16 GiB: 3.5 s against 0.31 s for a later pause on an H100);
  * after this call the next pause of those allocations finds its buffers
  * pinned and runs at copy speed. Buffers already cached are counted, not
@@ -565,17 +664,26 @@ VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint6
 VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
                                                uint64_t* cached_bytes);
 
-/* The host backup of the paused allocation that contains ptr (interior
- * pointers allowed): *host (may be NULL) receives the address of ptr's byte
- * in the backup, *bytes (may be NULL) how many backup bytes follow it up to
- * the end of the paused region (page padding included). The backup is owned
- * by the pool; it may be read (and written: resume copies back whatever it
- * holds) until the allocation is resumed or freed, after which the buffer
- * goes back to the pool's cache and the pointer must not be used.
+/* The host backup of the allocation that contains ptr (interior pointers
+ * allowed): *host (may be NULL) receives the address of ptr's byte in the
+ * backup, *bytes (may be NULL) how many backup bytes follow it up to the
+ * end of the allocation's region (page padding included). The backup is
+ * owned by the pool. For a paused allocation it may be read (and written:
+ * resume copies back whatever it holds) until the allocation is resumed or
+ * freed, after which the buffer goes back to the pool's cache (pinned) or to
+ * the OS (mmap) and the pointer must not be used. For an active allocation
+ * with a retained backup (VPMM_ALLOC_RETAIN_BACKUP) the backup holds its
+ * bytes as of its last pause, and stays valid until the allocation is
+ * paused (then it is the paused allocation's backup, at the same address) or
+ * freed; writing it then changes what an unchanged re-pause
+ * (VPMM_PAUSE_BACKUP_UNCHANGED) restores.
  * Errors: INVALID_ARGUMENT (null ptr), UNKNOWN_POINTER (ptr is not in
- * an allocation of this pool), WRONG_STATE (the allocation is active, or was
- * paused without VPMM_ALLOC_HOST_BACKUP). Thread safe; the caller must not
- * race it with a resume or free of the same allocation. */
+ * an allocation of this pool), WRONG_STATE (the allocation is active
+ * without a retained backup that completed a pause, or was paused without
+ * VPMM_ALLOC_HOST_BACKUP), UNSUPPORTED (the backup is a file of the disk
+ * store: it has no host address; the message names the file). Thread safe;
+ * the caller must not race it with a pause, resume or free of the same
+ * allocation. */
 VPMM_API vpmm_status vpmm_pool_backup_lookup(vpmm_pool* pool, const void* ptr, void** host,
                                              uint64_t* bytes);
 
@@ -587,6 +695,7 @@ typedef struct vpmm_tag_stats {
   uint64_t backup_bytes;  /* host bytes holding backups */
   uint64_t n_live;        /* active regions */
   uint64_t n_paused;      /* paused regions */
+  uint64_t retained_bytes; /* backup bytes kept for active regions (VPMM_ALLOC_RETAIN_BACKUP) */
 } vpmm_tag_stats;
 
 /* Per-tag byte counts (tag NULL = all tagged allocations together).
@@ -731,6 +840,13 @@ typedef struct vpmm_stats {
                           * by a training step's time it is the step's share lost to the
                           * driver: a measure free of the step-to-step noise of timings */
   uint64_t driver_calls; /* those driver calls, counted */
+  uint64_t backup_mmap_bytes;     /* host bytes of mmap-store backups (VPMM_ALLOC_BACKUP_MMAP),
+                                   * paused or retained */
+  uint64_t backup_disk_bytes;     /* bytes of disk-store backup files (kept until freed) */
+  uint64_t backup_retained_bytes; /* backup bytes kept for active allocations
+                                   * (VPMM_ALLOC_RETAIN_BACKUP), any store */
+  uint64_t backup_skipped_bytes;  /* bytes unchanged re-pauses released without copying
+                                   * (VPMM_PAUSE_BACKUP_UNCHANGED), over the pool's life */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set;
@@ -1066,6 +1182,10 @@ typedef struct vpmm_api {
   /* tag scopes under their clearer names (= region_push, region_pop) */
   vpmm_status (*tag_scope_push)(const char* tag, uint32_t flags);
   vpmm_status (*tag_scope_pop)(void);
+  /* backup stores, retained backups, unchanged re-pause */
+  vpmm_status (*tag_scope_push_ex)(const vpmm_alloc_attrs* attrs);
+  vpmm_status (*pool_pause_flags)(vpmm_pool* pool, const char* tag, uint32_t flags, uint64_t* n_changed);
+  vpmm_status (*pool_set_backup_dir)(vpmm_pool* pool, const char* dir);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

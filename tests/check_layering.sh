@@ -54,15 +54,20 @@ core_rank() {
   case "$1" in
     defaults|layout) echo 0 ;;
     regions|tags|capacity|backup) echo 1 ;;
-    small|backups) echo 2 ;;
-    pause_pipeline) echo 3 ;;
-    pool|defrag|pause|pool_capacity|stats) echo 4 ;;
-    config) echo 5 ;;
+    small|backup_store) echo 2 ;;
+    backups) echo 3 ;;
+    pause_pipeline|pause_stage) echo 4 ;;
+    pool|defrag|pause|pool_capacity|stats) echo 5 ;;
+    config) echo 6 ;;
     *) echo unknown ;;
   esac
 }
 core_module() {  # files of one module share its rank
-  case "$1" in defrag|pause|pool_capacity|stats) echo pool ;; *) echo "$1" ;; esac
+  case "$1" in
+    defrag|pause|pool_capacity|stats) echo pool ;;
+    pause_stage) echo pause_pipeline ;;
+    *) echo "$1" ;;
+  esac
 }
 for f in "$src"/core/*.hpp "$src"/core/*.cpp; do
   [ -e "$f" ] || continue

@@ -54,6 +54,10 @@ type Stats struct {
 	BackupPageableBytes   uint64 // Backup bytes in pageable host memory (over the pinned limit).
 	DriverNs              uint64 // Nanoseconds malloc and free spent in the driver's mapping and event calls.
 	DriverCalls           uint64 // Those driver calls, counted.
+	BackupMmapBytes       uint64 // Host bytes of mmap-store backups, paused or retained.
+	BackupDiskBytes       uint64 // Bytes of disk-store backup files.
+	BackupRetainedBytes   uint64 // Backup bytes kept for active allocations (retained backups).
+	BackupSkippedBytes    uint64 // Bytes unchanged re-pauses released without copying.
 }
 
 func statsFromC(s *C.vpmm_stats) Stats {
@@ -106,6 +110,10 @@ func statsFromC(s *C.vpmm_stats) Stats {
 		BackupPageableBytes:   uint64(s.backup_pageable_bytes),
 		DriverNs:              uint64(s.driver_ns),
 		DriverCalls:           uint64(s.driver_calls),
+		BackupMmapBytes:       uint64(s.backup_mmap_bytes),
+		BackupDiskBytes:       uint64(s.backup_disk_bytes),
+		BackupRetainedBytes:   uint64(s.backup_retained_bytes),
+		BackupSkippedBytes:    uint64(s.backup_skipped_bytes),
 	}
 }
 
@@ -116,11 +124,14 @@ type TagStats struct {
 	BackupBytes uint64 // host bytes holding backups
 	NLive       uint64 // active regions
 	NPaused     uint64 // paused regions
+	// RetainedBytes are backup bytes kept past a resume (retained backups).
+	RetainedBytes uint64
 }
 
 func tagStatsFromC(s *C.vpmm_tag_stats) TagStats {
 	return TagStats{LiveBytes: uint64(s.live_bytes), PausedBytes: uint64(s.paused_bytes),
-		BackupBytes: uint64(s.backup_bytes), NLive: uint64(s.n_live), NPaused: uint64(s.n_paused)}
+		BackupBytes: uint64(s.backup_bytes), NLive: uint64(s.n_live), NPaused: uint64(s.n_paused),
+		RetainedBytes: uint64(s.retained_bytes)}
 }
 
 // RegionKind is what a region of the pool's VA is (VPMM_REGION_*).

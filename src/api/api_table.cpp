@@ -17,10 +17,10 @@ namespace {
 static_assert(offsetof(vpmm_api, version) == 8, "vpmm_api: the entries start after two uint32_t");
 static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) % sizeof(void (*)(void)) == 0,
               "vpmm_api: only function pointers after the header");
-// 61 functions in ABI 1's table (every exported function but
+// 64 functions in ABI 1's table (every exported function but
 // vpmm_get_api). Appending one means changing this count, and the test of the
 // exported symbols then checks the new entry.
-static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 61,
+static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 64,
               "vpmm_api: an exported function was added without a table entry (or vice versa)");
 
 vpmm_api make_table() {
@@ -89,6 +89,9 @@ vpmm_api make_table() {
   t.pool_prepare_backups = vpmm_pool_prepare_backups;
   t.tag_scope_push = vpmm_tag_scope_push;
   t.tag_scope_pop = vpmm_tag_scope_pop;
+  t.tag_scope_push_ex = vpmm_tag_scope_push_ex;
+  t.pool_pause_flags = vpmm_pool_pause_flags;
+  t.pool_set_backup_dir = vpmm_pool_set_backup_dir;
   return t;
 }
 

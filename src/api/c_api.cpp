@@ -15,6 +15,7 @@
 #include "api/dump_text.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
+#include "core/backup_store.hpp"
 #include "core/config.hpp"
 #include "core/layout.hpp"
 #include "core/pool.hpp"
@@ -164,21 +165,48 @@ VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool) {
 
 namespace {
 // The thread's vpmm_region_push stack. Tags are copied into fixed buffers so
-// a scope never dangles and the hot path never allocates.
+// a scope never dangles and the hot path never allocates (a disk store's
+// directory is copied once, at the push).
 struct Scope {
   char tag[64];
   uint32_t flags;
+  std::string backup_dir;  // empty: the pool's
 };
 thread_local std::vector<Scope>* t_scopes = nullptr;
 
-constexpr uint32_t kKnownFlags = VPMM_ALLOC_HOST_BACKUP;
+constexpr uint32_t kKnownFlags = VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP | VPMM_ALLOC_BACKUP_DISK |
+                                 VPMM_ALLOC_RETAIN_BACKUP;
+constexpr size_t kMaxBackupDirBytes = 4095;
+
+// The flag combinations an allocation or a scope may ask for.
+vpmm_status check_alloc_flags(const char* call, const char* what, uint32_t flags) {
+  if (flags & ~kKnownFlags)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s 0x%x has unknown bits", call, what, flags);
+  if ((flags & ~VPMM_ALLOC_HOST_BACKUP) && !(flags & VPMM_ALLOC_HOST_BACKUP))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: %s 0x%x chooses a backup store or retention without VPMM_ALLOC_HOST_BACKUP", call,
+                      what, flags);
+  if ((flags & vpmm::kBackupStoreFlags) == vpmm::kBackupStoreFlags)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: %s 0x%x asks for two backup stores (VPMM_ALLOC_BACKUP_MMAP and _DISK)", call, what,
+                      flags);
+  return VPMM_OK;
+}
 
 vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
-                        const char* tag, uint32_t flags, vpmm_reservation* res, void** out) {
+                        const char* tag, uint32_t flags, const char* backup_dir, vpmm_reservation* res,
+                        void** out) {
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
-  return guarded(call, [&] {
+  return guarded(call, [&]() -> vpmm_status {
+    if ((flags & VPMM_ALLOC_BACKUP_DISK) && tag && *tag) {
+      // The directory goes into the flags' top bits (core/backup_store.hpp).
+      uint32_t dir = 0;
+      vpmm_status st = pool->pool->backup_dir_id(call, backup_dir, &dir);
+      if (st != VPMM_OK) return st;
+      flags |= dir << vpmm::kBackupDirShift;
+    }
     return pool->pool->malloc(call, size, stream, tag, flags,
                               reinterpret_cast<vpmm::Reservation*>(res), out);
   });
@@ -189,9 +217,10 @@ vpmm_status malloc_scoped(const char* call, vpmm_pool* pool, uint64_t size, vpmm
                           void** out) {
   if (t_scopes && !t_scopes->empty()) {
     const Scope& sc = t_scopes->back();
-    return malloc_with(call, pool, size, stream, sc.tag, sc.flags, nullptr, out);
+    return malloc_with(call, pool, size, stream, sc.tag, sc.flags,
+                       sc.backup_dir.empty() ? nullptr : sc.backup_dir.c_str(), nullptr, out);
   }
-  return malloc_with(call, pool, size, stream, nullptr, 0, nullptr, out);
+  return malloc_with(call, pool, size, stream, nullptr, 0, nullptr, nullptr, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
@@ -208,20 +237,27 @@ VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_st
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
                       "%s: attrs->struct_size %u is not a vpmm_alloc_attrs size (expected %u)", call,
                       attrs->struct_size, (unsigned)sizeof(vpmm_alloc_attrs));
-  if (attrs->flags & ~kKnownFlags)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: attrs->flags 0x%x has unknown bits", call,
-                      attrs->flags);
+  vpmm_status st = check_alloc_flags(call, "attrs->flags", attrs->flags);
+  if (st != VPMM_OK) return st;
   vpmm_reservation* res = attrs->struct_size >= offsetof(vpmm_alloc_attrs, reservation) + sizeof(void*)
                              ? attrs->reservation : nullptr;
-  return malloc_with(call, pool, size, stream, attrs->tag, attrs->flags, res, out);
+  const char* dir = attrs->struct_size >= offsetof(vpmm_alloc_attrs, backup_dir) + sizeof(const char*)
+                        ? attrs->backup_dir : nullptr;
+  return malloc_with(call, pool, size, stream, attrs->tag, attrs->flags, dir, res, out);
 }
 
 namespace {
 // The tag scopes behind vpmm_tag_scope_push/pop and their first names,
 // vpmm_region_push/pop: one implementation, messages naming the call made.
-vpmm_status scope_push(const char* call, const char* tag, uint32_t flags) {
-  if (flags & ~kKnownFlags)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
+vpmm_status scope_push(const char* call, const char* tag, uint32_t flags, const char* backup_dir = nullptr) {
+  vpmm_status fst = check_alloc_flags(call, "flags", flags);
+  if (fst != VPMM_OK) return fst;
+  const size_t dn = backup_dir ? strnlen(backup_dir, kMaxBackupDirBytes + 1) : 0;
+  if (backup_dir && dn == 0)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: backup_dir is empty (NULL = the pool's)", call);
+  if (dn > kMaxBackupDirBytes)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: backup_dir \"%.40s...\" is longer than %zu bytes", call,
+                      backup_dir, kMaxBackupDirBytes);
   size_t n = tag ? strnlen(tag, 64) : 0;
   if (n > 63)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.20s...\" is longer than 63 bytes", call, tag);
@@ -235,10 +271,11 @@ vpmm_status scope_push(const char* call, const char* tag, uint32_t flags) {
     } reaper;
     (void)reaper;
     Scope sc;
-    std::memset(&sc, 0, sizeof sc);
+    std::memset(sc.tag, 0, sizeof sc.tag);
     if (n) std::memcpy(sc.tag, tag, n);
     sc.flags = flags;
-    t_scopes->push_back(sc);
+    if (dn) sc.backup_dir.assign(backup_dir, dn);
+    t_scopes->push_back(std::move(sc));
     return VPMM_OK;
   });
 }
@@ -257,6 +294,24 @@ VPMM_API vpmm_status vpmm_tag_scope_push(const char* tag, uint32_t flags) {
 
 VPMM_API vpmm_status vpmm_tag_scope_pop(void) { return scope_pop("vpmm_tag_scope_pop"); }
 
+VPMM_API vpmm_status vpmm_tag_scope_push_ex(const vpmm_alloc_attrs* attrs) {
+  const char* call = "vpmm_tag_scope_push_ex";
+  if (!attrs) return scope_push(call, nullptr, 0);
+  const uint32_t min_size = offsetof(vpmm_alloc_attrs, tag) + sizeof(const char*);
+  if (attrs->struct_size < min_size || attrs->struct_size > 4096)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: attrs->struct_size %u is not a vpmm_alloc_attrs size (expected %u)", call,
+                      attrs->struct_size, (unsigned)sizeof(vpmm_alloc_attrs));
+  if (attrs->struct_size >= offsetof(vpmm_alloc_attrs, reservation) + sizeof(void*) && attrs->reservation)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: attrs->reservation must be NULL (a scope spans every pool; a reservation "
+                      "belongs to one: pass it to vpmm_pool_malloc_ex)",
+                      call);
+  const char* dir = attrs->struct_size >= offsetof(vpmm_alloc_attrs, backup_dir) + sizeof(const char*)
+                        ? attrs->backup_dir : nullptr;
+  return scope_push(call, attrs->tag, attrs->flags, dir);
+}
+
 VPMM_API vpmm_status vpmm_region_push(const char* tag, uint32_t flags) {
   return scope_push("vpmm_region_push", tag, flags);
 }
@@ -271,6 +326,21 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
 
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag) {
   return vpmm_pool_pause_ex(pool, tag, nullptr);
+}
+
+VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uint32_t flags,
+                                           uint64_t* n_changed) {
+  const char* call = "vpmm_pool_pause_flags";
+  VPMM_CHECK_POOL(call, pool);
+  if (flags & ~VPMM_PAUSE_BACKUP_UNCHANGED)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
+  return guarded(call, [&] { return pool->pool->pause(tag, n_changed, flags); });
+}
+
+VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir) {
+  const char* call = "vpmm_pool_set_backup_dir";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] { return pool->pool->set_backup_dir(dir); });
 }
 
 VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {

@@ -58,6 +58,7 @@ const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, flags),
     VPMM_F_(vpmm_alloc_attrs, PTR, tag),
     VPMM_F_(vpmm_alloc_attrs, PTR, reservation),
+    VPMM_F_(vpmm_alloc_attrs, PTR, backup_dir),
 };
 const FieldDef k_vpmm_tag_stats[] = {
     VPMM_F_(vpmm_tag_stats, U32, struct_size),
@@ -67,6 +68,7 @@ const FieldDef k_vpmm_tag_stats[] = {
     VPMM_F_(vpmm_tag_stats, U64, backup_bytes),
     VPMM_F_(vpmm_tag_stats, U64, n_live),
     VPMM_F_(vpmm_tag_stats, U64, n_paused),
+    VPMM_F_(vpmm_tag_stats, U64, retained_bytes),
 };
 const FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U32, struct_size),
@@ -119,6 +121,10 @@ const FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, backup_pageable_bytes),
     VPMM_F_(vpmm_stats, U64, driver_ns),
     VPMM_F_(vpmm_stats, U64, driver_calls),
+    VPMM_F_(vpmm_stats, U64, backup_mmap_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_disk_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_retained_bytes),
+    VPMM_F_(vpmm_stats, U64, backup_skipped_bytes),
 };
 const FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),
@@ -198,6 +204,9 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_prepare_backups),
     VPMM_F_(vpmm_api, PTR, tag_scope_push),
     VPMM_F_(vpmm_api, PTR, tag_scope_pop),
+    VPMM_F_(vpmm_api, PTR, tag_scope_push_ex),
+    VPMM_F_(vpmm_api, PTR, pool_pause_flags),
+    VPMM_F_(vpmm_api, PTR, pool_set_backup_dir),
 };
 const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),

@@ -14,7 +14,8 @@ const char* op_name(Op op) {
       "reserve", "unreserve", "create", "release", "map", "unmap", "set_access",
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
       "copy", "host_alloc", "host_free", "mem_info",
-      "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free"};
+      "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free",
+      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
                 "one name per Op");
   int i = static_cast<int>(op);
@@ -238,6 +239,64 @@ vpmm_status Backend::stream_destroy(Stream s) {
 vpmm_status Backend::device_sync() {
   count(Op::device_sync);
   return do_device_sync();
+}
+
+vpmm_status Backend::file_create(const std::string& dir, uint64_t size, std::string* path,
+                                 FileHandle* out) {
+  count(Op::file_create);
+  if (path == nullptr || out == nullptr)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: path or out is NULL", name());
+  if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: size 0 is not allowed", name());
+  vpmm_status st = do_file_create(dir, size, path, out);
+  if (st == VPMM_OK) {
+    counters_.live_files.fetch_add(1);
+    counters_.live_file_handles.fetch_add(1);
+  }
+  return st;
+}
+
+vpmm_status Backend::file_open(const std::string& path, FileHandle* out) {
+  count(Op::file_open);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_open: out is NULL", name());
+  vpmm_status st = do_file_open(path, out);
+  if (st == VPMM_OK) counters_.live_file_handles.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
+  count(Op::file_write);
+  if (src == nullptr && size != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_write: src is NULL", name());
+  return do_file_write(f, src, size, offset);
+}
+
+vpmm_status Backend::file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) {
+  count(Op::file_read);
+  if (dst == nullptr && size != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_read: dst is NULL", name());
+  return do_file_read(f, dst, size, offset);
+}
+
+vpmm_status Backend::file_close(FileHandle f) {
+  count(Op::file_close);
+  vpmm_status st = do_file_close(f);
+  if (st == VPMM_OK) counters_.live_file_handles.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::file_remove(const std::string& path) {
+  count(Op::file_remove);
+  vpmm_status st = do_file_remove(path);
+  if (st == VPMM_OK) counters_.live_files.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::host_copy(void* dst, const void* src, uint64_t size) {
+  count(Op::host_copy);
+  if (size == 0) return VPMM_OK;
+  if (dst == nullptr || src == nullptr)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_copy: %s is NULL", name(), dst ? "src" : "dst");
+  return do_host_copy(dst, src, size);
 }
 
 vpmm_status Backend::mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "vpmm.h"
 
@@ -24,6 +25,7 @@ namespace vpmm {
 using PhysHandle = uint64_t;   // backend-defined physical allocation (never 0 when valid)
 using EventHandle = uint64_t;  // backend-defined event (never 0 when valid)
 using Stream = vpmm_stream;    // backend-defined stream, nullptr = default
+using FileHandle = int64_t;    // an open backup file (a descriptor); -1 = none
 
 // Optional abilities, each one read by the core where it matters. A backend
 // claims a bit only when it really has the ability:
@@ -51,6 +53,7 @@ enum class Op : int {
   event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
   copy, host_alloc, host_free, mem_info,
   stream_create, stream_destroy, device_sync, pageable_alloc, pageable_free,
+  file_create, file_open, file_write, file_read, file_close, file_remove, host_copy,
   count_
 };
 const char* op_name(Op op);
@@ -74,6 +77,8 @@ struct BackendCounters {
   std::atomic<int64_t> live_mappings{0};
   std::atomic<int64_t> live_events{0};
   std::atomic<int64_t> live_host_buffers{0};
+  std::atomic<int64_t> live_files{0};         // backup files created and not removed
+  std::atomic<int64_t> live_file_handles{0};  // backup files open
 };
 
 class Backend {
@@ -128,6 +133,24 @@ class Backend {
   vpmm_status host_free_pageable(void* p, uint64_t size);
   vpmm_status mem_info(uint64_t* free_bytes, uint64_t* total_bytes);
 
+  // Backup files (the disk store): host file system calls, the same for
+  // every backend (backend/backup_files.cpp), virtual so that a wrapper can
+  // fail them. file_create makes a new file of `size` bytes in `dir` (space
+  // allocated up front where the file system can, so that a full disk fails
+  // here, before a pause changes anything) and opens it; *path receives its
+  // name. Files are opened for direct I/O where the file system allows it
+  // (buffers, sizes and offsets aligned to 4 KiB), else buffered. A full
+  // disk is OUT_OF_MEMORY; other OS errors are BACKEND.
+  vpmm_status file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out);
+  vpmm_status file_open(const std::string& path, FileHandle* out);
+  vpmm_status file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
+  vpmm_status file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
+  vpmm_status file_close(FileHandle f);
+  vpmm_status file_remove(const std::string& path);
+  // Host-to-host copy on a few threads (backend/host_copy.cpp): the CPU half
+  // of a staged backup, between a pinned staging slot and mmap memory.
+  vpmm_status host_copy(void* dst, const void* src, uint64_t size);
+
   // Cheap check that a stream value is usable with this backend (host: a live
   // host stream or NULL). Called on malloc/free so a bad stream is reported
   // where it was passed, not later when an event is first recorded.
@@ -169,6 +192,15 @@ class Backend {
   virtual vpmm_status do_stream_create(Stream* out) = 0;
   virtual vpmm_status do_stream_destroy(Stream s) = 0;
   virtual vpmm_status do_device_sync() = 0;
+  // Backup files: the host file system's, for every backend (backup_files.cpp).
+  virtual vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
+                                     FileHandle* out);
+  virtual vpmm_status do_file_open(const std::string& path, FileHandle* out);
+  virtual vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
+  virtual vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
+  virtual vpmm_status do_file_close(FileHandle f);
+  virtual vpmm_status do_file_remove(const std::string& path);
+  virtual vpmm_status do_host_copy(void* dst, const void* src, uint64_t size);
 
  private:
   void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }

@@ -250,6 +250,8 @@ class GpuBackend : public Backend {
 
   // Pageable memory: anonymous private pages, no driver call. Copies from it
   // are staged by the driver (slower), which is the price of not pinning.
+  // Huge-page advised: a backup's pages are faulted by its first copy, and
+  // 2 MiB faults made the H200's D2H into fresh memory 2.5x faster.
   vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
@@ -258,6 +260,7 @@ class GpuBackend : public Backend {
                   "%s host_alloc_pageable: mmap of %llu bytes failed: %s", T::kDriver, ull(size),
                   std::strerror(err));
     }
+    (void)madvise(p, size, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
     *out = p;
     return VPMM_OK;
   }

@@ -31,6 +31,7 @@ enum class Setting : int {
   kPreloadTag,
   kPreloadHostBackup,
   kPreloadCtl,
+  kBackupDir,
   kCount
 };
 
@@ -59,6 +60,8 @@ inline constexpr SettingDef kSettings[] = {
      "libvpmm_preload.so: anything but empty or 0 backs up VPMM_PRELOAD_TAG memory on pause"},
     {"preload_ctl", "VPMM_PRELOAD_CTL", VPMM_OPTION_TEXT, "unset",
      "libvpmm_preload.so: path of the pause/resume control FIFO (its replies: PATH.reply)"},
+    {"backup_dir", "VPMM_BACKUP_DIR", VPMM_OPTION_TEXT, "unset",
+     "directory of disk-store backups (VPMM_ALLOC_BACKUP_DISK) whose allocation and pool name none"},
 };
 static_assert(sizeof kSettings / sizeof kSettings[0] == static_cast<size_t>(Setting::kCount),
               "one row per Setting");

@@ -31,7 +31,7 @@ bool BackupBuffers::unpin_cached_until(uint64_t room) {
   return pinned_limit_ == 0 || pinned_ + room <= pinned_limit_;
 }
 
-vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
+vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got, bool from_cache) {
   const uint32_t caps = backend_.capabilities();
   // Checked here, before the pause changes anything: a backup the backend
   // cannot copy into must fail the pause whole, not halfway.
@@ -46,7 +46,7 @@ vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got) {
     if (st == VPMM_OK) *got = size;
     return st;
   }
-  if (take_cached(size, out, got)) return VPMM_OK;
+  if (from_cache && take_cached(size, out, got)) return VPMM_OK;
   if (unpin_cached_until(size)) {
     vpmm_status st = backend_.host_alloc_pinned(size, out);
     if (st == VPMM_ERR_OUT_OF_MEMORY && !free_.empty()) {
@@ -104,7 +104,7 @@ vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
   return VPMM_OK;
 }
 
-void BackupBuffers::put(void* p, uint64_t size) {
+void BackupBuffers::put(void* p, uint64_t size, bool keep) {
   auto pg = pageable_bufs_.find(p);
   if (pg != pageable_bufs_.end()) {
     backend_.host_free_pageable(p, pg->second);
@@ -112,7 +112,7 @@ void BackupBuffers::put(void* p, uint64_t size) {
     pageable_bufs_.erase(pg);
     return;
   }
-  if (keep_limit_ != 0 && cached_ + size > keep_limit_) {
+  if (!keep || (keep_limit_ != 0 && cached_ + size > keep_limit_)) {
     unpin(p, size);
     return;
   }

@@ -39,10 +39,16 @@ class BackupBuffers {
   // limit, or pinning ran out of memory) a pageable one. *got receives its
   // real size. OUT_OF_MEMORY only when no host memory at all is left;
   // UNSUPPORTED when the backend cannot copy device memory to the host.
-  vpmm_status get(uint64_t size, void** out, uint64_t* got);
+  vpmm_status get(uint64_t size, void** out, uint64_t* got) { return get(size, out, got, true); }
   // Returns a buffer from get(): pinned ones are cached while under the keep
   // limit, pageable ones are freed.
-  void put(void* p, uint64_t size);
+  void put(void* p, uint64_t size) { put(p, size, true); }
+  // For the staging slots of the mmap and disk stores, which must leave no
+  // memory resident behind them: a buffer pinned for the call (never one of
+  // the cache's, so no cached backup buffer is lost to it), within the
+  // pinned limit like any other, and unpinned when given back.
+  vpmm_status get_transient(uint64_t size, void** out, uint64_t* got) { return get(size, out, got, false); }
+  void put_transient(void* p, uint64_t size) { put(p, size, false); }
   // For pinning ahead without the pool lock (Pool::prepare_backups), in
   // three steps: take_cached() a cached buffer that get() would give for
   // `size` (false: none fits; nothing is pinned); reserve_pinned() counts
@@ -59,6 +65,8 @@ class BackupBuffers {
   uint64_t pageable_bytes() const { return pageable_; }  // in use
 
  private:
+  vpmm_status get(uint64_t size, void** out, uint64_t* got, bool from_cache);
+  void put(void* p, uint64_t size, bool keep);
   void unpin(void* p, uint64_t size);
   bool unpin_cached_until(uint64_t room);  // true when `room` more pinned bytes fit the limit
   vpmm_status get_pageable(uint64_t size, void** out);

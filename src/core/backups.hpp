@@ -1,8 +1,8 @@
 // Backups: what pause and resume need besides the allocations themselves.
-// It owns the host buffers backups live in (BackupBuffers), the copy stream
-// the pipelines queue their copies on (made on first use), and the count of
-// prepare_backups calls pinning ahead without the pool mutex, which a pause
-// waits for. The pipelines reach the backend for copies and waits through
+// It owns the pinned buffers (BackupBuffers), the stores backups live in
+// (BackupStores: pinned, mmap, disk), the copy stream the pipelines queue
+// their copies on (made on first use), and the count of prepare_backups
+// calls pinning ahead without the pool mutex, which a pause waits for. The pipelines reach the backend for copies and waits through
 // it, and the allocations' handles through the pool's HandleOps.
 //
 // Owned by the pool; every call is made with the pool mutex held.
@@ -14,13 +14,14 @@
 
 #include "backend/backend.hpp"
 #include "core/backup.hpp"
+#include "core/backup_store.hpp"
 
 namespace vpmm {
 
 class Backups {
  public:
   Backups(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
-      : backend_(b), buffers_(b, keep_limit, pinned_limit) {}
+      : backend_(b), buffers_(b, keep_limit, pinned_limit), stores_(b, buffers_) {}
   ~Backups() {
     if (have_copy_stream_) backend_.stream_destroy(copy_stream_);
   }
@@ -30,6 +31,8 @@ class Backups {
   Backend& backend() { return backend_; }
   BackupBuffers& buffers() { return buffers_; }
   const BackupBuffers& buffers() const { return buffers_; }
+  BackupStores& stores() { return stores_; }
+  const BackupStores& stores() const { return stores_; }
 
   vpmm_status copy_stream(Stream* out) {
     if (!have_copy_stream_) {
@@ -57,6 +60,7 @@ class Backups {
  private:
   Backend& backend_;
   BackupBuffers buffers_;
+  BackupStores stores_;  // after buffers_: its pinned backups go back there
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
   int preparing_ = 0;

@@ -298,6 +298,7 @@ const OptionDef kOptions[] = {
        return VPMM_OK;
      },
      [](const PoolOptions& o, int32_t, vpmm_config* c) { c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0; }},
+    {VPMM_SETTING_(Setting::kBackupDir, nullptr)},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_

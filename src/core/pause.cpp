@@ -6,6 +6,10 @@
 // holes) ever looks at, so its VA is never handed out. Resume creates fresh
 // handles at the same VA.
 //
+// Backups (core/backup_store.hpp): a paused region holds its backup; an
+// active one holds a retained backup or a disk backup's file between pauses,
+// which is why freeing an active allocation may give one back too.
+//
 // Failure rules: pause is all-or-nothing for the host backups (pinned buffers
 // and the D2H copies complete before anything is unmapped); resume is
 // transactional per batch: every allocation it could map gets its backup
@@ -17,6 +21,7 @@
 
 #include "core/backups.hpp"
 #include "core/pause_pipeline.hpp"
+#include "common/settings.hpp"
 #include "common/status.hpp"
 #include "core/pool.hpp"
 #include "core/small.hpp"
@@ -57,11 +62,14 @@ vpmm_status Pool::record_event(Stream s, EventRef* out) {
   return VPMM_OK;
 }
 
+void Pool::drop_backup(Region& r) {
+  if (r.kind == Kind::Paused) c_.backup_bytes -= r.size;
+  backups_->stores().release(r.backup);
+  r.backup = nullptr;
+}
+
 void Pool::drop_paused(RegionIt it) {
-  if (it->second.backup) {
-    backups_->buffers().put(it->second.backup, it->second.backup_size);
-    c_.backup_bytes -= it->second.size;
-  }
+  if (it->second.backup) drop_backup(it->second);
   Region hole;
   hole.size = it->second.size;
   hole.kind = Kind::Hole;
@@ -75,8 +83,7 @@ void Pool::drop_paused(RegionIt it) {
 // Pause
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* backup,
-                                        uint64_t backup_size) {
+vpmm_status Pool::release_paused_target(const char* call, uint64_t va, Backup* backup) {
   RegionIt it = m_.find(va);
   Region& r = it->second;
   auto maps = m_.whole_mappings_in(va, r.size);
@@ -105,8 +112,11 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
   p.kind = Kind::Paused;
   p.was_small = r.kind == Kind::Small;
   p.backup = backup;
-  p.backup_size = backup ? backup_size : 0;
-  if (p.backup) c_.backup_bytes += p.size;
+  if (backup) {
+    backup->current = true;  // its copy completed (or was current already)
+    backups_->stores().before_pause(backup);
+    c_.backup_bytes += p.size;
+  }
   if (p.was_small) small_->on_pause(p.owner);
   m_.erase(it);
   m_.insert(va, p);
@@ -114,16 +124,20 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, void* bac
   return VPMM_OK;
 }
 
-vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
-  const char* call = "vpmm_pool_pause";
+vpmm_status Pool::pause_locked(const char* tag, uint32_t flags, uint64_t* n_changed) {
+  const char* call = flags ? "vpmm_pool_pause_flags" : "vpmm_pool_pause";
   uint32_t want = 0;
   vpmm_status st = tags_.find_used(call, tag, &want);
   if (st != VPMM_OK) return st;
   std::vector<uint64_t> plain, backed;  // targets without and with a host backup
   for (auto& kv : m_) {
     const Region& r = kv.second;
-    // An empty cached slab holds no allocation: nothing to pause or back up.
-    if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) continue;
+    // An empty cached slab holds no allocation: nothing to pause or back up,
+    // nor to keep a backup (a disk file, a retained buffer) for.
+    if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) {
+      if (kv.second.backup) drop_backup(kv.second);
+      continue;
+    }
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && TagTable::matches(r.tag, want))
       (r.flags & VPMM_ALLOC_HOST_BACKUP ? backed : plain).push_back(kv.first);
   }
@@ -139,7 +153,7 @@ vpmm_status Pool::pause_locked(const char* tag, uint64_t* n_changed) {
     for (uint64_t va : *list)
       if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
   PausePipeline pipeline(*this, *backups_, call, std::move(plain), std::move(backed), std::move(uses),
-                         opt_.pause_batch_bytes);
+                         opt_.pause_batch_bytes, (flags & VPMM_PAUSE_BACKUP_UNCHANGED) != 0);
   return pipeline.run(n_changed);
 }
 
@@ -247,7 +261,7 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* 
     if (r.was_small) slabs.push_back(r.owner);
   }
   for (void* slab : slabs) small_->begin_resume(slab);
-  ResumePipeline pipeline(*this, *backups_, call, std::move(targets));
+  ResumePipeline pipeline(*this, *backups_, call, std::move(targets), opt_.pause_batch_bytes);
   st = pipeline.run(n_changed);
   *short_bytes = pipeline.short_bytes();
   for (void* slab : slabs) small_->end_resume(slab);
@@ -266,11 +280,9 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
   c_.handles_created += handles.size();
   cap_.created(r.size);
   if (r.backup) {
-    backups_->buffers().put(r.backup, r.backup_size);
     c_.backup_bytes -= r.size;
+    if (!backups_->stores().after_resume(r.backup)) r.backup = nullptr;  // given back
   }
-  r.backup = nullptr;
-  r.backup_size = 0;
   r.kind = r.was_small ? Kind::Small : Kind::Live;
   if (r.was_small) small_->on_resume(r.owner);
   r.was_small = false;
@@ -366,8 +378,8 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
   return st;
 }
 
-vpmm_status Pool::pause(const char* tag, uint64_t* n_changed) {
-  return locked_with_pressure([&] { return pause_locked(tag, n_changed); }, /*after_prepares=*/true);
+vpmm_status Pool::pause(const char* tag, uint64_t* n_changed, uint32_t flags) {
+  return locked_with_pressure([&] { return pause_locked(tag, flags, n_changed); }, /*after_prepares=*/true);
 }
 vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
   uint64_t total = 0;
@@ -422,8 +434,10 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
     std::vector<std::pair<void*, uint64_t>> taken;
     for (const auto& kv : m_.regions()) {
       const Region& r = kv.second;
+      // Only pinned backups come from the cache; one the allocation keeps
+      // from its last pause (retained) needs no buffer either.
       if ((r.kind != Kind::Live && r.kind != Kind::Small) || !TagTable::matches(r.tag, want) ||
-          !(r.flags & VPMM_ALLOC_HOST_BACKUP))
+          !(r.flags & VPMM_ALLOC_HOST_BACKUP) || store_of(r.flags) != Store::Pinned || r.backup)
         continue;
       if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) continue;  // a pause skips it too
       void* b = nullptr;
@@ -456,6 +470,37 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   return st;
 }
 
+// ---------------------------------------------------------------------------
+// Backup directories
+// ---------------------------------------------------------------------------
+
+vpmm_status Pool::backup_dir_id(const char* call, const char* dir, uint32_t* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  BackupStores& st = backups_->stores();
+  if (dir != nullptr) return st.intern_dir(call, dir, id);
+  if (st.default_dir() != 0) {
+    *id = st.default_dir();
+    return VPMM_OK;
+  }
+  const char* env = setting_text(Setting::kBackupDir);
+  if (env != nullptr && *env != '\0') return st.intern_dir(call, env, id);
+  return fail(VPMM_ERR_INVALID_ARGUMENT,
+              "%s: VPMM_ALLOC_BACKUP_DISK needs a directory: none in the attributes or the tag scope, "
+              "none set for the pool (vpmm_pool_set_backup_dir) and VPMM_BACKUP_DIR is not set",
+              call);
+}
+
+vpmm_status Pool::set_backup_dir(const char* dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t id = 0;
+  if (dir != nullptr && *dir != '\0') {
+    vpmm_status st = backups_->stores().intern_dir("vpmm_pool_set_backup_dir", dir, &id);
+    if (st != VPMM_OK) return st;
+  }
+  backups_->stores().set_default_dir(id);
+  return VPMM_OK;
+}
+
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t want = 0;
@@ -475,6 +520,7 @@ vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
     if (r.kind == Kind::Live || r.kind == Kind::Small) {
       t.live_bytes += r.size;
       ++t.n_live;
+      if (r.backup && r.backup->retain) t.retained_bytes += r.backup->bytes;
     } else if (r.kind == Kind::Paused) {
       t.paused_bytes += r.size;
       t.backup_bytes += r.backup ? r.size : 0;

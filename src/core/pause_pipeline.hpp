@@ -21,6 +21,7 @@
 namespace vpmm {
 
 class Backups;
+struct Backup;
 
 // Pause closes a batch of D2H copies with one event once it holds this many
 // bytes: the CPU releases a batch's handles while the copy engine works on
@@ -43,15 +44,15 @@ class HandleOps {
   // Pause of one target whose backup (if any) is complete: unmap and release
   // its handles, turn it into a Paused region holding `backup`. On failure it
   // stays active and whole; the caller still owns `backup`.
-  virtual vpmm_status release_paused_target(const char* call, uint64_t va, void* backup,
-                                            uint64_t backup_size) = 0;
+  virtual vpmm_status release_paused_target(const char* call, uint64_t va, Backup* backup) = 0;
   // Resume of one target: charges retaken, fresh handles created, mapped at
   // va and made accessible. On failure nothing of that is left.
   virtual vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) = 0;
   // Undoes map_paused_target (the first n_mapped of hs were mapped); it stays paused.
   virtual void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
                                   size_t n_mapped) = 0;
-  // A resumed target's mapped handles become its own; backup returned to the cache.
+  // A resumed target's mapped handles become its own; its backup is kept
+  // (retained, a disk file) or given back (BackupStores::after_resume).
   virtual void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) = 0;
 
  protected:
@@ -65,28 +66,39 @@ class HandleOps {
 // (set-access, unmap and release cost ~20-40 us per handle on an H100) hide
 // behind the copies instead of adding to them. An allocation is released
 // only after its own backup is complete.
+//
+// Backups in pinned memory take that path ("direct"); those of the mmap and
+// disk stores move through staging slots afterwards (pause_stage.hpp); a
+// retained backup declared unchanged is not copied at all and is released
+// with the targets without a backup.
 class PausePipeline {
  public:
   // `plain`: targets without a backup; `backed`: with one; `last_uses`:
   // the events after which no queued work uses any target. batch_bytes 0 =
-  // kPauseBatchBytes.
+  // kPauseBatchBytes. `unchanged`: VPMM_PAUSE_BACKUP_UNCHANGED.
   PausePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> plain,
-                std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes);
+                std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes,
+                bool unchanged);
   ~PausePipeline();
   // Pauses what it can. Returns the first failure (the rest of the targets
   // stay active); *n_paused (may be null) is set on success.
   vpmm_status run(uint64_t* n_paused);
 
  private:
-  struct Buffer {
-    void* p = nullptr;
+  struct Target {
+    uint64_t va = 0;
     uint64_t size = 0;
+    Backup* backup = nullptr;
+    bool fresh = false;     // taken by this pause (given back if it fails)
+    bool released = false;  // paused: its backup belongs to the region now
   };
-  vpmm_status take_buffers();       // 1. pinned buffers before anything changes
+  vpmm_status take_backups();       // 1. every backup's storage before anything changes
   vpmm_status order_after_work();   // 2. copies wait for the targets' last uses
   void queue_batches();             // 3. copies, a few batches ahead
   vpmm_status release();            // 4. unmap and release as batches complete
-  void give_back(size_t from);      // buffers [from, end) back to the cache
+  void release_staged();            // 5. the staged stores, through their slots
+  void give_back();                 // backups of targets not paused: fresh ones released
+  bool copying() const { return !direct_.empty() || !staged_.empty(); }
 
   HandleOps& ops_;
   Backups& backups_;
@@ -94,13 +106,14 @@ class PausePipeline {
   std::vector<uint64_t> plain_, backed_;
   std::vector<EventRef> last_uses_;
   uint64_t batch_bytes_;
-  std::vector<Buffer> bufs_;
-  bool bufs_owned_ = false;  // give_back not yet done
+  bool unchanged_;
+  std::vector<Target> direct_, staged_, skipped_;
+  bool owned_ = false;  // give_back not yet done
   Stream cs_ = nullptr;
-  EventRef ready_;  // the point the plain targets' release waits for
-  std::deque<std::pair<size_t, EventRef>> pending_;  // (end of batch in backed_, its event)
+  EventRef ready_;  // the point the plain and skipped targets' release waits for
+  std::deque<std::pair<size_t, EventRef>> pending_;  // (end of batch in direct_, its event)
   size_t queued_ = 0;     // copies queued
-  size_t released_ = 0;   // backed_ targets released or given back
+  size_t released_ = 0;   // direct_ targets released or given up
   bool stopped_ = false;  // queue no more
   FirstFailure result_;
 };
@@ -109,12 +122,14 @@ class PausePipeline {
 // its handles are mapped, so the copy engine restores one allocation while
 // the CPU creates and maps the next; the CPU waits once, at the end. An
 // allocation is committed only after that wait succeeded; one that could not
-// be mapped or copied stays paused with its backup, and so does every
-// allocation after it (call again later).
+// be mapped or copied (or whose backup could not be read) stays paused with
+// its backup, and so does every allocation after it (call again later).
+// Backups of the mmap and disk stores are read through staging slots.
 class ResumePipeline {
  public:
-  ResumePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> targets)
-      : ops_(ops), backups_(backups), call_(call), targets_(std::move(targets)) {}
+  ResumePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> targets,
+                 uint64_t batch_bytes)
+      : ops_(ops), backups_(backups), call_(call), targets_(std::move(targets)), batch_bytes_(batch_bytes) {}
   // *n_resumed (may be null) is set on success and on failure: the
   // allocations committed before the pipeline stopped.
   vpmm_status run(uint64_t* n_resumed);
@@ -127,6 +142,7 @@ class ResumePipeline {
   Backups& backups_;
   const char* call_;
   std::vector<uint64_t> targets_;
+  uint64_t batch_bytes_;
   uint64_t short_bytes_ = 0;
 };
 

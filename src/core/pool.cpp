@@ -104,9 +104,8 @@ Pool::~Pool() {
   }
   retry_orphans();
   for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
-  for (auto& kv : m_)
-    if (kv.second.kind == Kind::Paused && kv.second.backup)
-      backups_->buffers().put(kv.second.backup, kv.second.backup_size);
+  for (auto& kv : m_)  // paused, retained and disk backups: memory and files given back
+    if (kv.second.backup) drop_backup(kv.second);
   m_.clear();  // drops the events while the backend still exists
   backups_.reset();  // the buffers and the copy stream
   for (const Chunk& c : m_.chunks()) twice([&] { return backend_->unreserve(c.va, c.size); });
@@ -417,6 +416,7 @@ size_t Pool::count_small_regions() const {
 }
 
 void Pool::free_pages(RegionIt it, Stream s) {
+  if (it->second.backup) drop_backup(it->second);  // retained, or a disk file
   Region fr;
   fr.size = it->second.size;
   fr.kind = Kind::Free;
@@ -615,8 +615,9 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
   return fail(VPMM_ERR_UNKNOWN_POINTER, "vpmm_pool_lookup: pointer %p is not inside a live allocation of this pool", ptr);
 }
 
-// Read-only view of a paused region's backup: the pointer stays valid until
-// the region is resumed or freed (then the buffer returns to the cache).
+// A view of a paused region's backup, or of an active one's retained backup:
+// the pointer stays valid until the region is resumed (unless retained) or
+// freed.
 vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
   const uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
@@ -625,21 +626,31 @@ vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
       it->second.kind == Kind::Zombie || it->second.kind == Kind::Transit)
     return fail(VPMM_ERR_UNKNOWN_POINTER,
                 "vpmm_pool_backup_lookup: pointer %p is not inside an allocation of this pool", ptr);
-  if (it->second.kind != Kind::Paused)
+  // An active allocation's backup counts only when retained and complete:
+  // then it holds the bytes of the last pause.
+  if (it->second.kind != Kind::Paused &&
+      !(it->second.backup && it->second.backup->retain && it->second.backup->current))
     return fail(VPMM_ERR_WRONG_STATE,
-                "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused", ptr);
+                "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused, and "
+                "keeps no retained backup of a completed pause", ptr);
   if (!it->second.backup)
     return fail(VPMM_ERR_WRONG_STATE,
                 "vpmm_pool_backup_lookup: the paused allocation containing %p has no host backup "
                 "(allocated without VPMM_ALLOC_HOST_BACKUP)", ptr);
+  const Backup& b = *it->second.backup;
+  if (b.store == Store::Disk)
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "vpmm_pool_backup_lookup: the backup of the allocation containing %p is the file %s "
+                "(disk store), which has no host address", ptr, b.path.c_str());
   // The same bytes vpmm_pool_lookup calls an allocation: not a page's
   // padding after it, nor a slab's free blocks.
   uint64_t base = it->first, size = it->second.requested;
-  if (it->second.was_small ? !small_->lookup(it, va, &base, &size) : va >= base + size)
+  const bool slab = it->second.was_small || it->second.kind == Kind::Small;
+  if (slab ? !small_->lookup(it, va, &base, &size) : va >= base + size)
     return fail(VPMM_ERR_UNKNOWN_POINTER,
-                "vpmm_pool_backup_lookup: pointer %p is inside a paused range but not inside an "
+                "vpmm_pool_backup_lookup: pointer %p is inside a backed-up range but not inside an "
                 "allocation (padding or a free block)", ptr);
-  if (host) *host = static_cast<char*>(it->second.backup) + (va - it->first);
+  if (host) *host = static_cast<char*>(b.host) + (va - it->first);
   if (bytes) *bytes = base + size - va;
   return VPMM_OK;
 }

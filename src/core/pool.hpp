@@ -177,13 +177,19 @@ class Pool final : private SlabSource, private HandleOps {
   // Pause/resume by tag (NULL = every tag); see vpmm.h for the contract.
   // *n_changed (may be NULL) receives, on success, how many regions changed
   // state (0: nothing matched, still VPMM_OK).
-  vpmm_status pause(const char* tag, uint64_t* n_changed = nullptr);
+  // flags: VPMM_PAUSE_* (vpmm_pool_pause_flags).
+  vpmm_status pause(const char* tag, uint64_t* n_changed = nullptr, uint32_t flags = 0);
   vpmm_status resume(const char* tag, uint64_t* n_changed = nullptr);
   vpmm_status trim(uint64_t keep_bytes);
   vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
   // Pins ahead the host buffers a pause of `tag` would back up into (see
   // vpmm_pool_prepare_backups); *cached = pinned bytes cached after it.
   vpmm_status prepare_backups(const char* tag, uint64_t* cached);
+  // The id of the disk-store directory of a new allocation (pause.cpp): `dir`,
+  // else the pool's default (set_backup_dir), else VPMM_BACKUP_DIR; the C
+  // API puts it in the allocation's flags (core/backup_store.hpp).
+  vpmm_status backup_dir_id(const char* call, const char* dir, uint32_t* id);
+  vpmm_status set_backup_dir(const char* dir);  // NULL or "": none
 
   // Limits and reservations (pool_capacity.cpp, over Capacity).
   vpmm_status reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out);
@@ -298,7 +304,7 @@ class Pool final : private SlabSource, private HandleOps {
   // HandleOps (pause_pipeline.hpp documents each).
   const Region& region(uint64_t va) override { return m_.find(va)->second; }
   vpmm_status record_event(Stream s, EventRef* out) override;
-  vpmm_status release_paused_target(const char* call, uint64_t va, void* backup, uint64_t backup_size) override;
+  vpmm_status release_paused_target(const char* call, uint64_t va, Backup* backup) override;
   vpmm_status map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) override;
   void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs, size_t n_mapped) override;
   void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) override;
@@ -310,7 +316,7 @@ class Pool final : private SlabSource, private HandleOps {
   // stream's work so far (recorded once per stream in *recorded), and for a
   // slab the frees of its blocks on other streams.
   vpmm_status last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out);
-  vpmm_status pause_locked(const char* tag, uint64_t* n_changed);
+  vpmm_status pause_locked(const char* tag, uint32_t flags, uint64_t* n_changed);
   // *short_bytes: the size of the allocation that ran out of memory (0: none).
   vpmm_status resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes);
   vpmm_status trim_locked(uint64_t keep_bytes);
@@ -319,6 +325,8 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status locked_with_pressure(F&& f, bool after_prepares = false);
   // Turns a Paused region back into a hole (free of a paused allocation).
   void drop_paused(RegionIt it);
+  // Gives back the backup a region holds (paused, or kept by an active one).
+  void drop_backup(Region& r);
   // Releases whole handles of free regions until free bytes <= keep.
   vpmm_status release_free(uint64_t keep_bytes, bool wait);
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);

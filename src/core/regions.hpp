@@ -65,6 +65,8 @@ using EventRef = std::shared_ptr<Event>;
 // there yet as far as the map knows, and nobody else may take it.
 enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7 };
 
+struct Backup;  // a backup of an allocation's bytes (core/backup_store.hpp)
+
 struct Region {
   uint64_t size = 0;
   Kind kind = Kind::Hole;
@@ -76,10 +78,12 @@ struct Region {
   uint64_t requested = 0;   // live: bytes asked for
   void* owner = nullptr;    // small: the Slab serving this region
   uint32_t tag = 0;         // live/small/paused: index into the pool's tag table (0 = none)
-  uint32_t flags = 0;       // live/small/paused: VPMM_ALLOC_* flags
+  uint32_t flags = 0;       // live/small/paused: VPMM_ALLOC_* flags (the top 16 bits: the
+                            // backup directory's id, core/backup_store.hpp)
   bool was_small = false;   // paused: the region was a small-object slab
-  void* backup = nullptr;   // paused with VPMM_ALLOC_HOST_BACKUP: pinned copy of the bytes
-  uint64_t backup_size = 0; // bytes of the pinned buffer (>= size)
+  Backup* backup = nullptr; // paused with VPMM_ALLOC_HOST_BACKUP: its backup
+                            // (core/backup_store.hpp); live/small: a retained backup or
+                            // a disk backup's file, kept for the next pause
   struct Reservation* res = nullptr;  // live/paused: charged reservation (null: unreserved)
   uint64_t charge = 0;      // live/paused: bytes charged at malloc
   bool busy = false;        // zombie: a call working outside the mutex owns it (its

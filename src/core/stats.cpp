@@ -57,6 +57,10 @@ void Pool::stats(vpmm_stats* out) {
   s.backup_cache_bytes = backups_->buffers().cached_bytes();
   s.backup_pinned_bytes = backups_->buffers().pinned_bytes();
   s.backup_pageable_bytes = backups_->buffers().pageable_bytes();
+  s.backup_mmap_bytes = backups_->stores().mmap_bytes();
+  s.backup_disk_bytes = backups_->stores().disk_bytes();
+  s.backup_retained_bytes = backups_->stores().retained_bytes();
+  s.backup_skipped_bytes = backups_->stores().skipped_bytes();
   s.n_pause = c_.n_pause;
   s.n_resume = c_.n_resume;
   s.n_trim = c_.n_trim;

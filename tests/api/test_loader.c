@@ -129,6 +129,10 @@ static void test_host_pool(const vpmm_api* api) {
   CHECK(ts.paused_bytes == (4u << 20) && ts.n_paused == 1);
   CHECK_OK(api->pool_resume_ex(pool, "kv", &n));
   CHECK(n == 1);
+  /* The entries the backup stores added. */
+  CHECK(api->pool_pause_flags(pool, "kv", 0x80, &n) == VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(api->pool_set_backup_dir(pool, NULL) == VPMM_OK);
+  CHECK(api->tag_scope_push_ex(NULL) == VPMM_OK && api->tag_scope_pop() == VPMM_OK);
   {
     size_t bad = 0;
     for (i = 0; i < (4u << 20); i++) bad += bytes[i] != (unsigned char)(i * 7 + 3);
@@ -182,6 +186,7 @@ int main(int argc, char** argv) {
   CHECK(api->struct_size == sizeof(vpmm_api));
   CHECK(VPMM_API_HAS(api, host_stream_synchronize));
   CHECK(VPMM_API_HAS(api, tag_scope_pop));
+  CHECK(VPMM_API_HAS(api, pool_set_backup_dir));
   CHECK(api->tag_scope_push("loader", 0) == VPMM_OK && api->region_pop() == VPMM_OK);
   CHECK(api->tag_scope_pop() == VPMM_ERR_WRONG_STATE);
 #ifdef VPMM_VERSION_STRING

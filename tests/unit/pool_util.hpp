@@ -92,6 +92,7 @@ inline std::string stat_name(size_t i) {
       VT_F(capacity_bytes) VT_F(reserved_bytes) VT_F(reservation_used_bytes) VT_F(available_bytes)
       VT_F(watermark_trigger_bytes) VT_F(watermark_stop_bytes) VT_F(under_pressure) VT_F(n_oom)
       VT_F(n_oom_recovered) VT_F(backup_pinned_bytes) VT_F(backup_pageable_bytes) VT_F(driver_ns) VT_F(driver_calls)
+      VT_F(backup_mmap_bytes) VT_F(backup_disk_bytes) VT_F(backup_retained_bytes) VT_F(backup_skipped_bytes)
   };
 #undef VT_F
   for (const auto& n : names)

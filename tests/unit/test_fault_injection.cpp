@@ -32,6 +32,8 @@
 //
 // The scenarios use the core API (Pool with a FaultBackend around a shared
 // host backend); the C API adds no backend calls of its own.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -49,6 +51,7 @@
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
+#include "core/backup_store.hpp"
 #include "core/pool.hpp"
 #include "pool_util.hpp"
 
@@ -102,6 +105,19 @@ struct Ctx {
   bool pool_destroyed = false;  // the operation was the destroy
 
   std::unique_ptr<Backend> backend() { return std::unique_ptr<Backend>(new FaultBackend(host, ctl)); }
+  // Flags of a disk-store allocation in the scenarios' backup directory.
+  uint32_t disk(uint32_t flags) {
+    uint32_t id = 0;
+    CHECK_OK(pool->backup_dir_id("test", backup_dir(), &id));
+    return flags | VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_DISK | (id << vpmm::kBackupDirShift);
+  }
+  static const char* backup_dir() {
+    static const std::string dir = [] {
+      char t[] = "/tmp/vpmm-faults-XXXXXX";
+      return std::string(mkdtemp(t) ? t : "/tmp");
+    }();
+    return dir.c_str();
+  }
   vpmm_status create_pool() { return Pool::create(backend(), opt, &pool); }
 
   // malloc + fill with a pattern + remember. Sizes are multiples of 8.
@@ -449,6 +465,8 @@ bool non_essential(int kind) {
     case static_cast<int>(Op::unreserve):
     case static_cast<int>(Op::host_free):
     case static_cast<int>(Op::pageable_free):
+    case static_cast<int>(Op::file_close):   // retried once
+    case static_cast<int>(Op::file_remove):  // retried once
     case vpmm::kFaultStreamDestroy:
       return true;
     default:
@@ -463,6 +481,7 @@ bool rollback_kind(int kind) {
   return kind == static_cast<int>(Op::unmap) || kind == static_cast<int>(Op::release) ||
          kind == static_cast<int>(Op::unreserve) || kind == static_cast<int>(Op::event_destroy) ||
          kind == static_cast<int>(Op::host_free) || kind == static_cast<int>(Op::pageable_free) ||
+         kind == static_cast<int>(Op::file_close) || kind == static_cast<int>(Op::file_remove) ||
          kind == vpmm::kFaultStreamDestroy;
 }
 
@@ -969,6 +988,64 @@ std::vector<Scenario> scenarios() {
     s.op = [](Ctx& c) { return c.pool->resume("w"); };
     s.partial = Partial::resume;
     add(s);
+    // The mmap and disk stores: staged through slots over several chunks
+    // (host_copy for mmap, file writes and reads for disk), files created
+    // at the first pause and kept by the active allocation after a resume;
+    // retained backups re-written in place, or not written at all when the
+    // pause is declared unchanged.
+    s.name = "g6 pause to the mmap and disk stores, staged";
+    s.opt = options(64, 0, 0, kPage / 2);
+    s.opt.pause_batch_bytes = kPage;  // one-page slots: several chunks per allocation
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", c.disk(0)));
+      CHECK_OK(c.alloc(1000, nullptr, "w", c.disk(0)));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.alloc(kPage, nullptr, "w", 0));
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w"); };
+    s.partial = Partial::pause;
+    add(s);
+    s.name = "g7 resume from the mmap and disk stores, staged";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", c.disk(0)));
+      CHECK_OK(c.alloc(1000, nullptr, "w", c.disk(0)));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP));
+      CHECK_OK(c.pool->pause("w"));
+    };
+    s.op = [](Ctx& c) { return c.pool->resume("w"); };
+    s.partial = Partial::resume;
+    add(s);
+    s.name = "g8 second pause into retained backups and kept disk files";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w",
+                       VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP | VPMM_ALLOC_RETAIN_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", c.disk(0)));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP));
+      CHECK_OK(c.pool->pause("w"));
+      CHECK_OK(c.pool->resume("w"));
+      for (Alloc& a : c.live) {  // new bytes: the pause must write them over the old backups
+        a.seed = c.next_seed++;
+        vt::fill(a.p, a.size, a.seed);
+      }
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w"); };
+    s.partial = Partial::pause;
+    add(s);
+    s.name = "g9 unchanged re-pause: retained backups released without a copy, the rest copied";
+    s.setup = [](Ctx& c) {
+      CHECK_OK(c.alloc(3 * kPage, nullptr, "w",
+                       VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP | VPMM_ALLOC_RETAIN_BACKUP));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", c.disk(VPMM_ALLOC_RETAIN_BACKUP)));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP));
+      CHECK_OK(c.pool->pause("w"));
+      CHECK_OK(c.pool->resume("w"));
+      CHECK_OK(c.alloc(2 * kPage, nullptr, "w", c.disk(VPMM_ALLOC_RETAIN_BACKUP)));  // never paused
+    };
+    s.op = [](Ctx& c) { return c.pool->pause("w", nullptr, VPMM_PAUSE_BACKUP_UNCHANGED); };
+    s.partial = Partial::pause;
+    add(s);
     s.opt = options(64, 0, 0, kPage / 2);
     s.name = "g3 trim free memory";
     s.setup = [](Ctx& c) {
@@ -1221,6 +1298,8 @@ TEST("fault points covered") {
               " retried after OUT_OF_MEMORY); %" PRIu64 " failing\n",
               g_total.points, g_total.errors, g_total.absorbed, g_total.retried, g_total.failing);
   CHECK(g_total.points > 0);
+  // Every pool removed its backup files: the directory is empty.
+  CHECK_EQ(rmdir(Ctx::backup_dir()), 0);
 }
 
 TEST_MAIN()

@@ -25,8 +25,8 @@ from typing import Any, Dict
 
 from . import _library
 from ._library import path as _path
-from ._pool import (ALLOC_HOST_BACKUP, BACKENDS, REGION_KINDS, Pool, Reservation, default_pool,
-                    region)
+from ._pool import (ALLOC_HOST_BACKUP, BACKENDS, BACKUP_STORES, REGION_KINDS, Pool, Reservation,
+                    default_pool, region)
 from .errors import (BackendError, InternalError, InvalidArgument, OutOfMemory, Timeout,
                      UnknownPointer, Unsupported, VpmmError, WrongState)
 
@@ -47,7 +47,7 @@ __all__ = ["Pool", "Reservation", "region", "default_pool", "library_path", "ver
            "abi_version", "use_as_torch_allocator", "default_pool_stats", "VpmmError", "Error",
            "InvalidArgument", "OutOfMemory", "UnknownPointer", "WrongState", "Unsupported",
            "BackendError", "InternalError", "Timeout", "BACKENDS", "REGION_KINDS",
-           "ALLOC_HOST_BACKUP", "backend_info"]
+           "ALLOC_HOST_BACKUP", "BACKUP_STORES", "backend_info"]
 
 
 def library_path() -> str:

@@ -192,4 +192,11 @@ default_pool = sig("vpmm_default_pool", i32, i32, P(vp))
 pool_backup_lookup: Optional[Callable[..., int]] = (
     sig("vpmm_pool_backup_lookup", i32, vp, vp, P(vp), P(u64))
     if hasattr(lib, "vpmm_pool_backup_lookup") else None)
+# Backup stores, retained backups, unchanged re-pause.
+tag_scope_push_ex: Optional[Callable[..., int]] = (
+    sig("vpmm_tag_scope_push_ex", i32, P(AllocAttrs)) if hasattr(lib, "vpmm_tag_scope_push_ex") else None)
+pool_pause_flags: Optional[Callable[..., int]] = (
+    sig("vpmm_pool_pause_flags", i32, vp, cp, u32, P(u64)) if hasattr(lib, "vpmm_pool_pause_flags") else None)
+pool_set_backup_dir: Optional[Callable[..., int]] = (
+    sig("vpmm_pool_set_backup_dir", i32, vp, cp) if hasattr(lib, "vpmm_pool_set_backup_dir") else None)
 

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _library as L
 from .errors import InvalidArgument, OutOfMemory
 
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
-           "ALLOC_HOST_BACKUP"]
+           "ALLOC_HOST_BACKUP", "BACKUP_STORES"]
 
 #: vpmm_config.backend values by name.
 BACKENDS: Dict[str, int] = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
@@ -19,6 +20,14 @@ BACKENDS: Dict[str, int] = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
 REGION_KINDS: Dict[int, str] = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused"}
 #: VPMM_ALLOC_HOST_BACKUP: pause keeps the bytes in host memory, resume restores them.
 ALLOC_HOST_BACKUP = 1
+#: Where a backup lives (vpmm.h, "Backup stores"): page-locked memory cached
+#: across pauses (the default), pageable memory given back to the OS at
+#: resume, or a file per allocation in a directory.
+BACKUP_STORES: Tuple[str, ...] = ("pinned", "mmap", "disk")
+_STORE_FLAGS = {"pinned": 0, "mmap": 2, "disk": 4}  # VPMM_ALLOC_BACKUP_MMAP, _DISK
+_ALLOC_RETAIN_BACKUP = 8
+_PAUSE_BACKUP_UNCHANGED = 1
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
 _OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
 _NO_TIMEOUT = (1 << 64) - 1
@@ -49,6 +58,50 @@ def _fmt_bytes(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):.1f} {unit}"
     return f"{n} B"
+
+
+def _dir_arg(what: str, path: PathArg) -> bytes:
+    """A directory argument as the library takes it: absolute (the working
+    directory may change before the pause that writes there), encoded as the
+    file system encodes it."""
+    try:
+        p = os.fsencode(os.path.abspath(os.fsdecode(os.fspath(path))))
+    except TypeError:
+        raise TypeError(f"{what} must be a path (str, bytes or os.PathLike), not "
+                        f"{type(path).__name__}") from None
+    if not os.fsdecode(os.fspath(path)):
+        raise InvalidArgument(1, f"{what} is empty")
+    return p
+
+
+def _backup_attrs(who: str, tag: Optional[str], host_backup: bool, backup_store: Optional[str],
+                  backup_dir: Optional[PathArg], retain_backup: bool) -> Tuple[int, Optional[bytes]]:
+    """(VPMM_ALLOC_* flags, backup directory) of the backup keywords, checked
+    here so that a mistake names the keyword rather than a flag bit."""
+    if not host_backup:
+        extra = [k for k, v in (("backup_store", backup_store is not None),
+                                ("backup_dir", backup_dir is not None),
+                                ("retain_backup", bool(retain_backup))) if v]
+        if extra:
+            raise InvalidArgument(1, f"{who}: {', '.join(extra)} need host_backup=True (without a "
+                                     f"backup, a pause discards the bytes)")
+        return 0, None
+    if not tag:
+        raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")
+    store = "pinned" if backup_store is None else backup_store
+    if store not in _STORE_FLAGS:
+        raise InvalidArgument(1, f"{who}: backup_store {backup_store!r} is not one of {BACKUP_STORES}")
+    if backup_dir is not None and store != "disk":
+        raise InvalidArgument(1, f"{who}: backup_dir is only used by backup_store='disk' "
+                                 f"(backup_store is {store!r})")
+    flags = ALLOC_HOST_BACKUP | _STORE_FLAGS[store] | (_ALLOC_RETAIN_BACKUP if retain_backup else 0)
+    return flags, _dir_arg(f"{who}: backup_dir", backup_dir) if backup_dir is not None else None
+
+
+def _needs(fn: Any, what: str) -> Any:
+    if fn is None:
+        raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates {what}")
+    return fn
 
 
 def _tag(tag: Optional[str]) -> Optional[bytes]:
@@ -207,25 +260,34 @@ class Pool:
 
     # --- allocation ------------------------------------------------------
     def malloc(self, size: int, stream: Stream = None, tag: Optional[str] = None,
-               host_backup: bool = False, reservation: Optional[Reservation] = None) -> int:
+               host_backup: bool = False, reservation: Optional[Reservation] = None, *,
+               backup_store: Optional[str] = None, backup_dir: Optional[PathArg] = None,
+               retain_backup: bool = False) -> int:
         """Allocate `size` bytes usable on `stream`; returns the address.
 
         With neither tag, host_backup nor reservation the calling thread's
         :func:`region` scope applies. A tag makes the allocation pausable;
-        host_backup keeps its bytes across a pause."""
+        host_backup keeps its bytes across a pause, in `backup_store`
+        ("pinned", the default; "mmap"; "disk", in `backup_dir` or the
+        pool's :meth:`set_backup_dir`); retain_backup keeps the backup after
+        the resume (see :func:`region`)."""
         size = _bytes_arg("malloc: size", size)  # 0: the library says why not
         out = L.vp()
+        flags, dir_bytes = _backup_attrs("malloc", tag, host_backup, backup_store, backup_dir, retain_backup)
         if tag is None and not host_backup and reservation is None:
             attrs = None
         else:
-            if host_backup and tag is None:
-                raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")
             attrs = L.sized(L.AllocAttrs)
-            attrs.flags = ALLOC_HOST_BACKUP if host_backup else 0
+            attrs.flags = flags
             t = _tag(tag)
             buf = ctypes.create_string_buffer(t) if t else None  # lives until the call returns
             attrs.tag = ctypes.addressof(buf) if buf is not None else None
             attrs.reservation = reservation.handle if reservation is not None else None
+            dbuf = ctypes.create_string_buffer(dir_bytes) if dir_bytes else None
+            if dbuf is not None:
+                if not hasattr(attrs, "backup_dir"):
+                    raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates backup_dir")
+                attrs.backup_dir = ctypes.addressof(dbuf)
         try:
             L.check(L.pool_malloc_ex(self._handle(), size, stream,
                                      ctypes.byref(attrs) if attrs is not None else None, ctypes.byref(out)))
@@ -256,14 +318,34 @@ class Pool:
         L.check(L.pool_stream_synchronize(self._handle(), stream))
 
     # --- pause and resume ------------------------------------------------
-    def pause(self, tag: Optional[str] = None) -> bool:
+    def pause(self, tag: Optional[str] = None, unchanged: bool = False) -> bool:
         """Pause every live allocation with `tag` (None: every tagged one):
-        backups copied to host memory, physical memory released, addresses
+        backups copied to their store, physical memory released, addresses
         kept. Returns True if something was paused, False if nothing with
-        that tag was active."""
+        that tag was active.
+
+        unchanged=True declares that nothing of `tag` was written since its
+        last resume (frozen weights between weight updates): allocations
+        whose retained backup (retain_backup=True) holds the bytes of their
+        last pause are released without copying, so the pause costs the
+        unmaps only; the others are copied as usual. The declaration is not
+        checked: bytes written since the resume are lost (vpmm_pool_pause_flags)."""
         n = L.u64()
-        L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        if unchanged:
+            fn = _needs(L.pool_pause_flags, "vpmm_pool_pause_flags (pause(unchanged=True))")
+            L.check(fn(self._handle(), _tag(tag), _PAUSE_BACKUP_UNCHANGED, ctypes.byref(n)))
+        else:
+            L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
         return n.value > 0
+
+    def set_backup_dir(self, path: Optional[PathArg]) -> None:
+        """The directory where disk-store backups (backup_store="disk")
+        allocated from now on without a backup_dir of their own keep their
+        files (None: none; then $VPMM_BACKUP_DIR applies, else such a malloc
+        raises :class:`vpmm.InvalidArgument`). Allocations made before keep
+        theirs. The directory must exist when a pause writes there."""
+        fn = _needs(L.pool_set_backup_dir, "vpmm_pool_set_backup_dir")
+        L.check(fn(self._handle(), _dir_arg("set_backup_dir: path", path) if path is not None else None))
 
     def resume(self, tag: Optional[str] = None) -> bool:
         """Resume paused allocations with `tag` (None: all) at the same
@@ -314,15 +396,18 @@ class Pool:
         return {n: getattr(s, n) for n in L.field_names(L.TagStats)}
 
     def backup(self, ptr: int) -> Optional[Tuple[int, int]]:
-        """(host address, bytes) of the host backup of the paused allocation
-        containing `ptr`, or None when it is active or has no backup. The
-        buffer belongs to the pool and is valid until the allocation is
-        resumed or freed."""
+        """(host address, bytes) of the host backup of the allocation
+        containing `ptr`: of a paused allocation (valid until it is resumed
+        or freed), or the retained backup of an active one (retain_backup:
+        the bytes of its last pause, valid until it is paused or freed, and
+        at the same address while paused). None when it has no such backup:
+        active without a retained one, paused without a backup, or backed up
+        to disk (a file has no host address). The buffer belongs to the pool."""
         if L.pool_backup_lookup is None:
             raise NotImplementedError("the loaded libvpmm predates vpmm_pool_backup_lookup")
         host, n = L.vp(), L.u64()
         st = L.pool_backup_lookup(self._handle(), ptr, ctypes.byref(host), ctypes.byref(n))
-        if st == 4:  # WRONG_STATE: active, or paused without a backup
+        if st in (4, 5):  # WRONG_STATE: no backup to show; UNSUPPORTED: a disk file
             return None
         L.check(st)
         return host.value or 0, n.value
@@ -450,16 +535,43 @@ class Pool:
 
 
 @contextlib.contextmanager
-def region(tag: Optional[str], host_backup: bool = False) -> Iterator[None]:
+def region(tag: Optional[str], host_backup: bool = False, *, backup_store: Optional[str] = None,
+           backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Iterator[None]:
     """Tag every allocation the calling thread makes inside the block
     (vpmm_region_push / vpmm_region_pop): mallocs without attributes, the
     PyTorch and CuPy hooks. Scopes nest; tag None opens an untagged scope.
 
+    host_backup keeps the bytes across a pause, in `backup_store`:
+
+    * ``"pinned"`` (default): page-locked host memory, the fastest; the
+      buffers stay cached (and resident) for the next pause;
+    * ``"mmap"``: pageable memory given back to the OS at resume, so host
+      memory returns to where it was (copies are staged: slower);
+    * ``"disk"``: a file per allocation in `backup_dir` (made absolute now;
+      None: the pool's :meth:`Pool.set_backup_dir`, else $VPMM_BACKUP_DIR),
+      overwritten in place by every pause and removed when the allocation
+      is freed.
+
+    retain_backup keeps each backup after the resume, with the bytes of the
+    last pause (:meth:`Pool.backup` still finds it); the next pause writes
+    into it again, or skips the copy when declared unchanged
+    (``pause(tag, unchanged=True)``).
+
     The scope is per OS thread: allocations other threads make meanwhile are
     not tagged (PyTorch's autograd runs backward on threads of its own)."""
-    if host_backup and not tag:
-        raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")
-    L.check(L.region_push(_tag(tag), ALLOC_HOST_BACKUP if host_backup else 0))
+    flags, dir_bytes = _backup_attrs("region", tag, host_backup, backup_store, backup_dir, retain_backup)
+    if flags & ~ALLOC_HOST_BACKUP or dir_bytes is not None:
+        attrs = L.sized(L.AllocAttrs)
+        attrs.flags = flags
+        t = _tag(tag)
+        tbuf = ctypes.create_string_buffer(t) if t else None  # copied by the library
+        attrs.tag = ctypes.addressof(tbuf) if tbuf is not None else None
+        dbuf = ctypes.create_string_buffer(dir_bytes) if dir_bytes else None
+        if dbuf is not None:
+            attrs.backup_dir = ctypes.addressof(dbuf)
+        L.check(_needs(L.tag_scope_push_ex, "vpmm_tag_scope_push_ex (backup stores)")(ctypes.byref(attrs)))
+    else:
+        L.check(L.region_push(_tag(tag), flags))
     try:
         yield
     finally:

@@ -40,7 +40,7 @@ except ImportError as _e:  # the binding itself needs no framework
         f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
 
 from . import _library
-from ._pool import Pool, default_pool as _default_pool, region
+from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
@@ -50,8 +50,14 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
 _lock = threading.Lock()
 _global_allocator: Any = None
 _pluggable: Any = None
-_mem_pools: Dict[Tuple[int, Optional[str], bool, bool], Any] = {}
-_in_use: Dict[Tuple[int, Optional[str], bool, bool], int] = {}
+# A MemPool per (device, tag, backup, for_graphs): PyTorch reuses a MemPool's
+# freed blocks for later requests in it, so blocks of different backup stores,
+# directories or retention must never share one. `backup` is the
+# (VPMM_ALLOC_* flags, directory) pair of the keywords.
+_Backup = Tuple[int, Optional[bytes]]
+_Key = Tuple[int, Optional[str], _Backup, bool]
+_mem_pools: Dict[_Key, Any] = {}
+_in_use: Dict[_Key, int] = {}
 
 
 def _device_index(device: Any = None) -> int:
@@ -96,17 +102,19 @@ def is_global() -> bool:
 
 
 def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
-             for_graphs: bool = False) -> Any:
+             for_graphs: bool = False, *, backup_store: Optional[str] = None,
+             backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Any:
     """The torch.cuda.MemPool whose allocations come from libvpmm for (device,
-    tag, host_backup), created on first use and kept until
-    :func:`empty_cache` (PyTorch caches freed blocks in it for the next
-    block with the same key). CUDA graphs get a MemPool of their own per
-    key (``for_graphs``): blocks a graph uses between replays must never be
-    handed to eager tensors."""
+    tag, host_backup and its backup_store, backup_dir, retain_backup),
+    created on first use and kept until :func:`empty_cache` (PyTorch caches
+    freed blocks in it for the next block with the same key). CUDA graphs get
+    a MemPool of their own per key (``for_graphs``): blocks a graph uses
+    between replays must never be handed to eager tensors."""
     if not hasattr(_torch.cuda, "MemPool"):
         raise ImportError(f"vpmm.torch.pool needs torch.cuda.MemPool (PyTorch >= 2.5); "
                           f"this is PyTorch {_torch.__version__}")
-    key = (_device_index(device), tag or None, bool(host_backup), bool(for_graphs))
+    backup = _backup_attrs("vpmm.torch.mem_pool", tag, host_backup, backup_store, backup_dir, retain_backup)
+    key = (_device_index(device), tag or None, backup, bool(for_graphs))
     with _lock:
         mp = _mem_pools.get(key)
     if mp is None:
@@ -119,7 +127,7 @@ def mem_pool(tag: Optional[str] = None, host_backup: bool = False, device: Any =
 
 
 @contextlib.contextmanager
-def _using(key: Tuple[int, Optional[str], bool, bool]) -> Iterator[None]:
+def _using(key: _Key) -> Iterator[None]:
     # Counts the blocks in which a MemPool is entered, so that empty_cache
     # never drops one in use.
     with _lock:
@@ -133,36 +141,53 @@ def _using(key: Tuple[int, Optional[str], bool, bool]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
-         pin_ahead: bool = False) -> Iterator[Any]:
+         pin_ahead: bool = False, *, backup_store: Optional[str] = None,
+         backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Iterator[Any]:
     """Route the CUDA allocations this thread makes inside the block through
     libvpmm, tagged `tag` (pausable with :func:`pause`), their bytes kept
     across a pause if host_backup. Yields the MemPool (None after
     :func:`use_as_allocator`, where everything goes through libvpmm already
     and only the tag scope is needed).
 
-    pin_ahead (with host_backup): when the block ends, the host buffers a
-    pause of `tag` will back up into are pinned on a background thread
-    (:func:`prepare_backups_in_background`), so that the first pause runs at
-    copy speed instead of spending seconds pinning. Training and allocation
-    go on meanwhile. The Future is kept in :data:`pinning_ahead` under the tag.
+    backup_store chooses where the bytes live while paused: "pinned"
+    (default: page-locked, cached for the next pause), "mmap" (pageable,
+    given back to the OS at resume), "disk" (a file per allocation in
+    backup_dir, or the pool's directory). retain_backup keeps the backups
+    after the resume, so that ``pause(tag, unchanged=True)`` can release
+    unchanged tensors (frozen weights) without copying them. See
+    :func:`vpmm.region`.
+
+    pin_ahead (with host_backup in the pinned store): when the block ends,
+    the host buffers a pause of `tag` will back up into are pinned on a
+    background thread (:func:`prepare_backups_in_background`), so that the
+    first pause runs at copy speed instead of spending seconds pinning.
+    Training and allocation go on meanwhile. The Future is kept in
+    :data:`pinning_ahead` under the tag.
 
     Tensors allocated inside keep coming from libvpmm after the block ends;
     PyTorch caches their freed blocks in the MemPool for the next block with
-    the same tag (:func:`empty_cache` gives them back)."""
+    the same tag and backup keywords (:func:`empty_cache` gives them back)."""
     if host_backup and not tag:
         raise InvalidArgument(1, "vpmm.torch.pool: host_backup needs a tag (only tagged memory pauses)")
     if pin_ahead and not host_backup:
         raise InvalidArgument(1, "vpmm.torch.pool: pin_ahead pins host backups: it needs host_backup=True")
+    if pin_ahead and backup_store not in (None, "pinned"):
+        raise InvalidArgument(1, f"vpmm.torch.pool: pin_ahead pins the pinned store's buffers; "
+                                 f"backup_store={backup_store!r} pins nothing ahead")
+    backup = _backup_attrs("vpmm.torch.pool", tag, host_backup, backup_store, backup_dir, retain_backup)
+    kw = {"backup_store": backup_store, "backup_dir": backup_dir, "retain_backup": retain_backup}
+    if not host_backup:
+        kw = {}  # _backup_attrs said they are unset
     idx = _device_index(device)
     if is_global():
-        with region(tag, host_backup):
+        with region(tag, host_backup, **kw):
             yield None
     else:
-        key = (idx, tag or None, bool(host_backup), False)
+        key = (idx, tag or None, backup, False)
         with _using(key):
-            mp = mem_pool(tag, host_backup, idx)
+            mp = mem_pool(tag, host_backup, idx, **kw)
             with _torch.cuda.use_mem_pool(mp, device=idx):
-                with region(tag, host_backup):
+                with region(tag, host_backup, **kw):
                     yield mp
     if pin_ahead:
         pinning_ahead[tag] = prepare_backups_in_background(tag, idx)
@@ -175,12 +200,16 @@ pinning_ahead: Dict[Optional[str], "Future[int]"] = {}
 
 @contextlib.contextmanager
 def graph(cuda_graph: Any, tag: Optional[str] = None, host_backup: bool = False, stream: Any = None,
-          capture_error_mode: str = "global", device: Any = None) -> Iterator[None]:
+          capture_error_mode: str = "global", device: Any = None, *, backup_store: Optional[str] = None,
+          backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Iterator[None]:
     """``torch.cuda.graph(cuda_graph, ...)`` whose memory (what the captured
     work allocates) comes from libvpmm with `tag`: pausing the tag releases
     it, and the graph replays after a resume (addresses are kept). The
     capture's private pool is the tag's MemPool, so graphs captured with the
-    same tag share it."""
+    same tag (and backup keywords, as in :func:`pool`) share it."""
+    backup = _backup_attrs("vpmm.torch.graph", tag, host_backup, backup_store, backup_dir, retain_backup)
+    kw = {"backup_store": backup_store, "backup_dir": backup_dir, "retain_backup": retain_backup} \
+        if host_backup else {}
     idx = _device_index(device)
     _quiesce_for_capture(idx)
     # No garbage collection during the capture: a MemPool it destroyed would
@@ -189,13 +218,13 @@ def graph(cuda_graph: Any, tag: Optional[str] = None, host_backup: bool = False,
     gc.disable()
     try:
         if is_global():
-            with region(tag, host_backup):
+            with region(tag, host_backup, **kw):
                 with _torch.cuda.graph(cuda_graph, stream=stream, capture_error_mode=capture_error_mode):
                     yield
             return
-        mp = mem_pool(tag, host_backup, idx, for_graphs=True)
-        with _using((idx, tag or None, bool(host_backup), True)):
-            with region(tag, host_backup):
+        mp = mem_pool(tag, host_backup, idx, for_graphs=True, **kw)
+        with _using((idx, tag or None, backup, True)):
+            with region(tag, host_backup, **kw):
                 with _torch.cuda.graph(cuda_graph, pool=mp.id, stream=stream,
                                        capture_error_mode=capture_error_mode):
                     yield
@@ -228,13 +257,16 @@ def synchronize(device: Any = None) -> None:
     _torch.cuda.synchronize(_device_index(device))
 
 
-def pause(tag: Optional[str] = None, device: Any = None) -> bool:
+def pause(tag: Optional[str] = None, device: Any = None, unchanged: bool = False) -> bool:
     """Synchronize the device, then pause every live allocation with `tag`
     (None: every tagged one) in its default pool. Returns True if something
     was paused. The tensors keep their addresses; touching them before
-    :func:`resume` faults."""
+    :func:`resume` faults. unchanged=True declares the tensors of `tag`
+    unwritten since their last resume: those with a retained backup
+    (``pool(..., retain_backup=True)``) are released without copying
+    (:meth:`vpmm.Pool.pause`)."""
     synchronize(device)
-    return default_pool(device).pause(tag)
+    return default_pool(device).pause(tag, unchanged=unchanged)
 
 
 def resume(tag: Optional[str] = None, device: Any = None) -> bool:

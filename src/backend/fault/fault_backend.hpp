@@ -191,6 +191,17 @@ class FaultBackend final : public Backend {
   vpmm_status do_stream_create(Stream* out) override;
   vpmm_status do_stream_destroy(Stream s) override;
   vpmm_status do_device_sync() override { return inner_->device_sync(); }  // not a fault point
+  vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
+                             FileHandle* out) override;
+  vpmm_status do_file_open(const std::string& path, FileHandle* out) override;
+  vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override;
+  vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) override;
+  vpmm_status do_file_close(FileHandle f) override;
+  vpmm_status do_file_remove(const std::string& path) override;
+  // A memcpy cannot fail: forwarded (and counted by the inner backend), never failed.
+  vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
+    return inner_->host_copy(dst, src, size);
+  }
 
  private:
   std::shared_ptr<Backend> inner_;
@@ -205,7 +216,8 @@ std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_s
 
 // True when every live-object counter of `c` is zero (nothing leaked).
 bool live_counts_zero(const BackendCounters& c);
-// "handles 0, handle_bytes 0, reservations 0, mappings 0, events 0, host_buffers 0".
+// "handles 0, handle_bytes 0, reservations 0, mappings 0, events 0, host_buffers 0, files 0,
+// open_files 0".
 std::string live_counts(const BackendCounters& c);
 
 }  // namespace vpmm

@@ -100,7 +100,7 @@ class HostBackend final : public Backend {
     // mapping inside it, and closing the fd then frees the pages.
     for (const auto& r : reservations_)
       munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(r.first)), r.second);
-    for (const auto& p : pinned_) std::free(p.first);
+    for (const auto& p : pinned_) munmap(p.first, p.second);
     for (const auto& p : pageable_) munmap(p.first, p.second);
     close(fd_);
   }
@@ -522,8 +522,11 @@ vpmm_status HostBackend::do_copy_h2d(uint64_t dst, const void* src, uint64_t siz
   });
 }
 
-// "Pinned" host memory is page-aligned malloc: every host page is as good as
-// pinned for a CPU copy. Tracked so that a bad pointer is refused, not freed.
+// "Pinned" host memory is anonymous pages of its own mapping, as a GPU
+// backend's is: every host page is as good as pinned for a CPU copy, and
+// giving it back returns the pages to the OS whatever the C library's
+// allocator keeps (the mmap store's RSS test relies on it). Tracked so that
+// a bad pointer is refused, not freed.
 vpmm_status HostBackend::do_host_alloc_pinned(uint64_t size, void** out) {
   static const char* const who = "host host_alloc_pinned";
   if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: out is NULL", who);
@@ -531,16 +534,16 @@ vpmm_status HostBackend::do_host_alloc_pinned(uint64_t size, void** out) {
   if (size > static_cast<uint64_t>(SIZE_MAX))
     return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: size %llu does not fit in memory", who, ull(size));
   return guarded(who, [&] {
-    void* p = nullptr;
-    int err = posix_memalign(&p, gran_, static_cast<size_t>(size));
-    if (err != 0)
-      return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
-                  "%s: posix_memalign of %llu bytes failed: %s", who, ull(size), std::strerror(err));
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      return fail(errno_status(err), "%s: mmap of %llu bytes failed: %s", who, ull(size), std::strerror(err));
+    }
     try {
       std::lock_guard<std::mutex> lk(mu_);
       pinned_.emplace(p, size);
     } catch (...) {
-      std::free(p);
+      munmap(p, size);
       throw;
     }
     *out = p;
@@ -560,7 +563,7 @@ vpmm_status HostBackend::do_host_free_pinned(void* p, uint64_t size) {
     if (it->second != size)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size %llu is not the size %llu of 0x%llx", who,
                   ull(size), ull(it->second), ull(reinterpret_cast<uintptr_t>(p)));
-    std::free(p);
+    munmap(p, size);
     pinned_.erase(it);
     return VPMM_OK;
   });

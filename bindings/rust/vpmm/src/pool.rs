@@ -140,6 +140,7 @@ impl Pool {
             flags: attrs.flags(),
             tag: opt_ptr(&tag),
             reservation: attrs.reservation_raw(),
+            backup_dir: ptr::null(), // the pool's (disk backups are not offered here yet)
         };
         let mut out: *mut c_void = ptr::null_mut();
         // SAFETY: valid pool and attributes (the tag outlives the call).

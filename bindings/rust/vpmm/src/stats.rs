@@ -118,6 +118,14 @@ plain_struct! {
         driver_ns,
         /// Those driver calls, counted.
         driver_calls,
+        /// Host bytes of mmap-store backups, paused or retained.
+        backup_mmap_bytes,
+        /// Bytes of disk-store backup files.
+        backup_disk_bytes,
+        /// Backup bytes kept for active allocations (retained backups).
+        backup_retained_bytes,
+        /// Bytes unchanged re-pauses released without copying.
+        backup_skipped_bytes,
     }
 }
 
@@ -135,6 +143,8 @@ plain_struct! {
         n_live,
         /// Paused regions.
         n_paused,
+        /// Backup bytes kept past a resume (retained backups).
+        retained_bytes,
     }
 }
 
