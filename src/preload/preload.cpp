@@ -148,14 +148,15 @@ cuda_error route_malloc(const char* call, int device, void** out, size_t size, c
 
 // Frees ptr if a pool owns it: returns true with *result set; false when the
 // pointer is not the pools' (the caller passes it to the real function).
-// sync (may be null) runs before a pool frees: the implicit synchronisation
-// of the blocking frees. A blocking free also gives the pool's free memory
+// A blocking free (cudaFree, cuMemFree) first runs sync, the implicit
+// synchronisation of those calls (null when no runtime is loaded below the
+// interposer), and afterwards gives the pool's free memory
 // back to the driver, as the real cudaFree / cuMemFree do: a program (or the
 // caching allocator of a framework, on empty_cache) that frees expects the
 // device to see the memory free; a second cache under PyTorch's would hide
 // it. cudaFreeAsync keeps it for stream-ordered reuse, as CUDA's pools do.
-bool route_free(const char* call, void* ptr, cuda_stream stream, cuda_error (*sync)(void),
-                cuda_error* result) {
+bool route_free(const char* call, void* ptr, cuda_stream stream, bool blocking,
+                cuda_error (*sync)(void), cuda_error* result) {
   bool interior = false;
   vpmm_pool* pool = owner(ptr, &interior);
   if (interior) {  // inside a pool allocation: no real allocator knows it either
@@ -165,7 +166,7 @@ bool route_free(const char* call, void* ptr, cuda_stream stream, cuda_error (*sy
     return true;
   }
   if (!pool) return false;
-  if (sync) sync();
+  if (blocking && sync) sync();
   *result = vpmm_pool_free(pool, ptr, stream) == VPMM_OK ? kSuccess : kInvalidValue;
   if (*result != kSuccess) {
     std::fprintf(stderr, "libvpmm_preload: %s(%p): %s\n", call, ptr, vpmm_last_error());
@@ -174,7 +175,7 @@ bool route_free(const char* call, void* ptr, cuda_stream stream, cuda_error (*sy
   if (log_level()) std::fprintf(stderr, "libvpmm_preload: %s(%p)\n", call, ptr);
   // The free itself succeeded; memory that could not be given back stays
   // cached for the next allocation, which is no reason to fail the call.
-  if (sync && vpmm_pool_trim(pool, 0) != VPMM_OK)
+  if (blocking && vpmm_pool_trim(pool, 0) != VPMM_OK)
     std::fprintf(stderr, "libvpmm_preload: %s(%p): cached memory not given back: %s\n", call, ptr,
                  vpmm_last_error());
   return true;
@@ -238,8 +239,8 @@ __attribute__((visibility("default"))) cuda_error cudaMalloc(void** devPtr, size
 __attribute__((visibility("default"))) cuda_error cudaFree(void* devPtr) {
   cuda_error r = kSuccess;
   if (devPtr &&
-      route_free("cudaFree", devPtr, nullptr, VPMM_REAL(FnDeviceSynchronize, cudaDeviceSynchronize),
-                 &r))
+      route_free("cudaFree", devPtr, nullptr, true,
+                 VPMM_REAL(FnDeviceSynchronize, cudaDeviceSynchronize), &r))
     return r;
   auto next = VPMM_REAL(FnFree, cudaFree);
   return next ? next(devPtr) : kRuntimeNotFound;
@@ -253,7 +254,7 @@ __attribute__((visibility("default"))) cuda_error cudaMallocAsync(void** devPtr,
 
 __attribute__((visibility("default"))) cuda_error cudaFreeAsync(void* devPtr, cuda_stream stream) {
   cuda_error r = kSuccess;
-  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, nullptr, &r)) {
+  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, false, nullptr, &r)) {
     if (r == kSuccess) g_async_freed.store(true, std::memory_order_release);
     return r;
   }
@@ -279,7 +280,8 @@ __attribute__((visibility("default"))) cuda_error cuMemFree_v2(cu_deviceptr dptr
   void* ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(dptr));
   cuda_error r = kSuccess;
   if (ptr &&
-      route_free("cuMemFree_v2", ptr, nullptr, VPMM_REAL(FnCtxSynchronize, cuCtxSynchronize), &r))
+      route_free("cuMemFree_v2", ptr, nullptr, true, VPMM_REAL(FnCtxSynchronize, cuCtxSynchronize),
+                 &r))
     return r;
   auto next = VPMM_REAL(FnMemFree, cuMemFree_v2);
   return next ? next(dptr) : kDriverNotFound;
