@@ -60,8 +60,10 @@ cuda = types.SimpleNamespace(
     synchronize=_no_op,
     empty_cache=_no_op,
     is_current_stream_capturing=lambda: False,
+    is_available=lambda: True,
     mem_get_info=lambda device=None: (1 << 30, 1 << 31),
     graph=_Graph,
 )
+version = types.SimpleNamespace(cuda="13.0", hip=None)
 _C = types.SimpleNamespace(_cuda_hasPrimaryContext=lambda d: d == 0)
 Tensor = object
