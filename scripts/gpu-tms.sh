@@ -77,7 +77,9 @@ mtest() {
   cat "$one" >> "$OUT/tests.log"
   grep -E "^ *[0-9]+/[0-9]+ .*(OK|FAIL|SKIP|TIMEOUT|ERROR)|^(ok|FAIL|skip) |^[0-9]+ passed" "$one" \
     | sed 's/^/   /' | tee -a "$SUM"
-  [ "$(tail -1 "$one")" = "######## exit 0" ] || OK=0
+  if [ "$(tail -1 "$one")" != "######## exit 0" ] || grep -q "No suitable tests defined" "$one"; then
+    OK=0; echo "   meson test $*: NOT passed (see tests.log)" | tee -a "$SUM"
+  fi
   rm -f "$one"
 }
 : > "$OUT/tests.log"
@@ -98,7 +100,11 @@ if [ -f .tms_upstream/test/test_examples.py ]; then
   boxed $(( budget + 15 )) python3 tests/gpu/run_tms_upstream.py --upstream .tms_upstream \
     --timeout 150 --deadline "$budget" > "$OUT/upstream.log" 2>&1
   urc=$?
-  { echo "== upstream examples (exit $urc):"; sed -n '/^| run |/,$p' "$OUT/upstream.log"; } | tee -a "$SUM"
+  {
+    echo "== upstream examples (exit $urc):"
+    if grep -q '^| run |' "$OUT/upstream.log"; then sed -n '/^| run |/,$p' "$OUT/upstream.log"
+    else tail -8 "$OUT/upstream.log"; fi
+  } | tee -a "$SUM"
   (( urc == 0 )) || OK=0
 else
   say "upstream examples: no .tms_upstream/ in this copy (run_tms_upstream.py needs it)"

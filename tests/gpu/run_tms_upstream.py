@@ -189,7 +189,8 @@ def list_runs(harness):
         src = inspect.getsource(fn)
         env = dict(re.findall(r"change_env\(\s*\"(\w+)\"\s*,\s*\"([^\"]*)\"\s*\)", src))
         for p in params:
-            mode = p or re.search(r"hook_mode=\"(\w+)\"", src).group(1)
+            fixed = re.search(r"hook_mode=\"(\w+)\"", src)
+            mode = p or (fixed.group(1) if fixed else "?")
             run = {"id": f"{name}[{p}]" if p else name, "test": name, "param": p, "hook_mode": mode,
                    "example": f"{example.__module__}.{example.__qualname__}" if example else "?",
                    "env": env, "status": "run", "note": ""}
@@ -347,11 +348,17 @@ def run_all(args, upstream, shim):
         if run.get("script"):
             script_env = dict(env)
             if run["param"] == "preloaded":
-                code = ("import os, vpmm\nfrom torch_memory_saver import _preload\n"
-                        "print(':'.join(f'{k}={v}' for k, v in _preload.child_environment("
-                        "os.environ, _preload.library_file(vpmm._library.lib)).items()))")
+                # what configure_subprocess() gives a child
+                code = ("import json, os, torch_memory_saver as t\n"
+                        "with t.configure_subprocess():\n"
+                        "    print('ENV ' + json.dumps({k: os.environ[k] for k in ('LD_PRELOAD', 'VPMM_LIBRARY')}))")
                 r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-                script_env.update(kv.split("=", 1) for kv in r.stdout.strip().split(":") if "=" in kv)
+                line = next((l for l in r.stdout.splitlines() if l.startswith("ENV ")), None)
+                if line is None:
+                    run["status"], run["note"] = "FAIL", "configure_subprocess() failed: " + r.stderr[-300:]
+                    print(f"FAIL         {run['id']}: {run['note']}", flush=True)
+                    continue
+                script_env.update(json.loads(line[4:]))
             rc, out = _run_process([sys.executable, os.path.join("examples", run["test"])], script_env,
                                    min(args.timeout, left), cwd=upstream)
         else:
