@@ -11,8 +11,9 @@
 // from cudaMallocHost, from another allocator) go to the next definition of
 // the same symbol (dlsym(RTLD_NEXT)), i.e. the real libcudart / libcuda.
 // What cannot be reached is listed in docs/preload.md (statically linked
-// cudart, cuGetProcAddress, dlsym on a handle). control.cpp serves the
-// VPMM_PRELOAD_CTL pause/resume channel.
+// cudart, cuGetProcAddress, dlsym on a handle). scope.cpp opens the
+// environment's tag scope (VPMM_PRELOAD_TAG, TMS_INIT_ENABLE); control.cpp
+// serves the VPMM_PRELOAD_CTL pause/resume channel.
 //
 // No CUDA header: the few types are declared below (the values are CUDA's,
 // pinned by its ABI), so the interposer builds anywhere libvpmm builds.
@@ -82,29 +83,6 @@ int log_level() {  // 0 quiet (default: errors only once), 1 every routed call (
   return level;
 }
 
-// VPMM_PRELOAD_TAG / VPMM_PRELOAD_HOST_BACKUP become the outermost
-// vpmm_region_push scope of every thread that allocates through the
-// interposer, opened on its first allocation and never popped. A
-// vpmm_region_push of the program (or of a Python binding in it) nests inside
-// and wins until its pop, which restores the environment's tag.
-void open_env_scope() {
-  static thread_local bool opened = false;
-  if (opened) return;
-  opened = true;
-  static const char* tag = [] {
-    const char* t = vpmm_preload::option_text("preload_tag");
-    return t && *t ? t : nullptr;
-  }();
-  if (!tag) return;
-  static const uint32_t flags = [] {
-    const char* b = vpmm_preload::option_text("preload_host_backup");
-    return b && *b && std::strcmp(b, "0") != 0 ? VPMM_ALLOC_HOST_BACKUP : 0u;
-  }();
-  if (vpmm_region_push(tag, flags) != VPMM_OK)
-    std::fprintf(stderr, "libvpmm_preload: VPMM_PRELOAD_TAG=%s not applied: %s\n", tag,
-                 vpmm_last_error());
-}
-
 vpmm_pool* pool_of_device(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   vpmm_pool* p = g_pools[device].load(std::memory_order_acquire);
@@ -155,7 +133,7 @@ cuda_error route_malloc(const char* call, int device, void** out, size_t size, c
   }
   vpmm_pool* pool = pool_of_device(device);
   if (!pool) return kMemoryAllocation;
-  open_env_scope();
+  vpmm_preload::open_env_scope();
   void* p = nullptr;
   if (vpmm_pool_malloc(pool, size, stream, &p) != VPMM_OK) {
     std::fprintf(stderr, "libvpmm_preload: %s(%zu) on device %d: %s\n", call, size, device,
@@ -170,10 +148,15 @@ cuda_error route_malloc(const char* call, int device, void** out, size_t size, c
 
 // Frees ptr if a pool owns it: returns true with *result set; false when the
 // pointer is not the pools' (the caller passes it to the real function).
-// sync (may be null) runs before a pool frees: the implicit synchronisation
-// of the blocking frees.
-bool route_free(const char* call, void* ptr, cuda_stream stream, cuda_error (*sync)(void),
-                cuda_error* result) {
+// A blocking free (cudaFree, cuMemFree) first runs sync, the implicit
+// synchronisation of those calls (null when no runtime is loaded below the
+// interposer), and afterwards gives the pool's free memory
+// back to the driver, as the real cudaFree / cuMemFree do: a program (or the
+// caching allocator of a framework, on empty_cache) that frees expects the
+// device to see the memory free; a second cache under PyTorch's would hide
+// it. cudaFreeAsync keeps it for stream-ordered reuse, as CUDA's pools do.
+bool route_free(const char* call, void* ptr, cuda_stream stream, bool blocking,
+                cuda_error (*sync)(void), cuda_error* result) {
   bool interior = false;
   vpmm_pool* pool = owner(ptr, &interior);
   if (interior) {  // inside a pool allocation: no real allocator knows it either
@@ -183,12 +166,18 @@ bool route_free(const char* call, void* ptr, cuda_stream stream, cuda_error (*sy
     return true;
   }
   if (!pool) return false;
-  if (sync) sync();
+  if (blocking && sync) sync();
   *result = vpmm_pool_free(pool, ptr, stream) == VPMM_OK ? kSuccess : kInvalidValue;
-  if (*result != kSuccess)
+  if (*result != kSuccess) {
     std::fprintf(stderr, "libvpmm_preload: %s(%p): %s\n", call, ptr, vpmm_last_error());
-  else if (log_level())
-    std::fprintf(stderr, "libvpmm_preload: %s(%p)\n", call, ptr);
+    return true;
+  }
+  if (log_level()) std::fprintf(stderr, "libvpmm_preload: %s(%p)\n", call, ptr);
+  // The free itself succeeded; memory that could not be given back stays
+  // cached for the next allocation, which is no reason to fail the call.
+  if (blocking && vpmm_pool_trim(pool, 0) != VPMM_OK)
+    std::fprintf(stderr, "libvpmm_preload: %s(%p): cached memory not given back: %s\n", call, ptr,
+                 vpmm_last_error());
   return true;
 }
 
@@ -250,8 +239,8 @@ __attribute__((visibility("default"))) cuda_error cudaMalloc(void** devPtr, size
 __attribute__((visibility("default"))) cuda_error cudaFree(void* devPtr) {
   cuda_error r = kSuccess;
   if (devPtr &&
-      route_free("cudaFree", devPtr, nullptr, VPMM_REAL(FnDeviceSynchronize, cudaDeviceSynchronize),
-                 &r))
+      route_free("cudaFree", devPtr, nullptr, true,
+                 VPMM_REAL(FnDeviceSynchronize, cudaDeviceSynchronize), &r))
     return r;
   auto next = VPMM_REAL(FnFree, cudaFree);
   return next ? next(devPtr) : kRuntimeNotFound;
@@ -265,7 +254,7 @@ __attribute__((visibility("default"))) cuda_error cudaMallocAsync(void** devPtr,
 
 __attribute__((visibility("default"))) cuda_error cudaFreeAsync(void* devPtr, cuda_stream stream) {
   cuda_error r = kSuccess;
-  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, nullptr, &r)) {
+  if (devPtr && route_free("cudaFreeAsync", devPtr, stream, false, nullptr, &r)) {
     if (r == kSuccess) g_async_freed.store(true, std::memory_order_release);
     return r;
   }
@@ -291,7 +280,8 @@ __attribute__((visibility("default"))) cuda_error cuMemFree_v2(cu_deviceptr dptr
   void* ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(dptr));
   cuda_error r = kSuccess;
   if (ptr &&
-      route_free("cuMemFree_v2", ptr, nullptr, VPMM_REAL(FnCtxSynchronize, cuCtxSynchronize), &r))
+      route_free("cuMemFree_v2", ptr, nullptr, true, VPMM_REAL(FnCtxSynchronize, cuCtxSynchronize),
+                 &r))
     return r;
   auto next = VPMM_REAL(FnMemFree, cuMemFree_v2);
   return next ? next(dptr) : kDriverNotFound;

@@ -1,5 +1,6 @@
 // What the interposer's parts share (src/preload/): the pools it routed
-// allocations to and a device synchronisation through the real runtime.
+// allocations to, the environment's tag scope and a device synchronisation
+// through the real runtime.
 #pragma once
 
 #include "vpmm.h"
@@ -17,6 +18,10 @@ vpmm_pool* used_pool(int device);
 // sees libvpmm through its public ABI only, so its variables are rows of that
 // table (listed and documented with every other) and read through it.
 const char* option_text(const char* option);
+
+// Opens the environment's tag scope (VPMM_PRELOAD_TAG, or TMS_INIT_ENABLE's
+// "default") on the calling thread if it has none yet (scope.cpp).
+void open_env_scope();
 
 // Waits for all work on `device` through the real runtime (cudaSetDevice on
 // the calling thread, then cudaDeviceSynchronize). Returns false when no

@@ -2,14 +2,17 @@
 an RL-style sleep/wake loop (generate with the rollout model and its KV
 cache, pause both, train a separate trainer, resume, load the new weights,
 generate again), get_cpu_backup, disable(), cuda_graph, the memory margin,
-and an out-of-memory resume that raises and can be retried. Code is
-written the way torch_memory_saver users write it. Exits 77 without torch
-or a CUDA device."""
+an out-of-memory resume that raises and can be retried, nested regions,
+retained backups and mmap backups (or their clear refusal where vpmm has no
+backup stores), all in hook mode "torch" (test_tms_preload.py: "preload").
+Code is written the way torch_memory_saver users write it. Exits 77 without
+torch or a CUDA device."""
 import sys
 
 import pyharness
 
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 def rl_sleep_wake_loop():
@@ -138,21 +141,81 @@ def resume_oom_is_an_exception():
 
 
 def hook_mode_and_retain_flags():
+    import os
+    import torch
+    import vpmm
     from torch_memory_saver import torch_memory_saver, configure_subprocess
-    torch_memory_saver.hook_mode = "preload"  # served through the same MemPool path
+    assert torch_memory_saver.hook_mode == "torch"  # not under libvpmm_preload.so
+    torch_memory_saver.hook_mode = "preload"  # without the interposer: MemPool routing, with a warning
     assert torch_memory_saver.hook_mode == "preload"
     try:
         torch_memory_saver.hook_mode = "bogus"
         raise AssertionError("an unknown hook_mode was accepted")
     except ValueError:
         pass
+    with torch_memory_saver.region(tag="r", enable_cpu_backup=True):
+        r = torch.full((4 * MiB,), 6, dtype=torch.uint8, device="cuda")
+    vpmm.default_pool(0).lookup(r.data_ptr())  # routed through the MemPool all the same
     assert torch_memory_saver.retain_cpu_backup is False
     torch_memory_saver.retain_cpu_backup = True
     assert torch_memory_saver.retain_cpu_backup is True
-    import os
+    torch_memory_saver.pause("r")
+    try:
+        torch_memory_saver.resume("r")  # the backup survives the resume (libvpmm's retained backups)
+        assert torch_memory_saver.get_cpu_backup(r) is not None, "retained backup gone after resume"
+    except NotImplementedError as e:  # a vpmm without retained backups: refused, nothing resumed
+        assert "retain_cpu_backup" in str(e), e
+        assert vpmm.default_pool(0).tag_stats("r")["n_paused"] >= 1
+        torch_memory_saver.retain_cpu_backup = False
+        torch_memory_saver.resume("r")
+    assert int(r[::MiB].sum().item()) == 6 * 4
+    before = os.environ.get("LD_PRELOAD")
     with configure_subprocess():
-        assert os.environ.get("VPMM_LIBRARY")
+        assert os.environ["LD_PRELOAD"].split(":")[0].endswith("libvpmm_preload.so")
+        assert os.path.samefile(os.environ["VPMM_LIBRARY"], vpmm.library_path())
+    assert os.environ.get("LD_PRELOAD") == before
     print("hook_mode, retain_cpu_backup and configure_subprocess behave as documented")
+
+
+def nested_regions_and_disable():
+    # Hook mode "torch": regions nest (the innermost tag wins), disable()
+    # inside them is plain PyTorch memory, given back to the device once the
+    # block ended and its tensors are gone.
+    import torch
+    import vpmm
+    from torch_memory_saver import torch_memory_saver
+    pool = vpmm.default_pool(0)
+    with torch_memory_saver.region(tag="outer", enable_cpu_backup=True):
+        a = torch.full((8 * MiB,), 1, dtype=torch.uint8, device="cuda")
+        with torch_memory_saver.region(tag="inner"):
+            b = torch.full((8 * MiB,), 2, dtype=torch.uint8, device="cuda")
+        c = torch.full((8 * MiB,), 3, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        free0, _ = torch.cuda.mem_get_info()
+        with torch_memory_saver.disable():
+            d = torch.ones((GiB // 4,), device="cuda")  # 1 GiB of PyTorch's own memory
+            try:
+                pool.lookup(d.data_ptr())
+                raise AssertionError("a disable() tensor came from libvpmm")
+            except vpmm.UnknownPointer:
+                pass
+            del d
+    torch.cuda.synchronize()
+    free1, _ = torch.cuda.mem_get_info()
+    assert free0 - free1 <= 16 * MiB, f"disable() kept {(free0 - free1) / MiB:.0f} MiB"
+    assert pool.tag_stats("outer")["live_bytes"] >= 16 * MiB and pool.tag_stats("inner")["live_bytes"] >= 8 * MiB
+    torch_memory_saver.pause("outer")
+    assert int(b[::MiB].sum().item()) == 2 * 8  # inner is not paused with outer
+    torch_memory_saver.resume("outer")
+    assert int(a[::MiB].sum().item()) == 8 and int(c[::MiB].sum().item()) == 3 * 8
+    print(f"nested tags kept apart; disable() left {(free0 - free1) / MiB:.1f} MiB")
+
+
+def rss_after_mmap_resume():
+    import sys
+    sys.path.insert(0, __import__("os").path.dirname(__file__))
+    import test_tms_preload
+    test_tms_preload.rss_after_mmap_resume_in("torch")
 
 
 def pin_ahead_extension():
@@ -178,7 +241,8 @@ def pin_ahead_extension():
 
 
 CASES = {f.__name__: f for f in (rl_sleep_wake_loop, disable_and_cuda_graph, resume_oom_is_an_exception,
-                                 hook_mode_and_retain_flags, pin_ahead_extension)}
+                                 hook_mode_and_retain_flags, nested_regions_and_disable,
+                                 rss_after_mmap_resume, pin_ahead_extension)}
 
 if __name__ == "__main__":
     sys.exit(pyharness.main(__file__, CASES, needs="torch"))

@@ -1,18 +1,30 @@
-"""TorchMemorySaver over vpmm.torch: regions are libvpmm tags routed through
-torch.cuda.MemPool (PyTorch's pluggable-allocator path), pause/resume are
-the default pool's."""
+"""TorchMemorySaver over libvpmm, in TMS's two hook modes.
+
+"torch": a region is vpmm.torch.pool (a torch.cuda.MemPool over libvpmm's
+pluggable-allocator hooks); only PyTorch's allocations inside region() are
+pausable. "preload": the process runs under libvpmm_preload.so (started
+inside configure_subprocess()), which routes every cudaMalloc of the process
+(PyTorch's caching allocator, cuBLAS, NCCL, raw ctypes calls) into libvpmm;
+a region is a libvpmm tag scope over a plain MemPool, so what is allocated
+inside is tagged, what is allocated outside is not, and with
+TMS_INIT_ENABLE=1 everything is tagged "default" from the process's start.
+Pause and resume act on the default pools of the devices in either mode."""
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import os
-from typing import Any, Dict, Iterator, Optional, Set
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import vpmm
 import vpmm.torch as vtorch  # first: without PyTorch it raises the ImportError that says so
 
 import torch
+
+from . import _env, _preload, _stores
 
 logger = logging.getLogger(__name__)
 
@@ -22,25 +34,28 @@ _TAG_DEFAULT = "default"
 _HOOK_MODES = ("torch", "preload")
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 class TorchMemorySaver:
     """torch_memory_saver's API on libvpmm (see the package docstring)."""
 
     def __init__(self) -> None:
-        self._hook_mode = "torch"
+        self._hook_mode: Optional[str] = None  # None: "preload" under the interposer, else "torch"
         self._initialized = False
+        self._preload = False      # serving hook_mode "preload" (the interposer routes everything)
+        self._interposed = False   # libvpmm_preload.so is in the process
+        self._init_enable = False  # TMS_INIT_ENABLE: every allocation in a region from the start
         self._margin = 0
-        self._retain = _env_flag("TMS_RETAIN_CPU_BACKUP")
-        # disable()'s plain-PyTorch MemPool per device, kept for the process:
-        # a MemPool destroyed while its tensors live is released by PyTorch
-        # later, at a moment it picks (possibly inside a graph capture, where
-        # that release trips an internal assert).
-        self._native_pools: Dict[int, Any] = {}
+        self._retain = _env.flag("TMS_RETAIN_CPU_BACKUP")
+        self._disk_dir: Optional[str] = None
         self._devices: Set[int] = set()   # devices with memory in regions
         self._active: Dict[int, int] = {}  # thread id -> region depth (for disable())
+        # Preload mode: the plain MemPool of each (device, tag, backup) key, as
+        # TMS keys its pools, so PyTorch never hands a block cached under one
+        # tag to an allocation of another.
+        self._native_pools: Dict[Tuple[Any, ...], Any] = {}
+        # disable()'s MemPools that still held tensors when their block ended:
+        # dropped once empty (dropping one with live tensors would have
+        # PyTorch release it later, possibly inside a graph capture).
+        self._parked: List[Any] = []
 
     # --- configuration -----------------------------------------------------
     @property
@@ -50,21 +65,20 @@ class TorchMemorySaver:
 
     @property
     def hook_mode(self) -> str:
-        """"torch" (PyTorch's pluggable allocator in a MemPool). "preload" is
-        accepted and served the same way: PyTorch's allocations inside a
-        region are routed; raw cudaMalloc calls of other libraries are not
-        intercepted (libvpmm does not replace cudaMalloc)."""
-        return self._hook_mode
+        """"preload" when the process runs under libvpmm_preload.so and no mode
+        was chosen, else "torch", or the mode set. "preload" without the
+        interposer is served as "torch" (only PyTorch's allocations inside
+        regions are pausable), with a warning."""
+        if self._hook_mode is not None:
+            return self._hook_mode
+        return "preload" if _preload.interposed() else "torch"
 
     @hook_mode.setter
     def hook_mode(self, mode: str) -> None:
         if mode not in _HOOK_MODES:
             raise ValueError(f"torch_memory_saver (libvpmm): hook_mode {mode!r} is not one of {_HOOK_MODES}")
-        if self._initialized and mode != self._hook_mode:
-            raise RuntimeError("torch_memory_saver (libvpmm): hook_mode cannot change after the first region")
-        if mode == "preload":
-            logger.info("torch_memory_saver (libvpmm): hook_mode='preload' is served through PyTorch's "
-                        "pluggable allocator: only PyTorch allocations inside regions are pausable")
+        if self._initialized and mode != self.hook_mode:
+            raise RuntimeError("torch_memory_saver (libvpmm): hook_mode cannot change after the first use")
         self._hook_mode = mode
 
     @property
@@ -81,93 +95,200 @@ class TorchMemorySaver:
 
     @property
     def retain_cpu_backup(self) -> bool:
-        """Keep pinned backup buffers between pauses (TMS_RETAIN_CPU_BACKUP=1
-        sets it at start). libvpmm always caches its pinned backup buffers
-        (VPMM_BACKUP_CACHE_SIZE bounds the cache), so this flag changes
-        nothing in how memory is kept; get_cpu_backup still needs the tensor
-        to be paused."""
+        """Keep backups across resume (TMS_RETAIN_CPU_BACKUP=1 sets it at
+        start): read at each resume, as TMS does. Needs libvpmm's retained
+        backups; where the loaded libvpmm has none, a resume with it set
+        raises NotImplementedError and resumes nothing."""
         return self._retain
 
     @retain_cpu_backup.setter
     def retain_cpu_backup(self, value: bool) -> None:
         self._retain = bool(value)
 
-    # --- regions -------------------------------------------------------------
+    def set_disk_backup_dir(self, path: str) -> None:
+        """The directory of region(enable_disk_backup=True) backups that name
+        none (created if needed; TMS_DISK_BACKUP_DIR is the default)."""
+        os.makedirs(path, exist_ok=True)
+        self._disk_dir = os.path.abspath(path)
+
+    # --- initialisation ------------------------------------------------------
     def _ensure_initialized(self) -> None:
         if self._initialized:
             return
         if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
             raise RuntimeError("torch_memory_saver (libvpmm): PYTORCH_CUDA_ALLOC_CONF="
-                               "expandable_segments:True is not supported with torch.cuda.MemPool "
-                               "routing; unset it")
+                               "expandable_segments:True is not supported (its segments bypass "
+                               "cudaMalloc and MemPool routing); unset it")
+        self._interposed = _preload.interposed()
+        mode = self.hook_mode
+        init_enable = _env.flag("TMS_INIT_ENABLE")
+        if mode == "preload" and not self._interposed:
+            if init_enable:
+                raise RuntimeError("torch_memory_saver (libvpmm): TMS_INIT_ENABLE=1 needs the process to run "
+                                   "under libvpmm_preload.so: start it inside configure_subprocess()")
+            logger.warning("torch_memory_saver (libvpmm): hook_mode='preload' but %s is not loaded: "
+                           "served through MemPool routing (only PyTorch allocations inside region() "
+                           "are pausable); start the process inside configure_subprocess() for "
+                           "whole-process routing", _preload.PRELOAD_NAME)
+            mode = "torch"
+        self._preload = mode == "preload"
+        self._init_enable = self._preload and init_enable
+        if self._init_enable and (_env.flag("TMS_INIT_ENABLE_CPU_BACKUP") or
+                                  _env.flag("TMS_INIT_ENABLE_DISK_BACKUP")):
+            # The interposer tags "default" with libvpmm's pinned host backup;
+            # another store asked of TMS_INIT_* must be refused here, where it
+            # can be, rather than only printed by the interposer.
+            kwargs = _stores.region_kwargs(enable_cpu_backup=_env.flag("TMS_INIT_ENABLE_CPU_BACKUP"),
+                                           enable_disk_backup=_env.flag("TMS_INIT_ENABLE_DISK_BACKUP"))
+            if set(kwargs) != {"host_backup"}:
+                raise NotImplementedError("torch_memory_saver (libvpmm): TMS_INIT_CPU_BACKUP_BACKEND / "
+                                          "TMS_INIT_ENABLE_DISK_BACKUP ask for a backup store the "
+                                          f"preload interposer cannot give the \"default\" tag ({kwargs})")
         self._initialized = True
 
+    # --- regions -------------------------------------------------------------
     @contextlib.contextmanager
-    def region(self, tag: str = _TAG_DEFAULT, enable_cpu_backup: bool = False, **unsupported: Any) -> Iterator[None]:
-        """Tensors allocated inside (on this thread) are pausable under `tag`;
-        with enable_cpu_backup their bytes survive a pause. With
-        VPMM_TMS_PIN_AHEAD=1 (a libvpmm extension) their backup buffers are
-        pinned on a background thread when the region ends, so that the first
-        pause runs at copy speed."""
+    def region(self, tag: str = _TAG_DEFAULT, enable_cpu_backup: bool = False,
+               enable_disk_backup: bool = False, cpu_backup_backend: Optional[str] = None,
+               disk_backup_dir: Optional[str] = None, **unsupported: Any) -> Iterator[None]:
+        """Allocations made inside (on this thread) are pausable under `tag`;
+        their bytes survive a pause with enable_cpu_backup (cpu_backup_backend
+        "pinned" or "mmap") or enable_disk_backup. Regions nest (the innermost
+        wins). With VPMM_TMS_PIN_AHEAD=1 (a libvpmm extension, hook mode
+        "torch") a pinned backup's buffers are pinned on a background thread
+        when the region ends, so that the first pause runs at copy speed."""
         self._reject(unsupported, "region")
+        kwargs = _stores.region_kwargs(enable_cpu_backup, cpu_backup_backend, enable_disk_backup,
+                                       disk_backup_dir or self._disk_dir)
         self._ensure_initialized()
+        tag = tag or _TAG_DEFAULT
         dev = torch.cuda.current_device()
         self._devices.add(dev)
         key = _thread_key()
         self._active[key] = self._active.get(key, 0) + 1
         try:
-            pin_ahead = enable_cpu_backup and _env_flag("VPMM_TMS_PIN_AHEAD")
-            with vtorch.pool(tag=tag or _TAG_DEFAULT, host_backup=enable_cpu_backup, device=dev,
-                             pin_ahead=pin_ahead):
-                yield
+            if self._preload:
+                _stores.require(vpmm.region, kwargs, "region()")
+                pool = self._native_pool(dev, tag, kwargs)
+                _preload.open_thread_scope()
+                with torch.cuda.use_mem_pool(pool, device=dev):
+                    with vpmm.region(tag, **kwargs):
+                        yield
+            else:
+                _stores.require(vtorch.pool, kwargs, "region()")
+                pin_ahead = kwargs["host_backup"] and set(kwargs) == {"host_backup"} and \
+                    _env.flag("VPMM_TMS_PIN_AHEAD")
+                with vtorch.pool(tag=tag, device=dev, pin_ahead=pin_ahead, **kwargs):
+                    yield
         finally:
             self._active[key] -= 1
+
+    def _native_pool(self, dev: int, tag: str, kwargs: Dict[str, Any]) -> Any:
+        key = (dev, tag) + tuple(sorted(kwargs.items()))
+        pool = self._native_pools.get(key)
+        if pool is None:
+            with torch.cuda.device(dev):
+                pool = self._native_pools.setdefault(key, torch.cuda.MemPool())
+        return pool
 
     @contextlib.contextmanager
     def cuda_graph(self, cuda_graph: Any, pool: Any = None, stream: Any = None,
                    capture_error_mode: str = "global", tag: str = _TAG_DEFAULT,
-                   enable_cpu_backup: bool = False, **unsupported: Any) -> Iterator[None]:
+                   enable_cpu_backup: bool = False, cpu_backup_backend: Optional[str] = None,
+                   **unsupported: Any) -> Iterator[None]:
         """torch.cuda.graph(...) whose memory is pausable under `tag`. The
-        graph replays after pause + resume (addresses are kept). An explicit
-        `pool` makes the capture use that pool instead: its memory is then
-        PyTorch's, not pausable."""
+        graph replays after pause + resume (addresses are kept). Hook mode
+        "preload": every allocation of the capture, in `pool` too, is tagged.
+        Hook mode "torch": the capture's private pool is a libvpmm MemPool with
+        the tag; an explicit `pool` is PyTorch's and not pausable."""
         self._reject(unsupported, "cuda_graph")
+        kwargs = _stores.region_kwargs(enable_cpu_backup, cpu_backup_backend)
         self._ensure_initialized()
+        tag = tag or _TAG_DEFAULT
         dev = torch.cuda.current_device()
         self._devices.add(dev)
+        if self._preload:
+            _stores.require(vpmm.region, kwargs, "cuda_graph()")
+            with self._graph_capture(dev):
+                with vpmm.region(tag, **kwargs):
+                    with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
+                                          capture_error_mode=capture_error_mode):
+                        yield
+            return
         if pool is not None:
-            logger.warning("torch_memory_saver (libvpmm): cuda_graph(pool=...) captures into that pool; "
-                           "its memory is not pausable")
+            logger.warning("torch_memory_saver (libvpmm): cuda_graph(pool=...) in hook mode 'torch' captures "
+                           "into that pool; its memory is not pausable")
             with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
                                   capture_error_mode=capture_error_mode):
                 yield
             return
-        with vtorch.graph(cuda_graph, tag=tag or _TAG_DEFAULT, host_backup=enable_cpu_backup,
-                          stream=stream, capture_error_mode=capture_error_mode, device=dev):
+        _stores.require(vtorch.graph, kwargs, "cuda_graph()")
+        with vtorch.graph(cuda_graph, tag=tag, stream=stream, capture_error_mode=capture_error_mode,
+                          device=dev, **kwargs):
             yield
 
     @contextlib.contextmanager
+    def _graph_capture(self, dev: int) -> Iterator[None]:
+        # A capture-time cudaMalloc must map fresh memory: reusing a region
+        # freed on another stream could need a GPU-side wait on an event
+        # recorded outside the capture, which invalidates it. With the device
+        # idle and the cached memory given back, nothing is reused. No garbage
+        # collection during the capture: a MemPool it destroyed would be
+        # released by PyTorch inside the capture, which PyTorch forbids.
+        torch.cuda.synchronize(dev)
+        gc.collect()
+        torch.cuda.empty_cache()
+        vpmm.default_pool(dev).trim(0)
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        _preload.open_thread_scope()
+        try:
+            yield
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    @contextlib.contextmanager
     def disable(self) -> Iterator[None]:
-        """Inside a region: allocate with PyTorch's own allocator (not
-        pausable) for the block, in a plain MemPool of this device (one per
-        device, kept)."""
+        """Inside a region (or anywhere, with TMS_INIT_ENABLE in hook mode
+        "preload"): allocate with PyTorch's own allocator in a fresh plain
+        MemPool, neither tagged nor pausable. When the block ends, the pool's
+        memory goes back to the device (once no tensor of it is left)."""
         self._ensure_initialized()
-        if not self._active.get(_thread_key()):
+        if not (self._active.get(_thread_key()) or self._init_enable):
             raise RuntimeError("torch_memory_saver (libvpmm): disable() is only meaningful inside region()")
         dev = torch.cuda.current_device()
-        native = self._native_pools.get(dev)
-        if native is None:
-            native = self._native_pools.setdefault(dev, torch.cuda.MemPool())
-        with torch.cuda.use_mem_pool(native):
-            with vpmm.region(None):  # an untagged scope, should anything reach libvpmm
-                yield
+        with torch.cuda.device(dev):
+            native = torch.cuda.MemPool()
+        if self._preload:
+            _preload.open_thread_scope()
+        try:
+            with torch.cuda.use_mem_pool(native, device=dev):
+                with vpmm.region(None):  # untagged, whatever encloses it
+                    yield
+        finally:
+            self._parked.append(native)
+            del native
+            self._drop_empty_pools()
+            if self._interposed:
+                vpmm.default_pool(dev).trim(0)
+
+    def _drop_empty_pools(self) -> None:
+        # Dropping the last reference makes PyTorch free the pool's cached
+        # blocks (cudaFree: under the interposer, back to the device).
+        if self._parked and not torch.cuda.is_current_stream_capturing():
+            self._parked = [p for p in self._parked if not _mem_pool_is_empty(p)]
 
     # --- pause and resume ------------------------------------------------------
-    def _pools(self, tag: Optional[str]) -> Any:
+    def _pools(self, tag: Optional[str]) -> List[Tuple[int, vpmm.Pool]]:
         """(device, pool) of every device whose pool knows `tag` (a tag used
-        on one device only is not an error on the others)."""
+        on one device only is not an error on the others). Under the
+        interposer every device with a CUDA context may hold tagged memory."""
+        devices = set(self._devices)
+        if self._interposed:
+            devices |= _devices_with_context()
         out = []
-        for d in sorted(self._devices):
+        for d in sorted(devices):
             pool = vpmm.default_pool(d)
             if tag is not None:
                 try:
@@ -179,12 +300,19 @@ class TorchMemorySaver:
 
     def pause(self, tag: Optional[str] = None) -> None:
         """Release the GPU memory of `tag` (None: every region), keeping the
-        bytes of regions with enable_cpu_backup in pinned host memory.
-        Pausing what is already paused (or nothing) is a no-op."""
+        bytes of regions with a backup. Each device is synchronised first.
+        Under the interposer the pools' cached free memory is given back too,
+        so the device sees all of it free. Pausing what is already paused (or
+        nothing) is a no-op."""
         self._ensure_initialized()
-        for dev, pool in self._pools(tag):
+        pools = self._pools(tag)
+        for dev, pool in pools:
             torch.cuda.synchronize(dev)
             pool.pause(tag)
+        if self._interposed:
+            self._drop_empty_pools()
+            for _dev, pool in pools:
+                pool.trim(0)
 
     def resume(self, tag: Optional[str] = None) -> None:
         """Give `tag` (None: everything) its GPU memory back at the same
@@ -192,7 +320,10 @@ class TorchMemorySaver:
         freeing memory) rather than exiting; what was not resumed stays
         paused with its backup."""
         self._ensure_initialized()
+        kwargs = _stores.resume_kwargs(self._retain)
         for dev, pool in self._pools(tag):
+            _stores.require(pool.resume, kwargs, "resume() with retain_cpu_backup=True",
+                            instead="set retain_cpu_backup = False (get_cpu_backup answers while paused)")
             if self._margin:
                 need = pool.tag_stats(tag)["paused_bytes"]
                 free, _total = torch.cuda.mem_get_info(dev)
@@ -200,14 +331,15 @@ class TorchMemorySaver:
                     raise vpmm.OutOfMemory(2, f"torch_memory_saver.resume(tag={tag!r}): {need} bytes to "
                                               f"resume on device {dev} would leave less than "
                                               f"memory_margin_bytes={self._margin} free ({free} free)")
-            pool.resume(tag)
+            pool.resume(tag, **kwargs)
 
     # --- backups -----------------------------------------------------------------
     def get_cpu_backup(self, x: torch.Tensor, zero_copy: bool = False) -> Optional[torch.Tensor]:
         """A CPU tensor with the backed-up bytes of the paused tensor `x`
-        (a copy; with zero_copy a view of the pool's pinned backup buffer,
-        valid until `x` is resumed). None when `x` is not paused or has no
-        backup."""
+        (a copy; with zero_copy a view of the pool's backup buffer, valid
+        until `x` is resumed, or while the backup is retained). None when `x`
+        has no backup now (active and not retained, not in a region, or paused
+        without backup)."""
         if not (x.is_cuda and x.is_contiguous()):
             raise ValueError("get_cpu_backup needs a contiguous CUDA tensor")
         pool = vpmm.default_pool(x.device.index if x.device.index is not None else torch.cuda.current_device())
@@ -240,16 +372,42 @@ class TorchMemorySaver:
 
 
 def _thread_key() -> int:
-    import threading
     return threading.get_ident()
+
+
+def _devices_with_context() -> Set[int]:
+    # The devices the interposer may have allocated on: a cudaMalloc needs
+    # the device's primary context. Asking the driver creates none.
+    has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+    if has_context is None:
+        return {torch.cuda.current_device()}
+    return {d for d in range(torch.cuda.device_count()) if has_context(d)}
+
+
+def _mem_pool_is_empty(pool: Any) -> bool:
+    # True when no block of the MemPool holds a tensor (or awaits a stream):
+    # dropping it then frees its memory at once. Without a snapshot to tell,
+    # the pool is kept.
+    snapshot = getattr(pool, "snapshot", None)
+    if snapshot is None:
+        return False
+    try:
+        segments = snapshot()
+    except (RuntimeError, TypeError):
+        return False
+    return all(b.get("state") == "inactive" for s in segments for b in s.get("blocks", ()))
 
 
 @contextlib.contextmanager
 def configure_subprocess() -> Iterator[None]:
-    """torch_memory_saver sets LD_PRELOAD here for child processes; libvpmm
-    needs no preloading. The block exports VPMM_LIBRARY (the library this
-    process loaded) so children load the same one, then restores it."""
+    """For the block, child processes start under libvpmm_preload.so (hook
+    mode "preload"): LD_PRELOAD gets the interposer next to the libvpmm this
+    process loaded (other entries are kept), VPMM_LIBRARY names that libvpmm.
+    Both are restored afterwards. Raises FileNotFoundError when the
+    interposer is not installed next to the library."""
     from .utils import change_env
-    path = vpmm.library_path()
-    with change_env("VPMM_LIBRARY", path if os.sep in path else os.environ.get("VPMM_LIBRARY")):
+    libvpmm = _preload.library_file(vpmm._library.lib) or vpmm.library_path()
+    with contextlib.ExitStack() as stack:
+        for key, value in _preload.child_environment(os.environ, libvpmm).items():
+            stack.enter_context(change_env(key, value))
         yield

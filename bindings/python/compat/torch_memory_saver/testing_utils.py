@@ -2,7 +2,9 @@
 emptying, device memory in use)."""
 from __future__ import annotations
 
-__all__ = ["get_device", "empty_cache", "get_and_print_gpu_memory"]
+from .utils import is_xpu
+
+__all__ = ["get_device", "empty_cache", "get_and_print_gpu_memory", "is_xpu"]
 
 
 def get_device() -> str:
@@ -12,7 +14,8 @@ def get_device() -> str:
 
 
 def empty_cache() -> None:
-    """torch.cuda.empty_cache()."""
+    """torch.cuda.empty_cache() (under libvpmm_preload.so the freed memory
+    goes back to the device too)."""
     import torch
     torch.cuda.empty_cache()
 
