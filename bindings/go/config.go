@@ -39,6 +39,7 @@ type Config struct {
 	HIPChunkSize        uint64  // HIP: largest hipMemCreate (0 = by ROCm version); env VPMM_HIP_CHUNK_SIZE
 	PeerDevices         uint64  // CUDA: bit d = device d gets access (0 = none); env VPMM_PEER_DEVICES
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
+	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -82,6 +83,7 @@ func configFromC(c *C.vpmm_config) Config {
 		HIPChunkSize:        uint64(c.hip_chunk_size),
 		PeerDevices:         uint64(c.peer_devices),
 		LargeRounding:       uint64(c.large_rounding),
+		Exportable:          uint64(c.exportable),
 		configError:         int32(c.config_error),
 	}
 }
@@ -108,5 +110,6 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.hip_chunk_size = C.uint64_t(cfg.HIPChunkSize)
 	c.peer_devices = C.uint64_t(cfg.PeerDevices)
 	c.large_rounding = C.uint64_t(cfg.LargeRounding)
+	c.exportable = C.uint64_t(cfg.Exportable)
 	return c
 }

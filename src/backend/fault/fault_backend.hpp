@@ -191,6 +191,9 @@ class FaultBackend final : public Backend {
   vpmm_status do_stream_create(Stream* out) override;
   vpmm_status do_stream_destroy(Stream s) override;
   vpmm_status do_device_sync() override { return inner_->device_sync(); }  // not a fault point
+  vpmm_status do_device_id(uint8_t out[16]) override { return inner_->device_id(out); }  // a fact
+  vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
+  vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
 
  private:
   std::shared_ptr<Backend> inner_;

@@ -178,6 +178,10 @@ impl Config {
         /// `page_size`: whole pages; 512 lets neighbours share pages).
         /// Env `VPMM_LARGE_ROUNDING`.
         large_rounding: u64;
+        /// 1 = every physical handle can be shared with other processes
+        /// (`vpmm_pool_export`; docs/ipc.md); 0 (default) = not exportable.
+        /// Env `VPMM_EXPORTABLE`.
+        exportable: u64;
     }
 }
 
@@ -210,6 +214,7 @@ impl fmt::Debug for Config {
             .field("hip_chunk_size", &r.hip_chunk_size)
             .field("peer_devices", &r.peer_devices)
             .field("large_rounding", &r.large_rounding)
+            .field("exportable", &r.exportable)
             .finish()
     }
 }
