@@ -1083,11 +1083,15 @@ VPMM_API vpmm_status vpmm_export_descriptor(const vpmm_export* ex, void* buf, si
 VPMM_API vpmm_status vpmm_export_send(const vpmm_export* ex, int socket);
 
 /* What importers see (VPMM_EXPORT_*; CLOSED once closed by the pool's
- * destroy) and, in *importers (may be NULL), how many processes hold an
- * import of it now (counted from the locks their imports hold on the status
- * page: an importer that exited without closing no longer counts).
- * Errors: INVALID_ARGUMENT (null or closed export, null state). Thread safe. */
-VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers);
+ * destroy); in *importers (may be NULL) how many processes hold an import of
+ * it now (counted from the locks their imports hold on the status page: an
+ * importer that exited without closing no longer counts), and in *imports
+ * (may be NULL) how many imports of it were made so far. A sender that keeps
+ * the memory alive for its receivers lets go once imports > 0 and importers
+ * is 0 again. Errors: INVALID_ARGUMENT (null or closed export, null state).
+ * Thread safe. */
+VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers,
+                                       uint64_t* imports);
 
 /* Close an export: importers see CLOSED; their mappings stay valid and keep
  * the memory alive until they close them (the exporter's allocation is
@@ -1293,7 +1297,7 @@ typedef struct vpmm_api {
   vpmm_status (*export_descriptor)(const vpmm_export* ex, void* buf, size_t capacity, size_t* size, int* fds,
                                    size_t fd_capacity, size_t* n_fds);
   vpmm_status (*export_send)(const vpmm_export* ex, int socket);
-  vpmm_status (*export_state)(const vpmm_export* ex, int32_t* state, uint32_t* importers);
+  vpmm_status (*export_state)(const vpmm_export* ex, int32_t* state, uint32_t* importers, uint64_t* imports);
   vpmm_status (*export_close)(vpmm_pool* pool, vpmm_export* ex);
   vpmm_status (*pool_import)(vpmm_pool* pool, const void* desc, size_t size, const int* fds, size_t n_fds,
                              vpmm_import** out);

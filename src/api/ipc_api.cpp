@@ -218,13 +218,15 @@ VPMM_API vpmm_status vpmm_export_send(const vpmm_export* ex, int socket) {
   });
 }
 
-VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers) {
+VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers,
+                                       uint64_t* imports) {
   const char* call = "vpmm_export_state";
   vpmm_status st = check_export(call, ex);
   if (st != VPMM_OK) return st;
   VPMM_CHECK_NONNULL(call, state);
   *state = ex->channel->state();
   if (importers) *importers = ex->channel->live_importers();
+  if (imports) *imports = ex->channel->imports();
   return VPMM_OK;
 }
 

@@ -31,6 +31,11 @@ uint32_t Exporter::live_importers() const {
   return page_->live_importers();
 }
 
+uint64_t Exporter::imports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return page_->imports();
+}
+
 vpmm_status Exporter::describe_locked(const char* who, const ExportLayout& layout, std::string* bytes,
                                       std::vector<int>* fds) const {
   const int32_t s = page_->state();

@@ -23,6 +23,7 @@ class Exporter final : public ExportChannel {
   void revoke(int32_t state) override;
   int32_t state() const override;
   uint32_t live_importers() const override;
+  uint64_t imports() const;  // imports made so far
 
   // The descriptor of `layout` and the descriptors that go with it (status
   // page first), read under the lock revoke takes: while `f` runs with them,

@@ -143,6 +143,7 @@ vpmm_status StatusPage::open(const char* who, int fd, uint64_t nonce, std::uniqu
 uint64_t StatusPage::nonce() const { return page_->nonce; }
 int32_t StatusPage::pid() const { return page_->pid; }
 uint64_t StatusPage::word() const { return page_->word.load(); }
+uint64_t StatusPage::imports() const { return page_->imports.load(); }
 
 void StatusPage::publish(int32_t state) {
   uint64_t w = page_->word.load();

@@ -50,6 +50,7 @@ class StatusPage {
   // no lock any more reads VPMM_EXPORT_EXITED.
   int32_t state() const;
   uint64_t word() const;
+  uint64_t imports() const;
   // Exporter: how many importers hold a lock now.
   uint32_t live_importers() const;
   // Importer: take a slot (best effort) and count the import.

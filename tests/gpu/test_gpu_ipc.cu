@@ -122,7 +122,7 @@ GPU_TEST("4 GiB of weights: trainer -> rollout, read and written back, across a 
   ch.ask('W', j, 4, &st);
   CHECK_EQ(bad_words(w, kWeights, 4), 0u);
   int32_t s = 0;
-  CHECK_OK(vpmm_export_state(ex, &s, nullptr));
+  CHECK_OK(vpmm_export_state(ex, &s, nullptr, nullptr));
   CHECK_EQ(s, VPMM_EXPORT_PAUSED);
   ch.ask('C', j, 0, &st);
   CHECK_EQ(st, VPMM_OK);

@@ -69,7 +69,7 @@ vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
 int32_t export_state(const vpmm_export* ex, uint32_t* importers = nullptr) {
   int32_t s = 0;
   uint32_t n = 0;
-  vpmm_export_state(ex, &s, &n);
+  vpmm_export_state(ex, &s, &n, nullptr);
   if (importers) *importers = n;
   return s;
 }
@@ -252,6 +252,10 @@ TEST("export, import in another process: the same bytes, read and written by bot
   CHECK_EQ(ch.quit(), 0);
   CHECK_EQ(export_state(ex, &importers), VPMM_EXPORT_ACTIVE);
   CHECK_EQ(importers, 0u);
+  uint64_t imports = 0;
+  int32_t state = 0;
+  CHECK_OK(vpmm_export_state(ex, &state, nullptr, &imports));
+  CHECK_EQ(imports, 1u);  // one import was made, none is open: a sender may let go
   CHECK_OK(vpmm_export_close(pool, ex));
   CHECK_OK(vpmm_pool_free(pool, p, nullptr));
   CHECK_OK(vpmm_pool_destroy(pool));

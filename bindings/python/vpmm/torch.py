@@ -41,11 +41,16 @@ except ImportError as _e:  # the binding itself needs no framework
 
 from . import _library
 from ._pool import Pool, default_pool as _default_pool, region
+from ._torch_ipc import (SharedTensor, close, install_reductions, open, opened, owns, release_shared,
+                         share)
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
            "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
-           "prepare_backups", "prepare_backups_in_background", "pinning_ahead"]
+           "prepare_backups", "prepare_backups_in_background", "pinning_ahead",
+           # sharing tensors with other processes (docs/ipc.md)
+           "SharedTensor", "share", "open", "opened", "close", "release_shared", "install_reductions",
+           "owns"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None

@@ -2522,6 +2522,7 @@ extern "C" {
         ex: *const vpmm_export,
         state: *mut i32,
         importers: *mut u32,
+        imports: *mut u64,
     ) -> vpmm_status;
 }
 extern "C" {
@@ -3121,6 +3122,7 @@ pub struct vpmm_api {
             ex: *const vpmm_export,
             state: *mut i32,
             importers: *mut u32,
+            imports: *mut u64,
         ) -> vpmm_status,
     >,
     pub export_close: ::std::option::Option<
