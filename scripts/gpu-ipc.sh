@@ -125,7 +125,7 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; 
     boxed 150 python3 tests/gpu/test_torch_ipc.py > "$OUT/torch.log" 2>&1
   TORCH=$?
   say "test_torch_ipc.py: exit $TORCH: $(tail -1 "$OUT/torch.log")"
-  grep -E "^PROBE " "$OUT/torch.log" | tee -a "$SUM"
+  grep -E "^(ok|FAIL) |PROBE " "$OUT/torch.log" | cut -c1-400 | tee -a "$SUM"
 else
   say "torch: not installed or no CUDA: the PyTorch step did not run"
   TORCH=1

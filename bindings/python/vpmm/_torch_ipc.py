@@ -24,8 +24,8 @@ from . import ipc
 from ._pool import default_pool as _default_pool
 from .errors import InvalidArgument, UnknownPointer
 
-__all__ = ["SharedTensor", "share", "open", "opened", "close", "release_shared", "install_reductions",
-           "owns"]
+__all__ = ["SharedTensor", "share", "open", "opened", "close", "current", "release_shared",
+           "install_reductions", "owns"]
 
 
 class SharedTensor:
@@ -214,18 +214,33 @@ def open(shared: SharedTensor, device: Any = None) -> _torch.Tensor:  # noqa: A0
     return raw.view(dtype).as_strided(shared.shape, shared.stride)
 
 
-def close(tensor: _torch.Tensor) -> None:
-    """Close the import behind a tensor :func:`open` returned, now (after
-    synchronizing its device): every tensor opened from that import becomes
-    invalid. A no-op for other tensors."""
+def _opening_of(tensor: _torch.Tensor) -> Optional[_Opening]:
     ptr = tensor.data_ptr()
     with _open_lock:
         ops = [r() for r in _openings.values()]
     for op in ops:
-        if op is not None and op.imp._h is not None and any(
-                e.ptr <= ptr < e.ptr + e.size for e in op.imp.entries):
-            op.finalizer()
-            return
+        if op is not None and op.imp._h is not None and any(e.ptr <= ptr < e.ptr + e.size for e in op.imp.entries):
+            return op
+    return None
+
+
+def current(tensor: _torch.Tensor) -> bool:
+    """For a tensor :func:`open` returned: True while the sender's memory is
+    still what it shows (the export is "active"); False once the sender
+    paused, freed or closed it, or exited: open a new share then."""
+    op = _opening_of(tensor)
+    if op is None:
+        raise InvalidArgument(1, "vpmm.torch.current: the tensor was not opened with vpmm.torch.open (or is closed)")
+    return op.imp.current
+
+
+def close(tensor: _torch.Tensor) -> None:
+    """Close the import behind a tensor :func:`open` returned, now (after
+    synchronizing its device): every tensor opened from that import becomes
+    invalid. A no-op for other tensors."""
+    op = _opening_of(tensor)
+    if op is not None:
+        op.finalizer()
 
 
 @contextlib.contextmanager
