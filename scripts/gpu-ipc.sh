@@ -10,12 +10,13 @@
 #                        type, exportable pools, weight-sync bandwidth
 #   4. torch             the probe of PyTorch's own CUDA IPC on libvpmm memory,
 #                        vpmm.torch.share/open, torch.multiprocessing queues
-#                        with vpmm.torch.install_reductions (tests/gpu/test_torch_ipc.py)
+#                        with vpmm.torch.install_reductions (tests/gpu/test_torch_ipc.py),
+#                        then examples/ipc/weight_sync.py (trainer + rollout, 4 syncs)
 # Everything under $OUT (at most 8 files): summary.txt build.log unit.log
 # gpu.log bench.log torch.log. Each step is time-boxed; the whole run stays
 # under DEADLINE seconds (default 460).
-# Success: summary.txt ends with "gpu-ipc: OK" (steps 1, 2 and 4 passed; the
-# benchmark's numbers are reported, not gated).
+# Success: summary.txt ends with "gpu-ipc: OK" followed by the total time
+# (steps 1, 2, 4 and 5 passed; the benchmark's numbers are reported, not gated).
 set -u
 START=$(date +%s)
 DEADLINE=${DEADLINE:-460}
@@ -126,10 +127,18 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; 
   TORCH=$?
   say "test_torch_ipc.py: exit $TORCH: $(tail -1 "$OUT/torch.log")"
   grep -E "^(ok|FAIL) |PROBE " "$OUT/torch.log" | cut -c1-400 | tee -a "$SUM"
+  # 5. the two-process example (trainer + rollout engine), appended to torch.log
+  echo "---- examples/ipc/weight_sync.py" >> "$OUT/torch.log"
+  VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}" VPMM_EXPORTABLE=1 \
+    boxed 120 python3 examples/ipc/weight_sync.py --steps 4 --width 4096 --layers 16 >> "$OUT/torch.log" 2>&1
+  EX=$?
+  say "examples/ipc/weight_sync.py: exit $EX"
+  grep -E "^(model|step) " "$OUT/torch.log" | tee -a "$SUM"
 else
   say "torch: not installed or no CUDA: the PyTorch step did not run"
   TORCH=1
 fi
 
-if (( UNIT == 0 && GPU == 0 && TORCH == 0 )); then say "gpu-ipc: OK"; else say "gpu-ipc: FAILED (unit $UNIT, gpu $GPU, torch $TORCH)"; fi
+EX=${EX:-1}
+if (( UNIT == 0 && GPU == 0 && TORCH == 0 && EX == 0 )); then say "gpu-ipc: OK"; else say "gpu-ipc: FAILED (unit $UNIT, gpu $GPU, torch $TORCH, example $EX)"; fi
 say "total $(( $(date +%s) - START )) s"

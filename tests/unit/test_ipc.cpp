@@ -661,8 +661,30 @@ TEST("misuse: bad descriptors, closed handles, a pool's destroy, sockets that ar
   CHECK(pipe(pipes) == 0);
   CHECK_EQ(vpmm_export_send(ex, pipes[1]), VPMM_ERR_INVALID_ARGUMENT);
   CHECK_EQ(vpmm_ipc_recv(pipes[0], nullptr, 0, &size, nullptr, 0, &n), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_ipc_send(pipes[1], d.data(), d.size(), fds.data(), fds.size()), VPMM_ERR_INVALID_ARGUMENT);
   close(pipes[0]);
   close(pipes[1]);
+  // Receive buffers too small: refused, the message stays for a second try.
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+  CHECK_OK(vpmm_export_send(ex, sv[0]));
+  size_t got = 0, got_fds = 0;
+  CHECK_OK(vpmm_ipc_recv(sv[1], nullptr, 0, &got, nullptr, 0, &got_fds));
+  CHECK_EQ(got, size);
+  CHECK_EQ(got_fds, n);
+  std::string small(size - 1, '\0');
+  std::vector<int> rfds(n, -1);
+  CHECK_EQ(vpmm_ipc_recv(sv[1], &small[0], small.size(), &got, rfds.data(), rfds.size(), &got_fds),
+           VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(rfds[0], -1);  // nothing received
+  std::string full(size, '\0');
+  CHECK_OK(vpmm_ipc_recv(sv[1], &full[0], full.size(), &got, rfds.data(), rfds.size(), &got_fds));
+  CHECK(full == d);
+  for (int fd : rfds) close(fd);
+  close(sv[0]);
+  close(sv[1]);
+  // An export closed with another pool.
+  CHECK_EQ(vpmm_export_close(other, ex), VPMM_ERR_INVALID_ARGUMENT);
   // A pool destroyed with an import open: the import is unmapped, its
   // handle answers INVALID_ARGUMENT, and closing it frees what is left.
   vpmm_pool* doomed = vt::ipc_host_pool(false);
@@ -670,6 +692,17 @@ TEST("misuse: bad descriptors, closed handles, a pool's destroy, sockets that ar
   CHECK_OK(vpmm_pool_destroy(doomed));
   CHECK_EQ(vpmm_import_state(imp, &s), VPMM_ERR_INVALID_ARGUMENT);
   CHECK_OK(vpmm_import_close(doomed, imp));
+  // A paused export no longer imports, even with its descriptors at hand.
+  std::vector<int> copies;
+  for (int fd : fds) copies.push_back(fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  CHECK_OK(vpmm_pool_pause(pool, "w"));
+  CHECK_EQ(vpmm_pool_import(other, d.data(), d.size(), copies.data(), copies.size(), &imp), VPMM_ERR_WRONG_STATE);
+  CHECK(std::strstr(vpmm_last_error(), "paused") != nullptr);
+  for (int fd : copies) close(fd);
+  CHECK_OK(vpmm_pool_resume(pool, "w"));
+  vpmm_export_close(pool, ex);
+  CHECK_OK(vpmm_pool_export(pool, p, &ex));
+  CHECK_OK(vpmm_export_descriptor(ex, &d[0], size, &size, fds.data(), n, &n));
   // After a free the descriptors are gone: WRONG_STATE, and the export says FREED.
   CHECK_OK(vpmm_pool_free(pool, p, nullptr));
   CHECK_EQ(vpmm_export_descriptor(ex, &d[0], size, &size, fds.data(), n, &n), VPMM_ERR_WRONG_STATE);
