@@ -78,7 +78,7 @@ plain_build() {
   local NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90 -Iinclude -I"$BUILD/include"
             -I"$CUDA_HOME/include" -L"$babs" -lvpmm -Xlinker -rpath -Xlinker "$babs")
   nvcc "${NV[@]}" tests/gpu/test_gpu_ipc.cu -o "$BUILD/tests/gpu/test_gpu_ipc" >> "$OUT/build.log" 2>&1 || ok=0
-  nvcc "${NV[@]}" bench/bench_ipc.cu -o "$BUILD/bench/bench_ipc" -lcuda >> "$OUT/build.log" 2>&1 || ok=0
+  nvcc "${NV[@]}" bench/bench_ipc.cu -o "$BUILD/bench/bench_ipc" -L"$CUDA_HOME/lib64/stubs" -lcuda >> "$OUT/build.log" 2>&1 || ok=0
   (( ok ))
 }
 
