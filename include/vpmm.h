@@ -1130,10 +1130,10 @@ VPMM_API vpmm_status vpmm_pool_import(vpmm_pool* pool, const void* desc, size_t 
 VPMM_API vpmm_status vpmm_import_entry(const vpmm_import* imp, size_t index, vpmm_ipc_entry* out);
 
 /* The export's state as the exporter published it (VPMM_EXPORT_*), read
- * from the shared status page: no system call while it is ACTIVE and its
- * exporter lives (one fcntl to tell a live exporter from an exited one).
- * Errors: INVALID_ARGUMENT (null or closed import, an import whose pool was
- * destroyed, null state). Thread safe. */
+ * from the status page both processes map: no round trip to the exporter (a
+ * load, plus one fcntl while the word says ACTIVE, to tell a live exporter
+ * from one that exited). Errors: INVALID_ARGUMENT (null or closed import, an
+ * import whose pool was destroyed, null state). Thread safe. */
 VPMM_API vpmm_status vpmm_import_state(const vpmm_import* imp, int32_t* state);
 
 /* Unmap and release an import. Work queued on the GPU that reads or writes

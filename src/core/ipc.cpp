@@ -52,7 +52,7 @@ void IpcTables::on_release(uint64_t va, uint64_t size) {
   for (uint64_t id : ids) {
     auto it = exports_.find(id);
     if (it == exports_.end()) continue;
-    unindex(id, it->second);  // an id found twice is unindexed once: find it no more
+    unindex(id, it->second);  // an export with two entries here comes twice: revoke is idempotent
     it->second.channel->revoke(VPMM_EXPORT_PAUSED);
   }
 }
