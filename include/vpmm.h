@@ -21,6 +21,7 @@
  *   tags, pause and resume          tag scopes, pause/resume, backups
  *   limits and reservations         capacity, reservations, trim, callbacks
  *   observability                   stats, regions, text, option table
+ *   sharing with other processes    exports, imports, descriptors over sockets
  *   run-time loading                vpmm_get_api's function table
  *   hooks                           default pools, PyTorch and CuPy entry points
  *
@@ -310,6 +311,14 @@ typedef struct vpmm_config {
                        * 0 (default) = 0.015; a negative value = page-exact (always remap, the
                        * behaviour before this field). Ignored for tagged allocations. env
                        * VPMM_REMAP_SLACK ("0.02", "2%", or "exact"). See docs/handles.md. */
+  uint64_t exportable;     /* 1 = every physical handle the pool creates can be shared with other
+                            * processes (vpmm_pool_export): CUDA and HIP request POSIX file-
+                            * descriptor handles from cuMemCreate / hipMemCreate, the host backend
+                            * gives each handle a memfd of its own. 0 (default) = not exportable:
+                            * vpmm_pool_export fails with UNSUPPORTED. Importing needs no flag.
+                            * Pool creation fails with UNSUPPORTED where the device or driver
+                            * cannot export. env VPMM_EXPORTABLE (0 or 1). See docs/ipc.md (what
+                            * it costs, measured). */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -1070,7 +1079,8 @@ typedef struct vpmm_field_info {
 /* The layout of a public struct of this header as the library was built:
  * name is the struct's name ("vpmm_config", "vpmm_stats", "vpmm_alloc_attrs",
  * "vpmm_tag_stats", "vpmm_region_info" (also accepted as "vpmm_region", its name
- * in earlier headers), "vpmm_option_info", "vpmm_field_info", "vpmm_api").
+ * in earlier headers), "vpmm_option_info", "vpmm_field_info", "vpmm_api",
+ * "vpmm_ipc_entry", "vpmm_ipc_stats").
  * *size (may be NULL) receives its sizeof, *fields (may be NULL) its number of
  * fields. Errors: INVALID_ARGUMENT (null name, unknown struct). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields);
@@ -1079,6 +1089,239 @@ VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32
  * set. Errors: INVALID_ARGUMENT (null name/out, unknown struct, i out of
  * range, bad struct_size). Thread safe. */
 VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Sharing memory with other processes                                      */
+/* ------------------------------------------------------------------------ */
+/* A process exports live allocations of an exportable pool (vpmm_config.
+ * exportable); another process on the same machine imports them into a pool
+ * of the same device and gets device pointers to the same bytes, with
+ * read/write access for its device. docs/ipc.md has the design, the
+ * diagram of who holds which handle, and measurements.
+ *
+ * What travels is a descriptor (a plain byte string: copy, pickle or send it
+ * anywhere) plus one POSIX file descriptor per physical handle and one for a
+ * small status page. File descriptors cannot be copied as bytes: they go
+ * over a Unix-domain socket (vpmm_export_send / vpmm_ipc_recv, SCM_RIGHTS),
+ * or the importer takes them from the exporter with pidfd_getfd (the
+ * descriptor names the exporter's pid and its descriptor numbers; Linux
+ * 5.6+, and it needs permission to ptrace the exporter, often refused in
+ * containers).
+ *
+ * What is exported is whole physical handles: a handle maps whole, so an
+ * allocation that shares its first or last handle with neighbours
+ * (large_rounding below the page, handles larger than a page) exports those
+ * handles whole, and the importer must only touch the allocation's own bytes
+ * (vpmm_import_entry gives their address and size).
+ *
+ * The status page tells importers, without a round trip, whether the
+ * export still describes the exporter's memory (vpmm_import_state):
+ *   ACTIVE   yes: both processes read and write the same bytes.
+ *   PAUSED   the exporter paused an exported allocation and released its
+ *            memory. The importer's mapping keeps the old physical memory
+ *            alive (the driver frees it only when every process has unmapped
+ *            it: vpmm_ipc_stats.held_by_importers_bytes on the exporter); it
+ *            holds the bytes as they were at the pause, and writes to it reach
+ *            nobody. After the exporter resumes, its allocation has new memory
+ *            at the same address: close the import and import a new export.
+ *   FREED    the exporter freed an exported allocation: its memory went back
+ *            to the exporter's pool, which may hand it to other allocations.
+ *            Stop touching the import and close it.
+ *   CLOSED   the exporter closed the export or destroyed its pool.
+ *   EXITED   the exporting process exited without closing it. The mapping
+ *            stays valid (and holds the memory) until the importer closes it.
+ * Every state but ACTIVE is final for that export. */
+#ifdef __cplusplus
+static const int32_t VPMM_EXPORT_ACTIVE = 1;
+static const int32_t VPMM_EXPORT_PAUSED = 2;
+static const int32_t VPMM_EXPORT_FREED = 3;
+static const int32_t VPMM_EXPORT_CLOSED = 4;
+static const int32_t VPMM_EXPORT_EXITED = 5;
+static const int32_t VPMM_EXPORT_SIGNED_ = -1;
+#else
+enum {
+  VPMM_EXPORT_ACTIVE = 1,
+  VPMM_EXPORT_PAUSED = 2,
+  VPMM_EXPORT_FREED = 3,
+  VPMM_EXPORT_CLOSED = 4,
+  VPMM_EXPORT_EXITED = 5,
+  VPMM_EXPORT_SIGNED_ = -1 /* never reported: makes the enum's type int */
+};
+#endif
+
+/* The exporter's handle on an export: made by vpmm_pool_export(_tag), owned
+ * by the caller until vpmm_export_close (or the pool's destroy). Opaque. */
+typedef struct vpmm_export vpmm_export;
+/* The importer's: made by vpmm_pool_import, owned by the caller until
+ * vpmm_import_close (or the pool's destroy). Opaque. */
+typedef struct vpmm_import vpmm_import;
+
+/* One allocation of an export (a small-object slab of a tag export counts as
+ * one entry of its whole pages). */
+typedef struct vpmm_ipc_entry {
+  uint32_t struct_size;  /* = sizeof(vpmm_ipc_entry), set by the caller */
+  uint32_t reserved0;
+  uint64_t exporter_ptr; /* the allocation's address in the exporting process */
+  uint64_t size;         /* its bytes (as asked for; a slab: its pages) */
+  void* ptr;             /* importer: the same bytes in this process; exporter: exporter_ptr */
+  uint64_t n_entries;    /* how many entries the export has */
+} vpmm_ipc_entry;
+
+/* Export the live allocation containing ptr (interior pointers allowed) of
+ * an exportable pool. The export holds a file descriptor per covering
+ * handle and a status page. Freeing or pausing the allocation turns it
+ * FREED or PAUSED and closes the handle descriptors (the exporter keeps no
+ * reference to the memory); closing it, or destroying the pool, turns it
+ * CLOSED. An allocation may be exported several times; each export is
+ * imported on its own. *out is the caller's until vpmm_export_close.
+ * Errors: INVALID_ARGUMENT (null ptr or out), UNKNOWN_POINTER (ptr is in no
+ * live allocation of this pool), WRONG_STATE (the allocation is paused),
+ * UNSUPPORTED (the pool is not exportable), OUT_OF_MEMORY (no file
+ * descriptor or memory for the status page), BACKEND. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_export** out);
+
+/* Export every active allocation with `tag` (NULL = every tagged one) as one
+ * export: the weights of a model in one descriptor. Small-object slabs of
+ * the tag are shared whole (their blocks may come and go; a free of the
+ * block at a slab's start turns the export FREED). Paused allocations of the
+ * tag are not included. Errors: INVALID_ARGUMENT (null out, a tag never used
+ * by this pool, tag too long), WRONG_STATE (nothing with the tag is
+ * active), and those of vpmm_pool_export. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_export_tag(vpmm_pool* pool, const char* tag, vpmm_export** out);
+
+/* Entry `index` of an export, in address order (out->struct_size must be
+ * set; at most that many bytes are written; ptr = exporter_ptr).
+ * Errors: INVALID_ARGUMENT (null or closed export, null out, bad
+ * struct_size, index >= the number of entries). Thread safe. */
+VPMM_API vpmm_status vpmm_export_entry(const vpmm_export* ex, size_t index, vpmm_ipc_entry* out);
+
+/* The export's shareable form: the descriptor (bytes, no pointers) and the
+ * file descriptors that travel with it, in order. The file descriptors stay
+ * owned by the export (never close them); they are valid while its state is
+ * ACTIVE. With buf NULL and capacity 0, and fds NULL and fd_capacity 0, only
+ * *size and *n_fds are written (the sizes). Errors: INVALID_ARGUMENT (null
+ * or closed export, null size or n_fds, NULL buf with capacity (fds with
+ * fd_capacity), capacity or fd_capacity too small), WRONG_STATE (the export
+ * is not ACTIVE: its handle descriptors are closed). Thread safe, but a
+ * pause or free on another thread may close the descriptors right after the
+ * call: vpmm_export_send sends under the export's lock instead. */
+VPMM_API vpmm_status vpmm_export_descriptor(const vpmm_export* ex, void* buf, size_t capacity, size_t* size,
+                                            int* fds, size_t fd_capacity, size_t* n_fds);
+
+/* Send the export's descriptor and file descriptors over a connected
+ * Unix-domain socket (SOCK_STREAM or SOCK_SEQPACKET) as vpmm_ipc_send does;
+ * a pause or free of the exported memory waits until the send is queued,
+ * so what was sent was the memory's. Blocks while the socket's buffer is
+ * full. Errors: INVALID_ARGUMENT (null or closed export, not a Unix-domain
+ * socket), WRONG_STATE (the export is not ACTIVE), BACKEND (sendmsg failed:
+ * the peer closed, say; the message names errno). Thread safe. */
+VPMM_API vpmm_status vpmm_export_send(const vpmm_export* ex, int socket);
+
+/* What importers see (VPMM_EXPORT_*; CLOSED once closed by the pool's
+ * destroy); in *importers (may be NULL) how many processes hold an import of
+ * it now (counted from the locks their imports hold on the status page: an
+ * importer that exited without closing no longer counts), and in *imports
+ * (may be NULL) how many imports of it were made so far. A sender that keeps
+ * the memory alive for its receivers lets go once imports > 0 and importers
+ * is 0 again. Errors: INVALID_ARGUMENT (null or closed export, null state).
+ * Thread safe. */
+VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers,
+                                       uint64_t* imports);
+
+/* Close an export: importers see CLOSED; their mappings stay valid and keep
+ * the memory alive until they close them (the exporter's allocation is
+ * unaffected). The handle is dead afterwards. Errors: INVALID_ARGUMENT (a
+ * NULL or closed export, an export of another pool; an export whose pool was
+ * destroyed is closed, and freed, by this call without error). Thread safe,
+ * but not with other calls on the same export. */
+VPMM_API vpmm_status vpmm_export_close(vpmm_pool* pool, vpmm_export* ex);
+
+/* Map an export into this process: into VA reserved for the import (not the
+ * pool's chunks: imported memory is no allocation of the pool and counts in
+ * no limit or reservation), with read/write access for the pool's device.
+ * desc/size: a descriptor (vpmm_export_descriptor, vpmm_ipc_recv); fds: its
+ * n_fds file descriptors in order, which stay the caller's (close them after
+ * the call, whatever it returns). fds NULL with n_fds 0 takes them from the
+ * exporting process with pidfd_getfd. The pool may be any pool of the
+ * device the export is on (exportable or not). An export is imported at
+ * most once per pool. *out is the caller's until vpmm_import_close.
+ * Errors: INVALID_ARGUMENT (null desc or out, bytes that are not a
+ * descriptor of this version, n_fds differing from the descriptor's count,
+ * file descriptors that are not its handles, a descriptor of another backend
+ * or device: import into a pool of the device it was exported from),
+ * WRONG_STATE (the export is not ACTIVE, or is already imported into this
+ * pool), UNSUPPORTED (no fds, and pidfd_getfd is missing or refused: the
+ * message says which; send the descriptor over a socket instead),
+ * OUT_OF_MEMORY (VA, file descriptors), BACKEND. On error nothing stays
+ * mapped or open. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_import(vpmm_pool* pool, const void* desc, size_t size, const int* fds,
+                                      size_t n_fds, vpmm_import** out);
+
+/* Entry `index` of an import, in the exporter's address order: ptr is where
+ * the entry's bytes are in this process (out->struct_size must be set; at
+ * most that many bytes are written). Errors: INVALID_ARGUMENT (null or
+ * closed import, null out, bad struct_size, index >= the number of
+ * entries). Thread safe. */
+VPMM_API vpmm_status vpmm_import_entry(const vpmm_import* imp, size_t index, vpmm_ipc_entry* out);
+
+/* The export's state as the exporter published it (VPMM_EXPORT_*), read
+ * from the status page both processes map: no round trip to the exporter (a
+ * load, plus one fcntl while the word says ACTIVE, to tell a live exporter
+ * from one that exited). Errors: INVALID_ARGUMENT (null or closed import, an
+ * import whose pool was destroyed, null state). Thread safe. */
+VPMM_API vpmm_status vpmm_import_state(const vpmm_import* imp, int32_t* state);
+
+/* Unmap and release an import. Work queued on the GPU that reads or writes
+ * it must have completed (synchronize first): the driver does not wait. The
+ * handle is dead afterwards. Errors: INVALID_ARGUMENT (a NULL or closed
+ * import, an import of another pool; one whose pool was destroyed, which
+ * unmapped it, is freed by this call without error), BACKEND. Thread safe,
+ * but not with other calls on the same import. */
+VPMM_API vpmm_status vpmm_import_close(vpmm_pool* pool, vpmm_import* imp);
+
+/* Send a descriptor and its file descriptors over a connected Unix-domain
+ * socket (SOCK_STREAM or SOCK_SEQPACKET), SCM_RIGHTS, in as many messages as
+ * the kernel's limit of descriptors per message needs. The caller keeps its
+ * descriptors. For relays; an exporter uses vpmm_export_send.
+ * Errors: INVALID_ARGUMENT (NULL desc with size, NULL fds with n_fds, not a
+ * Unix-domain socket), BACKEND (sendmsg failed). Thread safe (one message at
+ * a time per socket is the caller's to ensure). */
+VPMM_API vpmm_status vpmm_ipc_send(int socket, const void* desc, size_t size, const int* fds, size_t n_fds);
+
+/* Receive what vpmm_ipc_send or vpmm_export_send sent. With buf NULL and
+ * capacity 0 (and fds NULL, fd_capacity 0) it waits for a message and only
+ * writes its *size and *n_fds, consuming nothing: size the buffers, then
+ * call again. The received file descriptors (close-on-exec) are the
+ * caller's: close them after vpmm_pool_import. Errors: INVALID_ARGUMENT
+ * (null size or n_fds, NULL buf with capacity (fds with fd_capacity),
+ * buffers too small: nothing is consumed, not a Unix-domain socket, a
+ * message that is not a descriptor), OUT_OF_MEMORY (the process's file
+ * descriptor limit truncated the message's descriptors; what arrived is
+ * closed), BACKEND (recvmsg failed, or the peer closed the socket). Thread
+ * safe (one receiver per socket is the caller's to ensure). */
+VPMM_API vpmm_status vpmm_ipc_recv(int socket, void* buf, size_t capacity, size_t* size, int* fds,
+                                   size_t fd_capacity, size_t* n_fds);
+
+typedef struct vpmm_ipc_stats {
+  uint32_t struct_size; /* = sizeof(vpmm_ipc_stats), set by the caller */
+  uint32_t reserved0;
+  uint64_t exports;       /* open exports of this pool, in any state */
+  uint64_t exports_active; /* of them, ACTIVE */
+  uint64_t exported_bytes; /* bytes of the handles of ACTIVE exports */
+  uint64_t importers;     /* processes holding an import of an open export now */
+  uint64_t held_by_importers_bytes; /* bytes of PAUSED exports that importers still map: device
+                                     * memory the pool released, outside mapped_bytes, that comes
+                                     * back only when those importers close */
+  uint64_t imports;       /* open imports in this pool */
+  uint64_t imported_bytes; /* bytes they map */
+  uint64_t n_exports;     /* exports made over the pool's life */
+  uint64_t n_imports;     /* imports made over the pool's life */
+} vpmm_ipc_stats;
+
+/* Snapshot of the pool's exports and imports (stats->struct_size must be
+ * set; at most that many bytes are written). Errors: INVALID_ARGUMENT (null
+ * stats, struct_size below 16 or over 65536). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_ipc_stats(vpmm_pool* pool, vpmm_ipc_stats* stats);
 
 /* ------------------------------------------------------------------------ */
 /* Run-time loading: the function table                                     */
@@ -1186,6 +1429,24 @@ typedef struct vpmm_api {
   vpmm_status (*tag_scope_push_ex)(const vpmm_alloc_attrs* attrs);
   vpmm_status (*pool_pause_flags)(vpmm_pool* pool, const char* tag, uint32_t flags, uint64_t* n_changed);
   vpmm_status (*pool_set_backup_dir)(vpmm_pool* pool, const char* dir);
+  /* sharing memory with other processes */
+  vpmm_status (*pool_export)(vpmm_pool* pool, const void* ptr, vpmm_export** out);
+  vpmm_status (*pool_export_tag)(vpmm_pool* pool, const char* tag, vpmm_export** out);
+  vpmm_status (*export_entry)(const vpmm_export* ex, size_t index, vpmm_ipc_entry* out);
+  vpmm_status (*export_descriptor)(const vpmm_export* ex, void* buf, size_t capacity, size_t* size, int* fds,
+                                   size_t fd_capacity, size_t* n_fds);
+  vpmm_status (*export_send)(const vpmm_export* ex, int socket);
+  vpmm_status (*export_state)(const vpmm_export* ex, int32_t* state, uint32_t* importers, uint64_t* imports);
+  vpmm_status (*export_close)(vpmm_pool* pool, vpmm_export* ex);
+  vpmm_status (*pool_import)(vpmm_pool* pool, const void* desc, size_t size, const int* fds, size_t n_fds,
+                             vpmm_import** out);
+  vpmm_status (*import_entry)(const vpmm_import* imp, size_t index, vpmm_ipc_entry* out);
+  vpmm_status (*import_state)(const vpmm_import* imp, int32_t* state);
+  vpmm_status (*import_close)(vpmm_pool* pool, vpmm_import* imp);
+  vpmm_status (*ipc_send)(int socket, const void* desc, size_t size, const int* fds, size_t n_fds);
+  vpmm_status (*ipc_recv)(int socket, void* buf, size_t capacity, size_t* size, int* fds, size_t fd_capacity,
+                          size_t* n_fds);
+  vpmm_status (*pool_ipc_stats)(vpmm_pool* pool, vpmm_ipc_stats* stats);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

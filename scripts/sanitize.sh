@@ -38,7 +38,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:handle_segv=0:strict_string_c
 export TSAN_OPTIONS=${TSAN_OPTIONS:-handle_segv=0:second_deadlock_stack=1:history_size=4}
 
 # The unit tests that load libvpmm into a Python interpreter (see Notes).
-PY_TESTS=(python_binding python_without_frameworks python_install hook_log binding_layout)
+PY_TESTS=(python_binding python_without_frameworks python_install hook_log binding_layout python_ipc)
 
 # Sanitizer reports look like these in the test logs.
 REPORT_RE='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|WARNING: ThreadSanitizer|ERROR: ThreadSanitizer|ThreadSanitizer: reported|FATAL: ThreadSanitizer|ERROR: UndefinedBehaviorSanitizer'

@@ -6,6 +6,9 @@
 #   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
 #             and of the backends only the interface (backend/backend.hpp);
 #             inside it, modules include only lower modules (core_rank below)
+#   ipc/      status pages, sockets and pidfds of exports and imports: may
+#             include common/, ipc/ and the interfaces it implements
+#             (core/ipc.hpp), nothing else of the core, never the API
 #   hooks/    the allocator hooks: the library seen through the public headers
 #             (vpmm*.h) and their own headers only, like a binding would; what
 #             vpmm.h lacks (last error, VPMM_LOG) comes from the C API layer
@@ -37,6 +40,11 @@ report() {  # $1 = rule, $2 = offending lines
 report "src/common/ includes a higher layer" "$(scan "$src/common" '#[[:space:]]*include[[:space:]]*["<](core|backend|api|hooks)/')"
 report "src/backend/ includes the core, the C API or the hooks" "$(scan "$src/backend" '#[[:space:]]*include[[:space:]]*["<]((\.\./)*core|api|hooks)/')"
 report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](cuda|cuda_runtime|hip/[a-z_]*|dlfcn|fcntl|unistd|sys/[a-z_]*|linux/[a-z_]*)\.h[">]')"
+report "src/core/ includes the ipc layer or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|api|hooks)/')"
+# ipc/: the operating system's side of sharing memory between processes
+# (status pages, sockets, pidfds); it implements the channel interfaces of
+# core/ipc.hpp and sees nothing else of the core, nor the backends or the API.
+report "src/ipc/ includes more than common/, ipc/ and core/ipc.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_]+\.hpp"' | grep -v '"core/ipc.hpp"')"
 report "src/core/ includes a backend's internals (only backend/backend.hpp is the door)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/[a-z_]+/')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 
@@ -54,17 +62,17 @@ core_rank() {
   case "$1" in
     defaults|layout) echo 0 ;;
     regions|tags|capacity|backup) echo 1 ;;
-    small|backup_store) echo 2 ;;
+    small|backup_store|ipc) echo 2 ;;
     backups) echo 3 ;;
     pause_pipeline|pause_stage) echo 4 ;;
-    pool|defrag|pause|pool_capacity|stats) echo 5 ;;
+    pool|defrag|pause|pool_capacity|stats|pool_ipc) echo 5 ;;
     config) echo 6 ;;
     *) echo unknown ;;
   esac
 }
 core_module() {  # files of one module share its rank
   case "$1" in
-    defrag|pause|pool_capacity|stats) echo pool ;;
+    defrag|pause|pool_capacity|stats|pool_ipc) echo pool ;;
     pause_stage) echo pause_pipeline ;;
     *) echo "$1" ;;
   esac
@@ -87,6 +95,6 @@ for f in "$src"/core/*.hpp "$src"/core/*.cpp; do
 done
 
 if [ "$bad" -eq 0 ]; then
-  echo "layering: common <- backend <- core <- api <- hooks, preload: no violations"
+  echo "layering: common <- backend <- core <- ipc <- api <- hooks, preload: no violations"
 fi
 exit "$bad"

@@ -40,6 +40,7 @@ type Config struct {
 	PeerDevices         uint64  // CUDA: bit d = device d gets access (0 = none); env VPMM_PEER_DEVICES
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 	RemapSlack          float64 // how far past the bytes asked for a malloc grows instead of remapping (0 = 0.015; negative = page-exact); env VPMM_REMAP_SLACK
+	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -84,6 +85,7 @@ func configFromC(c *C.vpmm_config) Config {
 		PeerDevices:         uint64(c.peer_devices),
 		LargeRounding:       uint64(c.large_rounding),
 		RemapSlack:          float64(c.remap_slack),
+		Exportable:          uint64(c.exportable),
 		configError:         int32(c.config_error),
 	}
 }
@@ -111,5 +113,6 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.peer_devices = C.uint64_t(cfg.PeerDevices)
 	c.large_rounding = C.uint64_t(cfg.LargeRounding)
 	c.remap_slack = C.double(cfg.RemapSlack)
+	c.exportable = C.uint64_t(cfg.Exportable)
 	return c
 }

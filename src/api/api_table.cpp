@@ -17,10 +17,10 @@ namespace {
 static_assert(offsetof(vpmm_api, version) == 8, "vpmm_api: the entries start after two uint32_t");
 static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) % sizeof(void (*)(void)) == 0,
               "vpmm_api: only function pointers after the header");
-// 64 functions in ABI 1's table (every exported function but
+// 78 functions in ABI 1's table (every exported function but
 // vpmm_get_api). Appending one means changing this count, and the test of the
 // exported symbols then checks the new entry.
-static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 64,
+static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 78,
               "vpmm_api: an exported function was added without a table entry (or vice versa)");
 
 vpmm_api make_table() {
@@ -92,6 +92,20 @@ vpmm_api make_table() {
   t.tag_scope_push_ex = vpmm_tag_scope_push_ex;
   t.pool_pause_flags = vpmm_pool_pause_flags;
   t.pool_set_backup_dir = vpmm_pool_set_backup_dir;
+  t.pool_export = vpmm_pool_export;
+  t.pool_export_tag = vpmm_pool_export_tag;
+  t.export_entry = vpmm_export_entry;
+  t.export_descriptor = vpmm_export_descriptor;
+  t.export_send = vpmm_export_send;
+  t.export_state = vpmm_export_state;
+  t.export_close = vpmm_export_close;
+  t.pool_import = vpmm_pool_import;
+  t.import_entry = vpmm_import_entry;
+  t.import_state = vpmm_import_state;
+  t.import_close = vpmm_import_close;
+  t.ipc_send = vpmm_ipc_send;
+  t.ipc_recv = vpmm_ipc_recv;
+  t.pool_ipc_stats = vpmm_pool_ipc_stats;
   return t;
 }
 

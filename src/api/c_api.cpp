@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/dump_text.hpp"
+#include "api/pool_shell.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "core/backup_store.hpp"
@@ -22,62 +23,14 @@
 #include "vpmm.h"
 #include "vpmm_version.h"  // directly too: a build without it must fail, not lose vpmm_version()
 
-namespace {
-
-constexpr uint64_t kLiveMagic = 0x76706d6d2d6c6976ull;  // "vpmm-liv"
-constexpr uint64_t kDeadMagic = 0x76706d6d2d646561ull;  // "vpmm-dea"
-
-}  // namespace
-
-// The handle users hold. Destroyed pools keep their (tiny) shell on a global
-// list with a dead magic, so a call on a destroyed pool is reported as such
-// instead of reading freed memory.
-struct vpmm_pool {
-  uint64_t magic = kLiveMagic;
-  std::unique_ptr<vpmm::Pool> pool;
-  vpmm_config config{};  // effective configuration
-  std::mutex config_mu;  // set_limit writes config while other threads read it
-};
+using vpmm::api::check_pool;
+using vpmm::api::guarded;
+using vpmm::api::kDeadMagic;
 
 namespace {
 
 std::mutex g_shells_mu;
 std::vector<vpmm_pool*>* g_dead_shells = nullptr;  // reachable: not a leak
-
-template <typename F>
-vpmm_status guarded(const char* call, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
-  } catch (const std::exception& e) {
-    return vpmm::fail(VPMM_ERR_INTERNAL, "%s: internal error: %s", call, e.what());
-  } catch (...) {
-    return vpmm::fail(VPMM_ERR_INTERNAL, "%s: internal error (unknown exception)", call);
-  }
-}
-
-vpmm_status check_pool(const char* call, vpmm_pool* p) {
-  if (!p) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: pool is NULL", call);
-  if (p->magic == kDeadMagic)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: pool %p was already destroyed", call,
-                      static_cast<void*>(p));
-  if (p->magic != kLiveMagic)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %p is not a vpmm_pool", call,
-                      static_cast<void*>(p));
-  return VPMM_OK;
-}
-
-#define VPMM_CHECK_POOL(call, p)                 \
-  do {                                           \
-    vpmm_status st_ = check_pool(call, p);       \
-    if (st_ != VPMM_OK) return st_;              \
-  } while (0)
-
-#define VPMM_CHECK_NONNULL(call, arg)                                              \
-  do {                                                                             \
-    if (!(arg)) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", call, #arg); \
-  } while (0)
 
 }  // namespace
 
@@ -127,6 +80,7 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     bp.host_capacity = c.host_capacity;
     bp.hip_chunk_size = c.hip_chunk_size;
     bp.peer_devices = c.peer_devices;
+    bp.exportable = c.exportable != 0;
     st = VPMM_OK;
     std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, bp, &st);
     if (!backend)

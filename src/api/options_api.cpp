@@ -52,6 +52,7 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, U64, peer_devices),
     VPMM_F_(vpmm_config, U64, large_rounding),
     VPMM_F_(vpmm_config, F64, remap_slack),
+    VPMM_F_(vpmm_config, U64, exportable),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),
@@ -207,6 +208,41 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, tag_scope_push_ex),
     VPMM_F_(vpmm_api, PTR, pool_pause_flags),
     VPMM_F_(vpmm_api, PTR, pool_set_backup_dir),
+    VPMM_F_(vpmm_api, PTR, pool_export),
+    VPMM_F_(vpmm_api, PTR, pool_export_tag),
+    VPMM_F_(vpmm_api, PTR, export_entry),
+    VPMM_F_(vpmm_api, PTR, export_descriptor),
+    VPMM_F_(vpmm_api, PTR, export_send),
+    VPMM_F_(vpmm_api, PTR, export_state),
+    VPMM_F_(vpmm_api, PTR, export_close),
+    VPMM_F_(vpmm_api, PTR, pool_import),
+    VPMM_F_(vpmm_api, PTR, import_entry),
+    VPMM_F_(vpmm_api, PTR, import_state),
+    VPMM_F_(vpmm_api, PTR, import_close),
+    VPMM_F_(vpmm_api, PTR, ipc_send),
+    VPMM_F_(vpmm_api, PTR, ipc_recv),
+    VPMM_F_(vpmm_api, PTR, pool_ipc_stats),
+};
+const FieldDef k_vpmm_ipc_entry[] = {
+    VPMM_F_(vpmm_ipc_entry, U32, struct_size),
+    VPMM_F_(vpmm_ipc_entry, U32, reserved0),
+    VPMM_F_(vpmm_ipc_entry, U64, exporter_ptr),
+    VPMM_F_(vpmm_ipc_entry, U64, size),
+    VPMM_F_(vpmm_ipc_entry, PTR, ptr),
+    VPMM_F_(vpmm_ipc_entry, U64, n_entries),
+};
+const FieldDef k_vpmm_ipc_stats[] = {
+    VPMM_F_(vpmm_ipc_stats, U32, struct_size),
+    VPMM_F_(vpmm_ipc_stats, U32, reserved0),
+    VPMM_F_(vpmm_ipc_stats, U64, exports),
+    VPMM_F_(vpmm_ipc_stats, U64, exports_active),
+    VPMM_F_(vpmm_ipc_stats, U64, exported_bytes),
+    VPMM_F_(vpmm_ipc_stats, U64, importers),
+    VPMM_F_(vpmm_ipc_stats, U64, held_by_importers_bytes),
+    VPMM_F_(vpmm_ipc_stats, U64, imports),
+    VPMM_F_(vpmm_ipc_stats, U64, imported_bytes),
+    VPMM_F_(vpmm_ipc_stats, U64, n_exports),
+    VPMM_F_(vpmm_ipc_stats, U64, n_imports),
 };
 const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),
@@ -238,7 +274,7 @@ struct StructDef {
 const StructDef kStructs[] = {
     VPMM_S_(vpmm_config),  VPMM_S_(vpmm_alloc_attrs), VPMM_S_(vpmm_tag_stats),
     VPMM_S_(vpmm_stats),   VPMM_S_(vpmm_region_info),   VPMM_S_(vpmm_option_info),
-    VPMM_S_(vpmm_field_info), VPMM_S_(vpmm_api),
+    VPMM_S_(vpmm_field_info), VPMM_S_(vpmm_api), VPMM_S_(vpmm_ipc_entry), VPMM_S_(vpmm_ipc_stats),
 };
 #undef VPMM_S_
 

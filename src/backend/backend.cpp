@@ -15,7 +15,8 @@ const char* op_name(Op op) {
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
       "copy", "host_alloc", "host_free", "mem_info",
       "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free",
-      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy"};
+      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy",
+      "export_handle", "import_handle"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
                 "one name per Op");
   int i = static_cast<int>(op);
@@ -302,6 +303,42 @@ vpmm_status Backend::host_copy(void* dst, const void* src, uint64_t size) {
 vpmm_status Backend::mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   count(Op::mem_info);
   return do_mem_info(free_bytes, total_bytes);
+}
+
+vpmm_status Backend::device_id(uint8_t out[16]) {
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s device_id: out is NULL", name());
+  return do_device_id(out);
+}
+
+vpmm_status Backend::export_handle(PhysHandle h, uint64_t size, int* fd) {
+  count(Op::export_handle);
+  if (fd == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s export_handle: fd is NULL", name());
+  if (!(capabilities() & kCapExport))
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "%s export_handle: this backend's handles are not exportable (a pool made with "
+                "exportable = 0, or a driver without POSIX file-descriptor handles)",
+                name());
+  if (h == 0 || size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s export_handle: handle %llu of %llu bytes is not a handle",
+                name(), (unsigned long long)h, (unsigned long long)size);
+  return do_export_handle(h, size, fd);
+}
+
+vpmm_status Backend::import_handle(int fd, uint64_t size, PhysHandle* out) {
+  count(Op::import_handle);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s import_handle: out is NULL", name());
+  if (fd < 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s import_handle: %d is not a file descriptor", name(), fd);
+  if (size == 0 || !aligned(size, granularity()))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s import_handle: size %llu is not a non-zero multiple of the granularity %llu", name(),
+                (unsigned long long)size, (unsigned long long)granularity());
+  vpmm_status st = do_import_handle(fd, size, out);
+  if (st == VPMM_OK) {
+    counters_.live_handles.fetch_add(1);
+    counters_.live_handle_bytes.fetch_add(static_cast<int64_t>(size));
+  }
+  return st;
 }
 
 }  // namespace vpmm

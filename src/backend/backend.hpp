@@ -38,6 +38,12 @@ using FileHandle = int64_t;    // an open backup file (a descriptor); -1 = none
 //    want of pinning.
 //  - kCapMemInfo: mem_info reports the device's free/total. Without it the
 //    pool has no device total (memory_limit_fraction has nothing to scale).
+//  - kCapExport: the handles this backend creates can be exported to other
+//    processes (export_handle) and such exports imported (import_handle).
+//    Claimed only by a backend made with BackendParams::exportable whose
+//    driver offers POSIX file-descriptor handles; without it vpmm_pool_export
+//    fails with UNSUPPORTED. Importing needs no creation flag, but the same
+//    driver calls: backends that can export can import.
 // Events are not optional: zombies and cross-stream reuse are only correct
 // when an event completes after the work before it, so every backend must
 // implement them for real (bit 0, once kCapEvents, is retired).
@@ -45,6 +51,7 @@ enum Capability : uint32_t {
   kCapDeviceCopy = 1u << 1,
   kCapPinnedHost = 1u << 2,
   kCapMemInfo = 1u << 3,
+  kCapExport = 1u << 4,
 };
 
 // Kinds of backend call, for counters and fault injection.
@@ -54,6 +61,7 @@ enum class Op : int {
   copy, host_alloc, host_free, mem_info,
   stream_create, stream_destroy, device_sync, pageable_alloc, pageable_free,
   file_create, file_open, file_write, file_read, file_close, file_remove, host_copy,
+  export_handle, import_handle,
   count_
 };
 const char* op_name(Op op);
@@ -164,6 +172,24 @@ class Backend {
   // needs an event from no longer exists).
   vpmm_status device_sync();
 
+  // Sharing physical memory with other processes (docs/ipc.md).
+  // device_id: 16 bytes naming the memory this backend's handles live in,
+  // the same in every process of the machine (CUDA/HIP: the device's UUID,
+  // whatever its ordinal under CUDA_VISIBLE_DEVICES; host: the boot id mixed
+  // with the device ordinal), so an importer can refuse another device's
+  // handles.
+  vpmm_status device_id(uint8_t out[16]);
+  // A new close-on-exec file descriptor for handle h (created by this
+  // backend while it was exportable: kCapExport), owned by the caller. It
+  // refers to the physical memory, not to a mapping: the memory lives while
+  // the descriptor, any handle imported from it or any mapping exists.
+  vpmm_status export_handle(PhysHandle h, uint64_t size, int* fd);
+  // A handle of this backend for the `size` bytes of physical memory behind
+  // fd (an export, usually of another process). fd stays the caller's. The
+  // handle behaves like a created one: it maps whole, is released with
+  // release(), and counts as a live handle until then.
+  vpmm_status import_handle(int fd, uint64_t size, PhysHandle* out);
+
   const BackendCounters& counters() const { return counters_; }
 
  protected:
@@ -201,6 +227,9 @@ class Backend {
   virtual vpmm_status do_file_close(FileHandle f);
   virtual vpmm_status do_file_remove(const std::string& path);
   virtual vpmm_status do_host_copy(void* dst, const void* src, uint64_t size);
+  virtual vpmm_status do_device_id(uint8_t out[16]) = 0;
+  virtual vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) = 0;
+  virtual vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) = 0;
 
  private:
   void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }
@@ -213,6 +242,7 @@ struct BackendParams {
   uint64_t host_capacity = 0;  // host backend only; 0 = default (1 GiB)
   uint64_t hip_chunk_size = 0;  // HIP backend only: vpmm_config.hip_chunk_size
   uint64_t peer_devices = 0;    // vpmm_config.peer_devices: bit d = device d gets access
+  bool exportable = false;      // vpmm_config.exportable: create handles other processes can import
 };
 
 }  // namespace vpmm

@@ -172,6 +172,12 @@ vpmm_status resolve_large_rounding(const vpmm_config& c, Backend&, const char* c
   return VPMM_OK;
 }
 
+vpmm_status check_exportable(const vpmm_config& c, const char* call) {
+  if (c.exportable > 1)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->exportable %" PRIu64 " is not 0 or 1", call, c.exportable);
+  return VPMM_OK;
+}
+
 bool parse_log(const char* v, vpmm_config*) {
   LogLevel l;
   return parse_log_level(v, &l);
@@ -299,6 +305,12 @@ const OptionDef kOptions[] = {
      },
      [](const PoolOptions& o, int32_t, vpmm_config* c) { c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0; }},
     {VPMM_SETTING_(Setting::kBackupDir, nullptr)},
+    // The backend honours it (BackendParams): it decides how handles are made.
+    {"exportable", "VPMM_EXPORTABLE", VPMM_OPTION_COUNT, VPMM_FIELD_(exportable),
+     VPMM_SIZE_PARSER_(exportable),
+     "0 (not exportable)",
+     "1 = every handle can be shared with other processes (vpmm_pool_export); see docs/ipc.md for the cost",
+     check_exportable, nullptr, nullptr},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_

@@ -105,6 +105,7 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, Backup* b
     release_handle(mp.second);  // unmapped: nothing can use it
     m_.unmap_released(mp.first);
   }
+  if (ipc_.exporting()) ipc_.on_release(va, r.size);  // importers learn the exporter let go
   // Paused memory holds no physical memory: its capacity charge goes away
   // until resume takes it again.
   release_charges(r);

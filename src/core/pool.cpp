@@ -81,6 +81,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& op
 
 Pool::~Pool() {
   std::lock_guard<std::mutex> lock(mu_);
+  close_ipc();
   small_->wait_pending();
   small_.reset();
   // Work queued before a free or a remap may still touch pool memory: wait
@@ -562,6 +563,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     --c_.n_live;
     ++c_.n_free;
     if (it->second.kind == Kind::Live) cap_.uncharge(it->second.charge, it->second.res);  // paused: none held
+    if (ipc_.exporting()) ipc_.on_free(va);
     if (it->second.kind == Kind::Live)
       free_pages(it, s);
     else
@@ -578,6 +580,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     const bool paused = in->second.kind == Kind::Paused;  // `in` may be gone after the free
     vpmm_status st = small_->free(in, va, s, &freed_request, &res);
     if (st != VPMM_OK) return fail_context(st, "vpmm_pool_free");
+    if (ipc_.exporting()) ipc_.on_free(va);
     if (!paused) cap_.uncharge(small_charge(freed_request), res);  // paused: none held
     cap_.wake_reservers();
     c_.requested -= freed_request;

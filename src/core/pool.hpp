@@ -28,6 +28,7 @@
 
 #include "backend/backend.hpp"
 #include "core/capacity.hpp"
+#include "core/ipc.hpp"
 #include "core/regions.hpp"
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
@@ -200,6 +201,18 @@ class Pool final : private SlabSource, private HandleOps {
   void set_pressure_callback(vpmm_pressure_fn fn, void* user);
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
+  // Sharing memory with other processes (pool_ipc.cpp, docs/ipc.md). An
+  // export fills ch with a descriptor per covering handle and is recorded
+  // until closed; an import maps req's handles and returns the importer's
+  // address of each entry.
+  vpmm_status export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+                            const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id);
+  vpmm_status close_export(const char* call, uint64_t id);
+  vpmm_status import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
+                            uint64_t* id, std::vector<uint64_t>* entry_ptrs);
+  vpmm_status close_import(const char* call, uint64_t id);
+  void ipc_stats(vpmm_ipc_stats* out);
+
   void stats(vpmm_stats* out);             // fills a full-size struct
   std::vector<vpmm_region_info> snapshot();  // every region, ascending VA
   std::string check();                     // "" when all invariants hold
@@ -330,6 +343,8 @@ class Pool final : private SlabSource, private HandleOps {
   // Releases whole handles of free regions until free bytes <= keep.
   vpmm_status release_free(uint64_t keep_bytes, bool wait);
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
+  // Closes every export and unmaps every import (the destructor).
+  void close_ipc();
 
   std::unique_ptr<Backend> backend_;
   PoolOptions opt_;
@@ -344,6 +359,7 @@ class Pool final : private SlabSource, private HandleOps {
   Capacity cap_;
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   vpmm_pool* handle_ = nullptr;  // the C handle passed to callbacks
+  IpcTables ipc_;  // open exports and imports
 };
 
 }  // namespace vpmm

@@ -51,9 +51,10 @@ const Target* find_target(const char* name);
 const Target& target();
 void set_target(const Target* t);
 
-// A fresh backend of the current target (device 0, default parameters), or
+// A fresh backend of the current target (device 0, default parameters;
+// exportable: BackendParams::exportable), or
 // nullptr with *st and the thread-local message set. For a fault-wrapped
 // target the result is a vpmm::FaultBackend with nothing armed.
-std::unique_ptr<vpmm::Backend> make_backend(vpmm_status* st);
+std::unique_ptr<vpmm::Backend> make_backend(vpmm_status* st, bool exportable = false);
 
 }  // namespace conformance

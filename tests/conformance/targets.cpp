@@ -118,8 +118,9 @@ const Target* find_target(const char* name) {
 const Target& target() { return *g_current; }
 void set_target(const Target* t) { g_current = t; }
 
-std::unique_ptr<vpmm::Backend> make_backend(vpmm_status* st) {
+std::unique_ptr<vpmm::Backend> make_backend(vpmm_status* st, bool exportable) {
   vpmm::BackendParams p;
+  p.exportable = exportable;
 #ifdef VPMM_HAVE_HIP
   if (g_current->kind == VPMM_BACKEND_HIP) vt::set_emulated_capacity(0);  // loads hip_emu, plugs host streams
 #endif

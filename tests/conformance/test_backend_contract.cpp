@@ -364,6 +364,74 @@ TEST("double mapping: one handle at two VAs shows the same bytes; release while 
   vt::check_counters_zero(*b);
 }
 
+TEST("export: an exportable backend's handle, imported by another backend, is the same memory") {
+  auto plain = make();
+  if (!plain) return;
+  const uint64_t G = plain->granularity();
+  // A backend not made exportable refuses to export, whatever its driver.
+  CHECK(!(plain->capabilities() & vpmm::kCapExport));
+  PhysHandle ph = 0;
+  CHECK_ST(plain->create(2 * G, &ph), VPMM_OK);
+  int fd = -1;
+  CHECK_ST(plain->export_handle(ph, 2 * G, &fd), VPMM_ERR_UNSUPPORTED);
+  CHECK_ST(plain->release(ph, 2 * G), VPMM_OK);
+  vpmm_status st = VPMM_ERR_INTERNAL;
+  auto b = conformance::make_backend(&st, true);
+  if (!b) {
+    // A driver without export calls (the HIP emulator) refuses at creation.
+    CHECK_EQ(st, VPMM_ERR_UNSUPPORTED);
+    std::printf("    %s: no exportable backend here: %s\n", target().name, vpmm::last_error());
+    vt::check_counters_zero(*plain);
+    return;
+  }
+  CHECK(b->capabilities() & vpmm::kCapExport);
+  uint64_t va = 0, va2 = 0;
+  CHECK_ST(b->reserve(4 * G, 0, &va), VPMM_OK);
+  PhysHandle h = 0;
+  CHECK_ST(b->create(2 * G, &h), VPMM_OK);
+  CHECK_ST(b->map(va, 2 * G, h), VPMM_OK);
+  CHECK_ST(b->set_access(va, 2 * G), VPMM_OK);
+  const std::vector<char> pat = pattern(2 * G, 5);
+  CHECK(write_bytes(*b, va, pat.data(), pat.size()));
+  CHECK_ST(b->export_handle(h, 2 * G, &fd), VPMM_OK);
+  CHECK(fd >= 0);
+  uint8_t id1[16], id2[16];
+  CHECK_ST(b->device_id(id1), VPMM_OK);
+  CHECK_ST(plain->device_id(id2), VPMM_OK);
+  CHECK(std::memcmp(id1, id2, 16) == 0);  // one device, one identity
+  // The importer: another backend (another process's, in effect).
+  PhysHandle h2 = 0;
+  CHECK_ST(plain->import_handle(fd, 2 * G, &h2), VPMM_OK);
+  close(fd);  // the import does not need the descriptor any more
+  CHECK_ST(plain->reserve(4 * G, 0, &va2), VPMM_OK);
+  CHECK_ST(plain->map(va2, 2 * G, h2), VPMM_OK);
+  CHECK_ST(plain->set_access(va2, 2 * G), VPMM_OK);
+  CHECK(reads_as(*plain, va2, pat));
+  const char x = 99;
+  CHECK(write_bytes(*plain, va2 + 7, &x, 1));
+  std::vector<char> back = pat;
+  back[7] = 99;
+  CHECK(reads_as(*b, va, back));
+  // The exporter lets go: the importer's handle keeps the memory.
+  CHECK_ST(b->unmap(va, 2 * G), VPMM_OK);
+  CHECK_ST(b->release(h, 2 * G), VPMM_OK);
+  CHECK(reads_as(*plain, va2, back));
+  CHECK_ST(plain->unmap(va2, 2 * G), VPMM_OK);
+  CHECK_ST(plain->release(h2, 2 * G), VPMM_OK);
+  // What is no exported handle is refused.
+  PhysHandle bad = 0;
+  CHECK_ST(plain->import_handle(-1, 2 * G, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  int pipes[2];
+  CHECK(pipe(pipes) == 0);
+  CHECK_REFUSED(plain->import_handle(pipes[0], 2 * G, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  close(pipes[0]);
+  close(pipes[1]);
+  CHECK_ST(b->unreserve(va, 4 * G), VPMM_OK);
+  CHECK_ST(plain->unreserve(va2, 4 * G), VPMM_OK);
+  vt::check_counters_zero(*b);
+  vt::check_counters_zero(*plain);
+}
+
 TEST("mem_info: free within total, as the capability says") {
   auto b = make();
   if (!b) return;

@@ -200,3 +200,28 @@ pool_pause_flags: Optional[Callable[..., int]] = (
 pool_set_backup_dir: Optional[Callable[..., int]] = (
     sig("vpmm_pool_set_backup_dir", i32, vp, cp) if hasattr(lib, "vpmm_pool_set_backup_dir") else None)
 
+
+def optional(name: str, res: Any, *args: Any) -> Optional[Callable[..., int]]:
+    """`sig` for a function a library older than this binding may lack (None then)."""
+    return sig(name, res, *args) if hasattr(lib, name) else None
+
+
+# Sharing memory with other processes (vpmm.ipc); None in older libraries.
+IpcEntry = make_struct("vpmm_ipc_entry", "IpcEntry") if hasattr(lib, "vpmm_pool_export") else None
+IpcStats = make_struct("vpmm_ipc_stats", "IpcStats") if hasattr(lib, "vpmm_pool_export") else None
+ip = ctypes.POINTER(ctypes.c_int)
+pool_export = optional("vpmm_pool_export", i32, vp, vp, P(vp))
+pool_export_tag = optional("vpmm_pool_export_tag", i32, vp, cp, P(vp))
+export_entry = optional("vpmm_export_entry", i32, vp, size_t, vp)
+export_descriptor = optional("vpmm_export_descriptor", i32, vp, vp, size_t, P(size_t), ip, size_t, P(size_t))
+export_send = optional("vpmm_export_send", i32, vp, ctypes.c_int)
+export_state = optional("vpmm_export_state", i32, vp, P(i32), P(u32), P(u64))
+export_close = optional("vpmm_export_close", i32, vp, vp)
+pool_import = optional("vpmm_pool_import", i32, vp, vp, size_t, ip, size_t, P(vp))
+import_entry = optional("vpmm_import_entry", i32, vp, size_t, vp)
+import_state = optional("vpmm_import_state", i32, vp, P(i32))
+import_close = optional("vpmm_import_close", i32, vp, vp)
+ipc_send = optional("vpmm_ipc_send", i32, ctypes.c_int, vp, size_t, ip, size_t)
+ipc_recv = optional("vpmm_ipc_recv", i32, ctypes.c_int, vp, size_t, P(size_t), ip, size_t, P(size_t))
+pool_ipc_stats = optional("vpmm_pool_ipc_stats", i32, vp, vp)
+

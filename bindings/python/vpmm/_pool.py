@@ -486,6 +486,34 @@ class Pool:
         L.check(L.pool_set_pressure_callback(self._handle(), cb, None))
         self._callbacks["pressure"] = cb
 
+    # --- sharing with other processes (vpmm.ipc, docs/ipc.md) -------------
+    def export(self, ptr: int) -> Any:
+        """Export the live allocation containing `ptr` to other processes
+        (the pool must be exportable: ``Pool(exportable=1)`` or
+        VPMM_EXPORTABLE=1). Returns a :class:`vpmm.ipc.Export`."""
+        from . import ipc
+        return ipc._export(self, ptr, None, False)
+
+    def export_tag(self, tag: Optional[str]) -> Any:
+        """Export every active allocation with `tag` as one
+        :class:`vpmm.ipc.Export`."""
+        from . import ipc
+        return ipc._export(self, None, tag, True)
+
+    def import_(self, handle: Any, fds: Optional[List[int]] = None) -> Any:
+        """Map an export into this process: a :class:`vpmm.ipc.Handle`, or
+        descriptor bytes with their file descriptors (None: taken with
+        pidfd_getfd). Returns a :class:`vpmm.ipc.Import`."""
+        from . import ipc
+        if isinstance(handle, ipc.Handle):
+            return handle.open(self)
+        return ipc.open_descriptor(self, bytes(handle), fds)
+
+    def ipc_stats(self) -> Dict[str, int]:
+        """The pool's exports and imports (vpmm_pool_ipc_stats) by field name."""
+        from . import ipc
+        return ipc.stats(self)
+
     # --- observability ---------------------------------------------------
     def stats(self) -> Dict[str, int]:
         """Every vpmm_stats counter of the loaded library, by field name."""

@@ -15,6 +15,11 @@
 //  - No policy: no caching, no retries, no event pools. Each call is exactly
 //    the driver call(s) it names; a failure is reported once, through fail(),
 //    naming the call, its values and the driver's error name and string.
+//  - Exportable (BackendParams::exportable): every cuMemCreate requests
+//    POSIX file-descriptor handles, so any handle can be exported with
+//    cuMemExportToShareableHandle; checked at creation (device attribute and
+//    one probe handle), so an unsupported platform fails there, not at a
+//    malloc. Imports (cuMemImportFromShareableHandle) need no flag.
 //  - Handles: PhysHandle = CUmemGenericAllocationHandle; EventHandle = CUevent
 //    cast to uint64_t; Stream = CUstream (NULL = the legacy default stream of
 //    the primary context).
@@ -116,12 +121,14 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
  public:
   // `peers`: bit d = device d also gets read/write access (checked by the factory).
   CudaBackend(const Driver* d, int ordinal, CUdevice dev, CUcontext ctx, uint64_t gran,
-              uint64_t recommended, uint64_t peers)
-      : d_(d), ordinal_(ordinal), dev_(dev), ctx_(ctx), gran_(gran), recommended_(recommended) {
+              uint64_t recommended, uint64_t peers, bool exportable)
+      : d_(d), ordinal_(ordinal), dev_(dev), ctx_(ctx), gran_(gran), recommended_(recommended),
+        exportable_(exportable) {
     std::memset(&prop_, 0, sizeof prop_);
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = ordinal;
+    if (exportable) prop_.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     // One descriptor per device, the pool's own first: every map, remap and
     // resume goes through do_set_access, so peers keep access across them.
     for (int id = -1; id < 64; ++id) {
@@ -148,7 +155,9 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   uint64_t default_va_size() const override { return kDefaultVaSize; }
   // Every call these abilities need is a required entry of the driver table
   // (cuMemcpy*Async, cuMemHostAlloc, cuMemGetInfo), so the backend has all.
-  uint32_t capabilities() const override { return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo; }
+  uint32_t capabilities() const override {
+    return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo | (exportable_ ? kCapExport : 0u);
+  }
   int device() const override { return ordinal_; }
   // cuMemCreate takes any multiple of the granularity up to device memory.
   uint64_t max_handle_size() const override { return 0; }
@@ -266,6 +275,53 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
     return VPMM_OK;
   }
 
+  vpmm_status do_device_id(uint8_t out[16]) override {
+    if (d_->DeviceGetUuid == nullptr)
+      return fail(VPMM_ERR_UNSUPPORTED, "cuda: the driver has no cuDeviceGetUuid (needed to tell devices "
+                                        "apart across processes)");
+    CUuuid u;
+    CUresult r = d_->DeviceGetUuid(&u, dev_);
+    if (r != CUDA_SUCCESS)
+      return fail_call<Cu>(status_of(r, Blame::backend), r, "cuDeviceGetUuid(device=%d)", ordinal_);
+    std::memcpy(out, u.bytes, 16);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override {
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemExportToShareableHandle")) return st;
+    int f = -1;
+    CUresult r = d_->MemExportToShareableHandle(&f, static_cast<CUmemGenericAllocationHandle>(h),
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemExportToShareableHandle(handle=0x%llx, size=%llu, POSIX_FILE_DESCRIPTOR)",
+                           ull(h), ull(size));
+    *fd = f;
+    return VPMM_OK;
+  }
+
+  vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {
+    if (d_->MemImportFromShareableHandle == nullptr)
+      return fail(VPMM_ERR_UNSUPPORTED, "cuda: the driver has no cuMemImportFromShareableHandle");
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("cuMemImportFromShareableHandle")) return st;
+    CUmemGenericAllocationHandle h = 0;
+    // The descriptor is passed by value, cast to a pointer (the driver's convention).
+    CUresult r = d_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+      return fail_call<Cu>(status_of(r, Blame::caller), r,
+                           "cuMemImportFromShareableHandle(fd=%d, size=%llu, POSIX_FILE_DESCRIPTOR)", fd,
+                           ull(size));
+    if (h == 0) {
+      (void)d_->MemRelease(h);
+      return fail(VPMM_ERR_BACKEND, "cuda cuMemImportFromShareableHandle(fd=%d): returned handle 0", fd);
+    }
+    *out = static_cast<PhysHandle>(h);
+    return VPMM_OK;
+  }
+
   // Pinned host memory: anonymous huge-page-advised pages registered with
   // cuMemHostRegister where the driver has it, else cuMemHostAlloc. The first
   // pins faster (bench_pause_resume on the H100: 4 GiB in 1.0-1.2 s against
@@ -336,6 +392,7 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   CUcontext ctx_;
   uint64_t gran_;
   uint64_t recommended_;
+  bool exportable_;
   CUmemAllocationProp prop_;
   std::vector<CUmemAccessDesc> access_;  // this device, then each peer
   PinnedPages pinned_;  // backups pinned by registration (register_pages)
@@ -376,6 +433,40 @@ vpmm_status query_granularity(const Driver* d, const CUmemAllocationProp& prop,
     return fail(VPMM_ERR_BACKEND, "cuda cuMemGetAllocationGranularity(PINNED, device=%d, %s): 0",
                 ordinal, which_name);
   *out = g;
+  return VPMM_OK;
+}
+
+// An exportable pool is refused at creation where its handles could not be
+// exported: no export entry point, a device without POSIX file-descriptor
+// handles, or a platform whose cuMemCreate refuses the request (tried once
+// on a handle of the smallest size). The context is current.
+vpmm_status check_exportable(const Driver* d, CUdevice dev, const CUmemAllocationProp& prop, int ordinal) {
+  if (d->MemExportToShareableHandle == nullptr || d->MemImportFromShareableHandle == nullptr)
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "cuda: exportable = 1 needs cuMemExportToShareableHandle, which this driver lacks");
+  if (d->DeviceGetAttribute != nullptr) {
+    int ok = 0;
+    CUresult r = d->DeviceGetAttribute(&ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
+    if (r != CUDA_SUCCESS)
+      return fail_call<Cu>(VPMM_ERR_BACKEND, r,
+                           "cuDeviceGetAttribute(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, device=%d)", ordinal);
+    if (!ok)
+      return fail(VPMM_ERR_UNSUPPORTED,
+                  "cuda: device %d has no POSIX file-descriptor handles "
+                  "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 0): exportable = 1 "
+                  "cannot be honoured",
+                  ordinal);
+  }
+  size_t g = 0;
+  CUresult r = d->MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  CUmemGenericAllocationHandle h = 0;
+  if (r == CUDA_SUCCESS) r = d->MemCreate(&h, g, &prop, 0);
+  if (r != CUDA_SUCCESS)
+    return fail_call<Cu>(status_of(r, Blame::backend) == VPMM_ERR_OUT_OF_MEMORY ? VPMM_ERR_OUT_OF_MEMORY
+                                                                                  : VPMM_ERR_UNSUPPORTED,
+                         r, "cuMemCreate(size=%llu, device=%d, POSIX_FILE_DESCRIPTOR) for exportable = 1",
+                         ull(g), ordinal);
+  (void)d->MemRelease(h);
   return VPMM_OK;
 }
 
@@ -481,11 +572,13 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = p.device;
+  if (p.exportable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   uint64_t gran = 0, rec = 0;
   vpmm_status s = VPMM_OK;
   {
     gpu::CurrentScope<Cu> scope(d, ctx, p.device);
     s = scope.enter("cuMemGetAllocationGranularity");
+    if (s == VPMM_OK && p.exportable) s = check_exportable(d, dev, prop, p.device);
     if (s == VPMM_OK)
       s = query_granularity(d, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM, "MINIMUM", p.device, &gran);
     if (s == VPMM_OK)
@@ -502,7 +595,7 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
 
   std::unique_ptr<Backend> b;
   try {
-    b.reset(new CudaBackend(d, p.device, dev, ctx, gran, rec, p.peer_devices));
+    b.reset(new CudaBackend(d, p.device, dev, ctx, gran, rec, p.peer_devices, p.exportable));
   } catch (...) {
     (void)d->DevicePrimaryCtxRelease(dev);
     return fail_create(fail(VPMM_ERR_OUT_OF_MEMORY, "cuda: out of host memory creating the backend"),

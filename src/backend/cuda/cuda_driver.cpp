@@ -119,6 +119,11 @@ void load() {
       {"cuMemGetInfo", "cuMemGetInfo_v2", slot(&d.MemGetInfo), true},
       {"cuGetErrorName", "cuGetErrorName", slot(&d.GetErrorName), true},
       {"cuGetErrorString", "cuGetErrorString", slot(&d.GetErrorString), true},
+      {"cuMemExportToShareableHandle", "cuMemExportToShareableHandle", slot(&d.MemExportToShareableHandle),
+       false},
+      {"cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle",
+       slot(&d.MemImportFromShareableHandle), false},
+      {"cuDeviceGetUuid", "cuDeviceGetUuid_v2", slot(&d.DeviceGetUuid), false},
   };
 
   for (const Entry& e : entries) {

@@ -75,6 +75,12 @@ using FnMemFreeHost = CUresult(CUDAAPI*)(void* p);
 using FnMemHostRegister = CUresult(CUDAAPI*)(void* p, size_t bytes, unsigned int flags);
 using FnMemHostUnregister = CUresult(CUDAAPI*)(void* p);
 using FnMemGetInfo = CUresult(CUDAAPI*)(size_t* free_bytes, size_t* total_bytes);
+using FnMemExportToShareableHandle = CUresult(CUDAAPI*)(void* shareable, CUmemGenericAllocationHandle handle,
+                                                        CUmemAllocationHandleType type,
+                                                        unsigned long long flags);
+using FnMemImportFromShareableHandle = CUresult(CUDAAPI*)(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                                          CUmemAllocationHandleType type);
+using FnDeviceGetUuid = CUresult(CUDAAPI*)(CUuuid* uuid, CUdevice dev);
 using FnGetErrorName = CUresult(CUDAAPI*)(CUresult error, const char** str);
 using FnGetErrorString = CUresult(CUDAAPI*)(CUresult error, const char** str);
 
@@ -119,6 +125,9 @@ struct Driver {
   FnMemGetInfo MemGetInfo;
   FnGetErrorName GetErrorName;
   FnGetErrorString GetErrorString;
+  FnMemExportToShareableHandle MemExportToShareableHandle;      // optional (exportable pools)
+  FnMemImportFromShareableHandle MemImportFromShareableHandle;  // optional (vpmm_pool_import)
+  FnDeviceGetUuid DeviceGetUuid;                                // optional (the same)
 };
 
 // The process-wide table, loaded on first call. Returns nullptr when libcuda

@@ -212,6 +212,12 @@ vpmm_status FaultBackend::do_host_free_pageable(void* p, uint64_t size) {
 vpmm_status FaultBackend::do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   VPMM_FAULT_FORWARD(Op::mem_info, mem_info(free_bytes, total_bytes));
 }
+vpmm_status FaultBackend::do_export_handle(PhysHandle h, uint64_t size, int* fd) {
+  VPMM_FAULT_FORWARD(Op::export_handle, export_handle(h, size, fd));
+}
+vpmm_status FaultBackend::do_import_handle(int fd, uint64_t size, PhysHandle* out) {
+  VPMM_FAULT_FORWARD(Op::import_handle, import_handle(fd, size, out));
+}
 
 vpmm_status FaultBackend::do_file_create(const std::string& dir, uint64_t size, std::string* path,
                                          FileHandle* out) {

@@ -202,6 +202,9 @@ class FaultBackend final : public Backend {
   vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
     return inner_->host_copy(dst, src, size);
   }
+  vpmm_status do_device_id(uint8_t out[16]) override { return inner_->device_id(out); }  // a fact
+  vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
+  vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
 
  private:
   std::shared_ptr<Backend> inner_;

@@ -24,6 +24,10 @@
 //    not implemented): UNSUPPORTED, naming the runtime version.
 //  - hipMemAllocationProp changed layout in ROCm 6.0: filled in the layout of
 //    the runtime that was loaded, not of the header compiled against.
+//  - Exportable (BackendParams::exportable): hipMemCreate requests POSIX
+//    file-descriptor handles; export/import through the optional
+//    hipMem{Export,Import}*ShareableHandle entries (fixed for VMM in ROCm
+//    6.2). The descriptor is passed to the import by value, as on CUDA.
 //
 // Invariants:
 //  - One backend = one device ordinal. Every runtime call runs with that
@@ -150,7 +154,7 @@ struct Setup {
 
 class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
  public:
-  HipBackend(const Runtime* r, const Setup& s) : r_(r), s_(s) {
+  HipBackend(const Runtime* r, const Setup& s, bool exportable) : r_(r), s_(s), exportable_(exportable) {
     // The allocation properties in the loaded runtime's layout.
     std::memset(prop_, 0, sizeof prop_);
     if (s.facts.version >= hip::kFirstVersionWithV6Prop) {
@@ -159,6 +163,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       p.type = hipMemAllocationTypePinned;
       p.location.type = hipMemLocationTypeDevice;
       p.location.id = s.ordinal;
+      if (exportable) p.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
       std::memcpy(prop_, &p, sizeof p);
     } else {
       hipMemAllocationProp p;
@@ -166,6 +171,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       p.type = hipMemAllocationTypePinned;
       p.location.type = hipMemLocationTypeDevice;
       p.location.id = s.ordinal;
+      if (exportable) p.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
       std::memcpy(prop_, &p, sizeof p);
     }
     std::memset(&access_, 0, sizeof access_);
@@ -182,6 +188,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
   uint32_t capabilities() const override {
     uint32_t c = kCapDeviceCopy | kCapMemInfo;  // hipMemcpy*Async and hipMemGetInfo are required
     if (r_->HostRegister != nullptr || r_->HostMalloc != nullptr) c |= kCapPinnedHost;
+    if (exportable_) c |= kCapExport;
     return c;
   }
   int device() const override { return s_.ordinal; }
@@ -599,6 +606,62 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
                 s_.facts.path);
   }
 
+  vpmm_status do_device_id(uint8_t out[16]) override {
+    if (r_->DeviceGetUuid == nullptr)
+      return fail(VPMM_ERR_UNSUPPORTED, "hip: the runtime has no hipDeviceGetUuid (needed to tell devices "
+                                        "apart across processes)");
+    hipUUID u;
+    hipError_t e = r_->DeviceGetUuid(&u, s_.ordinal);
+    if (e != hipSuccess)
+      return fail_call<Hip>(status_of(e, Blame::backend), e, "hipDeviceGetUuid(device=%d)", s_.ordinal);
+    std::memcpy(out, u.bytes, 16);
+    return VPMM_OK;
+  }
+
+  vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = handles_.find(h);
+      if (it == handles_.end() || it->second.release_pending)
+        return fail(VPMM_ERR_INVALID_ARGUMENT, "hip export_handle: handle 0x%llx is not live", ull(h));
+    }
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemExportToShareableHandle")) return st;
+    int f = -1;
+    hipError_t e = r_->MemExportToShareableHandle(&f, to_handle(h), hipMemHandleTypePosixFileDescriptor, 0);
+    if (e != hipSuccess)
+      return fail_call<Hip>(status_of(e, Blame::caller), e,
+                            "hipMemExportToShareableHandle(handle=0x%llx, size=%llu, PosixFileDescriptor)",
+                            ull(h), ull(size));
+    *fd = f;
+    return VPMM_OK;
+  }
+
+  vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {
+    if (r_->MemImportFromShareableHandle == nullptr)
+      return fail(VPMM_ERR_UNSUPPORTED, "hip: the runtime has no hipMemImportFromShareableHandle");
+    Scope sc = scope();
+    if (vpmm_status st = sc.enter("hipMemImportFromShareableHandle")) return st;
+    hipMemGenericAllocationHandle_t h = nullptr;
+    hipError_t e = r_->MemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                    hipMemHandleTypePosixFileDescriptor);
+    if (e != hipSuccess)
+      return fail_call<Hip>(status_of(e, Blame::caller), e,
+                            "hipMemImportFromShareableHandle(fd=%d, size=%llu, PosixFileDescriptor)", fd,
+                            ull(size));
+    if (h == nullptr)
+      return fail(VPMM_ERR_BACKEND, "hip hipMemImportFromShareableHandle(fd=%d): returned a NULL handle", fd);
+    try {
+      std::lock_guard<std::mutex> lk(mu_);
+      handles_[u64(h)] = HandleRec{size, 0, false};
+    } catch (...) {
+      (void)r_->MemRelease(h);
+      return fail(VPMM_ERR_OUT_OF_MEMORY, "hip import_handle: out of host memory for the handle table");
+    }
+    *out = u64(h);
+    return VPMM_OK;
+  }
+
   void* register_pages(uint64_t size) {
     if (r_->HostRegister == nullptr) return nullptr;
     return pinned_.pin(
@@ -613,6 +676,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
 
   const Runtime* r_;
   const Setup s_;
+  const bool exportable_;
   alignas(8) unsigned char prop_[64];  // hipMemAllocationProp in the runtime's layout
   hipMemAccessDesc access_;
   std::mutex mu_;
@@ -674,6 +738,12 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
                             visible ? visible : "<unset>"),
                        st);
 
+  if (p.exportable && (r->MemExportToShareableHandle == nullptr || r->MemImportFromShareableHandle == nullptr))
+    return fail_create(fail(VPMM_ERR_UNSUPPORTED,
+                            "hip: exportable = 1 needs hipMemExportToShareableHandle, which %s lacks "
+                            "(ROCm 6.2 or later has it)",
+                            f.path),
+                       st);
   Setup s;
   s.ordinal = p.device;
   s.facts = f;
@@ -739,7 +809,7 @@ std::unique_ptr<Backend> make_hip_backend(const BackendParams& p, vpmm_status* s
 
   std::unique_ptr<Backend> b;
   try {
-    b.reset(new HipBackend(r, s));
+    b.reset(new HipBackend(r, s, p.exportable));
   } catch (...) {
     return fail_create(fail(VPMM_ERR_OUT_OF_MEMORY, "hip: out of host memory creating the backend"), st);
   }

@@ -109,6 +109,9 @@ void load() {
       {"hipMemGetInfo", slot(&r.MemGetInfo), true},
       {"hipGetErrorName", slot(&r.GetErrorName), true},
       {"hipGetErrorString", slot(&r.GetErrorString), true},
+      {"hipMemExportToShareableHandle", slot(&r.MemExportToShareableHandle), false},
+      {"hipMemImportFromShareableHandle", slot(&r.MemImportFromShareableHandle), false},
+      {"hipDeviceGetUuid", slot(&r.DeviceGetUuid), false},
   };
   for (const Entry& e : entries) {
     void* fn = dlsym(lib, e.name);

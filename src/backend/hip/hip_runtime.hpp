@@ -62,6 +62,12 @@ using FnHostFree = hipError_t (*)(void* p);
 using FnHostRegister = hipError_t (*)(void* p, size_t bytes, unsigned int flags);
 using FnHostUnregister = hipError_t (*)(void* p);
 using FnMemGetInfo = hipError_t (*)(size_t* free_bytes, size_t* total_bytes);
+// Not declared by ROCm 5.x headers: typed here after the ROCm 6 declarations.
+using FnMemExportToShareableHandle = hipError_t (*)(void* shareable, hipMemGenericAllocationHandle_t handle,
+                                                    hipMemAllocationHandleType type, unsigned long long flags);
+using FnMemImportFromShareableHandle = hipError_t (*)(hipMemGenericAllocationHandle_t* handle, void* os_handle,
+                                                      hipMemAllocationHandleType type);
+using FnDeviceGetUuid = hipError_t (*)(hipUUID* uuid, int device);
 using FnGetErrorName = const char* (*)(hipError_t error);
 using FnGetErrorString = const char* (*)(hipError_t error);
 
@@ -98,6 +104,9 @@ struct Runtime {
   FnMemGetInfo MemGetInfo;
   FnGetErrorName GetErrorName;
   FnGetErrorString GetErrorString;
+  FnMemExportToShareableHandle MemExportToShareableHandle;      // optional (exportable pools)
+  FnMemImportFromShareableHandle MemImportFromShareableHandle;  // optional (vpmm_pool_import)
+  FnDeviceGetUuid DeviceGetUuid;                                // optional (the same)
 
   char path[256];  // the file that was loaded (dlinfo), or the name dlopen'ed
 };

@@ -10,10 +10,19 @@
 // back, so a stale touch faults just as a GPU would. Mapping one handle at two
 // addresses is real double mapping: both views share the same pages.
 //
+// An exportable backend (BackendParams::exportable, docs/ipc.md) gives each
+// handle a memfd of its own instead: it can then be passed to another
+// process, and the kernel keeps its pages while any process holds the fd or
+// maps it, as CUDA keeps exported memory alive. An imported handle is such a
+// memfd received from elsewhere; it counts in no capacity of this backend.
+//
 // Invariants (all under mu_):
 //  - held_bytes_ = sum of the sizes of handles whose memory still exists
 //    (live handles, and released handles that are still mapped: CUDA frees
-//    a released handle's memory only at its last unmap). held_bytes_ <= capacity_.
+//    a released handle's memory only at its last unmap), imported ones
+//    excepted. held_bytes_ <= capacity_.
+//  - A handle with its own memfd (fd >= 0) has offset 0 in it and no range
+//    of offsets_.
 //  - Each handle's range is disjoint from every other handle's and from the
 //    free ranges of offsets_; together they cover [0, file_size_).
 //  - A range goes back to offsets_ only after its pages are punched out, so
@@ -35,6 +44,7 @@
 #include <new>
 
 #include "backend/backend.hpp"
+#include "backend/host/host_ipc.hpp"
 #include "backend/host/host_offsets.hpp"
 #include "backend/registry.hpp"
 #include "backend/host/host_streams.hpp"
@@ -89,8 +99,9 @@ void run_copy(void* p) {
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(int fd, uint64_t capacity, uint64_t file_size, uint64_t gran)
-      : fd_(fd), capacity_(capacity), gran_(gran), file_size_(file_size) {
+  HostBackend(int fd, uint64_t capacity, uint64_t file_size, uint64_t gran, bool exportable, int device)
+      : fd_(fd), capacity_(capacity), gran_(gran), exportable_(exportable), device_(device),
+        file_size_(file_size) {
     offsets_.release(0, file_size);
   }
 
@@ -102,6 +113,8 @@ class HostBackend final : public Backend {
       munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(r.first)), r.second);
     for (const auto& p : pinned_) munmap(p.first, p.second);
     for (const auto& p : pageable_) munmap(p.first, p.second);
+    for (const auto& h : handles_)
+      if (h.second.fd >= 0) close(h.second.fd);
     close(fd_);
   }
 
@@ -114,7 +127,9 @@ class HostBackend final : public Backend {
   // claimed because for a CPU copy every page is as fast as a pinned one, so
   // the pinned path (its cache and limit) runs as it would on a GPU. Memory
   // info is the capacity and what handles hold of it.
-  uint32_t capabilities() const override { return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo; }
+  uint32_t capabilities() const override {
+    return kCapDeviceCopy | kCapPinnedHost | kCapMemInfo | (exportable_ ? kCapExport : 0u);
+  }
   int device() const override { return 0; }
   uint64_t max_handle_size() const override { return 0; }  // any size up to the capacity
   bool stream_valid(Stream s) const override { return host::stream_is_valid(s); }
@@ -155,6 +170,12 @@ class HostBackend final : public Backend {
   // A destroyed host stream drained its work, and live ones are synchronised
   // through their own events: nothing device-wide is left to wait for.
   vpmm_status do_device_sync() override { return VPMM_OK; }
+  vpmm_status do_device_id(uint8_t out[16]) override {
+    host::device_id(device_, out);
+    return VPMM_OK;
+  }
+  vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
+  vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
 
  private:
   struct Handle {
@@ -162,6 +183,8 @@ class HostBackend final : public Backend {
     uint64_t size;
     uint64_t maps = 0;
     bool released = false;
+    int fd = -1;            // its own memfd (exportable or imported), else a range of fd_
+    bool imported = false;  // memory of another backend, usually of another process
   };
   struct Mapping {
     uint64_t size;
@@ -183,6 +206,8 @@ class HostBackend final : public Backend {
   const int fd_;
   const uint64_t capacity_;
   const uint64_t gran_;
+  const bool exportable_;
+  const int device_;  // BackendParams::device: only the identity device_id reports
   uint64_t file_size_;
   uint64_t held_bytes_ = 0;
   host::OffsetAllocator offsets_;
@@ -198,6 +223,13 @@ class HostBackend final : public Backend {
 // range by hand so that a recycled range still reads as zeros; if even that
 // fails, the range is never reused (address space lost, correctness kept).
 void HostBackend::free_memory_locked(std::map<PhysHandle, Handle>::iterator it) {
+  if (it->second.fd >= 0) {
+    // The kernel frees the pages once no process holds the file or maps it.
+    close(it->second.fd);
+    if (!it->second.imported) held_bytes_ -= it->second.size;
+    handles_.erase(it);
+    return;
+  }
   const uint64_t off = it->second.offset;
   const uint64_t size = it->second.size;
   bool clean = fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
@@ -287,6 +319,23 @@ vpmm_status HostBackend::do_create(uint64_t size, PhysHandle* out) {
       return fail(VPMM_ERR_OUT_OF_MEMORY,
                   "%s: %llu bytes would exceed the host capacity of %llu bytes (%llu in use)", who,
                   ull(size), ull(capacity_), ull(held_bytes_));
+    if (exportable_) {
+      int fd = -1;
+      vpmm_status st = host::create_handle_memfd(size, &fd, who);
+      if (st != VPMM_OK) return st;
+      const PhysHandle id = g_next_handle.fetch_add(1, std::memory_order_relaxed);
+      try {
+        Handle hd{0, size};
+        hd.fd = fd;
+        handles_.emplace(id, hd);
+      } catch (...) {
+        close(fd);
+        throw;
+      }
+      held_bytes_ += size;
+      *out = id;
+      return VPMM_OK;
+    }
     uint64_t off = 0;
     if (!offsets_.allocate(size, &off)) {
       // Capacity allows it but no free range is long enough: grow the sparse
@@ -374,7 +423,7 @@ vpmm_status HostBackend::do_map(uint64_t va, uint64_t size, PhysHandle h) {
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size %llu exceeds handle %llu of %llu bytes",
                   who, ull(size), ull(h), ull(hd.size));
     auto ins = mappings_.emplace(va, Mapping{size, h}).first;  // may throw: nothing done yet
-    void* p = mmap(ptr(va), size, PROT_NONE, MAP_FIXED | MAP_SHARED, fd_,
+    void* p = mmap(ptr(va), size, PROT_NONE, MAP_FIXED | MAP_SHARED, hd.fd >= 0 ? hd.fd : fd_,
                    static_cast<off_t>(hd.offset));
     if (p != ptr(va)) {
       int err = p == MAP_FAILED ? errno : EINVAL;
@@ -419,6 +468,45 @@ vpmm_status HostBackend::do_unmap(uint64_t va, uint64_t size) {
       h->second.maps -= 1;
       if (h->second.released && h->second.maps == 0) free_memory_locked(h);
     }
+    return VPMM_OK;
+  });
+}
+
+vpmm_status HostBackend::do_export_handle(PhysHandle h, uint64_t size, int* fd) {
+  static const char* const who = "host export_handle";
+  return guarded(who, [&] {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = handles_.find(h);
+    if (it == handles_.end() || it->second.released)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: handle %llu is not a live handle", who, ull(h));
+    if (it->second.size != size)
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size %llu is not the size %llu of handle %llu", who,
+                  ull(size), ull(it->second.size), ull(h));
+    if (it->second.fd < 0 || it->second.imported)
+      return fail(VPMM_ERR_UNSUPPORTED, "%s: handle %llu was not created exportable", who, ull(h));
+    return host::dup_fd(it->second.fd, fd, who);
+  });
+}
+
+vpmm_status HostBackend::do_import_handle(int fd, uint64_t size, PhysHandle* out) {
+  static const char* const who = "host import_handle";
+  return guarded(who, [&] {
+    vpmm_status st = host::check_handle_fd(fd, size, who);
+    if (st != VPMM_OK) return st;
+    int mine = -1;
+    if ((st = host::dup_fd(fd, &mine, who)) != VPMM_OK) return st;
+    std::lock_guard<std::mutex> lk(mu_);
+    const PhysHandle id = g_next_handle.fetch_add(1, std::memory_order_relaxed);
+    try {
+      Handle hd{0, size};
+      hd.fd = mine;
+      hd.imported = true;
+      handles_.emplace(id, hd);
+    } catch (...) {
+      close(mine);
+      throw;
+    }
+    *out = id;
     return VPMM_OK;
   });
 }
@@ -663,7 +751,7 @@ std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* 
   }
   std::unique_ptr<Backend> b;
   try {
-    b.reset(new HostBackend(fd, capacity, file_size, gran));
+    b.reset(new HostBackend(fd, capacity, file_size, gran, p.exportable, p.device));
   } catch (const std::bad_alloc&) {
     close(fd);
     *st = fail(VPMM_ERR_OUT_OF_MEMORY, "%s: out of host memory", who);

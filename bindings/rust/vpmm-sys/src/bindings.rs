@@ -85,12 +85,13 @@ pub struct vpmm_config {
     pub peer_devices: u64,
     pub large_rounding: u64,
     pub remap_slack: f64,
+    pub exportable: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        144usize,
+        152usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -438,6 +439,23 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_remap_slack();
+    fn test_field_exportable() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exportable) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(exportable)
+            )
+        );
+    }
+    test_field_exportable();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);
@@ -2505,6 +2523,455 @@ extern "C" {
         out: *mut vpmm_field_info,
     ) -> vpmm_status;
 }
+pub const VPMM_EXPORT_ACTIVE: _bindgen_ty_6 = 1;
+pub const VPMM_EXPORT_PAUSED: _bindgen_ty_6 = 2;
+pub const VPMM_EXPORT_FREED: _bindgen_ty_6 = 3;
+pub const VPMM_EXPORT_CLOSED: _bindgen_ty_6 = 4;
+pub const VPMM_EXPORT_EXITED: _bindgen_ty_6 = 5;
+pub const VPMM_EXPORT_SIGNED_: _bindgen_ty_6 = -1;
+pub type _bindgen_ty_6 = ::std::os::raw::c_int;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_export {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_import {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_ipc_entry {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub exporter_ptr: u64,
+    pub size: u64,
+    pub ptr: *mut ::std::os::raw::c_void,
+    pub n_entries: u64,
+}
+#[test]
+fn bindgen_test_layout_vpmm_ipc_entry() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_ipc_entry>(),
+        40usize,
+        concat!("Size of: ", stringify!(vpmm_ipc_entry))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_ipc_entry>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_ipc_entry))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_exporter_ptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exporter_ptr) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(exporter_ptr)
+            )
+        );
+    }
+    test_field_exporter_ptr();
+    fn test_field_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(size)
+            )
+        );
+    }
+    test_field_size();
+    fn test_field_ptr() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ptr) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(ptr)
+            )
+        );
+    }
+    test_field_ptr();
+    fn test_field_n_entries() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_entry>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_entries) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_entry),
+                "::",
+                stringify!(n_entries)
+            )
+        );
+    }
+    test_field_n_entries();
+}
+extern "C" {
+    pub fn vpmm_pool_export(
+        pool: *mut vpmm_pool,
+        ptr: *const ::std::os::raw::c_void,
+        out: *mut *mut vpmm_export,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_export_tag(
+        pool: *mut vpmm_pool,
+        tag: *const ::std::os::raw::c_char,
+        out: *mut *mut vpmm_export,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_export_entry(
+        ex: *const vpmm_export,
+        index: usize,
+        out: *mut vpmm_ipc_entry,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_export_descriptor(
+        ex: *const vpmm_export,
+        buf: *mut ::std::os::raw::c_void,
+        capacity: usize,
+        size: *mut usize,
+        fds: *mut ::std::os::raw::c_int,
+        fd_capacity: usize,
+        n_fds: *mut usize,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_export_send(ex: *const vpmm_export, socket: ::std::os::raw::c_int) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_export_state(
+        ex: *const vpmm_export,
+        state: *mut i32,
+        importers: *mut u32,
+        imports: *mut u64,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_export_close(pool: *mut vpmm_pool, ex: *mut vpmm_export) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_import(
+        pool: *mut vpmm_pool,
+        desc: *const ::std::os::raw::c_void,
+        size: usize,
+        fds: *const ::std::os::raw::c_int,
+        n_fds: usize,
+        out: *mut *mut vpmm_import,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_import_entry(
+        imp: *const vpmm_import,
+        index: usize,
+        out: *mut vpmm_ipc_entry,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_import_state(imp: *const vpmm_import, state: *mut i32) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_import_close(pool: *mut vpmm_pool, imp: *mut vpmm_import) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_ipc_send(
+        socket: ::std::os::raw::c_int,
+        desc: *const ::std::os::raw::c_void,
+        size: usize,
+        fds: *const ::std::os::raw::c_int,
+        n_fds: usize,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_ipc_recv(
+        socket: ::std::os::raw::c_int,
+        buf: *mut ::std::os::raw::c_void,
+        capacity: usize,
+        size: *mut usize,
+        fds: *mut ::std::os::raw::c_int,
+        fd_capacity: usize,
+        n_fds: *mut usize,
+    ) -> vpmm_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_ipc_stats {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub exports: u64,
+    pub exports_active: u64,
+    pub exported_bytes: u64,
+    pub importers: u64,
+    pub held_by_importers_bytes: u64,
+    pub imports: u64,
+    pub imported_bytes: u64,
+    pub n_exports: u64,
+    pub n_imports: u64,
+}
+#[test]
+fn bindgen_test_layout_vpmm_ipc_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_ipc_stats>(),
+        80usize,
+        concat!("Size of: ", stringify!(vpmm_ipc_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_ipc_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_ipc_stats))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_exports() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exports) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(exports)
+            )
+        );
+    }
+    test_field_exports();
+    fn test_field_exports_active() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exports_active) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(exports_active)
+            )
+        );
+    }
+    test_field_exports_active();
+    fn test_field_exported_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).exported_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(exported_bytes)
+            )
+        );
+    }
+    test_field_exported_bytes();
+    fn test_field_importers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).importers) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(importers)
+            )
+        );
+    }
+    test_field_importers();
+    fn test_field_held_by_importers_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).held_by_importers_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(held_by_importers_bytes)
+            )
+        );
+    }
+    test_field_held_by_importers_bytes();
+    fn test_field_imports() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).imports) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(imports)
+            )
+        );
+    }
+    test_field_imports();
+    fn test_field_imported_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).imported_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(imported_bytes)
+            )
+        );
+    }
+    test_field_imported_bytes();
+    fn test_field_n_exports() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_exports) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(n_exports)
+            )
+        );
+    }
+    test_field_n_exports();
+    fn test_field_n_imports() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ipc_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_imports) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ipc_stats),
+                "::",
+                stringify!(n_imports)
+            )
+        );
+    }
+    test_field_n_imports();
+}
+extern "C" {
+    pub fn vpmm_pool_ipc_stats(pool: *mut vpmm_pool, stats: *mut vpmm_ipc_stats) -> vpmm_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vpmm_api {
@@ -2814,12 +3281,104 @@ pub struct vpmm_api {
             dir: *const ::std::os::raw::c_char,
         ) -> vpmm_status,
     >,
+    pub pool_export: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            ptr: *const ::std::os::raw::c_void,
+            out: *mut *mut vpmm_export,
+        ) -> vpmm_status,
+    >,
+    pub pool_export_tag: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            out: *mut *mut vpmm_export,
+        ) -> vpmm_status,
+    >,
+    pub export_entry: ::std::option::Option<
+        unsafe extern "C" fn(
+            ex: *const vpmm_export,
+            index: usize,
+            out: *mut vpmm_ipc_entry,
+        ) -> vpmm_status,
+    >,
+    pub export_descriptor: ::std::option::Option<
+        unsafe extern "C" fn(
+            ex: *const vpmm_export,
+            buf: *mut ::std::os::raw::c_void,
+            capacity: usize,
+            size: *mut usize,
+            fds: *mut ::std::os::raw::c_int,
+            fd_capacity: usize,
+            n_fds: *mut usize,
+        ) -> vpmm_status,
+    >,
+    pub export_send: ::std::option::Option<
+        unsafe extern "C" fn(ex: *const vpmm_export, socket: ::std::os::raw::c_int) -> vpmm_status,
+    >,
+    pub export_state: ::std::option::Option<
+        unsafe extern "C" fn(
+            ex: *const vpmm_export,
+            state: *mut i32,
+            importers: *mut u32,
+            imports: *mut u64,
+        ) -> vpmm_status,
+    >,
+    pub export_close: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, ex: *mut vpmm_export) -> vpmm_status,
+    >,
+    pub pool_import: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            desc: *const ::std::os::raw::c_void,
+            size: usize,
+            fds: *const ::std::os::raw::c_int,
+            n_fds: usize,
+            out: *mut *mut vpmm_import,
+        ) -> vpmm_status,
+    >,
+    pub import_entry: ::std::option::Option<
+        unsafe extern "C" fn(
+            imp: *const vpmm_import,
+            index: usize,
+            out: *mut vpmm_ipc_entry,
+        ) -> vpmm_status,
+    >,
+    pub import_state: ::std::option::Option<
+        unsafe extern "C" fn(imp: *const vpmm_import, state: *mut i32) -> vpmm_status,
+    >,
+    pub import_close: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, imp: *mut vpmm_import) -> vpmm_status,
+    >,
+    pub ipc_send: ::std::option::Option<
+        unsafe extern "C" fn(
+            socket: ::std::os::raw::c_int,
+            desc: *const ::std::os::raw::c_void,
+            size: usize,
+            fds: *const ::std::os::raw::c_int,
+            n_fds: usize,
+        ) -> vpmm_status,
+    >,
+    pub ipc_recv: ::std::option::Option<
+        unsafe extern "C" fn(
+            socket: ::std::os::raw::c_int,
+            buf: *mut ::std::os::raw::c_void,
+            capacity: usize,
+            size: *mut usize,
+            fds: *mut ::std::os::raw::c_int,
+            fd_capacity: usize,
+            n_fds: *mut usize,
+        ) -> vpmm_status,
+    >,
+    pub pool_ipc_stats: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, stats: *mut vpmm_ipc_stats) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        520usize,
+        632usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -3949,6 +4508,244 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_set_backup_dir();
+    fn test_field_pool_export() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_export) as usize - ptr as usize
+            },
+            520usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_export)
+            )
+        );
+    }
+    test_field_pool_export();
+    fn test_field_pool_export_tag() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_export_tag) as usize - ptr as usize
+            },
+            528usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_export_tag)
+            )
+        );
+    }
+    test_field_pool_export_tag();
+    fn test_field_export_entry() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_entry) as usize - ptr as usize
+            },
+            536usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(export_entry)
+            )
+        );
+    }
+    test_field_export_entry();
+    fn test_field_export_descriptor() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_descriptor) as usize - ptr as usize
+            },
+            544usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(export_descriptor)
+            )
+        );
+    }
+    test_field_export_descriptor();
+    fn test_field_export_send() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_send) as usize - ptr as usize
+            },
+            552usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(export_send)
+            )
+        );
+    }
+    test_field_export_send();
+    fn test_field_export_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_state) as usize - ptr as usize
+            },
+            560usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(export_state)
+            )
+        );
+    }
+    test_field_export_state();
+    fn test_field_export_close() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).export_close) as usize - ptr as usize
+            },
+            568usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(export_close)
+            )
+        );
+    }
+    test_field_export_close();
+    fn test_field_pool_import() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_import) as usize - ptr as usize
+            },
+            576usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_import)
+            )
+        );
+    }
+    test_field_pool_import();
+    fn test_field_import_entry() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).import_entry) as usize - ptr as usize
+            },
+            584usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(import_entry)
+            )
+        );
+    }
+    test_field_import_entry();
+    fn test_field_import_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).import_state) as usize - ptr as usize
+            },
+            592usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(import_state)
+            )
+        );
+    }
+    test_field_import_state();
+    fn test_field_import_close() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).import_close) as usize - ptr as usize
+            },
+            600usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(import_close)
+            )
+        );
+    }
+    test_field_import_close();
+    fn test_field_ipc_send() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ipc_send) as usize - ptr as usize
+            },
+            608usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(ipc_send)
+            )
+        );
+    }
+    test_field_ipc_send();
+    fn test_field_ipc_recv() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ipc_recv) as usize - ptr as usize
+            },
+            616usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(ipc_recv)
+            )
+        );
+    }
+    test_field_ipc_recv();
+    fn test_field_pool_ipc_stats() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_ipc_stats) as usize - ptr as usize
+            },
+            624usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_ipc_stats)
+            )
+        );
+    }
+    test_field_pool_ipc_stats();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;

@@ -182,6 +182,10 @@ impl Config {
         /// remapping pages (0 = 0.015; negative = page-exact, always remap).
         /// Env `VPMM_REMAP_SLACK` ("0.02", "2%", "exact").
         remap_slack: f64;
+        /// 1 = every physical handle can be shared with other processes
+        /// (`vpmm_pool_export`; docs/ipc.md); 0 (default) = not exportable.
+        /// Env `VPMM_EXPORTABLE`.
+        exportable: u64;
     }
 }
 
@@ -215,6 +219,7 @@ impl fmt::Debug for Config {
             .field("peer_devices", &r.peer_devices)
             .field("large_rounding", &r.large_rounding)
             .field("remap_slack", &r.remap_slack)
+            .field("exportable", &r.exportable)
             .finish()
     }
 }

@@ -1,0 +1,256 @@
+// What sharing pool memory between processes costs on one GPU (docs/ipc.md):
+//  1. handles: cuMemCreate / cuMemRelease with and without the POSIX
+//     file-descriptor handle type (requestedHandleTypes), interleaved in one
+//     run; cuMemExportToShareableHandle and cuMemImportFromShareableHandle;
+//  2. pools: the first malloc of 256 MiB (128 page handles) and of 8 GiB
+//     (128 handles of 64 MiB), and the malloc/free hot path, in pools with
+//     exportable 0 and 1, alternated;
+//  3. weight sync of 4 GiB: a device-to-device copy in one process, against
+//     the rollout process copying from an import (100 updates through one
+//     import), and against sharing anew every update (export, send, import,
+//     copy, close: 20 updates).
+// Prints "IPC key value" lines (collected by scripts/gpu-ipc.sh); medians.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../tests/gpu/ipc_rollout.cuh"
+#include "vpmm.h"
+
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+#define CK(x)                                                                                        \
+  do {                                                                                               \
+    auto e_ = (x);                                                                                   \
+    if (e_ != 0) {                                                                                   \
+      std::printf("FATAL %s:%d: %s -> %d (%s)\n", __FILE__, __LINE__, #x, (int)e_, vpmm_last_error()); \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+void handles() {
+  CUdevice dev;
+  CK(cuDeviceGet(&dev, 0));
+  int posix = 0, fabric = 0;
+  cuDeviceGetAttribute(&posix, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev);
+  cuDeviceGetAttribute(&fabric, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev);
+  std::printf("IPC attr_posix_fd_supported %d\nIPC attr_fabric_supported %d\n", posix, fabric);
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  {  // Fabric handles need IMEX channels: a single node usually refuses them.
+    CUmemAllocationProp f = prop;
+    f.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = cuMemCreate(&h, 2 * MiB, &f, 0);
+    std::printf("IPC fabric_create_result %d\n", static_cast<int>(r));
+    if (r == CUDA_SUCCESS) cuMemRelease(h);
+  }
+  CUmemAccessDesc access;
+  std::memset(&access, 0, sizeof access);
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = 0;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (uint64_t size : {2 * MiB, 64 * MiB, 1 * GiB}) {
+    const int reps = size >= GiB ? 20 : 200;
+    std::vector<double> create[2], release[2], exp, imp, map_access;
+    for (int r = 0; r < reps; ++r)
+      for (int t = 0; t < 2; ++t) {
+        const int type = (r + t) % 2;  // alternate which goes first
+        CUmemAllocationProp p = prop;
+        if (type) p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        CUmemGenericAllocationHandle h = 0;
+        double t0 = now_us();
+        CK(cuMemCreate(&h, size, &p, 0));
+        double t1 = now_us();
+        create[type].push_back(t1 - t0);
+        if (type) {
+          int fd = -1;
+          double e0 = now_us();
+          CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+          double e1 = now_us();
+          exp.push_back(e1 - e0);
+          CUmemGenericAllocationHandle h2 = 0;
+          // An import in the exporting process itself: what an importer's
+          // driver call costs, without a second process.
+          CUresult ir = cuMemImportFromShareableHandle(&h2, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+          double e2 = now_us();
+          if (ir != CUDA_SUCCESS) {
+            if (r == 0) std::printf("IPC import_same_process_result %d\n", static_cast<int>(ir));
+          } else {
+            imp.push_back(e2 - e1);
+            CUdeviceptr va = 0;
+            CK(cuMemAddressReserve(&va, size, 0, 0, 0));
+            double m0 = now_us();
+            CK(cuMemMap(va, size, 0, h2, 0));
+            CK(cuMemSetAccess(va, size, &access, 1));
+            map_access.push_back(now_us() - m0);
+            CK(cuMemUnmap(va, size));
+            CK(cuMemAddressFree(va, size));
+            CK(cuMemRelease(h2));
+          }
+          close(fd);
+        }
+        double r0 = now_us();
+        CK(cuMemRelease(h));
+        release[type].push_back(now_us() - r0);
+      }
+    const unsigned long long mib = size / MiB;
+    std::printf("IPC create_us_%lluM_plain %.1f\nIPC create_us_%lluM_posix %.1f\n", mib, median(create[0]), mib,
+                median(create[1]));
+    std::printf("IPC create_p90_us_%lluM_plain %.1f\nIPC create_p90_us_%lluM_posix %.1f\n", mib,
+                pct(create[0], 0.9), mib, pct(create[1], 0.9));
+    std::printf("IPC release_us_%lluM_plain %.1f\nIPC release_us_%lluM_posix %.1f\n", mib, median(release[0]), mib,
+                median(release[1]));
+    std::printf("IPC export_us_%lluM %.1f\nIPC import_us_%lluM %.1f\nIPC import_map_access_us_%lluM %.1f\n", mib,
+                median(exp), mib, median(imp), mib, median(map_access));
+  }
+}
+
+vpmm_pool* pool_of(bool exportable) {
+  vpmm_pool* p = gt::ipc_cuda_pool(exportable);
+  if (!p) std::exit(1);
+  return p;
+}
+
+void pools() {
+  for (uint64_t size : {256 * MiB, 8 * GiB}) {
+    std::vector<double> first[2];
+    for (int r = 0; r < 5; ++r)
+      for (int e = 0; e < 2; ++e) {
+        const int ex = (r + e) % 2;
+        vpmm_pool* p = pool_of(ex != 0);
+        void* ptr = nullptr;
+        double t0 = now_us();
+        CK(vpmm_pool_malloc(p, size, nullptr, &ptr));
+        first[ex].push_back(now_us() - t0);
+        CK(vpmm_pool_free(p, ptr, nullptr));
+        CK(vpmm_pool_destroy(p));
+      }
+    const unsigned long long mib = size / MiB;
+    std::printf("IPC first_malloc_ms_%lluM_plain %.3f\nIPC first_malloc_ms_%lluM_exportable %.3f\n", mib,
+                median(first[0]) / 1000, mib, median(first[1]) / 1000);
+  }
+  for (int e = 0; e < 2; ++e) {  // the hot path: no driver call, so no difference expected
+    vpmm_pool* p = pool_of(e != 0);
+    void* ptr = nullptr;
+    CK(vpmm_pool_malloc(p, 64 * MiB, nullptr, &ptr));
+    CK(vpmm_pool_free(p, ptr, nullptr));
+    const int n = 200000;
+    double t0 = now_us();
+    for (int i = 0; i < n; ++i) {
+      vpmm_pool_malloc(p, 1 * MiB, nullptr, &ptr);
+      vpmm_pool_free(p, ptr, nullptr);
+    }
+    std::printf("IPC hot_pair_ns_%s %.1f\n", e ? "exportable" : "plain", (now_us() - t0) * 1000 / n);
+    CK(vpmm_pool_destroy(p));
+  }
+}
+
+void weight_sync() {
+  const uint64_t n = 4 * GiB;
+  // One process: device to device, cudaMalloc to cudaMalloc and pool to cudaMalloc.
+  void *a = nullptr, *b = nullptr;
+  CK(cudaMalloc(&a, n));
+  CK(cudaMalloc(&b, n));
+  std::vector<double> local;
+  for (int i = 0; i < 20; ++i) {
+    double t0 = now_us();
+    CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, nullptr));
+    CK(cudaStreamSynchronize(nullptr));
+    local.push_back(now_us() - t0);
+  }
+  std::printf("IPC d2d_local_GBps %.1f\n", n / median(local) / 1000);
+  CK(cudaFree(b));
+  vpmm_pool* pool = pool_of(true);
+  void* w = nullptr;
+  CK(vpmm_pool_malloc(pool, n, nullptr, &w));
+  gt::fill_words(w, n, 1);
+  CK(cudaDeviceSynchronize());
+  std::vector<double> from_pool;
+  for (int i = 0; i < 20; ++i) {
+    double t0 = now_us();
+    CK(cudaMemcpyAsync(a, w, n, cudaMemcpyDeviceToDevice, nullptr));
+    CK(cudaStreamSynchronize(nullptr));
+    from_pool.push_back(now_us() - t0);
+  }
+  std::printf("IPC d2d_pool_local_GBps %.1f\n", n / median(from_pool) / 1000);
+  CK(cudaFree(a));
+
+  // Two processes: the rollout copies from its import of the trainer's weights.
+  vt::Child ch = vt::spawn_child();
+  vpmm_export* ex = nullptr;
+  CK(vpmm_pool_export(pool, w, &ex));
+  int64_t i = -1;
+  double s0 = now_us();
+  CK(gt::send_to(ch, ex, &i));
+  std::printf("IPC share_4G_first_ms %.3f\n", (now_us() - s0) / 1000);
+  std::vector<double> steady;
+  for (int u = 0; u < 100; ++u) {
+    int64_t r = -1, ns = 0;
+    ch.ask('U', i, u == 99 ? 1 : 0, &r, &ns);
+    if (r != 0) std::printf("IPC error_update %d %lld\n", u, static_cast<long long>(r));
+    steady.push_back(ns / 1000.0);
+  }
+  std::printf("IPC d2d_import_GBps %.1f\n", n / median(steady) / 1000);
+  int64_t st = -1;
+  ch.ask('C', i, 0, &st);
+  CK(vpmm_export_close(pool, ex));
+  // Sharing anew at every update, as reducers that re-export each step do.
+  std::vector<double> each, share_only;
+  for (int u = 0; u < 20; ++u) {
+    double t0 = now_us();
+    CK(vpmm_pool_export(pool, w, &ex));
+    CK(gt::send_to(ch, ex, &i));
+    int64_t r = -1, ns = 0;
+    ch.ask('U', i, 0, &r, &ns);
+    ch.ask('C', i, 0, &st);
+    CK(vpmm_export_close(pool, ex));
+    const double t = now_us() - t0;
+    each.push_back(t);
+    share_only.push_back(t - ns / 1000.0);
+  }
+  std::printf("IPC update_with_new_share_ms %.3f\nIPC share_overhead_ms %.3f\n", median(each) / 1000,
+              median(share_only) / 1000);
+  ch.quit();
+  CK(vpmm_pool_free(pool, w, nullptr));
+  CK(vpmm_pool_destroy(pool));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return gt::rollout_main(std::atoi(argv[2]));
+  CK(cudaSetDevice(0));
+  CK(cudaFree(nullptr));  // the primary context, current for the driver calls below
+  const char* only = argc > 1 ? argv[1] : "";
+  if (!*only || std::strstr(only, "handles")) handles();
+  if (!*only || std::strstr(only, "pools")) pools();
+  if (!*only || std::strstr(only, "sync")) weight_sync();
+  return 0;
+}

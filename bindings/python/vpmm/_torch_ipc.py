@@ -1,0 +1,293 @@
+"""Tensors in libvpmm pools sent to other processes (vpmm.torch.share /
+open, and torch.multiprocessing through install_reductions); see
+docs/ipc.md. Imported by vpmm.torch, which re-exports the public names.
+
+PyTorch's own CUDA IPC (storage._share_cuda_, what torch.multiprocessing
+and reduce_tensor use) does not work on libvpmm memory: under
+use_as_allocator() the CUDAPluggableAllocator refuses shareIpcHandle, and
+under pool() PyTorch's caching allocator asks cudaIpcGetMemHandle for a
+block that libvpmm mapped with the VMM API, which the driver refuses.
+Here the allocation holding the tensor is exported instead
+(vpmm_pool_export), and the other process maps the same physical memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch as _torch
+
+from . import ipc
+from ._pool import default_pool as _default_pool
+from .errors import InvalidArgument, UnknownPointer
+
+__all__ = ["SharedTensor", "share", "open", "opened", "close", "current", "release_shared",
+           "install_reductions", "owns"]
+
+
+class SharedTensor:
+    """What :func:`share` returns: picklable, opened with :func:`open` in
+    another process (or several). It names the allocation holding the tensor
+    (an :class:`vpmm.ipc.Handle`) and the tensor's place in it."""
+
+    __slots__ = ("handle", "exporter_ptr", "dtype", "shape", "stride")
+
+    def __init__(self, handle: ipc.Handle, exporter_ptr: int, dtype: str, shape: Tuple[int, ...],
+                 stride: Tuple[int, ...]) -> None:
+        self.handle = handle
+        self.exporter_ptr = int(exporter_ptr)
+        self.dtype = dtype
+        self.shape = tuple(int(s) for s in shape)
+        self.stride = tuple(int(s) for s in stride)
+
+    def __reduce__(self) -> Any:
+        return (SharedTensor, (self.handle, self.exporter_ptr, self.dtype, self.shape, self.stride))
+
+    def __repr__(self) -> str:
+        return f"<vpmm.torch.SharedTensor {self.dtype} {list(self.shape)} of process {self.handle.pid}>"
+
+
+def _dtype(name: str) -> _torch.dtype:
+    d = getattr(_torch, name.replace("torch.", ""), None)
+    if not isinstance(d, _torch.dtype):
+        raise InvalidArgument(1, f"vpmm.torch.open: unknown dtype {name!r}")
+    return d
+
+
+def _extent_bytes(shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> int:
+    if any(s == 0 for s in shape):
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * itemsize
+
+
+# --- the sender's side ----------------------------------------------------------
+class _Sent:
+    """An export of one allocation and the storages it keeps alive for receivers."""
+
+    def __init__(self, export: ipc.Export) -> None:
+        self.export = export
+        self.storages: Dict[int, Any] = {}
+
+
+_lock = threading.Lock()
+_sent: Dict[Tuple[int, int], _Sent] = {}  # (device, allocation) -> its export
+
+
+def owns(tensor: _torch.Tensor) -> bool:
+    """True when the tensor's memory comes from libvpmm's default pool of
+    its device (allocated under vpmm.torch.use_as_allocator() or pool())."""
+    if not tensor.is_cuda or tensor.data_ptr() == 0:
+        return False
+    try:
+        _default_pool(tensor.device.index).lookup(tensor.data_ptr())
+        return True
+    except UnknownPointer:
+        return False
+
+
+def _sweep_locked() -> None:
+    # An export is let go once it was imported and no importer holds it any
+    # more, or once it is no longer active (paused, closed).
+    for key in list(_sent):
+        s = _sent[key]
+        try:
+            state, importers, imports = s.export._state()
+        except Exception:
+            state, importers, imports = "closed", 0, 1
+        if state != "active" or (imports > 0 and importers == 0):
+            del _sent[key]
+            try:
+                s.export.close()
+            except Exception:
+                pass
+
+
+def share(tensor: _torch.Tensor) -> SharedTensor:
+    """Make `tensor` (in a libvpmm pool: vpmm.torch.use_as_allocator() or
+    vpmm.torch.pool(), with an exportable default pool: VPMM_EXPORTABLE=1)
+    openable in another process. The tensor's storage is kept alive until a
+    receiver has opened it and every receiver closed it again (or until
+    :func:`release_shared`); the export of its allocation is reused while
+    it lasts. Raises :class:`vpmm.UnknownPointer` for a tensor libvpmm did
+    not allocate, :class:`vpmm.Unsupported` when the pool is not exportable."""
+    if not tensor.is_cuda:
+        raise InvalidArgument(1, f"vpmm.torch.share: the tensor is on {tensor.device}, not a CUDA device")
+    dev = tensor.device.index
+    pool = _default_pool(dev)
+    base, _size = pool.lookup(tensor.data_ptr())
+    with _lock:
+        _sweep_locked()
+        s = _sent.get((dev, base))
+        if s is None:
+            s = _sent[(dev, base)] = _Sent(pool.export(base))
+        storage = tensor.untyped_storage()
+        s.storages[storage.data_ptr()] = storage
+        h = s.export.handle()
+    return SharedTensor(h, tensor.data_ptr(), str(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()))
+
+
+def release_shared() -> None:
+    """Close every export :func:`share` made and drop the storages it kept
+    (receivers that opened them keep their mappings)."""
+    with _lock:
+        for s in _sent.values():
+            try:
+                s.export.close()
+            except Exception:
+                pass
+        _sent.clear()
+
+
+# --- the receiver's side ----------------------------------------------------------
+class _Opening:
+    """One import, shared by every tensor opened from it; closed when the
+    last of them dies (or by close())."""
+
+    def __init__(self, imp: ipc.Import, device: int) -> None:
+        self.imp = imp
+        self.device = device
+        self.finalizer = weakref.finalize(self, _Opening._close, imp, device)
+
+    @staticmethod
+    def _close(imp: ipc.Import, device: int) -> None:
+        try:
+            _torch.cuda.synchronize(device)  # the driver does not wait for kernels at unmap
+        except Exception:
+            pass
+        try:
+            imp.close()
+        except Exception:
+            pass
+
+
+class _CudaBytes:
+    """__cuda_array_interface__ of n bytes at ptr: what torch.as_tensor wraps
+    without copying. It keeps its _Opening alive for as long as the tensor lives."""
+
+    def __init__(self, ptr: int, n: int, owner: _Opening) -> None:
+        self.owner = owner
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None}
+
+
+_openings: Dict[Tuple[int, bytes], "weakref.ref[_Opening]"] = {}
+_open_lock = threading.Lock()
+
+
+def _opening(shared: SharedTensor, device: int) -> _Opening:
+    key = (device, shared.handle.nonce)
+    with _open_lock:
+        ref = _openings.get(key)
+        op = ref() if ref is not None else None
+        if op is None or op.imp._h is None:
+            op = _Opening(shared.handle.open(_default_pool(device)), device)
+            _openings[key] = weakref.ref(op)
+        return op
+
+
+def open(shared: SharedTensor, device: Any = None) -> _torch.Tensor:  # noqa: A001 (the API's name)
+    """The tensor `shared` names, mapped into this process on `device` (the
+    same GPU as the sender's, in this process's numbering; default: the
+    current device). No copy: writes are seen by both processes while the
+    export is active. The import closes when the last tensor opened from
+    it dies; :func:`close` closes it at once. Raises :class:`vpmm.WrongState`
+    when the sender paused, freed or closed it, or exited."""
+    if device is None:
+        idx = _torch.cuda.current_device()
+    elif isinstance(device, int):
+        idx = device
+    else:
+        idx = _torch.device(device).index
+        if idx is None:
+            idx = _torch.cuda.current_device()
+    dtype = _dtype(shared.dtype)
+    itemsize = _torch.empty((), dtype=dtype).element_size()
+    n = _extent_bytes(shared.shape, shared.stride, itemsize)
+    if n == 0:
+        return _torch.empty(shared.shape, dtype=dtype, device=f"cuda:{idx}")
+    op = _opening(shared, idx)
+    ptr = op.imp.translate(shared.exporter_ptr)
+    raw = _torch.as_tensor(_CudaBytes(ptr, n, op), device=f"cuda:{idx}")
+    return raw.view(dtype).as_strided(shared.shape, shared.stride)
+
+
+def _opening_of(tensor: _torch.Tensor) -> Optional[_Opening]:
+    ptr = tensor.data_ptr()
+    with _open_lock:
+        ops = [r() for r in _openings.values()]
+    for op in ops:
+        if op is not None and op.imp._h is not None and any(e.ptr <= ptr < e.ptr + e.size for e in op.imp.entries):
+            return op
+    return None
+
+
+def current(tensor: _torch.Tensor) -> bool:
+    """For a tensor :func:`open` returned: True while the sender's memory is
+    still what it shows (the export is "active"); False once the sender
+    paused, freed or closed it, or exited: open a new share then."""
+    op = _opening_of(tensor)
+    if op is None:
+        raise InvalidArgument(1, "vpmm.torch.current: the tensor was not opened with vpmm.torch.open (or is closed)")
+    return op.imp.current
+
+
+def close(tensor: _torch.Tensor) -> None:
+    """Close the import behind a tensor :func:`open` returned, now (after
+    synchronizing its device): every tensor opened from that import becomes
+    invalid. A no-op for other tensors."""
+    op = _opening_of(tensor)
+    if op is not None:
+        op.finalizer()
+
+
+@contextlib.contextmanager
+def opened(shared: SharedTensor, device: Any = None) -> Iterator[_torch.Tensor]:
+    """``with vpmm.torch.opened(h) as t:`` :func:`open` for the block, then
+    :func:`close` (do not keep views of `t` past the block)."""
+    t = open(shared, device)
+    try:
+        yield t
+    finally:
+        close(t)
+
+
+# --- torch.multiprocessing ---------------------------------------------------------
+def _rebuild(shared: SharedTensor, parameter: bool, requires_grad: bool) -> _torch.Tensor:
+    t = open(shared)
+    if parameter:
+        return _torch.nn.Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def _reduce(tensor: _torch.Tensor, previous: Any = None) -> Any:
+    if owns(tensor):
+        return (_rebuild, (share(tensor.detach()), isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
+    if previous is not None:
+        return previous(tensor)
+    return tensor.__reduce_ex__(4)
+
+
+_installed = False
+
+
+def install_reductions() -> None:
+    """Send CUDA tensors that libvpmm allocated through
+    multiprocessing.reduction.ForkingPickler (torch.multiprocessing queues
+    and pipes, and serializers built on it, such as SGLang's
+    MultiprocessingSerializer) with :func:`share` / :func:`open`; every
+    other tensor keeps PyTorch's own reduction. Idempotent; call it in the
+    sending process (the receiver needs vpmm importable). The receiver opens
+    on its current device, which must be the sender's GPU."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        import torch.multiprocessing  # noqa: F401  (registers PyTorch's reductions first)
+        from multiprocessing.reduction import ForkingPickler
+        for cls in (_torch.Tensor, _torch.nn.parameter.Parameter):
+            previous = ForkingPickler._extra_reducers.get(cls)
+            ForkingPickler.register(cls, functools.partial(_reduce, previous=previous))
+        _installed = True

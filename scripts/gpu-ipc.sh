@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Sharing pool memory between processes (docs/ipc.md) on the GPU machine, run
+# from the repository root. Builds what it needs (meson, or g++/nvcc by hand
+# when meson is missing), then:
+#   1. test_ipc          the host-backend suite (fork + exec, every event
+#                        order, misuse; pidfd_getfd on this kernel)
+#   2. test_gpu_ipc      two processes on one GPU: 4 GiB trainer -> rollout,
+#                        read, written back, pause/resume, 100 weight syncs
+#   3. bench_ipc         handle creation with and without the POSIX-FD handle
+#                        type, exportable pools, weight-sync bandwidth
+#   4. torch             the probe of PyTorch's own CUDA IPC on libvpmm memory,
+#                        vpmm.torch.share/open, torch.multiprocessing queues
+#                        with vpmm.torch.install_reductions (tests/gpu/test_torch_ipc.py),
+#                        then examples/ipc/weight_sync.py (trainer + rollout, 4 syncs)
+# Everything under $OUT (at most 8 files): summary.txt build.log unit.log
+# gpu.log bench.log torch.log. Each step is time-boxed; the whole run stays
+# under DEADLINE seconds (default 460).
+# Success: summary.txt ends with "gpu-ipc: OK" followed by the total time
+# (steps 1, 2, 4 and 5 passed; the benchmark's numbers are reported, not gated).
+set -u
+START=$(date +%s)
+DEADLINE=${DEADLINE:-460}
+OUT=${OUT:-$PWD/gpu-ipc-out}
+BUILD=${BUILD:-build-gpu-ipc}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
+mkdir -p "$OUT"
+SUM="$OUT/summary.txt"
+: > "$SUM"
+say() { echo "== $*" | tee -a "$SUM"; }
+left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
+boxed() {
+  local want=$1; shift
+  local l; l=$(( $(left) - 10 ))
+  (( l < want )) && want=$l
+  if (( want < 5 )); then echo "(skipped: out of time)"; return 124; fi
+  timeout --kill-after=5 "$want" "$@"
+}
+export PYTHONUNBUFFERED=1
+
+{
+  date -u; uname -a
+  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader 2>&1 || true
+  echo "kernel.yama.ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo absent)"
+  echo "RLIMIT_NOFILE: $(ulimit -n)"
+} >> "$SUM" 2>&1
+
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+export PATH="$CUDA_HOME/bin:$PATH"
+
+# ------------------------------------------------------------------ build
+plain_build() {
+  echo "plain build (no usable meson)" >> "$OUT/build.log"
+  mkdir -p "$BUILD/tests/gpu" "$BUILD/tests" "$BUILD/bench" "$BUILD/obj" "$BUILD/include" "$BUILD/gen/backend"
+  local babs; babs=$(cd "$BUILD" && pwd)
+  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
+    > "$BUILD/gen/backend/backend_entries.h"
+  local ver abi vmaj vmin vpat
+  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
+  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
+  IFS=. read -r vmaj vmin vpat <<<"$ver"
+  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
+      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
+      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
+  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
+              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
+  local ok=1 f
+  for f in src/api/*.cpp src/common/*.cpp src/core/*.cpp src/ipc/*.cpp src/backend/*.cpp \
+           src/backend/fault/*.cpp src/backend/host/*.cpp src/backend/cuda/cuda_backend.cpp \
+           src/backend/cuda/cuda_driver.cpp src/hooks/*.cpp; do
+    g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
+  done
+  g++ -shared -o "$BUILD/libvpmm.so.1" "$BUILD"/obj/*.o -ldl -pthread -Wl,-soname,libvpmm.so.1 \
+      -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
+  ln -sf libvpmm.so.1 "$BUILD/libvpmm.so"
+  g++ -std=c++17 -O2 -Iinclude -I"$BUILD/include" -Itests/unit tests/unit/test_ipc.cpp -o "$BUILD/tests/test_ipc" \
+      -L"$babs" -lvpmm -Wl,-rpath,"$babs" >> "$OUT/build.log" 2>&1 || ok=0
+  local NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90 -Iinclude -I"$BUILD/include"
+            -I"$CUDA_HOME/include" -L"$babs" -lvpmm -Xlinker -rpath -Xlinker "$babs")
+  nvcc "${NV[@]}" tests/gpu/test_gpu_ipc.cu -o "$BUILD/tests/gpu/test_gpu_ipc" >> "$OUT/build.log" 2>&1 || ok=0
+  nvcc "${NV[@]}" bench/bench_ipc.cu -o "$BUILD/bench/bench_ipc" -L"$CUDA_HOME/lib64/stubs" -lcuda >> "$OUT/build.log" 2>&1 || ok=0
+  (( ok ))
+}
+
+BUILD_OK=0
+TARGETS=(tests/test_ipc tests/gpu/test_gpu_ipc bench/bench_ipc)
+if command -v meson >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 && [ -z "${FORCE_PLAIN:-}" ]; then
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    boxed 120 meson setup "$BUILD" -Dgpu_tests=enabled -Dcuda=enabled -Dcuda-include-dir="$CUDA_HOME/include" \
+      >> "$OUT/build.log" 2>&1 || rm -rf "$BUILD"
+  fi
+  if [ -f "$BUILD/build.ninja" ]; then
+    LIB=$(cd "$BUILD" && ninja -t targets all 2>/dev/null | sed -n 's/^\(libvpmm\.so\.[0-9.]*\): .*/\1/p' | head -1)
+    boxed 240 ninja -C "$BUILD" -j "$JOBS" "${LIB:-libvpmm.so}" "${TARGETS[@]}" >> "$OUT/build.log" 2>&1 && BUILD_OK=1
+  fi
+fi
+if (( ! BUILD_OK )); then
+  BUILD=$BUILD-plain
+  plain_build && BUILD_OK=1
+fi
+say "build: $( (( BUILD_OK )) && echo ok || echo FAILED) in $BUILD ($(( $(date +%s) - START )) s)"
+if (( ! BUILD_OK )); then tail -40 "$OUT/build.log" | tee -a "$SUM"; say "gpu-ipc: FAILED (build)"; exit 1; fi
+LIBPATH=$(ls "$PWD/$BUILD"/libvpmm.so.1 2>/dev/null || ls "$PWD/$BUILD"/libvpmm.so | head -1)
+
+# ------------------------------------------------------------------ 1. host suite
+boxed 90 "$BUILD/tests/test_ipc" > "$OUT/unit.log" 2>&1
+UNIT=$?
+say "test_ipc (host backend, fork+exec): exit $UNIT: $(tail -1 "$OUT/unit.log")"
+grep "pidfd_getfd import" "$OUT/unit.log" | head -1 | tee -a "$SUM"
+
+# ------------------------------------------------------------------ 2. GPU suite
+boxed 150 "$BUILD/tests/gpu/test_gpu_ipc" > "$OUT/gpu.log" 2>&1
+GPU=$?
+say "test_gpu_ipc: exit $GPU: $(tail -1 "$OUT/gpu.log")"
+grep -E "^  (export sent|device free|100 updates)" "$OUT/gpu.log" | tee -a "$SUM"
+
+# ------------------------------------------------------------------ 3. benchmark
+boxed 120 "$BUILD/bench/bench_ipc" > "$OUT/bench.log" 2>&1
+say "bench_ipc: exit $?"
+grep "^IPC " "$OUT/bench.log" | tee -a "$SUM"
+
+# ------------------------------------------------------------------ 4. PyTorch
+TORCH=0
+if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+  VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}" \
+    boxed 150 python3 tests/gpu/test_torch_ipc.py > "$OUT/torch.log" 2>&1
+  TORCH=$?
+  say "test_torch_ipc.py: exit $TORCH: $(tail -1 "$OUT/torch.log")"
+  grep -E "^(ok|FAIL) |PROBE " "$OUT/torch.log" | cut -c1-400 | tee -a "$SUM"
+  # 5. the two-process example (trainer + rollout engine), appended to torch.log
+  echo "---- examples/ipc/weight_sync.py" >> "$OUT/torch.log"
+  VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}" VPMM_EXPORTABLE=1 \
+    boxed 120 python3 examples/ipc/weight_sync.py --steps 4 --width 4096 --layers 16 >> "$OUT/torch.log" 2>&1
+  EX=$?
+  say "examples/ipc/weight_sync.py: exit $EX"
+  grep -E "^(model|step) " "$OUT/torch.log" | tee -a "$SUM"
+else
+  say "torch: not installed or no CUDA: the PyTorch step did not run"
+  TORCH=1
+fi
+
+EX=${EX:-1}
+if (( UNIT == 0 && GPU == 0 && TORCH == 0 && EX == 0 )); then say "gpu-ipc: OK"; else say "gpu-ipc: FAILED (unit $UNIT, gpu $GPU, torch $TORCH, example $EX)"; fi
+say "total $(( $(date +%s) - START )) s"

@@ -1,0 +1,282 @@
+// Exports and imports of pool memory (docs/ipc.md): which handles an export
+// covers, and how an import is mapped.
+//
+// What is exported is physical memory, and a handle maps whole: an export
+// carries every handle that holds a byte of its allocations. With
+// large_rounding below the page, or handles larger than a page, those handles
+// may hold bytes of neighbouring allocations too; the importer maps them
+// whole and is told where its allocations lie in them. A live allocation's
+// handles never move (only handles lying entirely in free memory are
+// remapped or trimmed), so an export stays true until the allocation is
+// freed or paused, and then the importers are told (IpcTables::on_free,
+// on_release, called from free and pause).
+//
+// An import is mapped into VA reserved for it alone, outside the pool's
+// chunks and region map: it is memory of another pool, which this one may
+// neither free, pause, trim nor count against its limit.
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <map>
+
+#include "common/status.hpp"
+#include "core/ipc.hpp"
+#include "core/pool.hpp"
+#include "core/small.hpp"
+
+namespace vpmm {
+
+namespace {
+
+struct Wanted {
+  uint64_t ptr;
+  uint64_t size;
+};
+
+std::string hex16(const uint8_t id[16]) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    s += digits[id[i] >> 4];
+    s += digits[id[i] & 15];
+  }
+  return s;
+}
+
+// Unmaps and releases what an import mapped (best effort: an import that
+// cannot be undone has nothing left to retry with). Spans are reserved from
+// their va; handles map from there in order.
+void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
+  for (const ImportSpan& s : spans) {
+    uint64_t va = s.va;
+    for (const Mapping& m : s.handles) {
+      if (b.unmap(va, m.size) != VPMM_OK) (void)b.unmap(va, m.size);
+      if (b.release(m.handle, m.size) != VPMM_OK) (void)b.release(m.handle, m.size);
+      va += m.size;
+    }
+    if (s.va && b.unreserve(s.va, s.size) != VPMM_OK) (void)b.unreserve(s.va, s.size);
+  }
+}
+
+}  // namespace
+
+vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+                                const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!(backend_->capabilities() & kCapExport))
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "%s: the pool's memory is not exportable: create the pool with exportable = 1 "
+                "(VPMM_EXPORTABLE=1)",
+                call);
+  std::vector<Wanted> wanted;
+  if (!by_tag) {
+    const uint64_t va = reinterpret_cast<uint64_t>(ptr);
+    RegionIt it = m_.find_containing(va);
+    const Kind k = it == m_.end() ? Kind::Hole : it->second.kind;
+    if (k == Kind::Paused)
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "%s: the allocation containing %p is paused: its memory is released (resume it, then "
+                  "export it)",
+                  call, ptr);
+    uint64_t base = 0, size = 0;
+    if (k == Kind::Live && va < it->first + it->second.requested) {
+      base = it->first;
+      size = it->second.requested;
+    } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
+      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not inside a live allocation of this pool",
+                  call, ptr);
+    }
+    wanted.push_back({base, size});
+  } else {
+    uint32_t want = 0;
+    vpmm_status st = tags_.find_used(call, tag, &want);
+    if (st != VPMM_OK) return st;
+    for (auto& kv : m_) {
+      const Region& r = kv.second;
+      if (!TagTable::matches(r.tag, want)) continue;
+      if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested});
+      // A slab is shared whole: its blocks come and go, its pages stay.
+      else if (r.kind == Kind::Small && !small_->empty_if_settled(r.owner))
+        wanted.push_back({kv.first, r.size});
+    }
+    if (wanted.empty())
+      return fail(VPMM_ERR_WRONG_STATE, "%s: nothing with tag \"%s\" is active to export", call,
+                  tag ? tag : "(any)");
+  }
+
+  // Every handle holding a byte of a wanted range, once, in address order.
+  std::map<uint64_t, Mapping> covering;
+  const auto& maps = m_.mappings();
+  for (const Wanted& w : wanted) {
+    auto it = maps.upper_bound(w.ptr);
+    if (it != maps.begin()) --it;
+    for (; it != maps.end() && it->first < w.ptr + w.size; ++it)
+      if (it->first + it->second.size > w.ptr) covering.emplace(it->first, it->second);
+  }
+  ExportLayout out;
+  out.backend_kind = backend_->kind();
+  vpmm_status st = backend_->device_id(out.device_id);
+  if (st != VPMM_OK) return fail_context(st, call);
+  std::vector<PhysHandle> handles;
+  for (const auto& kv : covering) {
+    out.handles.push_back({kv.first, kv.second.size});
+    handles.push_back(kv.second.handle);
+  }
+  for (const Wanted& w : wanted) {
+    // The handle holding the first byte: the last one starting at or before it.
+    auto pos = std::upper_bound(out.handles.begin(), out.handles.end(), w.ptr,
+                                [](uint64_t p, const IpcHandleSpan& h) { return p < h.va; });
+    if (pos == out.handles.begin())
+      return fail(VPMM_ERR_INTERNAL, "%s: allocation 0x%" PRIx64 " has no mapped handle", call, w.ptr);
+    --pos;
+    IpcEntry e;
+    e.ptr = w.ptr;
+    e.size = w.size;
+    e.handle = static_cast<uint32_t>(pos - out.handles.begin());
+    e.offset = w.ptr - pos->va;
+    out.entries.push_back(e);
+  }
+  ch->reserve(handles.size());
+  for (size_t i = 0; i < handles.size(); ++i) {
+    int fd = -1;
+    if ((st = backend_->export_handle(handles[i], out.handles[i].size, &fd)) != VPMM_OK)
+      return fail_context(st, call);  // the caller drops the channel: what it adopted is closed
+    ch->adopt(fd);
+  }
+  ExportRecord rec;
+  rec.channel = ch;
+  rec.bytes = out.bytes();
+  for (const IpcEntry& e : out.entries) rec.ptrs.push_back(e.ptr);
+  *id = ipc_.add_export(std::move(rec));
+  *layout = std::move(out);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::close_export(const char* call, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ipc_.close_export(id))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: export %" PRIu64 " is not open in this pool", call, id);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
+                                uint64_t* id, std::vector<uint64_t>* entry_ptrs) {
+  if (req.backend_kind != backend_->kind())
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: the descriptor is of a pool of backend kind %d, this pool is %s (kind %d)", call,
+                req.backend_kind, backend_->name(), backend_->kind());
+  uint8_t mine[16];
+  vpmm_status st = backend_->device_id(mine);
+  if (st != VPMM_OK) return fail_context(st, call);
+  if (std::memcmp(mine, req.device_id, 16) != 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: the memory is on another device (id %s) than this %s pool's (id %s): import it into a "
+                "pool of the device it was exported from",
+                call, hex16(req.device_id).c_str(), backend_->name(), hex16(mine).c_str());
+  if (req.fds.size() != req.handles.size())
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %zu file descriptors for %zu handles", call, req.fds.size(),
+                req.handles.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ipc_.claim_nonce(req.nonce))
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "%s: this export is already imported into this pool (use that import, or close it first)",
+                  call);
+  }
+  // The driver work runs without the pool's mutex: it touches only VA and
+  // handles of this import.
+  ImportRecord rec;
+  rec.channel = ch;
+  rec.nonce = req.nonce;
+  std::vector<uint64_t> handle_va(req.handles.size());
+  auto undo = [&](vpmm_status failed) {
+    FirstFailure first;
+    first.note(failed);
+    unmap_import(*backend_, rec.spans);
+    std::lock_guard<std::mutex> lock(mu_);
+    ipc_.drop_nonce(req.nonce);
+    return first.finish();
+  };
+  size_t i = 0;
+  while (i < req.handles.size()) {
+    size_t j = i + 1;  // a span: handles at adjacent addresses in the exporter
+    uint64_t size = req.handles[i].size;
+    while (j < req.handles.size() && req.handles[j].va == req.handles[j - 1].va + req.handles[j - 1].size)
+      size += req.handles[j++].size;
+    ImportSpan span;
+    span.size = size;
+    if ((st = backend_->reserve(size, backend_->granularity(), &span.va)) != VPMM_OK)
+      return undo(fail_context(st, call));
+    rec.spans.push_back(span);
+    ImportSpan& s = rec.spans.back();
+    uint64_t va = s.va;
+    for (size_t k = i; k < j; ++k) {
+      Mapping m;
+      m.size = req.handles[k].size;
+      if ((st = backend_->import_handle(req.fds[k], m.size, &m.handle)) != VPMM_OK)
+        return undo(fail_context(st, call));
+      if ((st = backend_->map(va, m.size, m.handle)) != VPMM_OK) {
+        FirstFailure first;
+        first.note(st);
+        (void)backend_->release(m.handle, m.size);
+        return undo(first.finish());
+      }
+      s.handles.push_back(m);
+      handle_va[k] = va;
+      va += m.size;
+    }
+    if ((st = backend_->set_access(s.va, s.size)) != VPMM_OK) return undo(fail_context(st, call));
+    rec.bytes += size;
+    i = j;
+  }
+  // A pause, free or close of the export while this was mapping means the
+  // descriptors may no longer be the export's memory.
+  if (!ch->unchanged()) {
+    const int32_t now = ch->state();
+    return undo(fail(VPMM_ERR_WRONG_STATE, "%s: the export changed while it was imported (%s): import it again",
+                     call,
+                     now == VPMM_EXPORT_PAUSED   ? "its memory was paused"
+                     : now == VPMM_EXPORT_FREED  ? "an allocation was freed"
+                     : now == VPMM_EXPORT_EXITED ? "its process exited"
+                                                 : "it was closed"));
+  }
+  std::vector<uint64_t> ptrs;
+  for (const IpcEntry& e : req.entries) {
+    if (e.handle >= req.handles.size() || e.offset > UINT64_MAX - handle_va[e.handle])
+      return undo(fail(VPMM_ERR_INVALID_ARGUMENT, "%s: the descriptor names handle %u of %zu", call, e.handle,
+                       req.handles.size()));
+    ptrs.push_back(handle_va[e.handle] + e.offset);
+  }
+  ch->attach();
+  std::lock_guard<std::mutex> lock(mu_);
+  *id = ipc_.add_import(std::move(rec));
+  *entry_ptrs = std::move(ptrs);
+  return VPMM_OK;
+}
+
+vpmm_status Pool::close_import(const char* call, uint64_t id) {
+  ImportRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ipc_.take_import(id, &rec))
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: import %" PRIu64 " is not open in this pool", call, id);
+  }
+  unmap_import(*backend_, rec.spans);
+  rec.channel->detach();
+  return VPMM_OK;
+}
+
+void Pool::ipc_stats(vpmm_ipc_stats* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ipc_.stats(out);
+}
+
+void Pool::close_ipc() {
+  ipc_.close_all_exports();
+  for (ImportRecord& r : ipc_.take_all_imports()) {
+    unmap_import(*backend_, r.spans);
+    r.channel->detach();
+  }
+}
+
+}  // namespace vpmm

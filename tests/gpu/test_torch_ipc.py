@@ -1,0 +1,236 @@
+"""Tensors in libvpmm pools shared between PyTorch processes (docs/ipc.md):
+a probe of what PyTorch's own CUDA IPC does with libvpmm memory (under
+vpmm.torch.pool() and under use_as_allocator()), vpmm.torch.share/open with
+a pause and resume of the sender's tag, torch.multiprocessing queues with
+vpmm.torch.install_reductions (vpmm tensors and ordinary ones in one queue),
+and a weight-sync loop of 100 updates against a copy in one process.
+Each case runs in a process of its own (pyharness); receivers are spawned
+processes. Exits 77 without torch or a CUDA device.
+
+The probe cases pass whatever PyTorch does; their last line, "PROBE ...",
+says what it did."""
+import os
+import sys
+import time
+
+import pyharness
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def _exportable():
+    # The default pools read the environment when first used.
+    os.environ["VPMM_EXPORTABLE"] = "1"
+
+
+# --- receivers (spawned processes) -----------------------------------------------
+def _receiver_share(q_in, q_out):
+    import torch
+    import vpmm.torch as vt
+    torch.cuda.set_device(0)
+    msg = q_in.get()
+    t = vt.open(msg["w"])
+    view = vt.open(msg["view"])
+    ok = (abs(t.double().sum().item() - msg["sum"]) < 1e-3 * max(1.0, abs(msg["sum"]))
+          and torch.equal(view.cpu(), msg["view_cpu"]))
+    t.mul_(2)  # written back: the sender sees it
+    torch.cuda.synchronize()
+    q_out.put({"ok": ok, "current": vt.current(t)})
+    q_in.get()  # the sender paused its tag
+    old = t.double().sum().item()  # the old memory: still mapped here
+    q_out.put({"current": vt.current(t), "old_sum": old})
+    vt.close(t)
+    vt.close(view)
+    msg = q_in.get()  # resumed and shared again
+    t2 = vt.open(msg["w"])
+    q_out.put({"sum": t2.double().sum().item(), "current": vt.current(t2)})
+    del t2
+    q_in.get()
+
+
+def _receiver_queue(q_in, q_out):
+    import torch
+    torch.cuda.set_device(0)
+    import vpmm.torch  # noqa: F401  (the rebuild function lives there)
+    mine, theirs = q_in.get()  # a vpmm tensor and a PyTorch-allocated one
+    q_out.put({"mine": mine.double().sum().item(), "theirs": theirs.double().sum().item(),
+               "mine_vpmm": vpmm.torch.owns(mine)})
+    mine.fill_(3)
+    torch.cuda.synchronize()
+    q_out.put("written")
+    q_in.get()
+
+
+def _receiver_sync(q_in, q_out, n_updates):
+    import torch
+    import vpmm.torch as vt
+    torch.cuda.set_device(0)
+    w = vt.open(q_in.get())
+    local = torch.empty_like(w)
+    torch.cuda.synchronize()
+    copy_s = 0.0
+    bad = 0
+    for u in range(n_updates):
+        step = q_in.get()
+        t0 = time.perf_counter()
+        local.copy_(w)
+        torch.cuda.synchronize()
+        copy_s += time.perf_counter() - t0
+        if (u + 1) % 10 == 0 and local[0].item() != float(step):
+            bad += 1
+        q_out.put(u)
+    q_out.put({"copy_s": copy_s, "bad": bad})
+    vt.close(w)
+
+
+def _spawn(target, *args):
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q_in, q_out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=target, args=(q_in, q_out) + args)
+    p.start()
+    return p, q_in, q_out
+
+
+# --- the probe -------------------------------------------------------------------
+def _probe_reduce(t):
+    """What PyTorch's own reducer does with t: "ok" (a handle was made), or
+    the exception it raised."""
+    from torch.multiprocessing.reductions import reduce_tensor
+    try:
+        reduce_tensor(t)
+        return "ok"
+    except Exception as e:  # the outcome is what is measured
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+def _receiver_native(q_in, q_out):
+    import torch
+    torch.cuda.set_device(0)
+    try:
+        t = q_in.get()
+        q_out.put(f"rebuilt, sum {t.float().sum().item()}")
+    except Exception as e:
+        q_out.put(f"rebuild failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+
+
+def probe_torch_reducer_mempool():
+    import torch
+    import vpmm.torch as vt
+    with vt.pool("probe"):
+        t = torch.ones(4 * MiB, device="cuda")
+    out = _probe_reduce(t)
+    if out == "ok":  # then see whether another process can use it
+        p, q_in, q_out = _spawn(_receiver_native)
+        q_in.put(t)
+        out += "; " + q_out.get(timeout=120)
+        p.join(60)
+    print(f"PROBE torch reduce_tensor on vpmm.torch.pool() memory: {out}")
+
+
+def probe_torch_reducer_pluggable():
+    import torch
+    import vpmm.torch as vt
+    vt.use_as_allocator()
+    t = torch.ones(4 * MiB, device="cuda")
+    assert vt.owns(t)
+    print(f"PROBE torch reduce_tensor under use_as_allocator(): {_probe_reduce(t)}")
+
+
+# --- vpmm.torch.share / open ----------------------------------------------------
+def share_open_pause_resume():
+    _exportable()
+    import torch
+    import vpmm.torch as vt
+    with vt.pool("weights", host_backup=True):
+        w = torch.randn(32 * MiB, dtype=torch.bfloat16, device="cuda")  # 64 MiB
+        m = torch.randn(256, 512, device="cuda")
+    view = m.t()[3:100]  # not contiguous, not at the storage's start
+    torch.cuda.synchronize()
+    orig = w.double().sum().item()
+    p, q_in, q_out = _spawn(_receiver_share)
+    q_in.put({"w": vt.share(w), "view": vt.share(view), "sum": orig, "view_cpu": view.cpu()})
+    r = q_out.get(timeout=120)
+    assert r["ok"], r
+    assert r["current"], r
+    assert abs(w.double().sum().item() - 2 * orig) < 1e-3 * max(1.0, abs(orig)), "the receiver's write is not here"
+    expected = w.double().sum().item()
+    assert vt.pause("weights")
+    q_in.put("paused")
+    r = q_out.get(timeout=120)
+    assert not r["current"], "after a pause the receiver's tensor must not be current"
+    assert abs(r["old_sum"] - expected) < 1e-3 * max(1.0, abs(expected)), r
+    assert vt.resume("weights")
+    assert abs(w.double().sum().item() - expected) < 1e-3 * max(1.0, abs(expected)), "resume lost the bytes"
+    q_in.put({"w": vt.share(w)})
+    r = q_out.get(timeout=120)
+    assert r["current"] and abs(r["sum"] - expected) < 1e-3 * max(1.0, abs(expected)), r
+    q_in.put("done")
+    p.join(60)
+    assert p.exitcode == 0, p.exitcode
+    vt.release_shared()
+    print("shared, written back, paused (receiver not current, old bytes kept), resumed, shared again")
+
+
+def multiprocessing_queue_with_reductions():
+    _exportable()
+    import torch
+    import vpmm.torch as vt
+    vt.install_reductions()
+    with vt.pool("weights"):
+        mine = torch.full((8 * MiB,), 2.0, device="cuda")
+    theirs = torch.full((1 * MiB,), 5.0, device="cuda")  # PyTorch's own allocator
+    assert vt.owns(mine) and not vt.owns(theirs)
+    torch.cuda.synchronize()
+    p, q_in, q_out = _spawn(_receiver_queue)
+    q_in.put((mine, theirs))
+    r = q_out.get(timeout=120)
+    assert r["mine"] == 2.0 * 8 * MiB and r["theirs"] == 5.0 * MiB and r["mine_vpmm"] is False, r
+    assert q_out.get(timeout=120) == "written"
+    assert mine.double().sum().item() == 3.0 * 8 * MiB, "the receiver's write is not here"
+    q_in.put("done")
+    p.join(60)
+    assert p.exitcode == 0, p.exitcode
+    print("a vpmm tensor and a PyTorch tensor through one torch.multiprocessing queue")
+
+
+def weight_sync_loop():
+    _exportable()
+    import torch
+    import vpmm.torch as vt
+    n_updates = 100
+    with vt.pool("weights"):
+        w = torch.zeros(GiB // 2, dtype=torch.bfloat16, device="cuda")  # 1 GiB
+    p, q_in, q_out = _spawn(_receiver_sync, n_updates)
+    q_in.put(vt.share(w))
+    for u in range(n_updates):
+        w.fill_(float((u + 1) % 200))  # the trainer's step (values bf16 holds exactly)
+        torch.cuda.synchronize()
+        q_in.put((u + 1) % 200)
+        assert q_out.get(timeout=120) == u
+    r = q_out.get(timeout=120)
+    p.join(60)
+    assert r["bad"] == 0, r
+    local = torch.empty_like(w)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        local.copy_(w)
+    torch.cuda.synchronize()
+    one_process = 20 * w.numel() * 2 / (time.perf_counter() - t0) / 1e9
+    through_import = n_updates * w.numel() * 2 / r["copy_s"] / 1e9
+    print(f"PROBE weight sync of 1 GiB, 100 updates: the receiver's copy through the import "
+          f"{through_import:.0f} GB/s, a copy in one process {one_process:.0f} GB/s")
+
+
+CASES = {
+    "probe_torch_reducer_mempool": probe_torch_reducer_mempool,
+    "probe_torch_reducer_pluggable": probe_torch_reducer_pluggable,
+    "share_open_pause_resume": share_open_pause_resume,
+    "multiprocessing_queue_with_reductions": multiprocessing_queue_with_reductions,
+    "weight_sync_loop": weight_sync_loop,
+}
+
+if __name__ == "__main__":
+    sys.exit(pyharness.main(__file__, CASES, needs="torch"))

@@ -1,0 +1,162 @@
+// Two processes for the sharing tests (test_ipc.cpp): the test process and a
+// child it starts with fork + exec of its own binary, which serves commands
+// over a Unix socket pair. The child is a real second process: its own pool,
+// its own address space and file table, so an import there is what an
+// importer in another program gets. On the host backend every physical
+// handle is a memfd named "vpmm-handle" and every status page one named
+// "vpmm-export", so /proc/PID/fd and /proc/PID/maps show exactly what each
+// process still holds of them: the leak checks count those.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "vpmm.h"
+
+namespace vt {
+
+constexpr uint64_t kIpcPage = 64 << 10;
+
+inline vpmm_pool* ipc_host_pool(bool exportable, int device = 0, uint64_t large_rounding = 0) {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.device = device;
+  c.page_size = kIpcPage;
+  c.va_size = 512 * kIpcPage;
+  c.host_capacity = 64ull << 20;
+  c.exportable = exportable ? 1 : 0;
+  c.large_rounding = large_rounding;
+  vpmm_pool* p = nullptr;
+  return vpmm_pool_create(&c, &p) == VPMM_OK ? p : nullptr;
+}
+
+// File descriptors and mappings of process `pid` on memfds whose name
+// contains `name` ("vpmm-handle", "vpmm-export").
+struct Held {
+  int fds = 0;
+  int maps = 0;
+  bool none() const { return fds == 0 && maps == 0; }
+};
+
+inline Held held(pid_t pid, const char* name) {
+  Held h;
+  char dir[64];
+  std::snprintf(dir, sizeof dir, "/proc/%d/fd", static_cast<int>(pid));
+  if (DIR* d = opendir(dir)) {
+    while (dirent* e = readdir(d)) {
+      char path[384], target[256];
+      std::snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      ssize_t n = readlink(path, target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      if (std::strstr(target, name)) ++h.fds;
+    }
+    closedir(d);
+  }
+  char maps[64];
+  std::snprintf(maps, sizeof maps, "/proc/%d/maps", static_cast<int>(pid));
+  if (FILE* f = std::fopen(maps, "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strstr(line, name)) ++h.maps;
+    std::fclose(f);
+  }
+  return h;
+}
+
+// --- the command wire: an opcode and two numbers, answered by two numbers.
+struct Cmd {
+  char op;
+  int64_t a, b;
+};
+
+inline bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+inline bool read_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n) {
+    ssize_t r = read(fd, c, n);
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int sock = -1;
+  bool alive() const { return pid > 0; }
+
+  // Sends a command and waits for its two answers; false when the child is gone.
+  bool ask(char op, int64_t a = 0, int64_t b = 0, int64_t* r0 = nullptr, int64_t* r1 = nullptr) {
+    return send(op, a, b) && answer(r0, r1);
+  }
+  bool send(char op, int64_t a = 0, int64_t b = 0) {
+    Cmd c{op, a, b};
+    return write_all(sock, &c, sizeof c);
+  }
+  bool answer(int64_t* r0 = nullptr, int64_t* r1 = nullptr) {
+    int64_t r[2] = {0, 0};
+    if (!read_all(sock, r, sizeof r)) return false;
+    if (r0) *r0 = r[0];
+    if (r1) *r1 = r[1];
+    return true;
+  }
+  // A command the child answers by exiting; returns its exit status.
+  int kill_and_wait(char op) {
+    Cmd c{op, 0, 0};
+    write_all(sock, &c, sizeof c);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(sock);
+    pid = -1;
+    sock = -1;
+    return status;
+  }
+  // Orderly end: the child destroys its pool and exits 0.
+  int quit() { return alive() ? kill_and_wait('Q') : 0; }
+};
+
+// fork + exec of this test binary as "--child FD".
+inline Child spawn_child() {
+  int sv[2];
+  Child c;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return c;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    int flags = fcntl(sv[1], F_GETFD);
+    fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
+    char fd[16];
+    std::snprintf(fd, sizeof fd, "%d", sv[1]);
+    execl("/proc/self/exe", "test_ipc", "--child", fd, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  c.pid = pid;
+  c.sock = sv[0];
+  return c;
+}
+
+}  // namespace vt

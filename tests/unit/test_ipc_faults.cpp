@@ -1,0 +1,140 @@
+// A failed export or import leaves nothing behind: every backend call an
+// export makes (export_handle) and every call an import makes (reserve,
+// import_handle, map, set_access) is failed in turn through the fault
+// backend (backend/fault/), on the host backend. After each failure the
+// status is the injected one, both pools pass their check, and once they are
+// destroyed every live-object counter of both backends is zero and the
+// process holds no memfd or mapping of a handle or status page.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/fault/fault_backend.hpp"
+#include "backend/registry.hpp"
+#include "check.hpp"
+#include "core/pool.hpp"
+#include "ipc/channels.hpp"
+#include "ipc/descriptor.hpp"
+#include "ipc/status_page.hpp"
+#include "ipc_harness.hpp"
+
+namespace {
+
+using vpmm::Backend;
+using vpmm::FaultBackend;
+using vpmm::FaultControl;
+using vpmm::FaultPlan;
+using vpmm::Op;
+using vpmm::Pool;
+using vpmm::PoolOptions;
+
+constexpr uint64_t kPage = 64 << 10;
+
+struct Side {
+  std::shared_ptr<Backend> host;
+  std::shared_ptr<FaultControl> ctl = std::make_shared<FaultControl>();
+  std::unique_ptr<Pool> pool;
+  explicit Side(bool exportable) {
+    vpmm::BackendParams bp;
+    bp.exportable = exportable;
+    bp.host_capacity = 64ull << 20;
+    vpmm_status st = VPMM_OK;
+    host = vpmm::make_shared_host_backend(bp, &st);
+    PoolOptions o;
+    o.page_size = kPage;
+    o.va_size = 256 * kPage;
+    Pool::create(std::unique_ptr<Backend>(new FaultBackend(host, ctl)), o, &pool);
+  }
+};
+
+void* tagged(Pool& p, uint64_t size) {
+  void* out = nullptr;
+  p.malloc("test", size, nullptr, "w", 0, nullptr, &out);
+  return out;
+}
+
+// One scenario: exporter and importer pools, three tagged allocations
+// exported together; `fail_kind` fails its nth call on the side it belongs to.
+void scenario(int fail_kind, uint64_t nth, bool on_import) {
+  Side ex(true), im(false);
+  CHECK(ex.pool && im.pool);
+  if (!ex.pool || !im.pool) return;
+  for (uint64_t pages : {1, 3, 2}) CHECK(tagged(*ex.pool, pages * kPage) != nullptr);
+  std::unique_ptr<vpmm::ipc::StatusPage> page;
+  CHECK_OK(vpmm::ipc::StatusPage::create("test", &page));
+  auto channel = std::make_shared<vpmm::ipc::Exporter>(std::move(page));
+  vpmm::ExportLayout layout;
+  uint64_t id = 0;
+  if (!on_import) ex.ctl->arm(FaultPlan{nth, fail_kind, VPMM_ERR_BACKEND});
+  vpmm_status st = ex.pool->export_memory("test", nullptr, "w", true, channel, &layout, &id);
+  ex.ctl->disarm();
+  if (!on_import) {
+    CHECK_EQ(st, nth <= 3 ? VPMM_ERR_BACKEND : VPMM_OK);
+    if (st != VPMM_OK) {
+      channel.reset();  // a failed export's channel closes what it adopted
+      CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, 3);  // the pool's own three handles, no more
+    }
+  }
+  if (st == VPMM_OK) {
+    std::string bytes;
+    std::vector<int> fds;
+    CHECK_OK(channel->with_descriptor("test", layout, [&](const std::string& b, const std::vector<int>& f) {
+      bytes = b;
+      fds = f;
+      return VPMM_OK;
+    }));
+    vpmm::ipc::Descriptor d;
+    CHECK_OK(vpmm::ipc::decode("test", bytes.data(), bytes.size(), &d));
+    d.request.fds.assign(fds.begin() + 1, fds.end());
+    std::unique_ptr<vpmm::ipc::StatusPage> mine;
+    CHECK_OK(vpmm::ipc::StatusPage::open("test", fds[0], d.request.nonce, &mine));
+    auto imp = std::make_shared<vpmm::ipc::Importer>(std::move(mine));
+    uint64_t iid = 0;
+    std::vector<uint64_t> ptrs;
+    if (on_import) im.ctl->arm(FaultPlan{nth, fail_kind, VPMM_ERR_BACKEND});
+    vpmm_status is = im.pool->import_memory("test", d.request, imp, &iid, &ptrs);
+    im.ctl->disarm();
+    if (on_import) {
+      const bool injected = im.ctl->injected() > 0;
+      CHECK_MSG(is == (injected ? VPMM_ERR_BACKEND : VPMM_OK), "%s #%llu: import returned %d",
+                vpmm::fault_kind_name(fail_kind), static_cast<unsigned long long>(nth), is);
+      if (nth == 1) CHECK(injected);  // every kind is called at least once
+    }
+    if (is == VPMM_OK) {
+      CHECK_EQ(ptrs.size(), size_t(3));
+      CHECK_OK(im.pool->close_import("test", iid));
+    }
+    // A failed import took nothing: the export counts no importer.
+    CHECK_EQ(channel->live_importers(), 0u);
+    CHECK_OK(ex.pool->close_export("test", id));
+  }
+  CHECK(ex.pool->check().empty());
+  CHECK(im.pool->check().empty());
+  ex.pool.reset();
+  im.pool.reset();
+  channel.reset();
+  CHECK_MSG(vpmm::live_counts_zero(ex.host->counters()), "exporter: %s", vpmm::live_counts(ex.host->counters()).c_str());
+  CHECK_MSG(vpmm::live_counts_zero(im.host->counters()), "importer: %s", vpmm::live_counts(im.host->counters()).c_str());
+}
+
+TEST("a failed export leaves no descriptor and the pool as it was") {
+  for (uint64_t nth = 1; nth <= 4; ++nth) scenario(static_cast<int>(Op::export_handle), nth, false);
+  vt::Held h = vt::held(getpid(), "vpmm-");
+  CHECK_MSG(h.none(), "%d memfds, %d mappings left", h.fds, h.maps);
+}
+
+TEST("a failed import leaves nothing mapped, reserved or open on either side") {
+  for (Op kind : {Op::reserve, Op::import_handle, Op::map, Op::set_access})
+    for (uint64_t nth = 1; nth <= 4; ++nth) scenario(static_cast<int>(kind), nth, true);
+  vt::Held h = vt::held(getpid(), "vpmm-");
+  CHECK_MSG(h.none(), "%d memfds, %d mappings left", h.fds, h.maps);
+}
+
+}  // namespace
+
+TEST_MAIN()
