@@ -644,6 +644,24 @@ VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag);
  * untouched on error. Errors and thread safety: those of vpmm_pool_resume. */
 VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed);
 
+/* Flags of vpmm_pool_resume_flags. */
+#define VPMM_RESUME_RETAIN_BACKUP 1u /* the backups of the allocations this call resumes outlive it,
+                                      * as if they had VPMM_ALLOC_RETAIN_BACKUP until their next
+                                      * resume (torch_memory_saver's retain_cpu_backup, read at
+                                      * each resume) */
+
+/* vpmm_pool_resume_ex with flags. With VPMM_RESUME_RETAIN_BACKUP each
+ * resumed allocation keeps its backup (any store) after the call: the backup
+ * still answers vpmm_pool_backup_lookup at the same host address, the next
+ * pause of the allocation writes into it, and a pause declared unchanged
+ * (VPMM_PAUSE_BACKUP_UNCHANGED) releases it without copying. The choice is
+ * made again at every resume: a later resume without the flag gives back the
+ * backups of allocations made without VPMM_ALLOC_RETAIN_BACKUP, as
+ * vpmm_pool_resume does. Errors: those of vpmm_pool_resume, plus
+ * INVALID_ARGUMENT for unknown flags. Thread safe; blocks while it runs. */
+VPMM_API vpmm_status vpmm_pool_resume_flags(vpmm_pool* pool, const char* tag, uint32_t flags,
+                                            uint64_t* n_changed);
+
 /* Takes, now, the host buffers that a pause of `tag` (NULL: every tag) would
  * back up the VPMM_ALLOC_HOST_BACKUP allocations that are active now into,
  * and keeps them in the pool's backup cache. Only the pinned store's (the
@@ -1447,6 +1465,8 @@ typedef struct vpmm_api {
   vpmm_status (*ipc_recv)(int socket, void* buf, size_t capacity, size_t* size, int* fds, size_t fd_capacity,
                           size_t* n_fds);
   vpmm_status (*pool_ipc_stats)(vpmm_pool* pool, vpmm_ipc_stats* stats);
+  /* retained backups chosen at resume */
+  vpmm_status (*pool_resume_flags)(vpmm_pool* pool, const char* tag, uint32_t flags, uint64_t* n_changed);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

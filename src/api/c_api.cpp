@@ -303,6 +303,15 @@ VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint6
   return guarded(call, [&] { return pool->pool->resume(tag, n_changed); });
 }
 
+VPMM_API vpmm_status vpmm_pool_resume_flags(vpmm_pool* pool, const char* tag, uint32_t flags,
+                                            uint64_t* n_changed) {
+  const char* call = "vpmm_pool_resume_flags";
+  VPMM_CHECK_POOL(call, pool);
+  if (flags & ~VPMM_RESUME_RETAIN_BACKUP)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
+  return guarded(call, [&] { return pool->pool->resume(tag, n_changed, flags); });
+}
+
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag) {
   return vpmm_pool_resume_ex(pool, tag, nullptr);
 }

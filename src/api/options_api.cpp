@@ -222,6 +222,7 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, ipc_send),
     VPMM_F_(vpmm_api, PTR, ipc_recv),
     VPMM_F_(vpmm_api, PTR, pool_ipc_stats),
+    VPMM_F_(vpmm_api, PTR, pool_resume_flags),
 };
 const FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

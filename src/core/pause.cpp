@@ -241,7 +241,7 @@ void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Ma
   cap_.created(r.size);
 }
 
-vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes) {
+vpmm_status Pool::resume_locked(const char* tag, uint32_t flags, uint64_t* n_changed, uint64_t* short_bytes) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = tags_.find_used(call, tag, &want);
@@ -260,6 +260,11 @@ vpmm_status Pool::resume_locked(const char* tag, uint64_t* n_changed, uint64_t* 
   for (uint64_t va : targets) {
     const Region& r = m_.find(va)->second;
     if (r.was_small) slabs.push_back(r.owner);
+    // Whether the backup outlives this resume is chosen at each resume
+    // (torch_memory_saver reads retain_cpu_backup then): the allocation's
+    // own flag, or this call's.
+    if (r.backup)
+      r.backup->retain = (r.flags & VPMM_ALLOC_RETAIN_BACKUP) || (flags & VPMM_RESUME_RETAIN_BACKUP);
   }
   for (void* slab : slabs) small_->begin_resume(slab);
   ResumePipeline pipeline(*this, *backups_, call, std::move(targets), opt_.pause_batch_bytes);
@@ -382,14 +387,14 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
 vpmm_status Pool::pause(const char* tag, uint64_t* n_changed, uint32_t flags) {
   return locked_with_pressure([&] { return pause_locked(tag, flags, n_changed); }, /*after_prepares=*/true);
 }
-vpmm_status Pool::resume(const char* tag, uint64_t* n_changed) {
+vpmm_status Pool::resume(const char* tag, uint64_t* n_changed, uint32_t flags) {
   uint64_t total = 0;
   for (int retries = 0;; ++retries) {
     uint64_t n = 0, short_bytes = 0;
     vpmm_oom_fn oom = nullptr;
     void* oom_user = nullptr;
     vpmm_status st = locked_with_pressure([&] {
-      vpmm_status rs = resume_locked(tag, &n, &short_bytes);
+      vpmm_status rs = resume_locked(tag, flags, &n, &short_bytes);
       if (rs == VPMM_ERR_OUT_OF_MEMORY) cap_.note_oom();
       if (rs == VPMM_OK && retries > 0) cap_.note_oom_recovered();
       oom = cap_.oom_fn();

@@ -180,7 +180,7 @@ class Pool final : private SlabSource, private HandleOps {
   // state (0: nothing matched, still VPMM_OK).
   // flags: VPMM_PAUSE_* (vpmm_pool_pause_flags).
   vpmm_status pause(const char* tag, uint64_t* n_changed = nullptr, uint32_t flags = 0);
-  vpmm_status resume(const char* tag, uint64_t* n_changed = nullptr);
+  vpmm_status resume(const char* tag, uint64_t* n_changed = nullptr, uint32_t flags = 0);
   vpmm_status trim(uint64_t keep_bytes);
   vpmm_status tag_stats(const char* tag, vpmm_tag_stats* out);
   // Pins ahead the host buffers a pause of `tag` would back up into (see
@@ -331,7 +331,7 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out);
   vpmm_status pause_locked(const char* tag, uint32_t flags, uint64_t* n_changed);
   // *short_bytes: the size of the allocation that ran out of memory (0: none).
-  vpmm_status resume_locked(const char* tag, uint64_t* n_changed, uint64_t* short_bytes);
+  vpmm_status resume_locked(const char* tag, uint32_t flags, uint64_t* n_changed, uint64_t* short_bytes);
   vpmm_status trim_locked(uint64_t keep_bytes);
   template <typename F>
   // after_prepares: first wait until no prepare_backups is pinning.

@@ -133,6 +133,7 @@ static void test_host_pool(const vpmm_api* api) {
   CHECK(api->pool_pause_flags(pool, "kv", 0x80, &n) == VPMM_ERR_INVALID_ARGUMENT);
   CHECK(api->pool_set_backup_dir(pool, NULL) == VPMM_OK);
   CHECK(api->tag_scope_push_ex(NULL) == VPMM_OK && api->tag_scope_pop() == VPMM_OK);
+  CHECK(api->pool_resume_flags(pool, "kv", 0x80, &n) == VPMM_ERR_INVALID_ARGUMENT);
   {
     size_t bad = 0;
     for (i = 0; i < (4u << 20); i++) bad += bytes[i] != (unsigned char)(i * 7 + 3);

@@ -784,6 +784,44 @@ TEST("vpmm_pool_backup_lookup of an active allocation: WRONG_STATE unless it kee
   vpmm_pool_destroy(p);
 }
 
+TEST("vpmm_pool_resume_flags(RETAIN_BACKUP) keeps the backups of that resume only; the next plain resume gives them back") {
+  vpmm_pool* p = api_pool();
+  CHECK(p != nullptr);
+  if (!p) return;
+  void* pinned = vt::malloc_tagged(p, 2 * kPage, "w", kBackup);
+  void* mm = vt::malloc_tagged(p, 2 * kPage, "w", kMmap);
+  CHECK(pinned && mm);
+  vt::fill(pinned, 2 * kPage, 5);
+  vt::fill(mm, 2 * kPage, 6);
+  CHECK_OK(vpmm_pool_pause(p, "w"));
+  uint64_t n = 0;
+  CHECK_OK(vpmm_pool_resume_flags(p, "w", VPMM_RESUME_RETAIN_BACKUP, &n));
+  CHECK_EQ(n, uint64_t(2));
+  CHECK(vt::verify(pinned, 2 * kPage, 5) && vt::verify(mm, 2 * kPage, 6));
+  void* h1 = nullptr;
+  void* h2 = nullptr;
+  CHECK_OK(vpmm_pool_backup_lookup(p, pinned, &h1, nullptr));
+  CHECK_OK(vpmm_pool_backup_lookup(p, mm, &h2, nullptr));
+  CHECK(h1 && vt::verify(h1, 2 * kPage, 5) && h2 && vt::verify(h2, 2 * kPage, 6));
+  CHECK(vt::stats(p).backup_retained_bytes >= 4 * kPage);
+  // The next pause writes into the kept buffers (same host addresses) ...
+  vt::fill(pinned, 2 * kPage, 7);
+  CHECK_OK(vpmm_pool_pause(p, "w"));
+  void* again = nullptr;
+  CHECK_OK(vpmm_pool_backup_lookup(p, pinned, &again, nullptr));
+  CHECK(again == h1 && vt::verify(again, 2 * kPage, 7));
+  // ... and a resume without the flag gives them back.
+  CHECK_OK(vpmm_pool_resume(p, "w"));
+  CHECK(vt::verify(pinned, 2 * kPage, 7) && vt::verify(mm, 2 * kPage, 6));
+  CHECK_EQ(vpmm_pool_backup_lookup(p, pinned, nullptr, nullptr), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vpmm_pool_backup_lookup(p, mm, nullptr, nullptr), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vt::stats(p).backup_retained_bytes, uint64_t(0));
+  CHECK_EQ(vpmm_pool_resume_flags(p, "w", 0x2, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "vpmm_pool_resume_flags") != nullptr);
+  CHECK_EQ(vpmm_pool_resume_flags(nullptr, "w", 0, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_pool_destroy(p);
+}
+
 }  // namespace
 
 TEST_MAIN()

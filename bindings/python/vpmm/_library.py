@@ -199,6 +199,8 @@ pool_pause_flags: Optional[Callable[..., int]] = (
     sig("vpmm_pool_pause_flags", i32, vp, cp, u32, P(u64)) if hasattr(lib, "vpmm_pool_pause_flags") else None)
 pool_set_backup_dir: Optional[Callable[..., int]] = (
     sig("vpmm_pool_set_backup_dir", i32, vp, cp) if hasattr(lib, "vpmm_pool_set_backup_dir") else None)
+pool_resume_flags: Optional[Callable[..., int]] = (
+    sig("vpmm_pool_resume_flags", i32, vp, cp, u32, P(u64)) if hasattr(lib, "vpmm_pool_resume_flags") else None)
 
 
 def optional(name: str, res: Any, *args: Any) -> Optional[Callable[..., int]]:

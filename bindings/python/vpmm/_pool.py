@@ -27,6 +27,7 @@ BACKUP_STORES: Tuple[str, ...] = ("pinned", "mmap", "disk")
 _STORE_FLAGS = {"pinned": 0, "mmap": 2, "disk": 4}  # VPMM_ALLOC_BACKUP_MMAP, _DISK
 _ALLOC_RETAIN_BACKUP = 8
 _PAUSE_BACKUP_UNCHANGED = 1
+_RESUME_RETAIN_BACKUP = 1
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
 _OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
@@ -347,13 +348,24 @@ class Pool:
         fn = _needs(L.pool_set_backup_dir, "vpmm_pool_set_backup_dir")
         L.check(fn(self._handle(), _dir_arg("set_backup_dir: path", path) if path is not None else None))
 
-    def resume(self, tag: Optional[str] = None) -> bool:
+    def resume(self, tag: Optional[str] = None, retain_backup: bool = False) -> bool:
         """Resume paused allocations with `tag` (None: all) at the same
         addresses, restoring backups. Returns True if something was resumed.
         Raises :class:`vpmm.OutOfMemory` when memory is short; what was not
-        resumed stays paused with its backup, so the call can be retried."""
+        resumed stays paused with its backup, so the call can be retried.
+
+        retain_backup=True keeps the backups of what this call resumes
+        (torch_memory_saver's retain_cpu_backup): :meth:`backup` still finds
+        them, the next pause writes into them, and pause(unchanged=True) then
+        releases without copying. A later resume without it gives back the
+        backups of allocations made without retain_backup
+        (vpmm_pool_resume_flags)."""
         n = L.u64()
-        L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        if retain_backup:
+            fn = _needs(L.pool_resume_flags, "vpmm_pool_resume_flags (resume(retain_backup=True))")
+            L.check(fn(self._handle(), _tag(tag), _RESUME_RETAIN_BACKUP, ctypes.byref(n)))
+        else:
+            L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
         return n.value > 0
 
     def prepare_backups(self, tag: Optional[str] = None) -> int:

@@ -9,6 +9,7 @@ pub const VPMM_ALLOC_BACKUP_DISK: u32 = 4;
 pub const VPMM_ALLOC_RETAIN_BACKUP: u32 = 8;
 pub const VPMM_TAG_MAX_BYTES: u32 = 63;
 pub const VPMM_PAUSE_BACKUP_UNCHANGED: u32 = 1;
+pub const VPMM_RESUME_RETAIN_BACKUP: u32 = 1;
 pub const VPMM_RESERVE_TRY: u32 = 0;
 pub const VPMM_RESERVE_BLOCK: u32 = 1;
 pub const VPMM_RESERVE_UPTO: u32 = 2;
@@ -676,6 +677,14 @@ extern "C" {
     pub fn vpmm_pool_resume_ex(
         pool: *mut vpmm_pool,
         tag: *const ::std::os::raw::c_char,
+        n_changed: *mut u64,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_resume_flags(
+        pool: *mut vpmm_pool,
+        tag: *const ::std::os::raw::c_char,
+        flags: u32,
         n_changed: *mut u64,
     ) -> vpmm_status;
 }
@@ -3373,12 +3382,20 @@ pub struct vpmm_api {
     pub pool_ipc_stats: ::std::option::Option<
         unsafe extern "C" fn(pool: *mut vpmm_pool, stats: *mut vpmm_ipc_stats) -> vpmm_status,
     >,
+    pub pool_resume_flags: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            flags: u32,
+            n_changed: *mut u64,
+        ) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        632usize,
+        640usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -4746,6 +4763,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_ipc_stats();
+    fn test_field_pool_resume_flags() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_resume_flags) as usize - ptr as usize
+            },
+            632usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_resume_flags)
+            )
+        );
+    }
+    test_field_pool_resume_flags();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
