@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -757,13 +758,20 @@ TEST("threads: exports, sends and imports race pauses, resumes and stats without
   fill(p, kBytes, kSeedA);
   std::atomic<bool> stop{false};
   std::atomic<int> imported{0}, refused{0}, bad{0};
+  // The racing threads yield between calls: the pool's mutex is not fair, and
+  // on a machine of many cores a thread that retakes it at once starved the
+  // exporting thread for minutes (seen on a 16-core machine).
   std::thread pauser([&] {
     while (!stop) {
       if (vpmm_pool_pause(pool, "w") != VPMM_OK || vpmm_pool_resume(pool, "w") != VPMM_OK) ++bad;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   });
   std::thread watcher([&] {
-    while (!stop) (void)ipc_stats(pool);
+    while (!stop) {
+      (void)ipc_stats(pool);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   });
   for (int i = 0; i < 300; ++i) {
     vpmm_export* ex = nullptr;

@@ -182,6 +182,7 @@ class TorchMemorySaver:
                     yield
         finally:
             self._active[key] -= 1
+            self._drop_empty_pools()  # what a disable() inside it parked, once no region is open
 
     def _native_pool(self, dev: int, tag: str, kwargs: Dict[str, Any]) -> Any:
         key = (dev, tag) + tuple(sorted(kwargs.items()))
@@ -275,8 +276,12 @@ class TorchMemorySaver:
 
     def _drop_empty_pools(self) -> None:
         # Dropping the last reference makes PyTorch free the pool's cached
-        # blocks (cudaFree: under the interposer, back to the device).
-        if self._parked and not torch.cuda.is_current_stream_capturing():
+        # blocks (cudaFree: under the interposer, back to the device). Not
+        # while any region's MemPool is in use: PyTorch 2.11 asserts
+        # (captures_underway.empty() in synchronize_and_free_events) when a
+        # pool is released during another pool's use_mem_pool; the region's
+        # exit drops them instead.
+        if self._parked and not torch.cuda.is_current_stream_capturing() and not any(self._active.values()):
             self._parked = [p for p in self._parked if not _mem_pool_is_empty(p)]
 
     # --- pause and resume ------------------------------------------------------
