@@ -36,21 +36,8 @@ START=$(date +%s)
 DEADLINE=${DEADLINE:-470}
 OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD:-build-gpu}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
 export BENCH_DIR=${BENCH_DIR:-/tmp}
-mkdir -p "$OUT"
-SUM="$OUT/summary.txt"
-: > "$SUM"
-say() { echo "== $*" | tee -a "$SUM"; }
-left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
-boxed() {  # boxed SECONDS CMD...: at most SECONDS, and never past the deadline
-  local want=$1; shift
-  local l; l=$(( $(left) - 10 ))
-  (( l < want )) && want=$l
-  if (( want < 5 )); then echo "(skipped: out of time)"; return 124; fi
-  timeout --kill-after=5 "$want" "$@"
-}
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu-common.sh"
 
 {
   echo "date: $(date -u)"; uname -a

@@ -22,20 +22,7 @@ START=$(date +%s)
 DEADLINE=${DEADLINE:-460}
 OUT=${OUT:-$PWD/gpu-ipc-out}
 BUILD=${BUILD:-build-gpu-ipc}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
-mkdir -p "$OUT"
-SUM="$OUT/summary.txt"
-: > "$SUM"
-say() { echo "== $*" | tee -a "$SUM"; }
-left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
-boxed() {
-  local want=$1; shift
-  local l; l=$(( $(left) - 10 ))
-  (( l < want )) && want=$l
-  if (( want < 5 )); then echo "(skipped: out of time)"; return 124; fi
-  timeout --kill-after=5 "$want" "$@"
-}
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu-common.sh"
 
 {
   date -u; uname -a

@@ -55,21 +55,8 @@ for a in "$@"; do
 done
 OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD:-build-gpu}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
-mkdir -p "$OUT"
-SUM="$OUT/summary.txt"
-: > "$SUM"
-say() { echo "== $*" | tee -a "$SUM"; }
-left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
-# Runs "$@" with a limit of min($1, time left - reserve) seconds.
-boxed() {
-  local want=$1; shift
-  local l; l=$(( $(left) - 15 ))
-  (( l < want )) && want=$l
-  if (( want < 10 )); then echo "(skipped: out of time)"; return 124; fi
-  timeout --kill-after=10 "$want" "$@"
-}
-export PYTHONUNBUFFERED=1
+BOX_RESERVE=15
+. "$(dirname "$0")/gpu-common.sh"
 
 # ------------------------------------------------------------------ tools
 {

@@ -25,21 +25,7 @@ START=$(date +%s)
 DEADLINE=${DEADLINE:-460}
 OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD:-build-tms}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
-mkdir -p "$OUT"
-SUM="$OUT/summary.txt"
-: > "$SUM"
-say() { echo "== $*" | tee -a "$SUM"; }
-left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
-# boxed WANT CMD...: runs CMD with a limit of min(WANT, time left - 10) seconds.
-boxed() {
-  local want=$1; shift
-  local l; l=$(( $(left) - 10 ))
-  (( l < want )) && want=$l
-  if (( want < 10 )); then echo "(skipped: out of time)"; return 124; fi
-  timeout --kill-after=10 "$want" "$@"
-}
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu-common.sh"
 OK=1
 
 # ------------------------------------------------------------------ build

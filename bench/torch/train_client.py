@@ -11,9 +11,7 @@ With --alloc vpmm the VPMM_* environment picks the policy (for instance
 VPMM_MAX_HANDLE_SIZE=1p for page handles)."""
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import allocator
 
@@ -34,34 +32,20 @@ held = allocator.choose(args.alloc)
 
 import torch  # noqa: E402  (after the allocator is chosen)
 import gpt  # noqa: E402
+import steps  # noqa: E402
 
 torch.manual_seed(0)
 vocab = 32000
 model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
-times, losses = [], []
-for r in range(args.rounds):
-    shapes = gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES
-    for batch, seq in [(b * args.batch_scale, q) for b, q in shapes]:
-        torch.cuda.synchronize()
-        before = allocator.pool_work(args.alloc) if args.per_step else {}
-        t0 = time.perf_counter()
-        loss = gpt.train_step(model, opt, batch, seq, vocab, gen)
-        torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        if args.per_step:
-            after = allocator.pool_work(args.alloc)
-            print(json.dumps({"round": r, "batch": batch, "seq": seq, "ms": round(1000 * dt, 2),
-                              **{k: after[k] - before[k] for k in after}}), file=sys.stderr)
-        losses.append(round(loss.item(), 5))
-        if r > 0:
-            times.append(dt)
+shapes = [(b * args.batch_scale, q) for b, q in (gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES)]
+result = steps.timed_cycles(args.alloc, args.rounds, shapes,
+                            lambda b, q: gpt.train_step(model, opt, b, q, vocab, gen), args.per_step)
 peak, cur = held()
 live_peak, extra = allocator.live_peak_and_work(args.alloc)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
-                  "batch_scale": args.batch_scale, "shapes": args.shapes, "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3),
-                  "live_peak_gib": round(live_peak / 2**30, 3), "held_bytes": cur,
-                  "step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
-                  "steps_timed": len(times), "losses": losses, **extra}))
+                  "batch_scale": args.batch_scale, "shapes": args.shapes, "peak_bytes": peak,
+                  "peak_gib": round(peak / 2**30, 3), "live_peak_gib": round(live_peak / 2**30, 3),
+                  "held_bytes": cur, **result, **extra}))
 sys.stdout.flush()

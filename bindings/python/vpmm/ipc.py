@@ -142,12 +142,42 @@ def _read_exact(conn: socket.socket, n: int) -> bytes:
 
 
 # --- exports -----------------------------------------------------------------
-class Export:
+class _Entries:
+    """What an export and an import share: their entries (the allocations
+    they cover), the first one's address and size, and the handle that a
+    close turns into an error."""
+    _what = "share"
+    _h: Optional[int]
+    _entries: List[Entry]
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise InvalidArgument(1, f"vpmm.ipc: the {self._what} is closed")
+        return self._h
+
+    @property
+    def entries(self) -> List[Entry]:
+        """The allocations shared, in address order (ptr: in this process)."""
+        return list(self._entries)
+
+    @property
+    def ptr(self) -> int:
+        """The first (or only) allocation's address in this process."""
+        return self._entries[0].ptr
+
+    @property
+    def size(self) -> int:
+        """The first (or only) allocation's size."""
+        return self._entries[0].size
+
+
+class Export(_Entries):
     """An export of live pool memory (vpmm_pool_export / _export_tag): made
     by :meth:`vpmm.Pool.export` or :meth:`vpmm.Pool.export_tag`. Close it
     (or leave the ``with`` block) when no new importer needs it; importers'
     mappings stay valid after the close. Freeing or pausing the exported
     memory ends it too (:attr:`state`). Thread safe."""
+    _what = "export"
 
     def __init__(self, pool: Any, handle: int) -> None:
         self._pool = pool
@@ -165,26 +195,6 @@ class Export:
                 L.export_close(pool._handle(), handle)
             except Exception:  # the pool is gone: nothing left to close
                 pass
-
-    def _handle(self) -> int:
-        if not self._h:
-            raise InvalidArgument(1, "vpmm.ipc: the export is closed")
-        return self._h
-
-    @property
-    def entries(self) -> List[Entry]:
-        """The exported allocations, in address order."""
-        return list(self._entries)
-
-    @property
-    def ptr(self) -> int:
-        """The first (or only) exported allocation's address."""
-        return self._entries[0].ptr
-
-    @property
-    def size(self) -> int:
-        """The first (or only) exported allocation's size."""
-        return self._entries[0].size
 
     def _state(self) -> Tuple[str, int, int]:
         s, n, total = L.i32(), L.u32(), L.u64()
@@ -325,35 +335,17 @@ class Handle:
         return f"<vpmm.ipc.Handle of process {self.pid}, {len(self.descriptor)} bytes>"
 
 
-class Import:
+class Import(_Entries):
     """An export mapped into this process (vpmm_pool_import). Close it (or
     leave the ``with`` block) once the device work using it completed."""
+
+    _what = "import"
 
     def __init__(self, pool: Any, handle: int, nonce: bytes) -> None:
         self._pool = pool
         self._h: Optional[int] = handle
         self.nonce = nonce
         self._entries = _entries(L.import_entry, handle)
-
-    def _handle(self) -> int:
-        if not self._h:
-            raise InvalidArgument(1, "vpmm.ipc: the import is closed")
-        return self._h
-
-    @property
-    def entries(self) -> List[Entry]:
-        """The imported allocations: ptr here, size, address in the exporter."""
-        return list(self._entries)
-
-    @property
-    def ptr(self) -> int:
-        """Where the first (or only) allocation is in this process."""
-        return self._entries[0].ptr
-
-    @property
-    def size(self) -> int:
-        """The first (or only) allocation's size."""
-        return self._entries[0].size
 
     def translate(self, exporter_ptr: int) -> int:
         """This process's address of a byte the exporter knows as exporter_ptr."""

@@ -1,0 +1,22 @@
+# Sourced by the GPU machine's scripts (gpu-run.sh, gpu-backup-stores.sh,
+# gpu-ipc.sh, gpu-tms.sh): the log folder, the one-line summary and the time
+# boxes that keep a run inside its deadline so the logs always come back.
+# Reads START, DEADLINE, OUT (set before sourcing); sets SUM, JOBS and
+# PYTHONUNBUFFERED; BOX_RESERVE (default 10) is the seconds boxed() keeps in
+# hand for the lines that report.
+mkdir -p "$OUT"
+SUM="$OUT/summary.txt"
+: > "$SUM"
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
+export PYTHONUNBUFFERED=1
+say() { echo "== $*" | tee -a "$SUM"; }
+left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
+# boxed WANT CMD...: runs CMD with a limit of min(WANT, time left - reserve)
+# seconds; "(skipped: out of time)" and status 124 when too little is left.
+boxed() {
+  local want=$1; shift
+  local l; l=$(( $(left) - ${BOX_RESERVE:-10} ))
+  (( l < want )) && want=$l
+  if (( want < 5 )); then echo "(skipped: out of time)"; return 124; fi
+  timeout --kill-after=5 "$want" "$@"
+}
