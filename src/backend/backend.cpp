@@ -36,6 +36,7 @@ class Timed {
     tl_driver.ns += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
     ++tl_driver.calls;
+    g_driver_calls.fetch_add(1, std::memory_order_relaxed);
   }
   Timed(const Timed&) = delete;
   Timed& operator=(const Timed&) = delete;
@@ -45,7 +46,13 @@ class Timed {
 };
 }  // namespace
 
-DriverClock thread_driver_clock() { return tl_driver; }
+std::atomic<uint64_t> g_driver_calls{0};
+
+DriverClock take_thread_driver_clock() {
+  const DriverClock c = tl_driver;
+  tl_driver = DriverClock{};
+  return c;
+}
 
 vpmm_status Backend::reserve(uint64_t size, uint64_t alignment, uint64_t* va) {
   count(Op::reserve);

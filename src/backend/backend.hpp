@@ -66,16 +66,23 @@ enum class Op : int {
 };
 const char* op_name(Op op);
 
-// The time this thread has spent inside the driver calls that map memory
-// and order work (reserve, create, release, map, unmap, set-access, event
-// record/query/destroy, stream waits), over every backend. The pool reads it
-// around malloc and free, so its statistics tell how much of a step the
-// allocating threads spent in the driver (vpmm_stats.driver_ns).
+// The time spent inside the driver calls that map memory and order work
+// (reserve, create, release, map, unmap, set-access, event record/query/
+// destroy, stream waits), over every backend: each thread keeps what it
+// spent and has not handed over yet, and the process counts the calls. The
+// pool hands a malloc's or free's over to its statistics
+// (vpmm_stats.driver_ns). The process-wide count lets the malloc/free hot
+// path, which makes no driver call, skip this thread's storage (a
+// thread_local in a shared library costs a __tls_get_addr call): it compares
+// two relaxed loads.
 struct DriverClock {
   uint64_t ns = 0;
   uint64_t calls = 0;
 };
-DriverClock thread_driver_clock();
+extern std::atomic<uint64_t> g_driver_calls;
+inline uint64_t driver_calls_so_far() { return g_driver_calls.load(std::memory_order_relaxed); }
+// This thread's driver time and calls since it last took them; zeroes them.
+DriverClock take_thread_driver_clock();
 
 struct BackendCounters {
   std::atomic<uint64_t> calls[static_cast<int>(Op::count_)]{};

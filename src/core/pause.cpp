@@ -379,6 +379,7 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
     transition = take_transition();
     mapped = m_.totals().mapped;
   }
+  drop_driver_time();  // pause, resume and trim are not the allocating path
   if (transition >= 0) report_pressure(transition, mapped);
   cap_.wake_reservers();
   return st;

@@ -126,18 +126,22 @@ struct PoolCounters {
   uint64_t driver_ns = 0, driver_calls = 0;  // spent in the driver by malloc and free
 };
 
-// Adds the driver time its thread spent while it lived to the counters, if
-// the call succeeded (keep()): a failed malloc leaves every statistic as it
-// was. Made right after the pool mutex is taken, destroyed before it is
-// released.
+// Hands the driver time its thread spent during a malloc or free to the
+// counters if the call succeeded (keep()): a failed malloc leaves every
+// statistic as it was. Made right after the pool mutex is taken, destroyed
+// before it is released. The thread's clock is read only if some driver call
+// happened meanwhile (the process-wide count moved): the hot path reads two
+// relaxed counters. Pool calls that are not malloc or free drop what their
+// driver calls left on the thread's clock (drop_driver_time()).
 class DriverTally {
  public:
-  explicit DriverTally(PoolCounters& c) : c_(c), start_(thread_driver_clock()) {}
+  explicit DriverTally(PoolCounters& c) : c_(c), start_(driver_calls_so_far()) {}
   ~DriverTally() {
+    if (driver_calls_so_far() == start_) return;
+    const DriverClock spent = take_thread_driver_clock();
     if (!keep_) return;
-    const DriverClock now = thread_driver_clock();
-    c_.driver_ns += now.ns - start_.ns;
-    c_.driver_calls += now.calls - start_.calls;
+    c_.driver_ns += spent.ns;
+    c_.driver_calls += spent.calls;
   }
   void keep(bool ok) { keep_ = ok; }
   DriverTally(const DriverTally&) = delete;
@@ -145,9 +149,12 @@ class DriverTally {
 
  private:
   PoolCounters& c_;
-  DriverClock start_;
+  uint64_t start_;
   bool keep_ = false;
 };
+// What pause, resume, trim and the other pool calls left on the thread's
+// driver clock is theirs, not the next malloc's.
+inline void drop_driver_time() { (void)take_thread_driver_clock(); }
 
 class Pool final : private SlabSource, private HandleOps {
  public:
