@@ -229,6 +229,8 @@ enum {
 
 /* vpmm_config.max_handle_size: one physical handle per growth, however large. */
 #define VPMM_HANDLE_SIZE_UNLIMITED UINT64_MAX
+/* vpmm_config.view_min_size: no request is served by a view. */
+#define VPMM_VIEWS_OFF UINT64_MAX
 
 typedef struct vpmm_config {
   uint32_t struct_size;   /* = sizeof(vpmm_config) */
@@ -319,6 +321,21 @@ typedef struct vpmm_config {
                             * Pool creation fails with UNSUPPORTED where the device or driver
                             * cannot export. env VPMM_EXPORTABLE (0 or 1). See docs/ipc.md (what
                             * it costs, measured). */
+  uint64_t view_min_size;  /* smallest untagged request a view may serve. A request of this size
+                            * or more that no free region of the pool fits maps the free handles
+                            * where they lie, in order, at a VA range of its own (a view) instead
+                            * of moving free pages into one span (Phase 2). Nothing moves: the
+                            * handles stay mapped at home too, lent to the view while it is live.
+                            * After the free the view keeps its mappings, and the next request of
+                            * its size takes it: with no driver call when its handles are all
+                            * free again, else replacing only the handles something else took
+                            * meanwhile (counted in bytes_remapped). So a training loop's largest
+                            * tensors stop moving pages once the loop has been seen. A view's
+                            * pointer lies outside the pool's chunks; views hold VA only, no
+                            * memory of their own. 0 (default) = 64 MiB; VPMM_VIEWS_OFF = no
+                            * views (the behaviour before this field). Rounded up to page_size.
+                            * Pools with exportable = 1 make no views. env VPMM_VIEW_MIN_SIZE
+                            * ("256M", or "off"). See docs/handles.md ("Views"). */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -812,9 +829,9 @@ typedef struct vpmm_stats {
   uint32_t struct_size; /* = sizeof(vpmm_stats), set by the caller */
   uint32_t reserved0;
   uint64_t mapped_bytes;       /* physical memory owned by the pool (pages x page_size) */
-  uint64_t reserved_va_bytes;  /* VA chunks reserved */
+  uint64_t reserved_va_bytes;  /* VA chunks reserved (views' VA included) */
   uint64_t live_bytes;         /* rounded bytes of live regions (whole pages, or large_rounding;
-                                * small-object pages in use
+                                * small-object pages in use and memory lent to views
                                 * included; an empty cached slab counts as free) */
   uint64_t requested_bytes;    /* sum of sizes callers asked for, over live allocations */
   uint64_t free_bytes;         /* mapped bytes in free regions (reusable) */
@@ -827,12 +844,13 @@ typedef struct vpmm_stats {
   uint64_t n_defrag;           /* Phase 2 runs that remapped at least one page */
   uint64_t n_grow;             /* times physical memory was created for a malloc */
   uint64_t pages_created;      /* pages created over the pool's life (initial ones included) */
-  uint64_t bytes_remapped;     /* bytes moved by remapping into holes */
+  uint64_t bytes_remapped;     /* bytes moved by remapping into holes, and bytes of existing
+                                * handles mapped at a view */
   /* beyond the fixed set */
   uint64_t page_size;
   uint64_t handles;            /* physical handles currently owned */
   uint64_t handles_created;
-  uint64_t va_chunks;
+  uint64_t va_chunks;          /* VA chunks reserved, views included (each is a chunk of the dump) */
   uint64_t largest_free_bytes; /* largest single free region */
   uint64_t small_bytes;        /* page bytes serving small allocations */
   uint64_t small_live_bytes;   /* bytes of small allocations (class rounded) */
@@ -874,6 +892,15 @@ typedef struct vpmm_stats {
                                    * (VPMM_ALLOC_RETAIN_BACKUP), any store */
   uint64_t backup_skipped_bytes;  /* bytes unchanged re-pauses released without copying
                                    * (VPMM_PAUSE_BACKUP_UNCHANGED), over the pool's life */
+  /* Views (vpmm_config.view_min_size; docs/handles.md, "Views") */
+  uint64_t lent_bytes;    /* mapped bytes lent to live views: the memory of allocations served
+                           * by a view, at its home in the pool's chunks (counted in
+                           * live_bytes, shown as VPMM_REGION_LENT regions) */
+  uint64_t n_views;       /* views held, live and idle (each holds VA only) */
+  uint64_t view_va_bytes; /* VA reserved by views (counted in reserved_va_bytes) */
+  uint64_t n_view_malloc; /* mallocs served by a view, over the pool's life */
+  uint64_t n_view_reuse;  /* of them, by an idle view whose handles were all free at home:
+                           * no driver call at all */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set;
@@ -889,6 +916,7 @@ static const int32_t VPMM_REGION_HOLE = 3;
 static const int32_t VPMM_REGION_ZOMBIE = 4;
 static const int32_t VPMM_REGION_SMALL = 5;
 static const int32_t VPMM_REGION_PAUSED = 6;
+static const int32_t VPMM_REGION_LENT = 7;
 static const int32_t VPMM_REGION_SIGNED_ = -1;
 #else
 enum {
@@ -898,6 +926,9 @@ enum {
   VPMM_REGION_ZOMBIE = 4, /* old VA of remapped pages, unmapped once its event completes */
   VPMM_REGION_SMALL = 5,  /* live pages that serve small allocations */
   VPMM_REGION_PAUSED = 6, /* paused allocation: VA kept, physical memory released */
+  VPMM_REGION_LENT = 7,   /* [lX] mapped pages lent to a live view: that allocation's memory,
+                           * at home (the view's own VA is a chunk after the pool's chunks,
+                           * holding one live region) */
   VPMM_REGION_SIGNED_ = -1 /* never reported: makes the enum's type int */
 };
 #endif

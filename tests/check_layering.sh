@@ -62,17 +62,17 @@ core_rank() {
   case "$1" in
     defaults|layout) echo 0 ;;
     regions|tags|capacity|backup) echo 1 ;;
-    small|backup_store|ipc) echo 2 ;;
+    small|backup_store|ipc|views) echo 2 ;;
     backups) echo 3 ;;
     pause_pipeline|pause_stage) echo 4 ;;
-    pool|defrag|pause|pool_capacity|stats|pool_ipc) echo 5 ;;
+    pool|defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo 5 ;;
     config) echo 6 ;;
     *) echo unknown ;;
   esac
 }
 core_module() {  # files of one module share its rank
   case "$1" in
-    defrag|pause|pool_capacity|stats|pool_ipc) echo pool ;;
+    defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo pool ;;
     pause_stage) echo pause_pipeline ;;
     *) echo "$1" ;;
   esac

@@ -85,6 +85,11 @@ void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t pea
               share(end.bytes_remapped - half.bytes_remapped));
   std::printf("  handles created   %" PRIu64 " in all, %" PRIu64 " in the second half\n", end.handles_created,
               end.handles_created - half.handles_created);
+  if (end.n_view_malloc)
+    std::printf("  views             %" PRIu64 " (%s of VA); %" PRIu64 " mallocs served by one, %" PRIu64
+                " with no driver call; in the second half %" PRIu64 " and %" PRIu64 "\n",
+                end.n_views, fmt_bytes(end.view_va_bytes).c_str(), end.n_view_malloc, end.n_view_reuse,
+                end.n_view_malloc - half.n_view_malloc, end.n_view_reuse - half.n_view_reuse);
   std::printf("  driver by malloc  %" PRIu64 " calls, %.1f ms in all; %" PRIu64 " calls, %.1f ms in the second half "
               "(this backend's own time)\n",
               end.driver_calls, double(end.driver_ns) / 1e6, end.driver_calls - half.driver_calls,

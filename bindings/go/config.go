@@ -17,6 +17,9 @@ const (
 // HandleSizeUnlimited for Config.MaxHandleSize: one physical handle per growth.
 const HandleSizeUnlimited = ^uint64(0)
 
+// ViewsOff for Config.ViewMinSize: no request is served by a view.
+const ViewsOff = ^uint64(0)
+
 // Config is a pool's configuration, every field of vpmm_config. Start from
 // DefaultConfig (the library's defaults) or ConfigFromEnv (the defaults with
 // the VPMM_* environment variables applied); 0 means "the default" wherever
@@ -41,6 +44,7 @@ type Config struct {
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 	RemapSlack          float64 // how far past the bytes asked for a malloc grows instead of remapping (0 = 0.015; negative = page-exact); env VPMM_REMAP_SLACK
 	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
+	ViewMinSize         uint64  // smallest untagged request a view may serve (0 = 64 MiB; ViewsOff = none); env VPMM_VIEW_MIN_SIZE
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -86,6 +90,7 @@ func configFromC(c *C.vpmm_config) Config {
 		LargeRounding:       uint64(c.large_rounding),
 		RemapSlack:          float64(c.remap_slack),
 		Exportable:          uint64(c.exportable),
+		ViewMinSize:         uint64(c.view_min_size),
 		configError:         int32(c.config_error),
 	}
 }
@@ -114,5 +119,6 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.large_rounding = C.uint64_t(cfg.LargeRounding)
 	c.remap_slack = C.double(cfg.RemapSlack)
 	c.exportable = C.uint64_t(cfg.Exportable)
+	c.view_min_size = C.uint64_t(cfg.ViewMinSize)
 	return c
 }

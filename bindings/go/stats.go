@@ -58,6 +58,11 @@ type Stats struct {
 	BackupDiskBytes       uint64 // Bytes of disk-store backup files.
 	BackupRetainedBytes   uint64 // Backup bytes kept for active allocations (retained backups).
 	BackupSkippedBytes    uint64 // Bytes unchanged re-pauses released without copying.
+	LentBytes             uint64 // Mapped bytes lent to live views (their allocations' memory, at home).
+	NViews                uint64 // Views held, live and idle (each holds VA only).
+	ViewVABytes           uint64 // VA reserved by views (counted in ReservedVABytes).
+	NViewMalloc           uint64 // Mallocs served by a view.
+	NViewReuse            uint64 // Of them, by an idle view whose handles were all free: no driver call.
 }
 
 func statsFromC(s *C.vpmm_stats) Stats {
@@ -114,6 +119,11 @@ func statsFromC(s *C.vpmm_stats) Stats {
 		BackupDiskBytes:       uint64(s.backup_disk_bytes),
 		BackupRetainedBytes:   uint64(s.backup_retained_bytes),
 		BackupSkippedBytes:    uint64(s.backup_skipped_bytes),
+		LentBytes:             uint64(s.lent_bytes),
+		NViews:                uint64(s.n_views),
+		ViewVABytes:           uint64(s.view_va_bytes),
+		NViewMalloc:           uint64(s.n_view_malloc),
+		NViewReuse:            uint64(s.n_view_reuse),
 	}
 }
 
@@ -145,6 +155,7 @@ const (
 	RegionZombie RegionKind = C.VPMM_REGION_ZOMBIE // old VA of remapped pages: [~X]
 	RegionSmall  RegionKind = C.VPMM_REGION_SMALL  // pages serving small allocations: [sX]
 	RegionPaused RegionKind = C.VPMM_REGION_PAUSED // paused allocation: [pX]
+	RegionLent   RegionKind = C.VPMM_REGION_LENT   // pages lent to a live view, at home: [lX]
 )
 
 // Mark is the kind's mark in the seed notation ("" live, "-" free, ...).
@@ -162,6 +173,8 @@ func (k RegionKind) Mark() string {
 		return "s"
 	case RegionPaused:
 		return "p"
+	case RegionLent:
+		return "l"
 	}
 	return "?"
 }

@@ -53,6 +53,7 @@ const FieldDef k_vpmm_config[] = {
     VPMM_F_(vpmm_config, U64, large_rounding),
     VPMM_F_(vpmm_config, F64, remap_slack),
     VPMM_F_(vpmm_config, U64, exportable),
+    VPMM_F_(vpmm_config, U64, view_min_size),
 };
 const FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),
@@ -126,6 +127,11 @@ const FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, backup_disk_bytes),
     VPMM_F_(vpmm_stats, U64, backup_retained_bytes),
     VPMM_F_(vpmm_stats, U64, backup_skipped_bytes),
+    VPMM_F_(vpmm_stats, U64, lent_bytes),
+    VPMM_F_(vpmm_stats, U64, n_views),
+    VPMM_F_(vpmm_stats, U64, view_va_bytes),
+    VPMM_F_(vpmm_stats, U64, n_view_malloc),
+    VPMM_F_(vpmm_stats, U64, n_view_reuse),
 };
 const FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),

@@ -59,6 +59,15 @@ bool parse_remap_slack(const char* v, vpmm_config* c) {
   return true;
 }
 
+// VPMM_VIEW_MIN_SIZE: a size, or "off" (VPMM_VIEWS_OFF).
+bool parse_view_min_size(const char* v, vpmm_config* c) {
+  if (strcasecmp(v, "off") == 0) {
+    c->view_min_size = VPMM_VIEWS_OFF;
+    return true;
+  }
+  return parse_size(v, &c->view_min_size);
+}
+
 bool parse_int(const char* v, int32_t* out) {
   uint64_t x = 0;
   if (!parse_size(v, &x) || x > INT32_MAX) return false;
@@ -311,6 +320,25 @@ const OptionDef kOptions[] = {
      "0 (not exportable)",
      "1 = every handle can be shared with other processes (vpmm_pool_export); see docs/ipc.md for the cost",
      check_exportable, nullptr, nullptr},
+    {"view_min_size", "VPMM_VIEW_MIN_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(view_min_size), parse_view_min_size,
+     "0 (" VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ ")",
+     "smallest request a view may serve (free handles mapped where they lie at a VA of its own, "
+     "kept for the next request of its size); \"off\" = never",
+     nullptr,
+     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+       // Exported memory is found by the region map's address: views stay
+       // out of exportable pools.
+       if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+         o->view_min_size = 0;
+       } else {
+         const uint64_t want = c.view_min_size ? c.view_min_size : kDefaultViewMinSize;
+         o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
+       }
+       return VPMM_OK;
+     },
+     [](const PoolOptions& o, int32_t, vpmm_config* c) {
+       c->view_min_size = o.view_min_size ? o.view_min_size : VPMM_VIEWS_OFF;
+     }},
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
 #undef VPMM_SIZE_PARSER_

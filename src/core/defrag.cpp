@@ -483,7 +483,11 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
     t->hole_va = t->chunk_va;
   }
   if (t->plan.shortfall) {
-    vpmm_status st = create_handles(t->plan.shortfall, growth_handle_size(t->plan.shortfall, t->exact),
+    // Memory a view may later assemble grows in pages (views take whole
+    // handles of free regions; see views.hpp).
+    const bool view_sized = opt_.view_min_size && !t->exact && t->bytes >= opt_.view_min_size;
+    const uint64_t handle = view_sized ? opt_.page_size : growth_handle_size(t->plan.shortfall, t->exact);
+    vpmm_status st = create_handles(t->plan.shortfall, handle,
                                     &t->created, &t->orphans);
     if (st != VPMM_OK) return st;
   }

@@ -15,6 +15,7 @@ const char* layout_mark(int32_t kind) {
     case VPMM_REGION_ZOMBIE: return "~";
     case VPMM_REGION_SMALL: return "s";
     case VPMM_REGION_PAUSED: return "p";
+    case VPMM_REGION_LENT: return "l";
     default: return "?";
   }
 }

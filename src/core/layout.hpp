@@ -1,7 +1,8 @@
 // The layout notation: the one place that turns regions into the seed's
 // picture of a pool (docs/design.md). Sizes are in pages; live plain "[4]",
 // free "[-6]", hole "[*6]", zombie "[~2]", small-object pages "[s1]",
-// paused "[p3]"; VA chunks separated by " | ". A region that is no whole
+// paused "[p3]", lent to a view "[l3]"; VA chunks separated by " | " (an
+// active view's VA is a chunk of its own after the pool's). A region that is no whole
 // number of pages (large_rounding below the page) shows its fraction with
 // the fewest decimals (3 to 6) that do not hide it, e.g. "[3.008][-0.992]". The C API's
 // vpmm_pool_layout and vpmm_pool_dump_text, the `vpmm` tool and the tests all
@@ -20,7 +21,7 @@
 
 namespace vpmm {
 
-// The mark of a region kind: "" (live), "-", "*", "~", "s", "p"; "?" for a
+// The mark of a region kind: "" (live), "-", "*", "~", "s", "p", "l"; "?" for a
 // value that is no VPMM_REGION_*.
 const char* layout_mark(int32_t kind);
 

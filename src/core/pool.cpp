@@ -98,6 +98,13 @@ Pool::~Pool() {
   auto twice = [](auto&& f) {
     if (f() != VPMM_OK) f();
   };
+  // Views first: their handles are released with the primary mappings below.
+  for (auto& kv : views_.all())
+    if (!kv.second.active) {
+      EventRef ev;
+      if (event_of(kv.second.last_free, &ev) == VPMM_OK) wait(ev);
+    }
+  while (!views_.empty()) unmap_view(views_.all().begin()->first);
   for (auto& z : m_.zombie_mappings()) twice([&] { return backend_->unmap(z.first, z.second.size); });
   for (auto& mp : m_.mappings()) {
     twice([&] { return backend_->unmap(mp.first, mp.second.size); });
@@ -281,6 +288,7 @@ void Pool::release_handles_into(const std::vector<Mapping>& hs, std::vector<Mapp
 }
 
 void Pool::release_handle(const Mapping& h) {
+  if (!views_.empty()) forget_in_views(h.handle);
   // An unmapped handle nobody uses: if the driver refuses to release it now,
   // keep it and try again at the next trim or at destroy rather than leak it.
   if (backend_->release(h.handle, h.size) != VPMM_OK) orphans_.push_back(h);
@@ -295,7 +303,8 @@ void Pool::retry_orphans() {
 
 void Pool::note_peaks() {
   c_.peak_mapped = std::max(c_.peak_mapped, m_.totals().mapped);
-  c_.peak_live = std::max(c_.peak_live, m_.totals().live + m_.totals().small - small_->empty_bytes());
+  c_.peak_live = std::max(c_.peak_live,
+                          m_.totals().live + m_.totals().small + m_.totals().lent - small_->empty_bytes());
 }
 
 // ---------------------------------------------------------------------------
@@ -321,7 +330,8 @@ uint64_t Pool::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
 }
 
 vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
-                              const Attrs& a, LockWindow* window, RegionIt* out, size_t* handle_ops) {
+                              const Attrs& a, LockWindow* window, RegionIt* out, size_t* handle_ops,
+                              uint64_t* view_va) {
   // Slab pages (no window) are taken with the mutex held, while every other
   // thread's malloc and free waits: their Phase 0 leaves the zombies to the
   // next page-level malloc, whose Phase 0 unmaps them outside the mutex. A
@@ -333,6 +343,15 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   if (r == m_.end()) {
     r = best_fit_completed_other(bytes, s, exact);
     if (r != m_.end()) ++c_.n_cross_stream_reuse;
+  }
+  if (r == m_.end() && view_va && view_eligible(bytes, kind, a)) {
+    vpmm_status st = view_malloc(bytes, s, requested, a, window, view_va, &ops);
+    if (st == VPMM_OK) {
+      *out = m_.end();
+      if (handle_ops) *handle_ops += ops;
+      return VPMM_OK;
+    }
+    if (st != kDeclineView) return st;
   }
   if (r == m_.end()) {
     std::vector<MergeUndo> merges;
@@ -454,7 +473,8 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
     st = small_->malloc(size, s, a, res, out);
   } else {
     RegionIt r;
-    st = alloc_pages(bytes, s, Kind::Live, size, a, window, &r, &handle_ops);
+    uint64_t view_va = 0;
+    st = alloc_pages(bytes, s, Kind::Live, size, a, window, &r, &handle_ops, &view_va);
     if (res && window && !cap_.is_live(res)) {
       // Released while this call ran its driver work without the mutex: as
       // release does for the allocations charged to it, the charge becomes
@@ -464,9 +484,10 @@ vpmm_status Pool::malloc_locked(uint64_t size, Stream s, const Attrs& a, Reserva
       cap_.charge_unreserved(bytes);
     }
     if (st == VPMM_OK) {
-      r->second.res = res;
-      r->second.charge = bytes;
-      *out = reinterpret_cast<void*>(r->first);
+      Region& live = view_va ? views_.find(view_va)->live : r->second;
+      live.res = res;
+      live.charge = bytes;
+      *out = reinterpret_cast<void*>(view_va ? view_va : r->first);
     }
   }
   if (st != VPMM_OK) {
@@ -533,8 +554,16 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
 vpmm_status Pool::fail_unknown_pointer(const char* call, const void* ptr) {
   uint64_t va = reinterpret_cast<uint64_t>(ptr);
   RegionIt it = m_.find_containing(va);
-  if (it == m_.end())
+  if (it == m_.end()) {
+    auto v = views_.containing(va);
+    if (v.second && v.second->active && va < v.first + v.second->live.requested)
+      return fail(VPMM_ERR_UNKNOWN_POINTER,
+                  "%s: pointer %p is inside the allocation at 0x%" PRIx64 " (size %" PRIu64 "), not its start",
+                  call, ptr, v.first, v.second->live.requested);
+    if (v.second)
+      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not allocated (already freed?)", call, ptr);
     return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p was not allocated by this pool", call, ptr);
+  }
   switch (it->second.kind) {
     case Kind::Live:
       return fail(VPMM_ERR_UNKNOWN_POINTER,
@@ -571,6 +600,19 @@ vpmm_status Pool::free(void* ptr, Stream s) {
     cap_.wake_reservers();
     tally.keep(true);
     return VPMM_OK;
+  }
+  if (it == m_.end() && !views_.empty()) {
+    View* v = views_.find(va);
+    if (v && v->active) {
+      c_.requested -= v->live.requested;
+      --c_.n_live;
+      ++c_.n_free;
+      cap_.uncharge(v->live.charge, v->live.res);
+      free_view(va, *v, s);
+      cap_.wake_reservers();
+      tally.keep(true);
+      return VPMM_OK;
+    }
   }
   RegionIt in = it != m_.end() ? it : m_.find_containing(va);
   if (in != m_.end() &&
@@ -615,6 +657,14 @@ vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
       return VPMM_OK;
     }
   }
+  if (it == m_.end()) {
+    auto v = views_.containing(va);
+    if (v.second && v.second->active && va < v.first + v.second->live.requested) {
+      if (base) *base = reinterpret_cast<void*>(v.first);
+      if (size) *size = v.second->live.requested;
+      return VPMM_OK;
+    }
+  }
   return fail(VPMM_ERR_UNKNOWN_POINTER, "vpmm_pool_lookup: pointer %p is not inside a live allocation of this pool", ptr);
 }
 
@@ -625,6 +675,13 @@ vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
   const uint64_t va = reinterpret_cast<uint64_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   RegionIt it = m_.find_containing(va);
+  if (it == m_.end()) {
+    auto v = views_.containing(va);
+    if (v.second && v.second->active && va < v.first + v.second->live.requested)
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused, and "
+                  "keeps no retained backup of a completed pause", ptr);
+  }
   if (it == m_.end() || it->second.kind == Kind::Hole || it->second.kind == Kind::Free ||
       it->second.kind == Kind::Zombie || it->second.kind == Kind::Transit)
     return fail(VPMM_ERR_UNKNOWN_POINTER,
@@ -678,9 +735,17 @@ vpmm_status Pool::stream_retire(Stream s) {
   std::vector<uint64_t> allocs;
   for (const auto& kv : m_.regions()) {
     const Region& r = kv.second;
-    if (r.stream == s && (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Paused))
+    if (r.stream == s && (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Paused ||
+                          r.kind == Kind::Lent))
       allocs.push_back(kv.first);
   }
+  std::vector<uint64_t> live_views, idle_views;
+  for (const auto& kv : views_.all()) {
+    const View& v = kv.second;
+    if (v.active && v.live.stream == s) live_views.push_back(kv.first);
+    if (!v.active && v.last_free.stream == s) idle_views.push_back(kv.first);
+  }
+  if (!live_views.empty() && allocs.empty()) allocs.push_back(UINT64_MAX);  // something to re-key
   StreamState* st = m_.find_stream(s);
   if (!st && allocs.empty()) return VPMM_OK;
   EventRef last;
@@ -708,6 +773,12 @@ vpmm_status Pool::stream_retire(Stream s) {
       if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
       vas.push_back(std::get<2>(e));
     }
+  // An idle view's free point the same way: its event outlives the stream.
+  for (uint64_t va : idle_views) {
+    EventRef ev;
+    vpmm_status rs = event_of(views_.find(va)->last_free, &ev);
+    if (rs != VPMM_OK) return fail_context(rs, "vpmm_pool_stream_retire");
+  }
   // A new stream may be created at the same address: re-key the regions to a
   // private key so they count as foreign (reused only once their event
   // completed) instead of "same stream, no wait needed".
@@ -717,16 +788,28 @@ vpmm_status Pool::stream_retire(Stream s) {
     RegionIt it = m_.find(va);
     Region r = it->second;
     r.stream = key;
+    if (!r.event) r.seq = 0;  // clean: nothing left to wait for (and no stream to record on)
     m_.erase(it);
     m_.insert(va, r);
   }
   if (rekey_allocs) {
     for (uint64_t va : allocs) {
+      if (va == UINT64_MAX) continue;
       Region& r = m_.find(va)->second;  // not indexed by stream: changed in place
       r.stream = key;
       r.event = last;
     }
+    for (uint64_t va : live_views) {
+      Region& r = views_.find(va)->live;
+      r.stream = key;
+      r.event = last;
+    }
     small_->retire_stream(s, key);
+  }
+  for (uint64_t va : idle_views) {
+    Region& r = views_.find(va)->last_free;
+    r.stream = key;
+    if (!r.event) r.seq = 0;
   }
   if (st) m_.forget_stream(s);
   return VPMM_OK;
@@ -735,6 +818,7 @@ vpmm_status Pool::stream_retire(Stream s) {
 std::string Pool::check() {
   std::lock_guard<std::mutex> lock(mu_);
   std::string e = m_.check(opt_.page_size, opt_.large_rounding);
+  if (e.empty()) e = check_views();
   if (!e.empty()) return e;
   return small_->check();
 }

@@ -33,11 +33,13 @@
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
 #include "core/tags.hpp"
+#include "core/views.hpp"
 
 namespace vpmm {
 
 class Backups;
 struct Transit;
+struct ViewTransit;
 
 // Lets a page-level malloc run its driver calls without the pool mutex, so
 // that no other thread's malloc or free waits behind a remap: set-access and
@@ -113,6 +115,7 @@ struct PoolOptions {
   uint64_t device_total = 0;       // device memory (capacity when there is no limit)
   double watermark_trigger = kDefaultWatermarkTrigger, watermark_stop = kDefaultWatermarkStop;
   double remap_slack = kDefaultRemapSlack;  // 0 = page-exact (always remap)
+  uint64_t view_min_size = 0;  // smallest request a view may serve (0 = no views)
 };
 
 struct PoolCounters {
@@ -124,6 +127,7 @@ struct PoolCounters {
   uint64_t n_events_recorded = 0, n_zombies_reaped = 0;
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
   uint64_t driver_ns = 0, driver_calls = 0;  // spent in the driver by malloc and free
+  uint64_t n_view_malloc = 0, n_view_reuse = 0;  // served by a view; of them, with no driver call
 };
 
 // Hands the driver time its thread spent during a malloc or free to the
@@ -242,8 +246,11 @@ class Pool final : private SlabSource, private HandleOps {
   // A tagged request (a.tag != 0) gets a range made of whole handles only.
   // With a window, driver calls run outside the mutex (see LockWindow).
   // `handle_ops`, if given, adds the handles this call unmapped or mapped.
+  // With view_va, a request of views' size that no free region fits may be
+  // served by a view (*view_va its address; *out is then end()).
   vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                          LockWindow* window, RegionIt* out, size_t* handle_ops = nullptr);
+                          LockWindow* window, RegionIt* out, size_t* handle_ops = nullptr,
+                          uint64_t* view_va = nullptr);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
 
@@ -286,6 +293,30 @@ class Pool final : private SlabSource, private HandleOps {
   void abandon(Transit* t);
   bool merge_completed_straddles(std::vector<MergeUndo>* journal);
   void undo_merges(const std::vector<MergeUndo>& journal);
+  // Views (pool_views.cpp), in the steps of a Phase 2. kDeclineView: no
+  // view for this request, Phase 2 serves it.
+  static constexpr vpmm_status kDeclineView = -102;
+  bool view_eligible(uint64_t bytes, Kind kind, const Attrs& a) const;
+  vpmm_status view_malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
+                          uint64_t* out, size_t* handle_ops);
+  vpmm_status plan_view(ViewTransit* t);
+  void claim_view(ViewTransit* t);
+  vpmm_status map_view(ViewTransit* t);  // touches only t and the backend; undoes itself on failure
+  vpmm_status map_view_steps(ViewTransit* t);
+  void commit_view(ViewTransit* t, const Attrs& a, uint64_t requested);
+  void abandon_view(ViewTransit* t);
+  void free_view(uint64_t va, View& v, Stream s);
+  // Whether a slot's handle lies whole in a free region at its home.
+  bool usable_by(Region& r, Stream s);
+  bool home_free(const ViewSlot& slot, Stream s);
+  vpmm_status view_idle_done(View& v, bool* done);
+  static uint64_t slot_offset(const std::vector<ViewSlot>& slots, size_t i);
+  // Unmaps handle h from the views that map it (before it is released).
+  void forget_in_views(PhysHandle h);
+  void settle_dropped(uint64_t va);  // what forget_in_views left to a busy view
+  void evict_idle_view();
+  void unmap_view(uint64_t va);  // unmaps every slot and gives the VA back
+  std::string check_views();     // "" when the views agree with the map
   // Offset of a run of whole handles inside [va, va+size) that adds up to
   // exactly `bytes`; UINT64_MAX when there is none.
   uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;
@@ -367,6 +398,12 @@ class Pool final : private SlabSource, private HandleOps {
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   vpmm_pool* handle_ = nullptr;  // the C handle passed to callbacks
   IpcTables ipc_;  // open exports and imports
+  ViewTable views_;
+  // Handles released while a view mapping them was busy: (view, handle),
+  // unmapped from it at the malloc's commit or abandon.
+  std::vector<std::pair<uint64_t, PhysHandle>> dropped_;
+  // Homes claimed Lent by view mallocs still in flight (not yet in a view).
+  uint64_t lent_in_flight_ = 0;
 };
 
 }  // namespace vpmm

@@ -20,6 +20,7 @@ uint64_t* total_for(Totals& t, Kind k) {
     case Kind::Transit: return &t.hole;
     case Kind::Zombie: return &t.zombie;
     case Kind::Paused: return &t.paused;
+    case Kind::Lent: return &t.lent;
   }
   return &t.hole;
 }
@@ -163,18 +164,21 @@ RegionIt RegionMap::add_chunk(uint64_t va, uint64_t size) {
 
 void RegionMap::map_new(uint64_t va, const Mapping& m) {
   mappings_.emplace(va, m);
+  handle_va_[m.handle] = va;
   totals_.mapped += m.size;
 }
 
 void RegionMap::unmap_released(uint64_t va) {
   auto it = mappings_.find(va);
   totals_.mapped -= it->second.size;
+  handle_va_.erase(it->second.handle);
   mappings_.erase(it);
 }
 
 void RegionMap::start_move(uint64_t va) {
   auto it = mappings_.find(va);
   zombie_mappings_.emplace(va, it->second);
+  handle_va_.erase(it->second.handle);
   totals_.moving += it->second.size;
   mappings_.erase(it);
 }
@@ -182,12 +186,14 @@ void RegionMap::start_move(uint64_t va) {
 void RegionMap::cancel_move(uint64_t va) {
   auto it = zombie_mappings_.find(va);
   mappings_.emplace(va, it->second);
+  handle_va_[it->second.handle] = va;
   totals_.moving -= it->second.size;
   zombie_mappings_.erase(it);
 }
 
 void RegionMap::place_moved(uint64_t va, const Mapping& m) {
   mappings_.emplace(va, m);
+  handle_va_[m.handle] = va;
   totals_.moving -= m.size;
 }
 
@@ -307,7 +313,7 @@ std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
     for (const auto& r : regions_) {
       Kind k = r.second.kind;
       bool mapped = zombie_side ? k == Kind::Zombie
-                                : (k == Kind::Live || k == Kind::Small || k == Kind::Free);
+                                : (k == Kind::Live || k == Kind::Small || k == Kind::Free || k == Kind::Lent);
       if (!mapped) continue;
       if (!runs.empty() && runs.back().second == r.first)
         runs.back().second += r.second.size;
@@ -350,6 +356,7 @@ std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
   if (sum.free != totals_.free) return bad("free total %" PRIu64 " != sum %" PRIu64, totals_.free, sum.free);
   if (sum.hole != totals_.hole) return bad("hole total %" PRIu64 " != sum %" PRIu64, totals_.hole, sum.hole);
   if (sum.zombie != totals_.zombie) return bad("zombie total %" PRIu64 " != sum %" PRIu64, totals_.zombie, sum.zombie);
+  if (sum.lent != totals_.lent) return bad("lent total %" PRIu64 " != sum %" PRIu64, totals_.lent, sum.lent);
   if (sum.paused != totals_.paused) return bad("paused total %" PRIu64 " != sum %" PRIu64, totals_.paused, sum.paused);
   if (primary + totals_.moving != totals_.mapped)
     return bad("mapped total %" PRIu64 " != mapping sum + moving %" PRIu64, totals_.mapped, primary + totals_.moving);

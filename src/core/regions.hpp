@@ -63,7 +63,9 @@ using EventRef = std::shared_ptr<Event>;
 // Zombie is an old VA still mapped after a remap. Transit is a hole claimed by
 // a Phase 2 whose driver calls run without the pool mutex: nothing is mapped
 // there yet as far as the map knows, and nobody else may take it.
-enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7 };
+// Lent is mapped primary memory whose handles a live view (core/views.hpp)
+// maps at its own VA: neither free nor a live region of this map.
+enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7, Lent = 8 };
 
 struct Backup;  // a backup of an allocation's bytes (core/backup_store.hpp)
 
@@ -134,6 +136,7 @@ struct StreamState {
 // old regions and has not placed yet: counted in `mapped`, in no primary mapping.
 struct Totals {
   uint64_t live = 0, small = 0, free = 0, hole = 0, zombie = 0, paused = 0, mapped = 0, reserved = 0;
+  uint64_t lent = 0;
   uint64_t moving = 0;
 };
 
@@ -158,6 +161,12 @@ class RegionMap {
   const SizeIndex& holes() const { return holes_by_size_; }
   const std::set<uint64_t>& zombies() const { return zombies_; }  // VAs of zombie regions
   const Totals& totals() const { return totals_; }
+  // Where a handle is mapped on the primary side (UINT64_MAX: nowhere, e.g.
+  // moving): views find their pages' homes through it.
+  uint64_t primary_va_of(PhysHandle h) const {
+    auto it = handle_va_.find(h);
+    return it == handle_va_.end() ? UINT64_MAX : it->second;
+  }
 
   // A stream's state, made on first use; null when it has none. The last
   // stream looked up is remembered: a malloc/free pair asks for the same one
@@ -260,6 +269,7 @@ class RegionMap {
   std::map<uint64_t, Region> regions_;
   std::map<uint64_t, Mapping> mappings_;
   std::map<uint64_t, Mapping> zombie_mappings_;
+  std::unordered_map<PhysHandle, uint64_t> handle_va_;  // primary mappings by handle
   std::vector<Chunk> chunks_;
   std::unordered_map<Stream, StreamState> streams_;
   Stream last_key_ = nullptr;

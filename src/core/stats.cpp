@@ -1,5 +1,6 @@
 // Observability: the stats snapshot and the region walk. Totals are kept
 // incrementally by RegionMap, so a stats call costs O(streams), never a scan.
+#include <algorithm>
 #include <cstring>
 
 #include "core/backups.hpp"
@@ -19,15 +20,20 @@ void Pool::stats(vpmm_stats* out) {
   s.struct_size = sizeof s;
   const Totals& t = m_.totals();
   s.mapped_bytes = t.mapped;
-  s.reserved_va_bytes = t.reserved;
+  s.reserved_va_bytes = t.reserved + views_.reserved();
   // Empty small-object slabs are cached memory, not live: they count as free,
   // and so do slabs whose blocks only wait for completed events, and free
   // pages a malloc in flight is moving into its new span.
   const uint64_t small_empty = small_->empty_bytes_if_settled();
-  s.live_bytes = t.live + t.small - small_empty;
+  s.live_bytes = t.live + t.small + t.lent - small_empty;
   s.requested_bytes = c_.requested;
   s.free_bytes = t.free + t.moving + small_empty;
   s.hole_bytes = t.hole;
+  for (const auto& kv : views_.all()) {  // a view's VA without its allocation: a hole (snapshot)
+    uint64_t held = 0;
+    for (size_t k = 0; k < kv.second.n_lent; ++k) held += kv.second.slots[k].size;
+    s.hole_bytes += kv.second.size - held;
+  }
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
   s.peak_live_bytes = c_.peak_live;
@@ -40,7 +46,7 @@ void Pool::stats(vpmm_stats* out) {
   s.page_size = opt_.page_size;
   s.handles = m_.mappings().size();
   s.handles_created = c_.handles_created;
-  s.va_chunks = m_.chunks().size();
+  s.va_chunks = m_.chunks().size() + views_.size();  // a view is a chunk of its own (snapshot)
   for (const auto& kv : m_.streams())
     if (!kv.second.free_by_size.empty())
       s.largest_free_bytes = std::max(s.largest_free_bytes, std::get<0>(*kv.second.free_by_size.rbegin()));
@@ -67,6 +73,11 @@ void Pool::stats(vpmm_stats* out) {
   s.bytes_trimmed = c_.bytes_trimmed;
   s.driver_ns = c_.driver_ns;
   s.driver_calls = c_.driver_calls;
+  s.lent_bytes = t.lent;
+  s.n_views = views_.size();
+  s.view_va_bytes = views_.reserved();
+  s.n_view_malloc = c_.n_view_malloc;
+  s.n_view_reuse = c_.n_view_reuse;
   cap_.fill_stats(&s);
   *out = s;
 }
@@ -83,10 +94,12 @@ std::vector<vpmm_region_info> Pool::snapshot() {
     x.va = kv.first;
     x.size = r.size;
     // A transit region is a hole being mapped by a malloc still in flight.
-    x.kind = static_cast<int32_t>(r.kind == Kind::Transit ? Kind::Hole : r.kind);
+    x.kind = r.kind == Kind::Transit ? VPMM_REGION_HOLE
+             : r.kind == Kind::Lent  ? VPMM_REGION_LENT
+                                     : static_cast<int32_t>(r.kind);
     x.chunk = r.chunk;
     x.chunk_offset = kv.first - m_.chunks()[r.chunk].va;
-    if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free) {
+    if (r.kind == Kind::Live || r.kind == Kind::Small || r.kind == Kind::Free || r.kind == Kind::Lent) {
       x.handles = RegionMap::count_mappings_in(m_.mappings(), kv.first, r.size);
       x.stream = r.stream == clean_stream() ? nullptr : r.stream;  // never used: no stream
       x.id = r.id;
@@ -107,6 +120,52 @@ std::vector<vpmm_region_info> Pool::snapshot() {
     }
     out.push_back(x);
   }
+  // A view is a chunk of its own after the pool's, so that the regions tile
+  // all reserved VA: a live one holds the allocation over the slots it
+  // holds, then what of its VA it does not use; an idle one is a hole (its
+  // mappings are the pool's free memory, counted at home).
+  uint32_t chunk = static_cast<uint32_t>(m_.chunks().size());
+  for (const auto& kv : views_.all()) {
+    const View& v = kv.second;
+    if (!v.active) {
+      vpmm_region_info x;
+      std::memset(&x, 0, sizeof x);
+      x.struct_size = sizeof x;
+      x.kind = VPMM_REGION_HOLE;
+      x.va = kv.first;
+      x.size = v.size;
+      x.chunk = chunk++;
+      out.push_back(x);
+      continue;
+    }
+    uint64_t held = 0;
+    for (size_t k = 0; k < v.n_lent; ++k) held += v.slots[k].size;
+    vpmm_region_info x;
+    std::memset(&x, 0, sizeof x);
+    x.struct_size = sizeof x;
+    x.kind = VPMM_REGION_LIVE;
+    x.va = kv.first;
+    x.size = held;
+    x.chunk = chunk;
+    x.handles = static_cast<uint32_t>(v.n_lent);
+    x.id = v.live.id;
+    x.requested = v.live.requested;
+    x.stream = v.live.stream;
+    out.push_back(x);
+    if (v.size > held) {
+      x.kind = VPMM_REGION_HOLE;
+      x.va = kv.first + held;
+      x.size = v.size - held;
+      x.chunk_offset = held;
+      x.handles = 0;
+      x.id = x.requested = 0;
+      x.stream = nullptr;
+      out.push_back(x);
+    }
+    ++chunk;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const vpmm_region_info& a, const vpmm_region_info& b) { return a.va < b.va; });
   return out;
 }
 

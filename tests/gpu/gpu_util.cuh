@@ -154,6 +154,7 @@ struct PoolSpec {
   uint64_t initial_pages = 0;
   uint64_t max_handle = 0;
   uint64_t small_size = 0;
+  uint64_t view_min_size = 0;  // 0 = the default
 };
 
 inline vpmm_pool* make_pool(const PoolSpec& s) {
@@ -166,6 +167,7 @@ inline vpmm_pool* make_pool(const PoolSpec& s) {
   c.initial_pages = s.initial_pages;
   c.max_handle_size = s.max_handle;
   c.small_size = s.small_size;
+  if (s.view_min_size) c.view_min_size = s.view_min_size;
   vpmm_pool* p = nullptr;
   vpmm_status st = vpmm_pool_create(&c, &p);
   if (st != VPMM_OK) {

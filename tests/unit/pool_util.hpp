@@ -25,6 +25,7 @@ struct HostPoolSpec {
   uint64_t small_size = 0;
   uint64_t large_rounding = 0;  // 0 = whole pages
   double remap_slack = 0;       // 0 = the default; negative = page-exact
+  uint64_t view_min_size = 0;   // 0 = the default (or VPMM_VIEW_MIN_SIZE)
 };
 
 inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
@@ -38,6 +39,7 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   c.small_size = s.small_size;
   c.large_rounding = s.large_rounding;
   c.remap_slack = s.remap_slack;
+  if (s.view_min_size) c.view_min_size = s.view_min_size;
   use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;

@@ -1162,6 +1162,61 @@ std::vector<Scenario> scenarios() {
     s.partial = Partial::pause;
     add(s);
   }
+  // (v) views (views.hpp): free memory in three 2-page pieces between live
+  // pages; a request of 4 pages or more maps them at a VA of its own.
+  auto scattered = [](Ctx& c) {
+    for (int i = 0; i < 3; ++i) {
+      CHECK_OK(c.alloc(2 * kPage));
+      CHECK_OK(c.alloc(kPage));
+    }
+    for (int i = 2; i >= 0; --i) CHECK_OK(c.release(static_cast<size_t>(2 * i), nullptr));
+  };
+  {
+    Scenario s;
+    s.name = "v1 a view of scattered free memory";
+    s.opt = options();
+    s.opt.view_min_size = 4 * kPage;
+    s.setup = scattered;
+    s.op = [](Ctx& c) { return c.alloc(6 * kPage); };
+    add(s);
+    s.name = "v2 a view that grows what free memory lacks";
+    s.op = [](Ctx& c) { return c.alloc(8 * kPage); };
+    add(s);
+    s.name = "v3 reuse of a view whose slot was taken";
+    s.setup = [scattered](Ctx& c) {
+      scattered(c);
+      CHECK_OK(c.alloc(6 * kPage));
+      CHECK_OK(c.release(c.live.size() - 1, nullptr));
+      CHECK_OK(c.alloc(kPage));  // a piece of one slot's home: that slot is stale
+    };
+    s.op = [](Ctx& c) { return c.alloc(6 * kPage); };
+    add(s);
+    s.name = "v4 trim under an idle view";
+    s.setup = [scattered](Ctx& c) {
+      scattered(c);
+      CHECK_OK(c.alloc(6 * kPage));
+      CHECK_OK(c.release(c.live.size() - 1, nullptr));
+    };
+    s.op = [](Ctx& c) { return c.pool->trim(0); };
+    s.partial = Partial::trim;
+    add(s);
+    s.partial = Partial::none;
+    s.name = "v5 destroy with a live view and an idle one";
+    s.setup = [scattered](Ctx& c) {
+      scattered(c);
+      CHECK_OK(c.alloc(6 * kPage));
+      CHECK_OK(c.release(c.live.size() - 1, nullptr));
+      CHECK_OK(c.alloc(kPage));
+      CHECK_OK(c.alloc(8 * kPage));
+    };
+    s.destroys_pool = true;
+    s.op = [](Ctx& c) {
+      c.pool.reset();
+      c.live.clear();
+      return VPMM_OK;
+    };
+    add(s);
+  }
   return v;
 }
 

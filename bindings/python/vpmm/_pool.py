@@ -17,7 +17,7 @@ __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_
 #: vpmm_config.backend values by name.
 BACKENDS: Dict[str, int] = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
 #: vpmm_region_info.kind values and their names.
-REGION_KINDS: Dict[int, str] = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused"}
+REGION_KINDS: Dict[int, str] = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused", 7: "lent"}
 #: VPMM_ALLOC_HOST_BACKUP: pause keeps the bytes in host memory, resume restores them.
 ALLOC_HOST_BACKUP = 1
 #: Where a backup lives (vpmm.h, "Backup stores"): page-locked memory cached

@@ -87,12 +87,13 @@ pub struct vpmm_config {
     pub large_rounding: u64,
     pub remap_slack: f64,
     pub exportable: u64,
+    pub view_min_size: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        152usize,
+        160usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -457,6 +458,23 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_exportable();
+    fn test_field_view_min_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).view_min_size) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(view_min_size)
+            )
+        );
+    }
+    test_field_view_min_size();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);
@@ -994,12 +1012,17 @@ pub struct vpmm_stats {
     pub backup_disk_bytes: u64,
     pub backup_retained_bytes: u64,
     pub backup_skipped_bytes: u64,
+    pub lent_bytes: u64,
+    pub n_views: u64,
+    pub view_va_bytes: u64,
+    pub n_view_malloc: u64,
+    pub n_view_reuse: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_stats() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_stats>(),
-        424usize,
+        464usize,
         concat!("Size of: ", stringify!(vpmm_stats))
     );
     assert_eq!(
@@ -1925,6 +1948,91 @@ fn bindgen_test_layout_vpmm_stats() {
         );
     }
     test_field_backup_skipped_bytes();
+    fn test_field_lent_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).lent_bytes) as usize - ptr as usize
+            },
+            424usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(lent_bytes)
+            )
+        );
+    }
+    test_field_lent_bytes();
+    fn test_field_n_views() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_views) as usize - ptr as usize
+            },
+            432usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(n_views)
+            )
+        );
+    }
+    test_field_n_views();
+    fn test_field_view_va_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).view_va_bytes) as usize - ptr as usize
+            },
+            440usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(view_va_bytes)
+            )
+        );
+    }
+    test_field_view_va_bytes();
+    fn test_field_n_view_malloc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_view_malloc) as usize - ptr as usize
+            },
+            448usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(n_view_malloc)
+            )
+        );
+    }
+    test_field_n_view_malloc();
+    fn test_field_n_view_reuse() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_view_reuse) as usize - ptr as usize
+            },
+            456usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(n_view_reuse)
+            )
+        );
+    }
+    test_field_n_view_reuse();
 }
 extern "C" {
     pub fn vpmm_pool_stats(pool: *mut vpmm_pool, stats: *mut vpmm_stats) -> vpmm_status;
@@ -1935,6 +2043,7 @@ pub const VPMM_REGION_HOLE: _bindgen_ty_3 = 3;
 pub const VPMM_REGION_ZOMBIE: _bindgen_ty_3 = 4;
 pub const VPMM_REGION_SMALL: _bindgen_ty_3 = 5;
 pub const VPMM_REGION_PAUSED: _bindgen_ty_3 = 6;
+pub const VPMM_REGION_LENT: _bindgen_ty_3 = 7;
 pub const VPMM_REGION_SIGNED_: _bindgen_ty_3 = -1;
 pub type _bindgen_ty_3 = ::std::os::raw::c_int;
 #[repr(C)]

@@ -37,3 +37,7 @@ include!("bindings.rs");
 /// <stdint.h>) and leaves the constant out; `tests/constants.rs` checks it
 /// against the library's own handling of the value.
 pub const VPMM_HANDLE_SIZE_UNLIMITED: u64 = u64::MAX;
+
+/// `VPMM_VIEWS_OFF` (`UINT64_MAX` in C) for `vpmm_config::view_min_size`:
+/// no request is served by a view. Written by hand for the same reason.
+pub const VPMM_VIEWS_OFF: u64 = u64::MAX;

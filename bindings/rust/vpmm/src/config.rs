@@ -8,6 +8,9 @@ use vpmm_sys as sys;
 /// (`VPMM_HANDLE_SIZE_UNLIMITED`).
 pub const HANDLE_SIZE_UNLIMITED: u64 = sys::VPMM_HANDLE_SIZE_UNLIMITED;
 
+/// `view_min_size` value for no views at all (`VPMM_VIEWS_OFF`).
+pub const VIEWS_OFF: u64 = sys::VPMM_VIEWS_OFF;
+
 /// Which backend a pool uses (`VPMM_BACKEND_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
@@ -186,6 +189,10 @@ impl Config {
         /// (`vpmm_pool_export`; docs/ipc.md); 0 (default) = not exportable.
         /// Env `VPMM_EXPORTABLE`.
         exportable: u64;
+        /// Smallest untagged request a view may serve: free handles mapped
+        /// where they lie at a VA of its own instead of moved (0 = 64 MiB;
+        /// `VIEWS_OFF` = no views). Env `VPMM_VIEW_MIN_SIZE`.
+        view_min_size: u64;
     }
 }
 
@@ -220,6 +227,7 @@ impl fmt::Debug for Config {
             .field("large_rounding", &r.large_rounding)
             .field("remap_slack", &r.remap_slack)
             .field("exportable", &r.exportable)
+            .field("view_min_size", &r.view_min_size)
             .finish()
     }
 }

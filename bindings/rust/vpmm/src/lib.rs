@@ -40,7 +40,7 @@ mod stream;
 
 pub use buffer::{AllocAttrs, Buffer};
 pub use callback::Pressure;
-pub use config::{Backend, Config, HANDLE_SIZE_UNLIMITED};
+pub use config::{Backend, Config, HANDLE_SIZE_UNLIMITED, VIEWS_OFF};
 pub use error::{Error, Result, Status};
 pub use host::{Hold, HostStream};
 pub use pool::{abi_version, version, Pool};

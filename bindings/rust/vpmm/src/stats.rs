@@ -126,6 +126,16 @@ plain_struct! {
         backup_retained_bytes,
         /// Bytes unchanged re-pauses released without copying.
         backup_skipped_bytes,
+        /// Mapped bytes lent to live views (their allocations' memory, at home).
+        lent_bytes,
+        /// Views held, live and idle (each holds VA only).
+        n_views,
+        /// VA reserved by views (counted in `reserved_va_bytes`).
+        view_va_bytes,
+        /// Mallocs served by a view.
+        n_view_malloc,
+        /// Of them, by an idle view whose handles were all free: no driver call.
+        n_view_reuse,
     }
 }
 
@@ -163,6 +173,8 @@ pub enum RegionKind {
     Small,
     /// A paused allocation: VA kept, physical memory released (`[pX]`).
     Paused,
+    /// Pages lent to a live view, at home in the pool's chunks (`[lX]`).
+    Lent,
     /// A kind this crate does not know.
     Other(i32),
 }
@@ -176,12 +188,13 @@ impl RegionKind {
             sys::VPMM_REGION_ZOMBIE => RegionKind::Zombie,
             sys::VPMM_REGION_SMALL => RegionKind::Small,
             sys::VPMM_REGION_PAUSED => RegionKind::Paused,
+            sys::VPMM_REGION_LENT => RegionKind::Lent,
             other => RegionKind::Other(other),
         }
     }
 
     /// The mark of the seed notation: "" live, "-" free, "*" hole, "~"
-    /// zombie, "s" small, "p" paused, "?" unknown.
+    /// zombie, "s" small, "p" paused, "l" lent, "?" unknown.
     pub fn mark(self) -> &'static str {
         match self {
             RegionKind::Live => "",
@@ -190,6 +203,7 @@ impl RegionKind {
             RegionKind::Zombie => "~",
             RegionKind::Small => "s",
             RegionKind::Paused => "p",
+            RegionKind::Lent => "l",
             RegionKind::Other(_) => "?",
         }
     }

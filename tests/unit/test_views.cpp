@@ -1,0 +1,347 @@
+// Views (vpmm_config.view_min_size; src/core/views.hpp): a request that no
+// free region fits, from view_min_size on, maps the free handles where they
+// lie at a VA of its own instead of moving pages; after the free the view
+// keeps its mappings for the next request of its size. Pages of 64 KiB;
+// views from 4 pages.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "pool_inspect.hpp"
+#include "pool_util.hpp"
+#include "vpmm.h"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+
+vpmm_pool* pool(uint64_t view_min_pages = 4, uint64_t max_handle = 0) {
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.max_handle = max_handle;
+  s.remap_slack = -1;  // page-exact: no growth instead of a view
+  s.view_min_size = view_min_pages == UINT64_MAX ? VPMM_VIEWS_OFF : view_min_pages * kPage;
+  return vt::make_host_pool(s);
+}
+
+void* take(vpmm_pool* p, uint64_t bytes, vpmm_stream s = nullptr) {
+  void* out = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, bytes, s, &out));
+  return out;
+}
+
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// [2][1][2][1][2][1] with the 2-page regions freed: 6 free pages in three
+// pieces, none of which fits a 6-page request. The 1-page allocations stay.
+struct Scattered {
+  vpmm_pool* p = nullptr;
+  std::vector<void*> pieces;  // the freed 2-page regions, lowest first
+};
+
+Scattered scattered(vpmm_pool* p) {
+  Scattered s;
+  s.p = p;
+  for (int i = 0; i < 3; ++i) {
+    s.pieces.push_back(take(p, 2 * kPage));
+    take(p, kPage);
+  }
+  for (void* q : s.pieces) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  return s;
+}
+
+bool in_chunks(vpmm_pool* p, const void* ptr) {
+  for (const vpmm_region_info& r : vt::regions(p))
+    if (r.kind != VPMM_REGION_LIVE && r.va <= addr(ptr) && addr(ptr) < r.va + r.size) return true;
+  return false;
+}
+
+// The layout is the pool's chunk and a live view's, in VA order (the view's
+// VA may lie on either side).
+bool same_chunks(vpmm_pool* p, const std::string& pool_chunk, const std::string& view) {
+  const std::string got = vt::layout(p);
+  if (got == pool_chunk + " | " + view || got == view + " | " + pool_chunk) return true;
+  std::printf("  layout %s\n", got.c_str());
+  return false;
+}
+
+uint64_t bytes_of_kind(vpmm_pool* p, int32_t kind) {
+  uint64_t n = 0;
+  for (const vpmm_region_info& r : vt::regions(p))
+    if (r.kind == kind) n += r.size;
+  return n;
+}
+
+}  // namespace
+
+TEST("a view serves scattered free memory without moving or growing anything") {
+  vpmm_pool* p = pool();
+  Scattered s = scattered(p);
+  const vpmm_stats before = vt::stats(p);
+  void* v = take(p, 6 * kPage);
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);  // no growth
+  CHECK_EQ(after.pages_created, before.pages_created);
+  CHECK_EQ(after.n_view_malloc, before.n_view_malloc + 1);
+  CHECK_EQ(after.n_views, uint64_t{1});
+  CHECK_EQ(after.view_va_bytes, 6 * kPage);
+  CHECK_EQ(after.reserved_va_bytes, before.reserved_va_bytes + 6 * kPage);
+  CHECK_EQ(after.lent_bytes, 6 * kPage);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 6 * kPage);  // mapped once more, at the view
+  CHECK_EQ(after.live_bytes, before.live_bytes + 6 * kPage);
+  CHECK_EQ(after.free_bytes, before.free_bytes - 6 * kPage);
+  CHECK_EQ(after.requested_bytes, before.requested_bytes + 6 * kPage);
+  CHECK(!in_chunks(p, v));  // a VA of its own
+  // The pieces stay where they were, lent: nothing else may take them.
+  CHECK(same_chunks(p, "[l1][l1][1][l1][l1][1][l1][l1][1][*503]", "[6]"));
+  CHECK_EQ(bytes_of_kind(p, VPMM_REGION_LENT), after.lent_bytes);
+  // Every byte is usable and the view is one allocation to the API.
+  vt::fill(v, 6 * kPage, 7);
+  CHECK(vt::verify(v, 6 * kPage, 7));
+  void* base = nullptr;
+  uint64_t size = 0;
+  CHECK_OK(vpmm_pool_lookup(p, static_cast<char*>(v) + 5 * kPage + 3, &base, &size));
+  CHECK_EQ(addr(base), addr(v));
+  CHECK_EQ(size, 6 * kPage);
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  const vpmm_stats freed = vt::stats(p);
+  CHECK_EQ(freed.lent_bytes, uint64_t{0});
+  CHECK_EQ(freed.free_bytes, before.free_bytes);
+  CHECK_EQ(freed.n_views, uint64_t{1});  // idle, kept for the next request of its size
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("the view's memory is its pieces' memory: bytes written through it appear at home") {
+  vpmm_pool* p = pool();
+  Scattered s = scattered(p);
+  void* v = take(p, 6 * kPage);
+  vt::fill(v, 6 * kPage, 11);
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  // The three pieces, in order, are the view's pages (smallest regions
+  // first, then by address): after the free a 2-page request takes the
+  // first piece and finds the view's first two pages there.
+  void* q = take(p, 2 * kPage);
+  CHECK_EQ(addr(q), addr(s.pieces[0]));
+  std::vector<uint64_t> expect(6 * kPage / 8);
+  vt::fill(expect.data(), 6 * kPage, 11);
+  CHECK(std::memcmp(q, expect.data(), 2 * kPage) == 0);
+  vpmm_pool_destroy(p);
+}
+
+TEST("a freed view is taken again by the next request of its size with no driver call") {
+  vpmm_pool* p = pool();
+  scattered(p);
+  void* v = take(p, 6 * kPage);
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  const vpmm_stats before = vt::stats(p);
+  void* again = take(p, 5 * kPage + 100);  // a smaller request of the same view
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(addr(again), addr(v));
+  CHECK_EQ(after.n_view_reuse, before.n_view_reuse + 1);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
+  CHECK_EQ(after.driver_calls, before.driver_calls);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  CHECK_EQ(after.n_views, uint64_t{1});
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("reusing a view replaces only the slots whose home something else took") {
+  vpmm_pool* p = pool(4, kPage);  // page handles: a slot per page
+  scattered(p);
+  void* v = take(p, 6 * kPage);
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  void* small = take(p, kPage);  // best fit: the first page of the first piece
+  CHECK(same_chunks(p, "[1][-1][1][-2][1][-2][1][*503]", "[*6]"));  // an idle view: VA only
+  const vpmm_stats before = vt::stats(p);
+  void* again = take(p, 6 * kPage);
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(addr(again), addr(v));
+  CHECK_EQ(after.n_view_reuse, before.n_view_reuse);  // driver work was needed
+  // One slot was taken; no free page is left to replace it, so one page is
+  // grown and mapped at the view: one page remapped, not six.
+  CHECK_EQ(after.bytes_remapped - before.bytes_remapped, kPage);
+  CHECK_EQ(after.mapped_bytes - before.mapped_bytes, kPage);
+  CHECK(same_chunks(p, "[1][l1][1][l1][l1][1][l1][l1][1][l1][*502]", "[6]"));
+  vt::fill(again, 6 * kPage, 3);
+  CHECK(vt::verify(again, 6 * kPage, 3));
+  vt::fill(small, kPage, 4);  // the page it lost is the small allocation's own
+  CHECK(vt::verify(again, 6 * kPage, 3));
+  CHECK(vt::verify(small, kPage, 4));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("below view_min_size, tagged, with views off or an exportable pool: pages move as before") {
+  struct Case {
+    const char* name;
+    uint64_t min_pages;
+    const char* tag;
+    uint64_t bytes;
+  } cases[] = {
+      {"below the minimum", 8, nullptr, 6 * kPage},
+      {"tagged", 4, "weights", 6 * kPage},
+      {"views off", UINT64_MAX, nullptr, 6 * kPage},
+  };
+  for (const Case& c : cases) {
+    vpmm_pool* p = pool(c.min_pages);
+    scattered(p);
+    const vpmm_stats before = vt::stats(p);
+    void* q = vt::malloc_tagged(p, c.bytes, c.tag, 0);
+    CHECK(q != nullptr);
+    const vpmm_stats after = vt::stats(p);
+    if (after.n_view_malloc != 0) std::printf("  case: %s\n", c.name);
+    CHECK_EQ(after.n_view_malloc, uint64_t{0});
+    CHECK_EQ(after.n_views, uint64_t{0});
+    CHECK_EQ(after.n_defrag, before.n_defrag + 1);  // Phase 2 moved pages
+    CHECK(in_chunks(p, q) || vt::chunk_offset(p, q) != UINT64_MAX);
+    CHECK_OK(vpmm_pool_check(p));
+    vpmm_pool_destroy(p);
+  }
+  // The configuration says what the pool does.
+  vpmm_config c;
+  vpmm_config_init(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.exportable = 1;
+  c.view_min_size = 0;
+  vpmm_pool* p = nullptr;
+  if (vpmm_pool_create(&c, &p) == VPMM_OK) {
+    vpmm_config got;
+    vpmm_config_init(&got);
+    CHECK_OK(vpmm_pool_get_config(p, &got));
+    CHECK_EQ(got.view_min_size, uint64_t{VPMM_VIEWS_OFF});
+    vpmm_pool_destroy(p);
+  }
+  vpmm_config_init(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.view_min_size = 0;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  vpmm_config got;
+  vpmm_config_init(&got);
+  CHECK_OK(vpmm_pool_get_config(p, &got));
+  CHECK_EQ(got.view_min_size, uint64_t{64} << 20);  // the default
+  vpmm_pool_destroy(p);
+}
+
+TEST("misuse of a view's allocation gets the errors any allocation gets") {
+  vpmm_pool* p = pool();
+  scattered(p);
+  void* v = take(p, 6 * kPage);
+  CHECK_EQ(vpmm_pool_free(p, static_cast<char*>(v) + kPage, nullptr), VPMM_ERR_UNKNOWN_POINTER);
+  CHECK(std::string(vpmm_last_error()).find("not its start") != std::string::npos);
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  const vpmm_stats before = vt::stats(p);
+  CHECK_EQ(vpmm_pool_free(p, v, nullptr), VPMM_ERR_UNKNOWN_POINTER);  // double free
+  CHECK(std::string(vpmm_last_error()).find("already freed") != std::string::npos);
+  void* base = nullptr;
+  CHECK_EQ(vpmm_pool_lookup(p, v, &base, nullptr), VPMM_ERR_UNKNOWN_POINTER);
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.free_bytes, before.free_bytes);
+  CHECK_EQ(after.n_free, before.n_free);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("trim releases the memory under idle views; a view keeps its VA for the next request") {
+  vpmm_pool* p = pool();
+  scattered(p);
+  void* v = take(p, 6 * kPage);
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  const vpmm_stats before = vt::stats(p);
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  const vpmm_stats t = vt::stats(p);
+  CHECK_EQ(t.mapped_bytes, 3 * kPage);  // the three 1-page allocations
+  CHECK_EQ(t.n_views, uint64_t{1});     // VA only: reserved VA never shrinks under a dump
+  CHECK_EQ(t.view_va_bytes, 6 * kPage);
+  CHECK_EQ(t.reserved_va_bytes, before.reserved_va_bytes);
+  CHECK_OK(vpmm_pool_check(p));
+  // The next request of that size maps fresh pages into the view's VA.
+  void* again = take(p, 6 * kPage);
+  CHECK_EQ(addr(again), addr(v));
+  CHECK_EQ(vt::stats(p).mapped_bytes, 9 * kPage);
+  vt::fill(again, 6 * kPage, 5);
+  CHECK(vt::verify(again, 6 * kPage, 5));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("a view freed on a stream that is then retired is reused on another") {
+  vpmm_pool* p = pool();
+  scattered(p);
+  vpmm_stream a = nullptr, b = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &a));
+  CHECK_OK(vpmm_pool_stream_create(p, &b));
+  void* v = take(p, 6 * kPage, a);
+  vt::fill(v, 6 * kPage, 9);
+  CHECK_OK(vpmm_pool_free(p, v, a));
+  CHECK_OK(vpmm_pool_stream_destroy(p, a));  // retires: its events outlive it
+  void* again = take(p, 6 * kPage, b);
+  CHECK_EQ(addr(again), addr(v));
+  CHECK_OK(vpmm_pool_check(p));
+  // And a live view on a stream that is retired keeps working.
+  CHECK_OK(vpmm_pool_stream_retire(p, b));
+  CHECK_OK(vpmm_pool_free(p, again, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_stream_destroy(p, b));
+  vpmm_pool_destroy(p);
+}
+
+TEST("a growing request beside too little free memory: the view grows the rest in pages") {
+  vpmm_pool* p = pool();
+  scattered(p);
+  const vpmm_stats before = vt::stats(p);
+  void* v = take(p, 9 * kPage);
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.n_view_malloc, uint64_t{1});
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 3 * kPage);  // the shortfall only
+  CHECK_EQ(after.lent_bytes, 9 * kPage);
+  vt::fill(v, 9 * kPage, 13);
+  CHECK(vt::verify(v, 9 * kPage, 13));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_free(p, v, nullptr));
+  CHECK_EQ(vt::stats(p).free_bytes, 9 * kPage);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST("a loop of six sizes: the first pass makes six views, the next passes reuse them unchanged") {
+  vpmm_pool* p = pool();
+  // Interleave 1-page keepers with freed pieces so there is always scattered
+  // free memory, then cycle through request sizes as a loop with changing
+  // shapes would, checking the data of everything live.
+  std::vector<void*> pieces;
+  for (int i = 0; i < 40; ++i) {
+    pieces.push_back(take(p, 2 * kPage));
+    take(p, kPage);
+  }
+  for (void* q : pieces) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  uint64_t remapped_after_first = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::pair<void*, uint64_t>> live;
+    for (uint64_t pages = 4; pages < 20; pages += 3) {
+      void* q = take(p, pages * kPage);
+      vt::fill(q, pages * kPage, pages + 100 * round);
+      live.push_back({q, pages});
+    }
+    for (auto& l : live) CHECK(vt::verify(l.first, l.second * kPage, l.second + 100 * round));
+    CHECK_OK(vpmm_pool_check(p));
+    for (auto& l : live) CHECK_OK(vpmm_pool_free(p, l.first, nullptr));
+    if (round == 0) remapped_after_first = vt::stats(p).bytes_remapped;
+  }
+  const vpmm_stats s = vt::stats(p);
+  CHECK_EQ(s.n_view_malloc, uint64_t{18});
+  CHECK_EQ(s.n_view_reuse, uint64_t{12});  // the later rounds find their views as they left them
+  CHECK_EQ(s.bytes_remapped, remapped_after_first);  // steady state: nothing moves
+  CHECK_EQ(s.lent_bytes, uint64_t{0});
+  CHECK_EQ(bytes_of_kind(p, VPMM_REGION_LIVE), s.live_bytes);
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
+TEST_MAIN()
