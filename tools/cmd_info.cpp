@@ -65,6 +65,7 @@ std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
       }
       if (o.kind == VPMM_OPTION_HANDLE_SIZE && v == VPMM_HANDLE_SIZE_UNLIMITED) return "unlimited";
       if (v == 0) return "0";
+      if (v == UINT64_MAX) return "off";  // VPMM_VIEWS_OFF (a size no request reaches)
       return fmt_bytes(v) + " (" + std::to_string(v) + ")";
     }
   }

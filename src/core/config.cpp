@@ -326,12 +326,13 @@ const OptionDef kOptions[] = {
      "kept for the next request of its size); \"off\" = never",
      nullptr,
      [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-       // Exported memory is found by the region map's address: views stay
-       // out of exportable pools.
-       if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+       // Off unless asked for (defaults.hpp, kSuggestedViewMinSize, says why). Exported
+       // memory is found by the region map's address: views stay out of
+       // exportable pools.
+       if (c.view_min_size == 0 || c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
          o->view_min_size = 0;
        } else {
-         const uint64_t want = c.view_min_size ? c.view_min_size : kDefaultViewMinSize;
+         const uint64_t want = c.view_min_size;
          o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
        }
        return VPMM_OK;

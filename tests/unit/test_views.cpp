@@ -178,7 +178,7 @@ TEST("reusing a view replaces only the slots whose home something else took") {
   vpmm_pool_destroy(p);
 }
 
-TEST("below view_min_size, tagged, with views off or an exportable pool: pages move as before") {
+TEST("below view_min_size, tagged, with views off (the default) or an exportable pool: pages move") {
   struct Case {
     const char* name;
     uint64_t min_pages;
@@ -225,7 +225,7 @@ TEST("below view_min_size, tagged, with views off or an exportable pool: pages m
   vpmm_config got;
   vpmm_config_init(&got);
   CHECK_OK(vpmm_pool_get_config(p, &got));
-  CHECK_EQ(got.view_min_size, uint64_t{64} << 20);  // the default
+  CHECK_EQ(got.view_min_size, uint64_t{VPMM_VIEWS_OFF});  // off by default
   vpmm_pool_destroy(p);
 }
 
