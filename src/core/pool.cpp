@@ -608,7 +608,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
       --c_.n_live;
       ++c_.n_free;
       cap_.uncharge(v->live.charge, v->live.res);
-      free_view(va, *v, s);
+      free_view(*v, s);
       cap_.wake_reservers();
       tally.keep(true);
       return VPMM_OK;
@@ -745,11 +745,10 @@ vpmm_status Pool::stream_retire(Stream s) {
     if (v.active && v.live.stream == s) live_views.push_back(kv.first);
     if (!v.active && v.last_free.stream == s) idle_views.push_back(kv.first);
   }
-  if (!live_views.empty() && allocs.empty()) allocs.push_back(UINT64_MAX);  // something to re-key
   StreamState* st = m_.find_stream(s);
-  if (!st && allocs.empty()) return VPMM_OK;
+  if (!st && allocs.empty() && live_views.empty()) return VPMM_OK;
   EventRef last;
-  bool rekey_allocs = !allocs.empty();
+  bool rekey_allocs = !allocs.empty() || !live_views.empty();
   if (rekey_allocs) {
     vpmm_status rs = record_event(s, &last);
     if (rs == VPMM_ERR_INVALID_ARGUMENT && backend_->device_sync() == VPMM_OK) {
@@ -794,7 +793,6 @@ vpmm_status Pool::stream_retire(Stream s) {
   }
   if (rekey_allocs) {
     for (uint64_t va : allocs) {
-      if (va == UINT64_MAX) continue;
       Region& r = m_.find(va)->second;  // not indexed by stream: changed in place
       r.stream = key;
       r.event = last;

@@ -305,7 +305,7 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status map_view_steps(ViewTransit* t);
   void commit_view(ViewTransit* t, const Attrs& a, uint64_t requested);
   void abandon_view(ViewTransit* t);
-  void free_view(uint64_t va, View& v, Stream s);
+  void free_view(View& v, Stream s);
   // Whether a slot's handle lies whole in a free region at its home.
   bool usable_by(Region& r, Stream s);
   bool home_free(const ViewSlot& slot, Stream s);

@@ -459,7 +459,7 @@ vpmm_status Pool::view_malloc(uint64_t bytes, Stream s, uint64_t requested, cons
 // Free, forget, evict
 // ---------------------------------------------------------------------------
 
-void Pool::free_view(uint64_t va, View& v, Stream s) {
+void Pool::free_view(View& v, Stream s) {
   const uint64_t seq = ++m_.stream(s).free_seq;
   for (size_t k = 0; k < v.n_lent; ++k) {
     RegionIt r = m_.find(m_.primary_va_of(v.slots[k].handle));
@@ -481,7 +481,6 @@ void Pool::free_view(uint64_t va, View& v, Stream s) {
   v.last_free.stream = s;
   v.last_free.seq = seq;
   v.last_use = views_.tick();
-  (void)va;
 }
 
 // Before a handle is released its mappings in views go: released while

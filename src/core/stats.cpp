@@ -29,11 +29,8 @@ void Pool::stats(vpmm_stats* out) {
   s.requested_bytes = c_.requested;
   s.free_bytes = t.free + t.moving + small_empty;
   s.hole_bytes = t.hole;
-  for (const auto& kv : views_.all()) {  // a view's VA without its allocation: a hole (snapshot)
-    uint64_t held = 0;
-    for (size_t k = 0; k < kv.second.n_lent; ++k) held += kv.second.slots[k].size;
-    s.hole_bytes += kv.second.size - held;
-  }
+  for (const auto& kv : views_.all())  // a view's VA without its allocation: a hole (snapshot)
+    s.hole_bytes += kv.second.size - kv.second.held();
   s.zombie_bytes = t.zombie;
   s.peak_mapped_bytes = c_.peak_mapped;
   s.peak_live_bytes = c_.peak_live;
@@ -138,8 +135,7 @@ std::vector<vpmm_region_info> Pool::snapshot() {
       out.push_back(x);
       continue;
     }
-    uint64_t held = 0;
-    for (size_t k = 0; k < v.n_lent; ++k) held += v.slots[k].size;
+    const uint64_t held = v.held();
     vpmm_region_info x;
     std::memset(&x, 0, sizeof x);
     x.struct_size = sizeof x;

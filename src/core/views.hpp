@@ -44,6 +44,13 @@ struct View {
   Region last_free;               // idle: its free point (kind Free, stream, seq, event): what
                                   // must complete before one of its mappings may go
   uint64_t last_use = 0;          // the table's clock at its last malloc or free
+
+  // Bytes of the slots the live allocation holds (0 when idle).
+  uint64_t held() const {
+    uint64_t n = 0;
+    for (size_t k = 0; k < n_lent; ++k) n += slots[k].size;
+    return n;
+  }
 };
 
 class ViewTable {
