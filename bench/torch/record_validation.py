@@ -11,6 +11,9 @@ beside the shipped traces (a policy tuned on one trace must hold on others):
                (torch.utils.checkpoint), variable-length batches
   resnet       torchvision ResNet-50, channels-last, bf16 autocast, SGD,
                batch sizes 32-160
+  gpt2_random  GPT-2 small as above, a new random batch (4-24) and sequence
+               length (128-1024) at every step: a loop that never repeats
+               its shapes exactly
 
   python3 bench/torch/record_validation.py OUTDIR [name ...]
 
@@ -31,7 +34,7 @@ import gpt  # noqa: E402
 import moe  # noqa: E402
 
 out_dir = sys.argv[1]
-names = sys.argv[2:] or ["llama", "gpt2", "moe_small", "gpt_ckpt", "resnet"]
+names = sys.argv[2:] or ["llama", "gpt2", "moe_small", "gpt_ckpt", "resnet", "gpt2_random"]
 os.makedirs(out_dir, exist_ok=True)
 CYCLES = 3
 
@@ -89,6 +92,26 @@ def gpt2():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     shapes = [(16, 512), (8, 1024), (32, 256), (12, 640), (24, 384), (6, 1024)]
     return lm_steps(model, opt, shapes, 50257, autocast=True)
+
+
+def gpt2_random():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config(n_positions=1024)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    rng = random.Random(11)
+    # Eight steps a cycle, each with shapes drawn afresh (record() runs the
+    # list CYCLES times, so every step of every cycle draws its own).
+    gen = torch.Generator(device="cuda").manual_seed(5)
+
+    def step():
+        batch, seq = rng.randint(4, 24), rng.randint(128, 1024)
+        idx = torch.randint(0, 50257, (batch, seq), device="cuda", generator=gen)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(input_ids=idx, labels=idx)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return [step] * 8
 
 
 def moe_small():
