@@ -2,9 +2,14 @@
 # The layering rules of docs/ARCHITECTURE (data flows down, never up), checked
 # by grep so that a violation fails the unit suite rather than a review:
 #   common/   the bottom layer: includes nothing of the library but vpmm.h
-#   backend/  may include common/ and backend/ only, never core/ or api/
+#   backend/  may include common/ and backend/ only, never config/, core/ or api/
+#   config/   the option table and PoolOptions: common/, config/ and of the
+#             backends only the interface (backend/backend.hpp, whose
+#             granularity and memory resolve the defaults); never the core,
+#             so the core reads its options from below
 #   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
 #             and of the backends only the interface (backend/backend.hpp);
+#             of config/ only PoolOptions and the defaults, never the table;
 #             inside it, modules include only lower modules (core_rank below)
 #   ipc/      status pages, sockets and pidfds of exports and imports: may
 #             include common/, ipc/ and the interfaces it implements
@@ -37,8 +42,10 @@ report() {  # $1 = rule, $2 = offending lines
   fi
 }
 
-report "src/common/ includes a higher layer" "$(scan "$src/common" '#[[:space:]]*include[[:space:]]*["<](core|backend|api|hooks)/')"
-report "src/backend/ includes the core, the C API or the hooks" "$(scan "$src/backend" '#[[:space:]]*include[[:space:]]*["<]((\.\./)*core|api|hooks)/')"
+report "src/common/ includes a higher layer" "$(scan "$src/common" '#[[:space:]]*include[[:space:]]*["<](config|core|backend|api|hooks)/')"
+report "src/backend/ includes the configuration, the core, the C API or the hooks" "$(scan "$src/backend" '#[[:space:]]*include[[:space:]]*["<]((\.\./)*(config|core)|api|hooks)/')"
+report "src/config/ includes more than common/, config/ and backend/backend.hpp" "$(scan "$src/config" '#[[:space:]]*include[[:space:]]*["<](core|ipc|api|hooks|preload|backend)/' | grep -v '"backend/backend.hpp"')"
+report "src/core/ includes the option table (config/config.hpp): PoolOptions and the defaults are its door" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"config/' | grep -vE '"config/(pool_options|defaults)\.hpp"')"
 report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](cuda|cuda_runtime|hip/[a-z_]*|dlfcn|fcntl|unistd|sys/[a-z_]*|linux/[a-z_]*)\.h[">]')"
 report "src/core/ includes the ipc layer or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|api|hooks)/')"
 # ipc/: the operating system's side of sharing memory between processes
@@ -60,13 +67,12 @@ done
 # capacity calls, stats); they are one module. Rank, lowest first:
 core_rank() {
   case "$1" in
-    defaults|layout) echo 0 ;;
+    layout) echo 0 ;;
     regions|tags|capacity|backup) echo 1 ;;
     small|backup_store|ipc|views) echo 2 ;;
     backups) echo 3 ;;
     pause_pipeline|pause_stage) echo 4 ;;
     pool|defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo 5 ;;
-    config) echo 6 ;;
     *) echo unknown ;;
   esac
 }
@@ -95,6 +101,6 @@ for f in "$src"/core/*.hpp "$src"/core/*.cpp; do
 done
 
 if [ "$bad" -eq 0 ]; then
-  echo "layering: common <- backend <- core <- ipc <- api <- hooks, preload: no violations"
+  echo "layering: common <- backend <- config <- core <- ipc <- api <- hooks, preload: no violations"
 fi
 exit "$bad"

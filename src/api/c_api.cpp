@@ -17,7 +17,7 @@
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "core/backup_store.hpp"
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "core/layout.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"

@@ -1,7 +1,7 @@
 // The option table and the public structs' layouts through the C ABI
 // (vpmm_option_*, vpmm_struct_*), so that bindings and tools read names,
 // defaults, field offsets and sizes from the library instead of copying them.
-// Concern: exporting facts only; the table itself lives in core/config.cpp and
+// Concern: exporting facts only; the table itself lives in config/config.cpp and
 // the layouts come from offsetof/sizeof of this build. Nothing here allocates
 // or keeps state: every function is thread safe.
 //
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "common/status.hpp"
 #include "vpmm.h"
 

@@ -3,12 +3,12 @@
 // treated, the LD_PRELOAD interposer), each defined once here with its
 // default, its help and its parser.
 //
-// Why here and not in the core's option table (core/config.cpp): the backends
+// Why here and not in the option table (config/config.cpp): the backends
 // read these when they load a driver, outside and before any pool, and a
-// backend may not include the core. The core's table lists every row of this
-// one after its pool options, so vpmm_option_get, `vpmm info` and
-// docs/options.md show them like any option; no VPMM_* variable is read
-// other than through setting_text() here or the core's table.
+// backend may not include the configuration layer above it. The table lists
+// every row of this one among its pool options, so vpmm_option_get,
+// `vpmm info` and docs/options.md show them like any option; no VPMM_*
+// variable is read other than through setting_text() here or the table.
 #pragma once
 
 #include <cstddef>

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/status.hpp"
-#include "core/defaults.hpp"
+#include "config/defaults.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "config/pool_options.hpp"
 #include "core/capacity.hpp"
 #include "core/ipc.hpp"
 #include "core/regions.hpp"
@@ -101,22 +102,6 @@ constexpr size_t kHandleOpsPerCall = 24;
 // would double the call's driver work.
 constexpr size_t kWholeMoveExtraHandles = 8;
 
-struct PoolOptions {
-  uint64_t page_size = 0;
-  uint64_t va_size = 0;
-  uint64_t initial_pages = 0;
-  uint64_t max_handle_size = 0;  // 0 = scaled handles; kUnlimitedHandle = one per growth
-  uint64_t small_size = 0;       // requests <= this use the small allocator
-  uint64_t large_rounding = 0;   // untagged larger requests round up to this (0 = page_size: whole pages)
-  uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
-  uint64_t backup_pinned_limit = 0;  // most pinned bytes held for backups (0 = none)
-  uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
-  uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
-  uint64_t device_total = 0;       // device memory (capacity when there is no limit)
-  double watermark_trigger = kDefaultWatermarkTrigger, watermark_stop = kDefaultWatermarkStop;
-  double remap_slack = kDefaultRemapSlack;  // 0 = page-exact (always remap)
-  uint64_t view_min_size = 0;  // smallest request a view may serve (0 = no views)
-};
 
 struct PoolCounters {
   uint64_t n_malloc = 0, n_free = 0, n_defrag = 0, n_grow = 0;

@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/defaults.hpp"
+#include "config/defaults.hpp"
 #include "core/regions.hpp"
 
 namespace vpmm {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "core/defaults.hpp"
+#include "config/defaults.hpp"
 
 namespace vpmm {
 

@@ -18,7 +18,7 @@
 #include "backend/fault/fault_backend.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
-#include "core/config.hpp"
+#include "config/config.hpp"
 #include "core/pool.hpp"
 #include "pool_util.hpp"
 

@@ -18,8 +18,8 @@
 
 #include "backend/backend.hpp"
 #include "common/settings.hpp"
-#include "core/defaults.hpp"
-#include "core/pool.hpp"
+#include "config/defaults.hpp"
+#include "config/pool_options.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

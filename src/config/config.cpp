@@ -1,7 +1,7 @@
 // Configuration defaults, environment parsing and validation (see config.hpp).
 // A malformed variable is never replaced by a default: the caller learns of
 // it from vpmm_pool_create, with the variable and its value in the message.
-#include "core/config.hpp"
+#include "config/config.hpp"
 
 #include <cctype>
 #include <cinttypes>
