@@ -458,7 +458,12 @@ VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_st
 /* Free a pointer returned by vpmm_pool_malloc(_ex) of this pool, in the
  * order of `stream`: work queued on `stream` before this call may still use
  * the memory; the pool only reuses it on another stream after that work
- * completes. NULL ptr is a no-op (VPMM_OK). A paused allocation may be
+ * completes. Freed on a stream other than the one it was allocated on, it
+ * also waits for earlier work of the allocating stream that may still use
+ * it (the pool may have handed it out on that stream while such work was
+ * queued): `stream` waits for that work on the GPU (counted in
+ * n_stream_waits); the CPU never does. NULL ptr is a
+ * no-op (VPMM_OK). A paused allocation may be
  * freed: its backup is dropped.
  * Errors: UNKNOWN_POINTER (not from this pool, already freed, or an
  * interior pointer), BACKEND. Thread safe. */

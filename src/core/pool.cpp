@@ -393,6 +393,10 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
   live.requested = requested;
   live.tag = a.tag;
   live.flags = a.flags;
+  // Memory this stream freed (or a span made of it) may still be in use by
+  // work queued here before: safe for this allocation by stream order, not
+  // for another stream it is freed on (free_pages).
+  if (r->second.stream == s) live.seq = r->second.seq;
   m_.retag(r, live);
   note_peaks();
   // Same-stream harvests often have completed events already: unmap their old
@@ -437,6 +441,7 @@ size_t Pool::count_small_regions() const {
 
 void Pool::free_pages(RegionIt it, Stream s) {
   if (it->second.backup) drop_backup(it->second);  // retained, or a disk file
+  if (s != it->second.stream) order_after_alloc_stream(it->second, s);
   Region fr;
   fr.size = it->second.size;
   fr.kind = Kind::Free;
@@ -449,6 +454,37 @@ void Pool::free_pages(RegionIt it, Stream s) {
   if (it->second.event && s == it->second.stream) fr.event = it->second.event;
   m_.retag(it, fr);
   m_.coalesce(it);
+}
+
+// The allocation's memory may still be used by work of its allocating
+// stream a queued before it was handed out (a's own earlier frees, or a
+// Phase 2 wait inserted on a): stream order protects the allocation, but
+// a free on s would key the memory to s alone, whose event may complete
+// before that work runs, and a third stream would take the memory under it.
+// So s's later work waits for a's point on the GPU (the CPU never blocks),
+// and s's free point then covers it. Costs nothing when the allocation
+// inherited nothing pending, which a same-stream reuse after a completed
+// event or any fresh memory is.
+void Pool::order_after_alloc_stream(const Region& live, Stream s) {
+  EventRef ev = live.event;  // a retired allocating stream's last point
+  if (!ev && live.seq != 0) {
+    Region point;
+    point.kind = Kind::Free;
+    point.stream = live.stream;
+    point.seq = live.seq;
+    if (event_of(point, &ev) != VPMM_OK) {
+      // No event to order by: wait for the whole device rather than risk it.
+      backend_->device_sync();
+      return;
+    }
+  }
+  bool done = false;
+  if (!ev || (query(ev, &done) == VPMM_OK && done)) return;
+  if (backend_->stream_wait(s, ev->handle()) == VPMM_OK) {
+    ++c_.n_stream_waits;
+    return;
+  }
+  wait(ev);  // the GPU-side wait failed: the CPU waits instead
 }
 
 // ---------------------------------------------------------------------------

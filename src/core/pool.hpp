@@ -238,6 +238,10 @@ class Pool final : private SlabSource, private HandleOps {
                           uint64_t* view_va = nullptr);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
+  // A free on stream s of memory allocated on another stream: s's later
+  // work waits (on the GPU) for what the allocating stream's work may still
+  // do to that memory, so that s's free point covers it (see free_pages).
+  void order_after_alloc_stream(const Region& live, Stream s);
 
   // Phase 0: unmaps the old VAs of zombies whose events completed (at most
   // `budget` handles) and turns them into holes. With a window the unmaps run

@@ -420,6 +420,9 @@ void Pool::commit_view(ViewTransit* t, const Attrs& a, uint64_t requested) {
   v->live.id = next_id_++;
   v->live.requested = requested;
   v->live.flags = a.flags;
+  // As alloc_pages: homes this stream freed may still be in use by its work.
+  for (const auto& l : t->lends)
+    if (l.original.stream == t->stream) v->live.seq = std::max(v->live.seq, l.original.seq);
   ++c_.n_view_malloc;
   uint64_t mapped = 0;
   for (size_t k : t->maps) mapped += t->slots[k].size;
@@ -460,6 +463,7 @@ vpmm_status Pool::view_malloc(uint64_t bytes, Stream s, uint64_t requested, cons
 // ---------------------------------------------------------------------------
 
 void Pool::free_view(View& v, Stream s) {
+  if (s != v.live.stream) order_after_alloc_stream(v.live, s);
   const uint64_t seq = ++m_.stream(s).free_seq;
   for (size_t k = 0; k < v.n_lent; ++k) {
     RegionIt r = m_.find(m_.primary_va_of(v.slots[k].handle));

@@ -75,7 +75,9 @@ struct Region {
   uint32_t chunk = 0;
   Stream stream = nullptr;  // live/small: allocating stream; free: freeing stream
   uint64_t id = 0;          // free: creation order (split leftovers keep it); live: alloc order
-  uint64_t seq = 0;         // free: the stream's free sequence at free time (0 = never used)
+  uint64_t seq = 0;         // free: the stream's free sequence at free time (0 = never used);
+                            // live: that of the memory it was given on its own stream, whose
+                            // work before that free may still be running (0 = none)
   EventRef event;           // free/zombie: materialised event (may be null for free: lazy)
   uint64_t requested = 0;   // live: bytes asked for
   void* owner = nullptr;    // small: the Slab serving this region

@@ -1,0 +1,255 @@
+// Defects a second adversarial review of the public API found (pool core:
+// cross-stream frees, the limit and cached slabs, views, failed creation),
+// one test each, on the host backend: every test here failed before its
+// fix. The backup directory's defects are in test_backup_dir.cpp, the grown
+// structs' in test_struct_sizes.cpp; docs/misuse.md has a row for each
+// misuse among them.
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "check.hpp"
+#include "pool_util.hpp"
+#include "vpmm_host_streams.h"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+
+vpmm_pool* host_pool(uint64_t limit_pages = 0, uint64_t small_size = 1, uint64_t view_min_pages = 0) {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = kPage;
+  c.va_size = 512 * kPage;
+  c.host_capacity = 64ull << 20;
+  c.memory_limit = limit_pages * kPage;
+  c.small_size = small_size;
+  c.remap_slack = -1;  // page-exact: what moves is what the tests say
+  if (view_min_pages) c.view_min_size = view_min_pages * kPage;
+  vpmm_pool* p = nullptr;
+  if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
+  return p;
+}
+
+// A host "kernel": writes its block when its (held) stream is released.
+struct Stamp {
+  void* block;
+  uint64_t bytes;
+  int byte;
+  std::atomic<int> ran{0};
+};
+void stamp(void* user) {
+  auto* k = static_cast<Stamp*>(user);
+  std::memset(k->block, k->byte, k->bytes);
+  k->ran = 1;
+}
+// Fills with vt::fill's pattern on the stream (the user's own use of its memory).
+struct Fill {
+  void* block;
+  uint64_t bytes;
+  uint64_t seed;
+};
+void fill_on_stream(void* user) {
+  auto* f = static_cast<Fill*>(user);
+  vt::fill(f->block, f->bytes, f->seed);
+}
+
+// C's own work runs now unless C waits for A (held): then a synchronize
+// says WRONG_STATE instead of blocking. Either way, no race decides the test.
+void run_unless_waiting(vpmm_stream c) {
+  const vpmm_status st = vpmm_host_stream_synchronize(c);
+  CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE);
+}
+
+// The late-kernel scenario of item 9: memory that stream A freed with A's
+// work pending is taken again on A by `take_on_a` (which never uses it),
+// freed on B, then taken on C. A's late write must not land in C's data.
+void cross_stream_case(vpmm_pool* p, uint64_t bytes, void* (*take_on_a)(vpmm_pool*, uint64_t, vpmm_stream)) {
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &a));
+  CHECK_OK(vpmm_pool_stream_create(p, &b));
+  CHECK_OK(vpmm_pool_stream_create(p, &c));
+  void* first = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, bytes, a, &first));
+  Stamp late{first, bytes, 0x5a};
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &late));  // A's work on the first allocation, pending
+  CHECK_OK(vpmm_pool_free(p, first, a));
+  void* again = take_on_a(p, bytes, a);  // stream order on A makes this safe: never used
+  CHECK(again != nullptr);
+  CHECK_OK(vpmm_pool_free(p, again, b));  // B never used it either: B's event completes at once
+  void* mine = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, bytes, c, &mine));
+  Fill f{mine, bytes, 3};
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f));  // C's data, written on C
+  run_unless_waiting(c);
+  CHECK_OK(vpmm_host_stream_release(a));  // A's late kernel runs
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK_EQ(late.ran.load(), 1);
+  CHECK(vt::verify(mine, bytes, 3));  // A's 0x5a did not overwrite C's bytes
+  CHECK_OK(vpmm_pool_free(p, mine, c));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_stream_destroy(p, a));
+  CHECK_OK(vpmm_pool_stream_destroy(p, b));
+  CHECK_OK(vpmm_pool_stream_destroy(p, c));
+}
+
+void* take_plain(vpmm_pool* p, uint64_t bytes, vpmm_stream s) {
+  void* out = nullptr;
+  return vpmm_pool_malloc(p, bytes, s, &out) == VPMM_OK ? out : nullptr;
+}
+
+}  // namespace
+
+TEST("35.9: memory freed on A with A's work pending, reused on A, freed on B is not C's until A's work ran") {
+  vpmm_pool* p = host_pool();
+  CHECK(p != nullptr);
+  cross_stream_case(p, 4 * kPage, take_plain);
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.9: the same through a Phase 2 span built on A's pending pages") {
+  vpmm_pool* p = host_pool();
+  CHECK(p != nullptr);
+  // A's pending 4 pages lie in two pieces around a live page: the 4-page
+  // malloc on A remaps them into one span (Phase 2, no wait on its own stream).
+  auto take_span = [](vpmm_pool* pool, uint64_t bytes, vpmm_stream s) -> void* {
+    (void)bytes;
+    void* out = nullptr;
+    return vpmm_pool_malloc(pool, 4 * kPage, s, &out) == VPMM_OK ? out : nullptr;
+  };
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &a));
+  CHECK_OK(vpmm_pool_stream_create(p, &b));
+  CHECK_OK(vpmm_pool_stream_create(p, &c));
+  void* x = take_plain(p, 2 * kPage, a);
+  void* wall = take_plain(p, kPage, a);
+  void* y = take_plain(p, 2 * kPage, a);
+  void* end = take_plain(p, kPage, a);
+  CHECK(x && wall && y && end);
+  Stamp lx{x, 2 * kPage, 0x5a}, ly{y, 2 * kPage, 0x5a};
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &lx));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &ly));
+  CHECK_OK(vpmm_pool_free(p, x, a));
+  CHECK_OK(vpmm_pool_free(p, y, a));
+  vpmm_stats before = vt::stats(p);
+  void* span = take_span(p, 4 * kPage, a);
+  CHECK(span != nullptr);
+  CHECK(vt::stats(p).n_defrag > before.n_defrag);  // the pages moved into one span
+  CHECK_OK(vpmm_pool_free(p, span, b));
+  void* mine = take_plain(p, 4 * kPage, c);
+  CHECK(mine != nullptr);
+  Fill f{mine, 4 * kPage, 3};
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f));
+  run_unless_waiting(c);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK(vt::verify(mine, 4 * kPage, 3));
+  for (void* q : {mine, wall, end}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_pool_stream_destroy(p, s));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.9: the same through a view assembled from A's pending pages") {
+  vpmm_pool* p = host_pool(0, 1, /*view_min_pages=*/4);
+  CHECK(p != nullptr);
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &a));
+  CHECK_OK(vpmm_pool_stream_create(p, &b));
+  CHECK_OK(vpmm_pool_stream_create(p, &c));
+  void* x = take_plain(p, 2 * kPage, a);
+  void* wall = take_plain(p, kPage, a);
+  void* y = take_plain(p, 2 * kPage, a);
+  void* end = take_plain(p, kPage, a);
+  CHECK(x && wall && y && end);
+  Stamp lx{x, 2 * kPage, 0x5a}, ly{y, 2 * kPage, 0x5a};
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &lx));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &ly));
+  CHECK_OK(vpmm_pool_free(p, x, a));
+  CHECK_OK(vpmm_pool_free(p, y, a));
+  vpmm_stats before = vt::stats(p);
+  void* view = take_plain(p, 4 * kPage, a);  // A's pending pages, where they lie
+  CHECK(view != nullptr);
+  CHECK_EQ(vt::stats(p).n_view_malloc, before.n_view_malloc + 1);
+  CHECK_OK(vpmm_pool_free(p, view, b));
+  void* m1 = take_plain(p, 2 * kPage, c);
+  void* m2 = take_plain(p, 2 * kPage, c);
+  CHECK(m1 && m2);
+  Fill f1{m1, 2 * kPage, 3}, f2{m2, 2 * kPage, 4};
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f1));
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f2));
+  run_unless_waiting(c);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK(vt::verify(m1, 2 * kPage, 3));
+  CHECK(vt::verify(m2, 2 * kPage, 4));
+  for (void* q : {m1, m2, wall, end}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_pool_stream_destroy(p, s));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.9: a free on the allocating stream adds no wait (the cross-stream fix costs nothing there)") {
+  vpmm_pool* p = host_pool();
+  CHECK(p != nullptr);
+  vpmm_stream a = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &a));
+  void* first = take_plain(p, 4 * kPage, a);
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_pool_free(p, first, a));
+  const vpmm_stats before = vt::stats(p);
+  void* again = take_plain(p, 4 * kPage, a);
+  CHECK_EQ(again, first);
+  CHECK_OK(vpmm_pool_free(p, again, a));
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.n_stream_waits, before.n_stream_waits);
+  CHECK_EQ(after.n_events_recorded, before.n_events_recorded);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_pool_stream_destroy(p, a));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.9: the same when the allocating stream was retired before the free on B") {
+  vpmm_pool* p = host_pool();
+  CHECK(p != nullptr);
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&a));  // the caller's stream: retired, then destroyed by the caller
+  CHECK_OK(vpmm_pool_stream_create(p, &b));
+  CHECK_OK(vpmm_pool_stream_create(p, &c));
+  void* first = take_plain(p, 4 * kPage, a);
+  Stamp late{first, 4 * kPage, 0x5a};
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_host_stream_launch(a, stamp, &late));
+  CHECK_OK(vpmm_pool_free(p, first, a));
+  void* again = take_plain(p, 4 * kPage, a);
+  CHECK_EQ(again, first);
+  CHECK_OK(vpmm_pool_stream_retire(p, a));  // its allocations keep a's last point
+  CHECK_OK(vpmm_pool_free(p, again, b));
+  void* mine = take_plain(p, 4 * kPage, c);
+  CHECK(mine != nullptr);
+  Fill f{mine, 4 * kPage, 3};
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f));
+  run_unless_waiting(c);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK(vt::verify(mine, 4 * kPage, 3));
+  CHECK_OK(vpmm_pool_free(p, mine, c));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_host_stream_destroy(a));
+  CHECK_OK(vpmm_pool_stream_destroy(p, b));
+  CHECK_OK(vpmm_pool_stream_destroy(p, c));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST_MAIN()
