@@ -30,6 +30,7 @@ CASES = {
     "replay_walkthrough_a": (["replay"] + WALK + ["--pages", "23", "traces/walkthrough_a.trace"], []),
     "replay_walkthrough_c_verbose": (["replay"] + WALK + ["--pages", "15", "--verbose", "--dump",
                                                           "traces/walkthrough_c.trace"], []),
+    "replay_header_flags_dump": (["replay", "--backend", "host", "--dump", "traces/walkthrough_c.trace"], []),
     "replay_training_trace": (["replay", "--backend", "host", "--check", "--release-all",
                                "traces/training.trace"], []),
     "replay_multistream_remaps": (["replay", "--backend", "host", "--log-remaps",
