@@ -78,8 +78,10 @@ double steady_remap_share(const vpmm_stats& end, const vpmm_stats& half, uint64_
 // Where the pool's driver work went: all of it, and the second half alone.
 void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t peak_requested) {
   auto share = [&](uint64_t b) { return peak_requested ? 100.0 * double(b) / double(peak_requested) : 0.0; };
-  std::printf("  remapped          %s in all (%.1f%% of peak requested), %s in the second half (%.1f%%: "
-              "a loop in steady state remaps little)\n",
+  // Shares of peak requested may exceed 100% (a loop that rebuilds its
+  // spans at every step): the line states them and does not judge them
+  // (docs/trace-format.md says what a steady state looks like).
+  std::printf("  remapped          %s in all (%.1f%% of peak requested); %s of it in the second half (%.1f%%)\n",
               fmt_bytes(end.bytes_remapped).c_str(), share(end.bytes_remapped),
               fmt_bytes(end.bytes_remapped - half.bytes_remapped).c_str(),
               share(end.bytes_remapped - half.bytes_remapped));
@@ -176,7 +178,7 @@ bool reserved_after_events(const std::string& path, int device, uint64_t start, 
 // allocator reserved (snapshots only), what libvpmm mapped replaying the same
 // allocations, and the live bytes, which no allocator can go below.
 void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved, uint64_t vpmm_mapped,
-                 uint64_t live, bool heading) {
+                 uint64_t requested, bool heading) {
   if (heading) std::printf("%s\n", path.c_str());
   const uint64_t base = snapshot && torch_reserved ? torch_reserved : 0;
   auto row = [&](const char* what, uint64_t v, const char* note) {
@@ -188,7 +190,7 @@ void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved
   std::printf("  peaks%s\n", base ? "                        bytes   / PyTorch" : "");
   if (snapshot) row("PyTorch reserved", torch_reserved, "what PyTorch's allocator held (segment events)");
   row("libvpmm mapped", vpmm_mapped, "what libvpmm would map (this replay)");
-  row("live (allocated)", live, "tensors alive at once: no allocator maps less");
+  row("requested", requested, "bytes alive at once, as asked for: no allocator maps less");
   if (base) {
     const double pct = 100.0 * (double(base) - double(vpmm_mapped)) / double(base);
     if (vpmm_mapped <= base)
@@ -526,8 +528,11 @@ class TraceReplay {
                 trace_.skipped_failures ? (", " + std::to_string(trace_.skipped_failures) +
                                            " RMM failures/zero-size skipped").c_str() : "");
     std::printf("  replay time       %.1f ms%s\n", ms_, o_.check ? " (with --check)" : "");
-    std::printf("  peak requested    %s\n", fmt_bytes(res_.peak_requested).c_str());
-    std::printf("  peak live         %s\n", fmt_bytes(s.peak_live_bytes).c_str());
+    // Two peaks of the same allocations: as asked for, and as the pool holds
+    // them (rounded to its granularity); the peaks table below shows the first.
+    std::printf("  peak requested    %s (bytes alive at once, as asked for)\n", fmt_bytes(res_.peak_requested).c_str());
+    std::printf("  peak live         %s (the same allocations as the pool holds them, rounded)\n",
+                fmt_bytes(s.peak_live_bytes).c_str());
     std::printf("  peak mapped       %s\n", fmt_bytes(s.peak_mapped_bytes).c_str());
     std::printf("  fragmentation     %.3f (peak mapped / peak live); peak mapped / peak requested %.3f\n", frag,
                 res_.peak_requested ? double(s.peak_mapped_bytes) / double(res_.peak_requested) : 0.0);
