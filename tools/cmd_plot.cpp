@@ -324,6 +324,18 @@ bool write_svg(const std::string& out, const std::string& in, const Timeline& t)
   return true;
 }
 
+// One line on success, so that the user knows where the chart went and
+// what it shows.
+void report_written(const std::string& out, const Timeline& t) {
+  std::string peaks;
+  for (const Series& s : t.series)
+    peaks += std::string(peaks.empty() ? "" : ", ") + s.label + " " +
+             fmt_bytes(static_cast<uint64_t>(*std::max_element(s.y.begin(), s.y.end())));
+  std::printf("vpmm plot: wrote %s (%s%zu ops; peaks: %s)\n", out.c_str(),
+              t.trace.empty() ? "" : ("trace " + t.trace + ", ").c_str(), static_cast<size_t>(t.xs.back()),
+              peaks.c_str());
+}
+
 }  // namespace
 
 int cmd_plot(int argc, char** argv) {
@@ -331,7 +343,9 @@ int cmd_plot(int argc, char** argv) {
   if (int rc = parse_plot_args(argc, argv, &p)) return rc;
   Timeline t;
   if (!read_timeline(p.in, p.want_trace, &t)) return 1;
-  return write_svg(p.out, p.in, t) ? 0 : 1;
+  if (!write_svg(p.out, p.in, t)) return 1;
+  report_written(p.out, t);
+  return 0;
 }
 
 
