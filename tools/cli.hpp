@@ -57,7 +57,7 @@ struct ArgCursor {
 int cmd_info(int argc, char** argv);
 int cmd_replay(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
-// `vpmm replay --help`'s option list (also printed by `vpmm help`).
+// `vpmm replay --help`'s option list.
 extern const char* const kReplayHelp;
 
 }  // namespace vcli

@@ -78,8 +78,10 @@ double steady_remap_share(const vpmm_stats& end, const vpmm_stats& half, uint64_
 // Where the pool's driver work went: all of it, and the second half alone.
 void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t peak_requested) {
   auto share = [&](uint64_t b) { return peak_requested ? 100.0 * double(b) / double(peak_requested) : 0.0; };
-  std::printf("  remapped          %s in all (%.1f%% of peak requested), %s in the second half (%.1f%%: "
-              "a loop in steady state remaps little)\n",
+  // Shares of peak requested may exceed 100% (a loop that rebuilds its
+  // spans at every step): the line states them and does not judge them
+  // (docs/trace-format.md says what a steady state looks like).
+  std::printf("  remapped          %s in all (%.1f%% of peak requested); %s of it in the second half (%.1f%%)\n",
               fmt_bytes(end.bytes_remapped).c_str(), share(end.bytes_remapped),
               fmt_bytes(end.bytes_remapped - half.bytes_remapped).c_str(),
               share(end.bytes_remapped - half.bytes_remapped));
@@ -176,7 +178,7 @@ bool reserved_after_events(const std::string& path, int device, uint64_t start, 
 // allocator reserved (snapshots only), what libvpmm mapped replaying the same
 // allocations, and the live bytes, which no allocator can go below.
 void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved, uint64_t vpmm_mapped,
-                 uint64_t live, bool heading) {
+                 uint64_t requested, bool heading) {
   if (heading) std::printf("%s\n", path.c_str());
   const uint64_t base = snapshot && torch_reserved ? torch_reserved : 0;
   auto row = [&](const char* what, uint64_t v, const char* note) {
@@ -188,7 +190,7 @@ void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved
   std::printf("  peaks%s\n", base ? "                        bytes   / PyTorch" : "");
   if (snapshot) row("PyTorch reserved", torch_reserved, "what PyTorch's allocator held (segment events)");
   row("libvpmm mapped", vpmm_mapped, "what libvpmm would map (this replay)");
-  row("live (allocated)", live, "tensors alive at once: no allocator maps less");
+  row("requested", requested, "bytes alive at once, as asked for: no allocator maps less");
   if (base) {
     const double pct = 100.0 * (double(base) - double(vpmm_mapped)) / double(base);
     if (vpmm_mapped <= base)
@@ -200,20 +202,31 @@ void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved
   }
 }
 
-// One trace on one fresh pool. Returns 0, or 1 after printing why not.
-int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
+// What was read from one TRACE argument: the trace, and for a PyTorch
+// snapshot its own facts and, when a timeline is written, PyTorch's reserved
+// bytes after each event.
+struct Input {
   vtrace::Trace trace;
-  std::string err;
+  bool snapshot = false;
+  vtrace::SnapshotFacts facts;
+  double load_ms = 0;
+  std::vector<uint64_t> torch_reserved;
+  size_t prelive_ops = 0;
+};
+
+// A path that is no trace at all (a directory, an executable) is refused
+// before any parser sees it. A snapshot is told apart by its content (a
+// pickle's PROTO or gzip's magic), so a text trace named .pickle still reads
+// as one. Returns false after printing why.
+bool refuse_non_trace(const std::string& path, bool* snapshot) {
   struct stat st_path;
   if (stat(path.c_str(), &st_path) == 0 && S_ISDIR(st_path.st_mode)) {
     std::fprintf(stderr, "vpmm replay: %s: is a directory; give a trace file (a .trace, an RMM log or a "
                  "PyTorch snapshot .pickle[.gz])\n", path.c_str());
-    return 1;
+    return false;
   }
-  // A snapshot is told apart by its content (a pickle's PROTO or gzip's
-  // magic), so a text trace named .pickle still reads as one.
-  const bool snapshot = vtrace::is_snapshot_file(path);
-  if (!snapshot) {
+  *snapshot = vtrace::is_snapshot_file(path);
+  if (!*snapshot) {
     // A NUL in the first block: an executable, an archive, a core file.
     char head[4096];
     std::ifstream probe(path, std::ios::binary);
@@ -221,262 +234,308 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
     if (std::memchr(head, '\0', static_cast<size_t>(probe.gcount())) != nullptr) {
       std::fprintf(stderr, "vpmm replay: %s: binary data, not a trace (a .trace, an RMM log or a PyTorch "
                    "snapshot .pickle[.gz])\n", path.c_str());
-      return 1;
+      return false;
     }
   }
-  vtrace::SnapshotFacts facts;
-  double load_ms = 0;
-  if (snapshot) {
-    vtrace::SnapshotOptions so;
-    so.device = cmdline.device;
-    auto t0 = std::chrono::steady_clock::now();
-    if (!vtrace::load_snapshot(path, so, &trace, &facts, &err)) {
-      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
-      return 1;
-    }
-    load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  } else if (!vtrace::load_trace(path, &trace, &err)) {
-    std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
-    return 1;
-  }
-  // Nothing to replay is a mistake (an empty or truncated file, the wrong
-  // device), not a result: a replay of it would report zero peaks as a pass.
-  bool any_malloc = false;
-  for (const vtrace::TraceOp& op : trace.ops)
-    if (op.kind == vtrace::OpKind::kMalloc) {
-      any_malloc = true;
-      break;
-    }
-  if (!any_malloc) {
-    if (snapshot)
-      std::fprintf(stderr, "vpmm replay: %s: no allocation on device %d (%" PRIu64 " events of %zu devices "
-                   "recorded); was _record_memory_history on while the program allocated?\n",
-                   path.c_str(), facts.device, facts.events, facts.devices);
-    else
-      std::fprintf(stderr, "vpmm replay: %s: no allocation in the trace (%zu ops); an empty file?\n",
-                   path.c_str(), trace.ops.size());
-    return 1;
-  }
-  // PyTorch's reserved bytes per op, for the timeline.
-  std::vector<uint64_t> torch_reserved;
-  size_t prelive_ops = 0;
-  if (snapshot && timeline) {
-    if (!reserved_after_events(path, facts.device, facts.reserved_at_start, &torch_reserved, &err)) {
-      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
-      return 1;
-    }
-    prelive_ops = facts.prelive_from_frees + facts.prelive_from_segments;
-  }
-  ReplayOpts o = cmdline;
-  std::string header_flags;
-  if (!snapshot && apply_header_flags(path, &o, &header_flags) != 0) return 1;
+  return true;
+}
 
-  vpmm_config c;
-  vpmm_config_init(&c);
-  if (o.backend >= 0) c.backend = o.backend;
-  uint64_t v = 0;
-  if (o.page_size.set) c.page_size = o.page_size.value;
-  // The page size decides `p` sizes (trace and options) and the default host
-  // capacity; when neither option nor environment fixes it, ask a probe pool
-  // of the same backend what its default is.
-  uint64_t page = c.page_size;
-  if (page == 0) {
+// Nothing to replay is a mistake (an empty or truncated file, the wrong
+// device), not a result: a replay of it would report zero peaks as a pass.
+bool refuse_empty(const std::string& path, const Input& in) {
+  for (const vtrace::TraceOp& op : in.trace.ops)
+    if (op.kind == vtrace::OpKind::kMalloc) return true;
+  if (in.snapshot)
+    std::fprintf(stderr, "vpmm replay: %s: no allocation on device %d (%" PRIu64 " events of %zu devices "
+                 "recorded); was _record_memory_history on while the program allocated?\n",
+                 path.c_str(), in.facts.device, in.facts.events, in.facts.devices);
+  else
+    std::fprintf(stderr, "vpmm replay: %s: no allocation in the trace (%zu ops); an empty file?\n",
+                 path.c_str(), in.trace.ops.size());
+  return false;
+}
+
+// Reads `path` into *in. Returns false after printing why not.
+bool load_input(const std::string& path, int device, bool want_timeline, Input* in) {
+  if (!refuse_non_trace(path, &in->snapshot)) return false;
+  std::string err;
+  if (in->snapshot) {
+    vtrace::SnapshotOptions so;
+    so.device = device;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!vtrace::load_snapshot(path, so, &in->trace, &in->facts, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
+      return false;
+    }
+    in->load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  } else if (!vtrace::load_trace(path, &in->trace, &err)) {
+    std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
+    return false;
+  }
+  if (!refuse_empty(path, *in)) return false;
+  // PyTorch's reserved bytes per op, for the timeline.
+  if (in->snapshot && want_timeline) {
+    if (!reserved_after_events(path, in->facts.device, in->facts.reserved_at_start, &in->torch_reserved, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
+      return false;
+    }
+    in->prelive_ops = in->facts.prelive_from_frees + in->facts.prelive_from_segments;
+  }
+  return true;
+}
+
+// The pool's configuration from the options, the environment and the trace:
+// the page size first (it decides `p` sizes, the trace's and the options'),
+// then the sizes, then a host capacity that is never the reason a replay
+// fails. *page receives the page size. Returns false after printing why not.
+bool pool_config(const std::string& path, const ReplayOpts& o, const Input& in, vpmm_config* c,
+                 uint64_t* page) {
+  vpmm_config_init(c);
+  if (o.backend >= 0) c->backend = o.backend;
+  if (o.page_size.set) c->page_size = o.page_size.value;
+  // When neither option nor environment fixes the page size, ask a probe
+  // pool of the same backend what its default is.
+  *page = c->page_size;
+  if (*page == 0) {
     vpmm_pool* probe = nullptr;
-    vpmm_status st = vpmm_pool_create(&c, &probe);
+    vpmm_status st = vpmm_pool_create(c, &probe);
     if (st != VPMM_OK) {
       std::fprintf(stderr, "vpmm replay: %s: cannot create a pool: %s\n", path.c_str(), status_msg(st).c_str());
-      return 1;
+      return false;
     }
     vpmm_config pc;
     get_config(probe, &pc);
-    page = pc.page_size;
+    *page = pc.page_size;
     vpmm_pool_destroy(probe);
   }
   auto resolve = [&](const SizeOpt& s, const char* name, uint64_t* field) {
+    uint64_t v = 0;
     if (!s.set) return true;
-    if (!s.resolve(page, &v)) {
-      std::fprintf(stderr, "vpmm replay: %s overflows with page size %" PRIu64 "\n", name, page);
+    if (!s.resolve(*page, &v)) {
+      std::fprintf(stderr, "vpmm replay: %s overflows with page size %" PRIu64 "\n", name, *page);
       return false;
     }
     *field = v;
     return true;
   };
-  if (!resolve(o.va_size, "--va-size", &c.va_size) ||
-      !resolve(o.max_handle, "--max-handle-size", &c.max_handle_size) ||
-      !resolve(o.small_size, "--small-size", &c.small_size) ||
-      !resolve(o.large_rounding, "--large-rounding", &c.large_rounding) ||
-      !resolve(o.host_capacity, "--host-capacity", &c.host_capacity))
-    return 1;
-  if (o.pages_set) c.initial_pages = o.pages;
+  if (!resolve(o.va_size, "--va-size", &c->va_size) ||
+      !resolve(o.max_handle, "--max-handle-size", &c->max_handle_size) ||
+      !resolve(o.small_size, "--small-size", &c->small_size) ||
+      !resolve(o.large_rounding, "--large-rounding", &c->large_rounding) ||
+      !resolve(o.host_capacity, "--host-capacity", &c->host_capacity))
+    return false;
+  if (o.pages_set) c->initial_pages = o.pages;
   // A snapshot asks what libvpmm would hold under PyTorch, whose hook uses
   // the default pool and its rounding (include/vpmm.h, vpmm_default_pool).
-  if (snapshot && !o.large_rounding.set && !option_set_in_env("large_rounding"))
-    c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
-
-  vtrace::TraceSummary sum;
-  if (!vtrace::summarize_trace(trace.ops, page, &sum, &err)) {
-    std::fprintf(stderr, "vpmm replay: %s:%s\n", path.c_str(), err.c_str());
-    return 1;
-  }
-  // Default host capacity: never the reason a replay fails. The host backend's
-  // memory is a sparse memfd, so a generous figure costs nothing.
+  if (in.snapshot && !o.large_rounding.set && !option_set_in_env("large_rounding"))
+    c->large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
+  // The host backend's memory is a sparse memfd, so a generous figure costs
+  // nothing.
   if (!o.host_capacity.set && !option_set_in_env("host_capacity")) {
-    uint64_t need = peak_rounded(trace.ops, page) + c.initial_pages * page;
-    c.host_capacity = std::max<uint64_t>(8ull << 30, std::min<uint64_t>(need, 1ull << 56) * 4);
+    uint64_t need = peak_rounded(in.trace.ops, *page) + c->initial_pages * *page;
+    c->host_capacity = std::max<uint64_t>(8ull << 30, std::min<uint64_t>(need, 1ull << 56) * 4);
   }
+  return true;
+}
 
-  vpmm_pool* pool = nullptr;
-  vpmm_status st = vpmm_pool_create(&c, &pool);
-  if (st != VPMM_OK) {
-    std::fprintf(stderr, "vpmm replay: %s: cannot create a pool: %s\n", path.c_str(), status_msg(st).c_str());
-    return 1;
-  }
-  vpmm_config eff;
-  get_config(pool, &eff);
-  page = eff.page_size;
+// One trace replayed on one fresh pool: the pool and its streams, the hooks
+// the replay engine calls, and what is printed and checked afterwards. Each
+// step prints its own errors; rc_ collects them.
+class TraceReplay {
+ public:
+  TraceReplay(const std::string& path, const ReplayOpts& o, const std::string& header_flags, const Input& in,
+              const vtrace::TraceSummary& sum, std::FILE* timeline)
+      : path_(path), o_(o), header_flags_(header_flags), in_(in), trace_(in.trace), sum_(sum),
+        timeline_(timeline) {}
 
-  // Trace stream k > 0 is a stream of the pool's backend; 0 is the default.
-  std::map<int, vpmm_stream> streams;
-  streams[0] = nullptr;
-  int rc = 0;
-  for (int s : sum.streams) {
-    if (s == 0) continue;
-    vpmm_stream h = nullptr;
-    if ((st = vpmm_pool_stream_create(pool, &h)) != VPMM_OK) {
-      std::fprintf(stderr, "vpmm replay: %s: cannot create stream %d: %s\n", path.c_str(), s, status_msg(st).c_str());
-      rc = 1;
-      break;
+  // Creates the pool and a backend stream per trace stream. False (after
+  // printing why) when the pool cannot be made; a stream that cannot be made
+  // fails the replay but the pool is still closed by close().
+  bool open(const vpmm_config& c) {
+    vpmm_status st = vpmm_pool_create(&c, &pool_);
+    if (st != VPMM_OK) {
+      std::fprintf(stderr, "vpmm replay: %s: cannot create a pool: %s\n", path_.c_str(), status_msg(st).c_str());
+      return false;
     }
-    streams[s] = h;
-  }
-
-  const std::string name = trace_name(path);
-  auto write_row = [&](size_t op) {
-    vpmm_stats s = stats_of(pool);
-    std::string torch;
-    if (snapshot) {
-      // Pre-live allocations come first, made of events anywhere in the
-      // ring: PyTorch held its start figure then. After them, op `op` ran at
-      // its event, and the row shows PyTorch's bytes after that event.
-      uint64_t r = facts.reserved_at_start;
-      if (op > prelive_ops && op <= trace.ops.size()) {
-        const uint32_t line = trace.ops[op - 1].line;
-        if (line >= 1 && line <= torch_reserved.size()) r = torch_reserved[line - 1];
+    get_config(pool_, &eff_);
+    page_ = eff_.page_size;
+    // Trace stream k > 0 is a stream of the pool's backend; 0 is the default.
+    streams_[0] = nullptr;
+    for (int s : sum_.streams) {
+      if (s == 0) continue;
+      vpmm_stream h = nullptr;
+      if ((st = vpmm_pool_stream_create(pool_, &h)) != VPMM_OK) {
+        std::fprintf(stderr, "vpmm replay: %s: cannot create stream %d: %s\n", path_.c_str(), s,
+                     status_msg(st).c_str());
+        rc_ = 1;
+        break;
       }
-      torch = std::to_string(r);
+      streams_[s] = h;
     }
-    std::fprintf(timeline, "%s,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s\n",
-                 name.c_str(), op, s.mapped_bytes, s.live_bytes, s.requested_bytes, s.free_bytes,
-                 s.hole_bytes, s.zombie_bytes, torch.c_str());
-  };
+    return true;
+  }
 
-  vtrace::ReplayHooks hooks;
-  hooks.malloc = [&](const vtrace::TraceOp& op, uint64_t bytes, void** p, std::string* e) {
-    vpmm_status s = vpmm_pool_malloc(pool, bytes, streams.at(op.stream), p);
-    if (s == VPMM_OK) return true;
-    *e = "malloc " + trace.ids[op.id] + " " + std::to_string(bytes) + " (" + fmt_bytes(bytes) +
-         ") on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
-    return false;
-  };
-  hooks.free = [&](const vtrace::TraceOp& op, void* p, uint64_t, std::string* e) {
-    vpmm_status s = vpmm_pool_free(pool, p, streams.at(op.stream));
-    if (s == VPMM_OK) return true;
-    *e = "free " + trace.ids[op.id] + " on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
-    return false;
-  };
-  hooks.sync = [&](int stream, std::string* e) {
-    vpmm_status s = vpmm_pool_stream_synchronize(pool, streams.at(stream));
-    if (s == VPMM_OK) return true;
-    *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
-    return false;
-  };
-  // The pool's work up to the middle of the trace: what it does in the second
-  // half tells whether a loop reaches a steady state (a training loop whose
-  // shapes were all seen in the first half should remap little after it).
-  const size_t half = trace.ops.size() / 2;
-  vpmm_stats at_half{};
-  vpmm_stats before_op{};
-  if (o.log_remaps) before_op = stats_of(pool);
-  hooks.after = [&](size_t done, const vtrace::TraceOp& op, std::string* e) {
-    if (done == half) at_half = stats_of(pool);
-    if (o.log_remaps) {
-      const vpmm_stats now = stats_of(pool);
-      if (now.bytes_remapped != before_op.bytes_remapped || now.pages_created != before_op.pages_created) {
-        uint64_t bytes = 0;
-        vtrace::op_bytes(op, page, &bytes);
-        std::printf("  remap op %zu: malloc %s @%d moved %s, created %" PRIu64 " pages in %" PRIu64
-                    " handles; before it: free %s (largest %s), mapped %s, live %s\n",
-                    done, fmt_bytes(bytes).c_str(), op.stream,
-                    fmt_bytes(now.bytes_remapped - before_op.bytes_remapped).c_str(),
-                    now.pages_created - before_op.pages_created, now.handles_created - before_op.handles_created,
-                    fmt_bytes(before_op.free_bytes).c_str(), fmt_bytes(before_op.largest_free_bytes).c_str(),
-                    fmt_bytes(before_op.mapped_bytes).c_str(), fmt_bytes(before_op.live_bytes).c_str());
-      }
-      before_op = now;
+  // Replays every op (unless opening a stream failed).
+  void run() {
+    if (rc_ != 0) return;
+    if (o_.log_remaps) before_op_ = stats_of(pool_);
+    if (timeline_) write_row(0);  // the pool as created (initial pages)
+    std::string err;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!vtrace::replay_trace(trace_.ops, page_, hooks(), &res_, &err, path_)) {
+      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
+      rc_ = 1;
     }
-    if (o.check) {
-      vpmm_status s = vpmm_pool_check(pool);
+    ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // The report (the peaks table alone with --summary), the expectations,
+  // --release-all and --dump, then the streams and the pool closed.
+  int finish() {
+    end_ = stats_of(pool_);
+    layout_ = layout_of(pool_);
+    if (!o_.quiet && o_.summary) print_summary();
+    else if (!o_.quiet) print_report();
+    check_expectations();
+    if (rc_ == 0 && o_.release_all) release_all();
+    if (o_.dump) print_dump();
+    close();
+    return rc_;
+  }
+
+ private:
+  // The engine's calls into the pool, and the work done after each op.
+  vtrace::ReplayHooks hooks() {
+    vtrace::ReplayHooks h;
+    h.malloc = [this](const vtrace::TraceOp& op, uint64_t bytes, void** p, std::string* e) {
+      vpmm_status s = vpmm_pool_malloc(pool_, bytes, streams_.at(op.stream), p);
+      if (s == VPMM_OK) return true;
+      *e = "malloc " + trace_.ids[op.id] + " " + std::to_string(bytes) + " (" + fmt_bytes(bytes) +
+           ") on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
+      return false;
+    };
+    h.free = [this](const vtrace::TraceOp& op, void* p, uint64_t, std::string* e) {
+      vpmm_status s = vpmm_pool_free(pool_, p, streams_.at(op.stream));
+      if (s == VPMM_OK) return true;
+      *e = "free " + trace_.ids[op.id] + " on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
+      return false;
+    };
+    h.sync = [this](int stream, std::string* e) {
+      vpmm_status s = vpmm_pool_stream_synchronize(pool_, streams_.at(stream));
+      if (s == VPMM_OK) return true;
+      *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
+      return false;
+    };
+    h.after = [this](size_t done, const vtrace::TraceOp& op, std::string* e) { return after_op(done, op, e); };
+    return h;
+  }
+
+  // After op `done`: the half-way figures, --log-remaps, --check, the
+  // timeline row and --verbose's line.
+  bool after_op(size_t done, const vtrace::TraceOp& op, std::string* e) {
+    // The pool's work up to the middle of the trace: what it does in the
+    // second half tells whether a loop reaches a steady state (a training
+    // loop whose shapes were all seen in the first half should remap little
+    // after it).
+    if (done == trace_.ops.size() / 2) at_half_ = stats_of(pool_);
+    if (o_.log_remaps) log_remap(done, op);
+    if (o_.check) {
+      vpmm_status s = vpmm_pool_check(pool_);
       if (s != VPMM_OK) {
         *e = "vpmm_pool_check failed after op " + std::to_string(done) + ": " + status_msg(s);
         return false;
       }
     }
-    if (timeline) write_row(done);
-    if (o.verbose) {
-      // One line per op: the op as the trace wrote it, then the layout.
-      std::string what = op.kind == vtrace::OpKind::kMalloc ? "malloc " + trace.ids[op.id] + " " +
-                             (op.in_pages ? std::to_string(op.size) + "p" : fmt_bytes(op.size))
-                       : op.kind == vtrace::OpKind::kFree ? "free " + trace.ids[op.id]
-                       : std::string("sync");
-      if (op.kind != vtrace::OpKind::kSync || op.stream >= 0) what += " @" + std::to_string(op.stream);
-      std::printf("  %5zu %-24s %s\n", done, what.c_str(), layout_of(pool).c_str());
-    }
+    if (timeline_) write_row(done);
+    if (o_.verbose) print_op(done, op);
     return true;
-  };
-
-  vtrace::ReplayResult res;
-  double ms = 0;
-  if (rc == 0) {
-    if (timeline) write_row(0);  // the pool as created (initial pages)
-    auto t0 = std::chrono::steady_clock::now();
-    if (!vtrace::replay_trace(trace.ops, page, hooks, &res, &err, path)) {
-      std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
-      rc = 1;
-    }
-    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  vpmm_stats s = stats_of(pool);
-  const std::string layout = layout_of(pool);
-  const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
-  if (!o.quiet && o.summary) {
-    std::string heading = path;
-    if (snapshot && facts.devices > 1)
-      heading += " (device " + std::to_string(facts.device) + " of " + std::to_string(facts.devices) +
+  // --log-remaps: a line for an op that moved or created pages.
+  void log_remap(size_t done, const vtrace::TraceOp& op) {
+    const vpmm_stats now = stats_of(pool_);
+    if (now.bytes_remapped != before_op_.bytes_remapped || now.pages_created != before_op_.pages_created) {
+      uint64_t bytes = 0;
+      vtrace::op_bytes(op, page_, &bytes);
+      std::printf("  remap op %zu: malloc %s @%d moved %s, created %" PRIu64 " pages in %" PRIu64
+                  " handles; before it: free %s (largest %s), mapped %s, live %s\n",
+                  done, fmt_bytes(bytes).c_str(), op.stream,
+                  fmt_bytes(now.bytes_remapped - before_op_.bytes_remapped).c_str(),
+                  now.pages_created - before_op_.pages_created, now.handles_created - before_op_.handles_created,
+                  fmt_bytes(before_op_.free_bytes).c_str(), fmt_bytes(before_op_.largest_free_bytes).c_str(),
+                  fmt_bytes(before_op_.mapped_bytes).c_str(), fmt_bytes(before_op_.live_bytes).c_str());
+    }
+    before_op_ = now;
+  }
+
+  // --verbose: the op as the trace wrote it, then the layout.
+  void print_op(size_t done, const vtrace::TraceOp& op) {
+    std::string what = op.kind == vtrace::OpKind::kMalloc ? "malloc " + trace_.ids[op.id] + " " +
+                           (op.in_pages ? std::to_string(op.size) + "p" : fmt_bytes(op.size))
+                     : op.kind == vtrace::OpKind::kFree ? "free " + trace_.ids[op.id]
+                     : std::string("sync");
+    if (op.kind != vtrace::OpKind::kSync || op.stream >= 0) what += " @" + std::to_string(op.stream);
+    std::printf("  %5zu %-24s %s\n", done, what.c_str(), layout_of(pool_).c_str());
+  }
+
+  // A timeline row after op `op` (0: the pool as created).
+  void write_row(size_t op) {
+    vpmm_stats s = stats_of(pool_);
+    std::string torch;
+    if (in_.snapshot) {
+      // Pre-live allocations come first, made of events anywhere in the
+      // ring: PyTorch held its start figure then. After them, op `op` ran at
+      // its event, and the row shows PyTorch's bytes after that event.
+      uint64_t r = in_.facts.reserved_at_start;
+      if (op > in_.prelive_ops && op <= trace_.ops.size()) {
+        const uint32_t line = trace_.ops[op - 1].line;
+        if (line >= 1 && line <= in_.torch_reserved.size()) r = in_.torch_reserved[line - 1];
+      }
+      torch = std::to_string(r);
+    }
+    std::fprintf(timeline_, "%s,%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%s\n",
+                 trace_name(path_).c_str(), op, s.mapped_bytes, s.live_bytes, s.requested_bytes, s.free_bytes,
+                 s.hole_bytes, s.zombie_bytes, torch.c_str());
+  }
+
+  // --summary: the peaks table under the trace's name.
+  void print_summary() {
+    std::string heading = path_;
+    if (in_.snapshot && in_.facts.devices > 1)
+      heading += " (device " + std::to_string(in_.facts.device) + " of " + std::to_string(in_.facts.devices) +
                  "; --device picks another)";
-    print_peaks(heading, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, true);
-  } else if (!o.quiet) {
+    print_peaks(heading, in_.snapshot, in_.facts.reserved_peak, end_.peak_mapped_bytes, res_.peak_requested, true);
+  }
+
+  // The whole report: the pool, the ops, the peaks, the end state, the
+  // pool's work, the layout, PyTorch's side of a snapshot and the peaks table.
+  void print_report() {
+    const vpmm_stats& s = end_;
+    const double frag = s.peak_live_bytes ? double(s.peak_mapped_bytes) / double(s.peak_live_bytes) : 0.0;
     std::printf("%s: %s backend, page %s, va chunk %s, %" PRIu64 " initial pages, max handle %s, "
                 "rounding %s%s\n",
-                path.c_str(), vpmm_pool_backend_name(pool), fmt_bytes(page).c_str(),
-                fmt_bytes(eff.va_size).c_str(), eff.initial_pages,
-                eff.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff.max_handle_size ? fmt_bytes(eff.max_handle_size).c_str() : "scaled",
-                eff.large_rounding >= page ? "whole pages" : fmt_bytes(eff.large_rounding).c_str(),
-                snapshot ? ", PyTorch snapshot"
-                : trace.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
-    if (!header_flags.empty())
-      std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags.c_str());
+                path_.c_str(), vpmm_pool_backend_name(pool_), fmt_bytes(page_).c_str(),
+                fmt_bytes(eff_.va_size).c_str(), eff_.initial_pages,
+                eff_.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff_.max_handle_size ? fmt_bytes(eff_.max_handle_size).c_str() : "scaled",
+                eff_.large_rounding >= page_ ? "whole pages" : fmt_bytes(eff_.large_rounding).c_str(),
+                in_.snapshot ? ", PyTorch snapshot"
+                : trace_.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
+    if (!header_flags_.empty())
+      std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags_.c_str());
     std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
                 " syncs; %zu streams)%s\n",
-                res.ops_done, trace.ops.size(), res.mallocs, res.frees, res.syncs, sum.streams.size(),
-                trace.skipped_failures ? (", " + std::to_string(trace.skipped_failures) +
-                                          " RMM failures/zero-size skipped").c_str() : "");
-    std::printf("  replay time       %.1f ms%s\n", ms, o.check ? " (with --check)" : "");
-    std::printf("  peak requested    %s\n", fmt_bytes(res.peak_requested).c_str());
-    std::printf("  peak live         %s\n", fmt_bytes(s.peak_live_bytes).c_str());
+                res_.ops_done, trace_.ops.size(), res_.mallocs, res_.frees, res_.syncs, sum_.streams.size(),
+                trace_.skipped_failures ? (", " + std::to_string(trace_.skipped_failures) +
+                                           " RMM failures/zero-size skipped").c_str() : "");
+    std::printf("  replay time       %.1f ms%s\n", ms_, o_.check ? " (with --check)" : "");
+    // Two peaks of the same allocations: as asked for, and as the pool holds
+    // them (rounded to its granularity); the peaks table below shows the first.
+    std::printf("  peak requested    %s (bytes alive at once, as asked for)\n", fmt_bytes(res_.peak_requested).c_str());
+    std::printf("  peak live         %s (the same allocations as the pool holds them, rounded)\n",
+                fmt_bytes(s.peak_live_bytes).c_str());
     std::printf("  peak mapped       %s\n", fmt_bytes(s.peak_mapped_bytes).c_str());
     std::printf("  fragmentation     %.3f (peak mapped / peak live); peak mapped / peak requested %.3f\n", frag,
-                res.peak_requested ? double(s.peak_mapped_bytes) / double(res.peak_requested) : 0.0);
+                res_.peak_requested ? double(s.peak_mapped_bytes) / double(res_.peak_requested) : 0.0);
     std::printf("  final             mapped %s, live %s, requested %s, free %s, holes %s, zombies %s\n",
                 fmt_bytes(s.mapped_bytes).c_str(), fmt_bytes(s.live_bytes).c_str(),
                 fmt_bytes(s.requested_bytes).c_str(), fmt_bytes(s.free_bytes).c_str(),
@@ -486,80 +545,132 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
                 "handles %" PRIu64 " (%" PRIu64 " created), VA chunks %" PRIu64 "\n",
                 s.n_defrag, s.n_grow, s.pages_created, fmt_bytes(s.bytes_remapped).c_str(), s.handles,
                 s.handles_created, s.va_chunks);
-    std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page);
-    print_remapping(s, at_half, res.peak_requested);
-    std::printf("  layout            %s\n", layout.c_str());
-    if (snapshot) print_snapshot_facts(facts, s.peak_mapped_bytes, load_ms);
-    print_peaks(path, snapshot, facts.reserved_peak, s.peak_mapped_bytes, res.peak_requested, false);
+    std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page_);
+    print_remapping(s, at_half_, res_.peak_requested);
+    std::printf("  layout            %s\n", layout_.c_str());
+    if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
+    print_peaks(path_, in_.snapshot, in_.facts.reserved_peak, s.peak_mapped_bytes, res_.peak_requested, false);
   }
-  if (rc == 0 && o.expect_layout_set && layout != o.expect_layout) {
-    std::fprintf(stderr, "vpmm replay: %s: layout %s, expected %s\n", path.c_str(), layout.c_str(),
-                 o.expect_layout.c_str());
-    rc = 1;
-  }
-  if (rc == 0 && o.expect_mapped_set && s.mapped_bytes != o.expect_mapped_pages * page) {
-    std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " mapped pages, expected %" PRIu64 "\n", path.c_str(),
-                 s.mapped_bytes / page, o.expect_mapped_pages);
-    rc = 1;
-  }
-  const double steady_remap = steady_remap_share(s, at_half, res.peak_requested);
-  if (rc == 0 && o.expect_steady_set && steady_remap > o.expect_max_steady_remap) {
-    std::fprintf(stderr, "vpmm replay: %s: remapped %s in the second half, %.3f of peak requested, exceeds "
-                 "--expect-max-steady-remap %g\n", path.c_str(), fmt_bytes(s.bytes_remapped - at_half.bytes_remapped).c_str(),
-                 steady_remap, o.expect_max_steady_remap);
-    rc = 1;
-  }
-  const double mapped_per_requested =
-      res.peak_requested ? double(s.peak_mapped_bytes) / double(res.peak_requested) : 0.0;
-  if (rc == 0 && o.expect_ratio_set && mapped_per_requested > o.expect_max_ratio) {
-    std::fprintf(stderr, "vpmm replay: %s: peak mapped / peak requested %.3f exceeds --expect-max-ratio %g\n",
-                 path.c_str(), mapped_per_requested, o.expect_max_ratio);
-    rc = 1;
-  }
-  if (rc == 0 && o.release_all) {
-    // What an application that frees everything and calls empty_cache() gets
-    // back: every live allocation freed on its stream, the streams synced,
-    // then vpmm_pool_trim(0).
-    for (const vtrace::ReplayLive& l : res.live)
-      if ((st = vpmm_pool_free(pool, l.ptr, streams.at(l.stream))) != VPMM_OK) rc = 1;
-    for (auto& kv : streams)
-      if (vpmm_pool_stream_synchronize(pool, kv.second) != VPMM_OK) rc = 1;
-    if (vpmm_pool_trim(pool, 0) != VPMM_OK) rc = 1;
-    if (rc != 0) std::fprintf(stderr, "vpmm replay: %s: release-all failed: %s\n", path.c_str(), vpmm_last_error());
-    vpmm_stats after = stats_of(pool);
-    if (!o.quiet)
-      std::printf("  after release-all mapped %s (%" PRIu64 " pages), free %s, zombies %s, layout %s\n",
-                  fmt_bytes(after.mapped_bytes).c_str(), after.mapped_bytes / page,
-                  fmt_bytes(after.free_bytes).c_str(), fmt_bytes(after.zombie_bytes).c_str(),
-                  layout_of(pool).c_str());
-    if (rc == 0 && o.expect_held_set && after.mapped_bytes != o.expect_held_pages * page) {
-      std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " pages held after release-all, expected %" PRIu64 "\n",
-                   path.c_str(), after.mapped_bytes / page, o.expect_held_pages);
-      rc = 1;
+
+  // --expect-*: each a failure with its reason, the first one only.
+  void check_expectations() {
+    if (rc_ == 0 && o_.expect_layout_set && layout_ != o_.expect_layout) {
+      std::fprintf(stderr, "vpmm replay: %s: layout %s, expected %s\n", path_.c_str(), layout_.c_str(),
+                   o_.expect_layout.c_str());
+      rc_ = 1;
+    }
+    if (rc_ == 0 && o_.expect_mapped_set && end_.mapped_bytes != o_.expect_mapped_pages * page_) {
+      std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " mapped pages, expected %" PRIu64 "\n", path_.c_str(),
+                   end_.mapped_bytes / page_, o_.expect_mapped_pages);
+      rc_ = 1;
+    }
+    const double steady_remap = steady_remap_share(end_, at_half_, res_.peak_requested);
+    if (rc_ == 0 && o_.expect_steady_set && steady_remap > o_.expect_max_steady_remap) {
+      std::fprintf(stderr, "vpmm replay: %s: remapped %s in the second half, %.3f of peak requested, exceeds "
+                   "--expect-max-steady-remap %g\n", path_.c_str(),
+                   fmt_bytes(end_.bytes_remapped - at_half_.bytes_remapped).c_str(), steady_remap,
+                   o_.expect_max_steady_remap);
+      rc_ = 1;
+    }
+    const double mapped_per_requested =
+        res_.peak_requested ? double(end_.peak_mapped_bytes) / double(res_.peak_requested) : 0.0;
+    if (rc_ == 0 && o_.expect_ratio_set && mapped_per_requested > o_.expect_max_ratio) {
+      std::fprintf(stderr, "vpmm replay: %s: peak mapped / peak requested %.3f exceeds --expect-max-ratio %g\n",
+                   path_.c_str(), mapped_per_requested, o_.expect_max_ratio);
+      rc_ = 1;
     }
   }
-  if (o.dump) {
+
+  // What an application that frees everything and calls empty_cache() gets
+  // back: every live allocation freed on its stream, the streams synced,
+  // then vpmm_pool_trim(0).
+  void release_all() {
+    for (const vtrace::ReplayLive& l : res_.live)
+      if (vpmm_pool_free(pool_, l.ptr, streams_.at(l.stream)) != VPMM_OK) rc_ = 1;
+    for (auto& kv : streams_)
+      if (vpmm_pool_stream_synchronize(pool_, kv.second) != VPMM_OK) rc_ = 1;
+    if (vpmm_pool_trim(pool_, 0) != VPMM_OK) rc_ = 1;
+    if (rc_ != 0) std::fprintf(stderr, "vpmm replay: %s: release-all failed: %s\n", path_.c_str(), vpmm_last_error());
+    vpmm_stats after = stats_of(pool_);
+    if (!o_.quiet)
+      std::printf("  after release-all mapped %s (%" PRIu64 " pages), free %s, zombies %s, layout %s\n",
+                  fmt_bytes(after.mapped_bytes).c_str(), after.mapped_bytes / page_,
+                  fmt_bytes(after.free_bytes).c_str(), fmt_bytes(after.zombie_bytes).c_str(),
+                  layout_of(pool_).c_str());
+    if (rc_ == 0 && o_.expect_held_set && after.mapped_bytes != o_.expect_held_pages * page_) {
+      std::fprintf(stderr, "vpmm replay: %s: %" PRIu64 " pages held after release-all, expected %" PRIu64 "\n",
+                   path_.c_str(), after.mapped_bytes / page_, o_.expect_held_pages);
+      rc_ = 1;
+    }
+  }
+
+  // --dump: vpmm_pool_dump_text's report.
+  void print_dump() {
     size_t need = 0;
-    vpmm_pool_dump_text(pool, nullptr, 0, &need);
+    vpmm_pool_dump_text(pool_, nullptr, 0, &need);
     std::string text(need, '\0');
-    if (vpmm_pool_dump_text(pool, &text[0], text.size(), &need) == VPMM_OK) {
+    if (vpmm_pool_dump_text(pool_, &text[0], text.size(), &need) == VPMM_OK) {
       text.resize(std::strlen(text.c_str()));
       std::printf("%s", text.c_str());
     }
   }
-  for (auto& kv : streams) {
-    if (kv.first == 0) continue;
-    if ((st = vpmm_pool_stream_destroy(pool, kv.second)) != VPMM_OK) {
-      std::fprintf(stderr, "vpmm replay: %s: destroying stream %d: %s\n", path.c_str(), kv.first,
-                   status_msg(st).c_str());
-      rc = 1;
+
+  // The streams, then the pool.
+  void close() {
+    vpmm_status st;
+    for (auto& kv : streams_) {
+      if (kv.first == 0) continue;
+      if ((st = vpmm_pool_stream_destroy(pool_, kv.second)) != VPMM_OK) {
+        std::fprintf(stderr, "vpmm replay: %s: destroying stream %d: %s\n", path_.c_str(), kv.first,
+                     status_msg(st).c_str());
+        rc_ = 1;
+      }
+    }
+    if ((st = vpmm_pool_destroy(pool_)) != VPMM_OK) {
+      std::fprintf(stderr, "vpmm replay: %s: destroying the pool: %s\n", path_.c_str(), status_msg(st).c_str());
+      rc_ = 1;
     }
   }
-  if ((st = vpmm_pool_destroy(pool)) != VPMM_OK) {
-    std::fprintf(stderr, "vpmm replay: %s: destroying the pool: %s\n", path.c_str(), status_msg(st).c_str());
-    rc = 1;
+
+ private:
+  const std::string& path_;
+  const ReplayOpts& o_;
+  const std::string& header_flags_;  // the `# replay:` flags that took effect
+  const Input& in_;
+  const vtrace::Trace& trace_;
+  const vtrace::TraceSummary& sum_;
+  std::FILE* timeline_;
+  vpmm_pool* pool_ = nullptr;
+  vpmm_config eff_{};
+  uint64_t page_ = 0;
+  std::map<int, vpmm_stream> streams_;
+  vtrace::ReplayResult res_;
+  double ms_ = 0;
+  vpmm_stats at_half_{}, before_op_{}, end_{};
+  std::string layout_;
+  int rc_ = 0;
+};
+
+// One trace on one fresh pool. Returns 0, or 1 after printing why not.
+int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
+  Input in;
+  if (!load_input(path, cmdline.device, timeline != nullptr, &in)) return 1;
+  ReplayOpts o = cmdline;
+  std::string header_flags;
+  if (!in.snapshot && apply_header_flags(path, &o, &header_flags) != 0) return 1;
+  vpmm_config c;
+  uint64_t page = 0;
+  if (!pool_config(path, o, in, &c, &page)) return 1;
+  vtrace::TraceSummary sum;
+  std::string err;
+  if (!vtrace::summarize_trace(in.trace.ops, page, &sum, &err)) {
+    std::fprintf(stderr, "vpmm replay: %s:%s\n", path.c_str(), err.c_str());
+    return 1;
   }
-  return rc;
+  TraceReplay r(path, o, header_flags, in, sum, timeline);
+  if (!r.open(c)) return 1;
+  r.run();
+  return r.finish();
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ const char* const kHelp =
 
 int main(int argc, char** argv) {
   using namespace vcli;
+  // The command list only: `vpmm replay --help` has replay's options.
   if (argc < 2) {
     std::fputs(kHelp, stderr);
-    std::fputs(kReplayHelp, stderr);
     return 2;
   }
   const std::string cmd = argv[1];
@@ -43,7 +43,6 @@ int main(int argc, char** argv) {
   if (cmd == "plot") return cmd_plot(argc - 2, argv + 2);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);
-    std::fputs(kReplayHelp, stdout);
     return 0;
   }
   if (cmd == "version" || cmd == "--version") {

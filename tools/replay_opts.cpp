@@ -25,8 +25,9 @@ const char* const kReplayUsage =
 
 const char* const kReplayHelp =
     "replay options (sizes take K/M/G/T suffixes, powers of 1024, or Np pages):\n"
-    "  --backend auto|cuda|host  backend (default: VPMM_BACKEND, else auto: CUDA when a GPU is\n"
-    "                            usable, else host)\n"
+    "  --backend auto|cuda|hip|host\n"
+    "                            backend (default: VPMM_BACKEND, else auto: CUDA, else HIP,\n"
+    "                            when a GPU is usable, else host)\n"
     "  --page-size N             page size (default: the backend's, 2 MiB)\n"
     "  --va-size N               VA chunk size\n"
     "  --pages N                 pages mapped when the pool is created\n"
@@ -58,7 +59,7 @@ const char* const kReplayHelp =
     "                            its size, what it moved and created, the free memory before it\n"
     "  --quiet                   print nothing but errors\n"
     "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
-    "                            live), one per trace\n"
+    "                            requested), one per trace\n"
     "  --help                    this text\n"
     "\n"
     "Every VPMM_* variable applies as in any program; options override them. A text trace's\n"

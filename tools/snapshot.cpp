@@ -614,6 +614,42 @@ bool out_of_memory(const std::string& name, std::string* err) {
   if (err) *err = name + ": out of memory reading the snapshot";
   return false;
 }
+
+// What a file starts with, for a message: its first line when it reads as
+// text, else its first bytes in hex.
+std::string describe_start(const uint8_t* data, size_t size) {
+  const size_t n = std::min<size_t>(size, 48);
+  size_t printable = 0;
+  for (size_t i = 0; i < n; ++i)
+    if ((data[i] >= 0x20 && data[i] < 0x7f) || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') ++printable;
+  std::string out;
+  if (n > 0 && printable == n) {
+    out = "text \"";
+    for (size_t i = 0; i < n && data[i] != '\n' && data[i] != '\r'; ++i) out += static_cast<char>(data[i]);
+    return out + (n < size || std::memchr(data, '\n', n) ? "...\"" : "\"");
+  }
+  char b[4];
+  out = "bytes";
+  for (size_t i = 0; i < std::min<size_t>(n, 8); ++i) {
+    std::snprintf(b, sizeof b, " %02x", data[i]);
+    out += b;
+  }
+  return out;
+}
+
+// A pickle of protocol 2 or later (what torch.cuda.memory._dump_snapshot
+// writes) opens with PROTO. Input without it that does not parse is no
+// snapshot at all: say that, rather than what the first byte means as an
+// opcode ("offset 0: TUPLE without a MARK" for a text file).
+void explain_not_a_pickle(const uint8_t* data, size_t size, bool inflated, const std::string& name,
+                          std::string* err) {
+  if (!err || size == 0 || data[0] == 0x80) return;
+  const std::string parser = err->compare(0, name.size() + 2, name + ": ") == 0 ? err->substr(name.size() + 2) : *err;
+  *err = name + ": not a PyTorch memory snapshot: it holds " + (inflated ? "gzip data of " : "") +
+         describe_start(data, size) +
+         ", not a pickle (a snapshot is the file torch.cuda.memory._dump_snapshot writes; the pickle reader "
+         "says: " + parser + ")";
+}
 }  // namespace
 
 bool parse_snapshot(const uint8_t* data, size_t size, const std::string& name,
@@ -623,13 +659,17 @@ bool parse_snapshot(const uint8_t* data, size_t size, const std::string& name,
   // they allow must still get a message, not an abort.
   try {
     std::vector<uint8_t> inflated;
-    if (is_gzip(data, size)) {
+    const bool gz = is_gzip(data, size);
+    if (gz) {
       if (!gunzip(data, size, name, &inflated, err, opts.max_inflated)) return false;
       data = inflated.data();
       size = inflated.size();
     }
     vpickle::Document doc;
-    if (!vpickle::parse(data, size, name, &doc, err)) return false;
+    if (!vpickle::parse(data, size, name, &doc, err)) {
+      explain_not_a_pickle(data, size, gz, name, err);
+      return false;
+    }
     SnapshotOptions o = opts;
     if (o.max_visits == 0) o.max_visits = doc.consumed() / kBytesPerVisit + kVisitSlack;
     return snapshot_to_trace(doc.root(), name, o, out, facts, err);

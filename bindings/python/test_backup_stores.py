@@ -120,9 +120,10 @@ class BackupStoreTest(unittest.TestCase):
 
     def test_keyword_mistakes_name_the_keyword(self):
         cases = [
-            (dict(backup_store="mmap"), "need host_backup=True"),
-            (dict(retain_backup=True), "need host_backup=True"),
-            (dict(backup_dir="/tmp"), "need host_backup=True"),
+            (dict(backup_store="mmap"), "backup_store needs host_backup=True"),
+            (dict(retain_backup=True), "retain_backup needs host_backup=True"),
+            (dict(backup_dir="/tmp"), "backup_dir needs host_backup=True"),
+            (dict(backup_store="disk", backup_dir="/tmp"), "backup_store, backup_dir need host_backup=True"),
             (dict(host_backup=True, backup_store="nvme"), "is not one of"),
             (dict(host_backup=True, backup_store="mmap", backup_dir="/tmp"), "only used by backup_store='disk'"),
         ]

@@ -13,7 +13,14 @@ try:
     import numpy as np
 except ImportError:
     # Reported as SKIPPED (never passed); CI installs python3-numpy (scripts/deps.sh).
-    print(f"SKIP: NumPy is not installed for {sys.executable} (Debian: python3-numpy)")
+    # Debian's package serves /usr/bin/python3 only, and meson runs these
+    # tests with the python3 first on PATH (pyenv's, say): name both.
+    if os.path.realpath(sys.executable).startswith("/usr/bin/"):
+        how = "apt-get install python3-numpy"
+    else:
+        how = (f"{sys.executable} -m pip install numpy, or reconfigure the build with /usr/bin first on PATH "
+               f"so that the tests run under /usr/bin/python3, which Debian's python3-numpy serves")
+    print(f"SKIP: NumPy is not importable by {sys.executable} (the python3 these tests run under): {how}")
     sys.exit(77)
 import vpmm.jax as vj  # noqa: E402  (imports no JAX until an array is made)
 

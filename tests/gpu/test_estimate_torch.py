@@ -74,13 +74,13 @@ def main():
         check(r.returncode == 3, f"the script's exit status passes through (got {r.returncode})")
         check("script done ['a', 'b']" in out, "the script ran with its arguments")
         peaks = {}
-        for name in ("PyTorch reserved", "libvpmm mapped", "live (allocated)"):
+        for name in ("PyTorch reserved", "libvpmm mapped", "requested"):
             m = re.search(re.escape(name) + r"\s+([0-9.]+ [KMGT]?i?B)", out)
             check(m is not None, f"the estimate prints '{name}'")
             if m:
                 peaks[name] = size_bytes(m.group(1))
         if len(peaks) == 3:
-            live, mapped, reserved = peaks["live (allocated)"], peaks["libvpmm mapped"], peaks["PyTorch reserved"]
+            live, mapped, reserved = peaks["requested"], peaks["libvpmm mapped"], peaks["PyTorch reserved"]
             print(f"  reserved {reserved / 2**20:.1f} MiB, libvpmm {mapped / 2**20:.1f} MiB, live {live / 2**20:.1f} MiB")
             check(live > 0 and live <= mapped * 1.001 and live <= reserved * 1.001, "live <= both allocators")
             check(mapped <= reserved * 1.001, "libvpmm maps no more than PyTorch reserved")

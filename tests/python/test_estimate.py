@@ -92,7 +92,7 @@ class Estimate(unittest.TestCase):
             return f.read().splitlines()
 
     def assert_table(self, out):
-        for row in ("PyTorch reserved", "libvpmm mapped", "live (allocated)"):
+        for row in ("PyTorch reserved", "libvpmm mapped", "requested"):
             self.assertIn(row, out)
         self.assertRegex(out, r"libvpmm would map .* (less|more) than PyTorch reserved at its peak")
 

@@ -780,6 +780,18 @@ TEST("snapshot: what is not a snapshot, and malformed fields, name where") {
   t.name = "keep";
   vtrace::SnapshotFacts f;
   std::string err;
+  // A text file (a note saved as .pickle.gz): its first line, not what 't'
+  // would mean as an opcode.
+  CHECK(!convert("this is a note\nsaved with the wrong name\n", &t, &f, &err));
+  CHECK_EQ(err, std::string("s.pickle: not a PyTorch memory snapshot: it holds text \"this is a note...\", not a "
+                            "pickle (a snapshot is the file torch.cuda.memory._dump_snapshot writes; the pickle "
+                            "reader says: offset 0: TUPLE without a MARK)"));
+  // Random bytes without PROTO: the first eight in hex.
+  CHECK(!convert(B("\xb1\xf0\x62\x13\x55\xf6\x48\x8a\x01\x02"), &t, &f, &err));
+  CHECK_CONTAINS(err, "not a PyTorch memory snapshot: it holds bytes b1 f0 62 13 55 f6 48 8a, not a pickle");
+  // A pickle with PROTO keeps the reader's own message.
+  CHECK(!convert(B("\x80\x04junk"), &t, &f, &err));
+  CHECK_EQ(err, std::string("s.pickle: offset 2: truncated LONG_BINGET (wants 4 bytes, 3 left)"));
   CHECK(!convert(B("\x80\x04K\x05."), &t, &f, &err));
   CHECK_EQ(err, std::string("s.pickle: not a PyTorch memory snapshot: the pickle holds an int, want a dict "
                             "with 'segments' and 'device_traces'"));
@@ -942,6 +954,12 @@ TEST("snapshot: gzip-compressed files read the same (or say zlib is missing)") {
   CHECK(!convert(bad, &t, &f, &err));
   CHECK(starts_with(err, "s.pickle: "));
   for (size_t cut = 0; cut < gz.size(); cut += 7) CHECK(!convert(gz.substr(0, cut), &t, &f, &err));
+  // gzip data that is not a pickle says so, quoting its start (the pickle
+  // reader's "unknown opcode 0x6e" for "not ..." follows in parentheses).
+  CHECK(!convert(gzip("not a pickle either\n"), &t, &f, &err));
+  CHECK_EQ(err, std::string("s.pickle: not a PyTorch memory snapshot: it holds gzip data of text \"not a pickle "
+                            "either...\", not a pickle (a snapshot is the file torch.cuda.memory._dump_snapshot "
+                            "writes; the pickle reader says: offset 0: unknown opcode 0x6e)"));
 #else
   CHECK(!vtrace::have_zlib());
   CHECK(!convert(B("\x1f\x8b\x08\x00"), &t, &f, &err));

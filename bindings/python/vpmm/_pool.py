@@ -84,8 +84,9 @@ def _backup_attrs(who: str, tag: Optional[str], host_backup: bool, backup_store:
                                 ("backup_dir", backup_dir is not None),
                                 ("retain_backup", bool(retain_backup))) if v]
         if extra:
-            raise InvalidArgument(1, f"{who}: {', '.join(extra)} need host_backup=True (without a "
-                                     f"backup, a pause discards the bytes)")
+            what = ", ".join(extra)
+            raise InvalidArgument(1, f"{who}: {what} {'needs' if len(extra) == 1 else 'need'} host_backup=True "
+                                     f"(without a backup, a pause discards the bytes)")
         return 0, None
     if not tag:
         raise InvalidArgument(1, "host_backup needs a tag (only tagged allocations pause)")

@@ -720,7 +720,10 @@ std::unique_ptr<Backend> make_host_backend(const BackendParams& p, vpmm_status* 
   }
   uint64_t capacity = p.host_capacity == 0 ? kDefaultCapacity : p.host_capacity;
   if (capacity < gran) {
-    *st = fail(VPMM_ERR_INVALID_ARGUMENT, "%s: host_capacity %llu is smaller than the page size %llu",
+    // The OS page, not the pool's page_size (2 MiB by default), which the
+    // pool checks next: say which page this is.
+    *st = fail(VPMM_ERR_INVALID_ARGUMENT, "%s: host_capacity %llu is less than one OS page (%llu bytes, the "
+               "host backend's granularity); a pool needs at least one of its own pages (page_size)",
                who, ull(capacity), ull(gran));
     return nullptr;
   }
