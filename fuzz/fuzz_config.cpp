@@ -233,7 +233,7 @@ void fuzz_env(fz::Reader& in) {
     } else if (o.kind == VPMM_OPTION_DEVICE_LIST) {
       verdict = ref_device_list(v, &val);
     } else if (o.kind == VPMM_OPTION_HANDLE_SIZE && handle_words(v)) {
-      verdict = kSkip;  // pages and "unlimited": test_bad_input covers them
+      verdict = kSkip;  // pages and "unlimited": the contract test covers them (tests/contract/configuration.cpp)
     } else {
       verdict = ref_env_size(v, &val);
       if (o.kind == VPMM_OPTION_INT32 && verdict == kAccept && val > INT32_MAX) verdict = kReject;

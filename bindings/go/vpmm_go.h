@@ -4,6 +4,7 @@
 #define VPMM_GO_H
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "vpmm.h"
 #include "vpmm_host_streams.h"
 
@@ -161,4 +162,19 @@ static inline vpmm_status go_vpmm_host_stream_synchronize(uintptr_t s, go_vpmm_m
   return GO_VPMM(vpmm_host_stream_synchronize(GO_PTR(s)));
 }
 static inline void* go_vpmm_host_ptr(uintptr_t p) { return (void*)p; }
+/* One field of a public struct as the library lays it out (vpmm_struct_field):
+ * its name (static), offset and size. */
+static inline vpmm_status go_vpmm_struct_field(const char* type, uint32_t i, const char** name, uint32_t* offset,
+                                               uint32_t* size, go_vpmm_msg* m) {
+  vpmm_field_info f;
+  memset(&f, 0, sizeof f);
+  f.struct_size = sizeof f;
+  vpmm_status st = vpmm_struct_field(type, i, &f);
+  if (st == VPMM_OK) {
+    *name = f.name;
+    *offset = f.offset;
+    *size = f.size;
+  }
+  return GO_VPMM(st);
+}
 #endif

@@ -4,6 +4,7 @@
 
 #include "backend/registry.hpp"
 #include "common/status.hpp"
+#include "config/config.hpp"
 #include "vpmm.h"
 
 extern "C" {
@@ -21,9 +22,7 @@ VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capaci
                       e == nullptr ? "is not built into this libvpmm" : "has nothing to describe");
   vpmm_config c;
   vpmm_config_init(&c);  // the environment, as a pool would read it
-  vpmm::BackendParams p;
-  p.device = c.device;
-  p.hip_chunk_size = c.hip_chunk_size;
+  const vpmm::BackendParams p = vpmm::config_backend_params(c);
   // Measure first, so *length is the full length even when buf is short.
   char full[1024];
   size_t n = e->describe(p, full, sizeof full);

@@ -75,14 +75,8 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     vpmm_config c;
     vpmm_status st = vpmm::config_read(config, call, &c);
     if (st != VPMM_OK) return st;
-    vpmm::BackendParams bp;
-    bp.device = c.device;
-    bp.host_capacity = c.host_capacity;
-    bp.hip_chunk_size = c.hip_chunk_size;
-    bp.peer_devices = c.peer_devices;
-    bp.exportable = c.exportable != 0;
     st = VPMM_OK;
-    std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, bp, &st);
+    std::unique_ptr<vpmm::Backend> backend = vpmm::make_backend(c.backend, vpmm::config_backend_params(c), &st);
     if (!backend)
       return st != VPMM_OK ? vpmm::fail_context(st, call) : vpmm::fail(VPMM_ERR_BACKEND, "%s: no backend", call);
     vpmm::PoolOptions opt;

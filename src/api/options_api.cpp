@@ -6,12 +6,18 @@
 // or keeps state: every function is thread safe.
 //
 // Invariant: each struct's field list names every field of its declaration
-// in vpmm.h, in order (tests/unit/test_options.cpp checks that the fields tile
-// the struct: each starts where alignment puts it after the previous one).
+// in vpmm.h, in order; a static_assert below checks that the fields tile the
+// struct (each starts where alignment puts it after the previous one), and so
+// does tests/unit/test_options.cpp through the ABI. vpmm_config's list is not
+// written here: it comes from config/option_list.hpp, so that check is also
+// the proof that every field of vpmm_config is an option of the list.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <type_traits>
 
 #include "config/config.hpp"
 #include "common/status.hpp"
@@ -31,38 +37,56 @@ struct FieldDef {
         static_cast<uint32_t>(sizeof(static_cast<type*>(nullptr)->field))                \
   }
 
-const FieldDef k_vpmm_config[] = {
+// The VPMM_FIELD_* of a field's C type.
+template <typename T>
+constexpr int32_t field_kind() {
+  static_assert(std::is_same_v<T, uint64_t> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                    std::is_same_v<T, uint32_t>,
+                "a vpmm_config field of a type vpmm_field_info has no kind for");
+  if constexpr (std::is_same_v<T, uint64_t>) return VPMM_FIELD_U64;
+  if constexpr (std::is_same_v<T, double>) return VPMM_FIELD_F64;
+  if constexpr (std::is_same_v<T, int32_t>) return VPMM_FIELD_I32;
+  return VPMM_FIELD_U32;
+}
+
+// vpmm_config's fields: its two header fields, and one per option of
+// config/option_list.hpp that has a field, sorted into the struct's order
+// below (the list is in the option table's order, which is ABI too).
+constexpr FieldDef kConfigFields[] = {
     VPMM_F_(vpmm_config, U32, struct_size),
-    VPMM_F_(vpmm_config, I32, backend),
-    VPMM_F_(vpmm_config, I32, device),
     VPMM_F_(vpmm_config, I32, config_error),
-    VPMM_F_(vpmm_config, U64, page_size),
-    VPMM_F_(vpmm_config, U64, va_size),
-    VPMM_F_(vpmm_config, U64, initial_pages),
-    VPMM_F_(vpmm_config, U64, host_capacity),
-    VPMM_F_(vpmm_config, U64, max_handle_size),
-    VPMM_F_(vpmm_config, U64, small_size),
-    VPMM_F_(vpmm_config, U64, backup_cache_size),
-    VPMM_F_(vpmm_config, U64, memory_limit),
-    VPMM_F_(vpmm_config, F64, memory_limit_fraction),
-    VPMM_F_(vpmm_config, F64, watermark_trigger),
-    VPMM_F_(vpmm_config, F64, watermark_stop),
-    VPMM_F_(vpmm_config, U64, backup_pinned_limit),
-    VPMM_F_(vpmm_config, U64, hip_chunk_size),
-    VPMM_F_(vpmm_config, U64, peer_devices),
-    VPMM_F_(vpmm_config, U64, large_rounding),
-    VPMM_F_(vpmm_config, F64, remap_slack),
-    VPMM_F_(vpmm_config, U64, exportable),
-    VPMM_F_(vpmm_config, U64, view_min_size),
+#define VPMM_POOL_OPTION(name, ...)                                                             \
+  FieldDef{#name, field_kind<decltype(vpmm_config::name)>(),                                    \
+           static_cast<uint32_t>(offsetof(vpmm_config, name)), static_cast<uint32_t>(sizeof(vpmm_config::name))},
+#define VPMM_FIELD_OPTION VPMM_POOL_OPTION
+#define VPMM_SETTING_OPTION(...)
+#include "config/option_list.hpp"
+#undef VPMM_POOL_OPTION
+#undef VPMM_FIELD_OPTION
+#undef VPMM_SETTING_OPTION
 };
-const FieldDef k_vpmm_alloc_attrs[] = {
+
+template <size_t N>
+constexpr std::array<FieldDef, N> by_offset(const FieldDef (&rows)[N]) {
+  std::array<FieldDef, N> a{};
+  for (size_t i = 0; i < N; ++i) a[i] = rows[i];
+  for (size_t i = 1; i < N; ++i)
+    for (size_t j = i; j > 0 && a[j - 1].offset > a[j].offset; --j) {
+      const FieldDef t = a[j];
+      a[j] = a[j - 1];
+      a[j - 1] = t;
+    }
+  return a;
+}
+constexpr std::array<FieldDef, std::size(kConfigFields)> k_vpmm_config = by_offset(kConfigFields);
+constexpr FieldDef k_vpmm_alloc_attrs[] = {
     VPMM_F_(vpmm_alloc_attrs, U32, struct_size),
     VPMM_F_(vpmm_alloc_attrs, U32, flags),
     VPMM_F_(vpmm_alloc_attrs, PTR, tag),
     VPMM_F_(vpmm_alloc_attrs, PTR, reservation),
     VPMM_F_(vpmm_alloc_attrs, PTR, backup_dir),
 };
-const FieldDef k_vpmm_tag_stats[] = {
+constexpr FieldDef k_vpmm_tag_stats[] = {
     VPMM_F_(vpmm_tag_stats, U32, struct_size),
     VPMM_F_(vpmm_tag_stats, U32, reserved0),
     VPMM_F_(vpmm_tag_stats, U64, live_bytes),
@@ -72,7 +96,7 @@ const FieldDef k_vpmm_tag_stats[] = {
     VPMM_F_(vpmm_tag_stats, U64, n_paused),
     VPMM_F_(vpmm_tag_stats, U64, retained_bytes),
 };
-const FieldDef k_vpmm_stats[] = {
+constexpr FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U32, struct_size),
     VPMM_F_(vpmm_stats, U32, reserved0),
     VPMM_F_(vpmm_stats, U64, mapped_bytes),
@@ -133,7 +157,7 @@ const FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, n_view_malloc),
     VPMM_F_(vpmm_stats, U64, n_view_reuse),
 };
-const FieldDef k_vpmm_region_info[] = {
+constexpr FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),
     VPMM_F_(vpmm_region_info, I32, kind),
     VPMM_F_(vpmm_region_info, U64, va),
@@ -147,7 +171,7 @@ const FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U64, requested),
     VPMM_F_(vpmm_region_info, PTR, stream),
 };
-const FieldDef k_vpmm_api[] = {
+constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, U32, struct_size),
     VPMM_F_(vpmm_api, U32, abi_version),
     VPMM_F_(vpmm_api, PTR, version),
@@ -230,7 +254,7 @@ const FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_ipc_stats),
     VPMM_F_(vpmm_api, PTR, pool_resume_flags),
 };
-const FieldDef k_vpmm_ipc_entry[] = {
+constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),
     VPMM_F_(vpmm_ipc_entry, U32, reserved0),
     VPMM_F_(vpmm_ipc_entry, U64, exporter_ptr),
@@ -238,7 +262,7 @@ const FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, PTR, ptr),
     VPMM_F_(vpmm_ipc_entry, U64, n_entries),
 };
-const FieldDef k_vpmm_ipc_stats[] = {
+constexpr FieldDef k_vpmm_ipc_stats[] = {
     VPMM_F_(vpmm_ipc_stats, U32, struct_size),
     VPMM_F_(vpmm_ipc_stats, U32, reserved0),
     VPMM_F_(vpmm_ipc_stats, U64, exports),
@@ -251,7 +275,7 @@ const FieldDef k_vpmm_ipc_stats[] = {
     VPMM_F_(vpmm_ipc_stats, U64, n_exports),
     VPMM_F_(vpmm_ipc_stats, U64, n_imports),
 };
-const FieldDef k_vpmm_option_info[] = {
+constexpr FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),
     VPMM_F_(vpmm_option_info, I32, kind),
     VPMM_F_(vpmm_option_info, PTR, name),
@@ -261,7 +285,7 @@ const FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, field_offset),
     VPMM_F_(vpmm_option_info, U32, field_size),
 };
-const FieldDef k_vpmm_field_info[] = {
+constexpr FieldDef k_vpmm_field_info[] = {
     VPMM_F_(vpmm_field_info, U32, struct_size),
     VPMM_F_(vpmm_field_info, I32, kind),
     VPMM_F_(vpmm_field_info, PTR, name),
@@ -276,14 +300,46 @@ struct StructDef {
   const FieldDef* fields;
   uint32_t n;
 };
-#define VPMM_S_(type) \
-  StructDef { #type, static_cast<uint32_t>(sizeof(type)), k_##type, sizeof k_##type / sizeof k_##type[0] }
-const StructDef kStructs[] = {
+#define VPMM_S_(type)                                                                                 \
+  StructDef {                                                                                         \
+    #type, static_cast<uint32_t>(sizeof(type)), std::data(k_##type), static_cast<uint32_t>(std::size(k_##type)) \
+  }
+constexpr StructDef kStructs[] = {
     VPMM_S_(vpmm_config),  VPMM_S_(vpmm_alloc_attrs), VPMM_S_(vpmm_tag_stats),
     VPMM_S_(vpmm_stats),   VPMM_S_(vpmm_region_info),   VPMM_S_(vpmm_option_info),
     VPMM_S_(vpmm_field_info), VPMM_S_(vpmm_api), VPMM_S_(vpmm_ipc_entry), VPMM_S_(vpmm_ipc_stats),
 };
 #undef VPMM_S_
+
+// Each field list names every field of its struct, in order: each field
+// starts where alignment puts it after the one before, and the last ends
+// where the struct does (tests/unit/test_options.cpp checks the same through
+// the ABI). For vpmm_config this is the proof that vpmm.h and
+// config/option_list.hpp agree: a field without a row leaves a gap, a row
+// without a field does not compile.
+constexpr uint32_t align_of_kind(int32_t kind) {
+  return kind == VPMM_FIELD_U32 || kind == VPMM_FIELD_I32 ? 4
+         : kind == VPMM_FIELD_PTR                         ? alignof(void*)
+                                                          : alignof(uint64_t);
+}
+constexpr bool tiles(const StructDef& s) {
+  uint32_t end = 0;
+  for (uint32_t i = 0; i < s.n; ++i) {
+    const uint32_t a = align_of_kind(s.fields[i].kind);
+    if (s.fields[i].offset != (end + a - 1) / a * a) return false;
+    end = s.fields[i].offset + s.fields[i].size;
+  }
+  return (end + alignof(uint64_t) - 1) / alignof(uint64_t) * alignof(uint64_t) == s.size;
+}
+static_assert(tiles(kStructs[0]),
+              "vpmm_config has a field that config/option_list.hpp has no row for (every field but "
+              "struct_size and config_error is an option)");
+constexpr bool all_tile() {
+  for (const StructDef& s : kStructs)
+    if (!tiles(s)) return false;
+  return true;
+}
+static_assert(all_tile(), "a public struct's field list in options_api.cpp misses one of its fields");
 
 const StructDef* find_struct(const char* name) {
   if (!name) return nullptr;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "common/status.hpp"
 
@@ -75,25 +76,24 @@ bool parse_int(const char* v, int32_t* out) {
   return true;
 }
 
-// The table's parsers: one per environment variable, each writing its field.
-#define VPMM_SIZE_PARSER_(field) \
-  [](const char* v, vpmm_config* c) { return parse_size(v, &c->field); }
-#define VPMM_FIELD_(field) \
-  static_cast<uint32_t>(offsetof(vpmm_config, field)), \
-      static_cast<uint32_t>(sizeof(vpmm_config::field))
-constexpr uint32_t kNoField = UINT32_MAX;
+// VPMM_MAX_HANDLE_SIZE and VPMM_HIP_CHUNK_SIZE: "Np" counts pages of the
+// page_size read before them (parse_handle_size).
+bool parse_max_handle_size(const char* v, vpmm_config* c) {
+  return parse_handle_size(v, c->page_size, &c->max_handle_size);
+}
+bool parse_hip_chunk_size(const char* v, vpmm_config* c) {
+  return parse_handle_size(v, c->page_size, &c->hip_chunk_size);
+}
 
-// Rows whose value reaches the pool unchanged, and is shown as it is.
-#define VPMM_COPY_(field) \
-  [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) { \
-    o->field = c.field;                                           \
-    return VPMM_OK;                                               \
-  }
-#define VPMM_SHOW_(field) [](const PoolOptions& o, int32_t, vpmm_config* c) { c->field = o.field; }
+bool parse_log(const char* v, vpmm_config*) {
+  LogLevel l;
+  return parse_log_level(v, &l);
+}
 
-// --- Each option's own default and validation -------------------------------
-// A resolve function runs in table order, so it may read what rows before it
-// resolved: everything measured in pages reads the page_size of row 2.
+// --- Each option's own check, default and effective value -------------------
+// The functions config/option_list.hpp names. A resolve function runs in table
+// order, so it may read what rows before it resolved: everything measured in
+// pages reads the page_size of row 2.
 
 vpmm_status check_backend(const vpmm_config& c, const char* call) {
   if (c.backend < VPMM_BACKEND_AUTO || c.backend > VPMM_BACKEND_HOST)
@@ -101,6 +101,8 @@ vpmm_status check_backend(const vpmm_config& c, const char* call) {
                 call, c.backend);
   return VPMM_OK;
 }
+
+void show_backend(const PoolOptions&, int32_t kind, vpmm_config* c) { c->backend = kind; }
 
 vpmm_status check_device(const vpmm_config& c, const char* call) {
   if (c.device < 0)
@@ -187,166 +189,145 @@ vpmm_status check_exportable(const vpmm_config& c, const char* call) {
   return VPMM_OK;
 }
 
-bool parse_log(const char* v, vpmm_config*) {
-  LogLevel l;
-  return parse_log_level(v, &l);
+void show_host_capacity(const PoolOptions& o, int32_t kind, vpmm_config* c) {
+  if (kind == VPMM_BACKEND_HOST) c->host_capacity = o.device_total;
 }
 
+vpmm_status check_remap_slack(const vpmm_config& c, const char* call) {
+  if (!(c.remap_slack <= 1.0))  // NaN too
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: remap_slack %g is above 1 (or not a number)", call,
+                c.remap_slack);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_remap_slack(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+  o->remap_slack = c.remap_slack == 0.0 ? kDefaultRemapSlack : std::max(0.0, c.remap_slack);
+  return VPMM_OK;
+}
+
+void show_remap_slack(const PoolOptions& o, int32_t, vpmm_config* c) {
+  c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0;
+}
+
+vpmm_status resolve_view_min_size(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+  // Off unless asked for (defaults.hpp, kSuggestedViewMinSize, says why).
+  // Exported memory is found by the region map's address: views stay out of
+  // exportable pools.
+  if (c.view_min_size == 0 || c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+    o->view_min_size = 0;
+  } else {
+    const uint64_t want = c.view_min_size;
+    o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
+  }
+  return VPMM_OK;
+}
+
+void show_view_min_size(const PoolOptions& o, int32_t, vpmm_config* c) {
+  c->view_min_size = o.view_min_size ? o.view_min_size : VPMM_VIEWS_OFF;
+}
+
+// --- The table, made from config/option_list.hpp ----------------------------
+
+using ParseFn = bool (*)(const char*, vpmm_config*);
+using ResolveFn = vpmm_status (*)(const vpmm_config&, Backend&, const char*, PoolOptions*);
+using ShowFn = void (*)(const PoolOptions&, int32_t, vpmm_config*);
+constexpr uint32_t kNoField = UINT32_MAX;
+
+// A row's parser as the table stores it: one that reads the whole config as
+// it is, one of a single value bound to the row's field.
+template <auto Field, auto Parse>
+constexpr ParseFn parser() {
+  if constexpr (std::is_null_pointer_v<decltype(Parse)>)
+    return nullptr;
+  else if constexpr (std::is_convertible_v<decltype(Parse), ParseFn>)
+    return Parse;
+  else
+    return [](const char* v, vpmm_config* c) { return Parse(v, &(c->*Field)); };
+}
+
+// A pool option's resolve: its own, or the caller's value with 0 meaning
+// PoolOptions' default.
+template <auto CField, auto PField, auto Resolve>
+constexpr ResolveFn pool_resolver() {
+  if constexpr (std::is_null_pointer_v<decltype(Resolve)>)
+    return [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) -> vpmm_status {
+      o->*PField = c.*CField != 0 ? c.*CField : PoolOptions().*PField;
+      return VPMM_OK;
+    };
+  else
+    return Resolve;
+}
+
+// A pool option's show: its own, or the member as resolved.
+template <auto CField, auto PField, auto Show>
+constexpr ShowFn pool_shower() {
+  if constexpr (std::is_null_pointer_v<decltype(Show)>)
+    return [](const PoolOptions& o, int32_t, vpmm_config* c) { c->*CField = o.*PField; };
+  else
+    return Show;
+}
+
+// The C type each kind of value is stored in.
+template <typename T>
+constexpr bool kind_fits(int32_t kind) {
+  switch (kind) {
+    case VPMM_OPTION_BACKEND:
+    case VPMM_OPTION_INT32: return std::is_same_v<T, int32_t>;
+    case VPMM_OPTION_FRACTION: return std::is_same_v<T, double>;
+    case VPMM_OPTION_SIZE:
+    case VPMM_OPTION_COUNT:
+    case VPMM_OPTION_LIMIT:
+    case VPMM_OPTION_HANDLE_SIZE:
+    case VPMM_OPTION_DEVICE_LIST: return std::is_same_v<T, uint64_t>;
+    default: return false;  // LOG_LEVEL and TEXT are settings, without a field
+  }
+}
+#define VPMM_POOL_OPTION(name, env, kind, ...)                                       \
+  static_assert(kind_fits<decltype(vpmm_config::name)>(VPMM_OPTION_##kind),          \
+                "option_list.hpp: " #name "'s kind " #kind " does not fit its field's C type");
+#define VPMM_FIELD_OPTION VPMM_POOL_OPTION
+#define VPMM_SETTING_OPTION(...)
+#include "config/option_list.hpp"
+#undef VPMM_POOL_OPTION
+#undef VPMM_FIELD_OPTION
+#undef VPMM_SETTING_OPTION
+
+#define VPMM_FIELD_(field) \
+  static_cast<uint32_t>(offsetof(vpmm_config, field)), static_cast<uint32_t>(sizeof(vpmm_config::field))
+#define VPMM_POOL_OPTION(name, env, kind, pool_default, parse, default_text, help, check, resolve, show) \
+  {#name,                                                                                             \
+   env,                                                                                               \
+   VPMM_OPTION_##kind,                                                                                \
+   VPMM_FIELD_(name),                                                                                 \
+   parser<&vpmm_config::name, parse>(),                                                               \
+   default_text,                                                                                      \
+   help,                                                                                              \
+   check,                                                                                             \
+   pool_resolver<&vpmm_config::name, &PoolOptions::name, resolve>(),                                 \
+   pool_shower<&vpmm_config::name, &PoolOptions::name, show>()},
+#define VPMM_FIELD_OPTION(name, env, kind, parse, default_text, help, check, resolve, show) \
+  {#name, env, VPMM_OPTION_##kind, VPMM_FIELD_(name), parser<&vpmm_config::name, parse>(), \
+   default_text, help, check, resolve, show},
 // A process-wide setting (common/settings.hpp) as a row of this table: no
 // field, nothing to resolve; `vpmm info` shows its variable. `parse` is set
 // only for VPMM_LOG, the one such variable vpmm_config_init judges.
-#define VPMM_SETTING_(s, parse)                                                         \
-  setting(s).name, setting(s).env, setting(s).kind, kNoField, 0, parse,                 \
-      setting(s).default_text, setting(s).help, nullptr, nullptr, nullptr
+#define VPMM_SETTING_OPTION(s, parse)                                                          \
+  {setting(Setting::s).name, setting(Setting::s).env, setting(Setting::s).kind, kNoField, 0, parse, \
+   setting(Setting::s).default_text, setting(Setting::s).help, nullptr, nullptr, nullptr},
 
-// THE option table. Order is ABI (config_error = index + 1): append only.
-// The environment is applied in this order, so page_size is read before
-// max_handle_size (whose "Np" counts pages of it); config_resolve runs the
-// rows in this order too (the sizes, then the fractions).
-// Columns: name, variable, kind, field, parser of the variable, default, help,
-// check (before the backend exists), resolve (default and validation against
-// the backend), show (the effective value vpmm_pool_get_config returns).
-const OptionDef kOptions[] = {
-    {"backend", "VPMM_BACKEND", VPMM_OPTION_BACKEND, VPMM_FIELD_(backend),
-     [](const char* v, vpmm_config* c) { return parse_backend(v, &c->backend); }, "auto",
-     "auto|cuda|hip|host: auto picks CUDA when a GPU is usable, else host", check_backend, nullptr,
-     [](const PoolOptions&, int32_t kind, vpmm_config* c) { c->backend = kind; }},
-    {"device", "VPMM_DEVICE", VPMM_OPTION_INT32, VPMM_FIELD_(device),
-     [](const char* v, vpmm_config* c) { return parse_int(v, &c->device); }, "0",
-     "device ordinal (ignored by the host backend)", check_device, nullptr, nullptr},
-    {"page_size", "VPMM_PAGE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(page_size),
-     VPMM_SIZE_PARSER_(page_size), "0 (the backend's granularity: 2 MiB on CUDA and host)",
-     "accounting unit in bytes, a multiple of the backend granularity", nullptr, resolve_page_size,
-     VPMM_SHOW_(page_size)},
-    {"va_size", "VPMM_VA_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(va_size), VPMM_SIZE_PARSER_(va_size),
-     "0 (backend default: 8 TiB on CUDA, 64 GiB on host)",
-     "bytes of VA reserved per chunk (more chunks are reserved on demand)", nullptr, resolve_va_size,
-     VPMM_SHOW_(va_size)},
-    {"initial_pages", "VPMM_PAGES", VPMM_OPTION_COUNT, VPMM_FIELD_(initial_pages),
-     VPMM_SIZE_PARSER_(initial_pages), "0", "pages mapped when the pool is created", nullptr,
-     resolve_initial_pages, nullptr},
-    // Shown as the host backend's capacity; the other backends ignore it.
-    {"host_capacity", "VPMM_HOST_CAPACITY", VPMM_OPTION_SIZE, VPMM_FIELD_(host_capacity),
-     VPMM_SIZE_PARSER_(host_capacity), "0 (1 GiB)", "host backend: physical bytes it may hand out",
-     nullptr, nullptr,
-     [](const PoolOptions& o, int32_t kind, vpmm_config* c) {
-       if (kind == VPMM_BACKEND_HOST) c->host_capacity = o.device_total;
-     }},
-    {"max_handle_size", "VPMM_MAX_HANDLE_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(max_handle_size),
-     [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->max_handle_size); },
-     "0 (scaled handles: max(page_size, growth / 128))",
-     "handle policy: 0 = scaled, \"unlimited\" = one per growth, \"1p\" = page handles, or a cap",
-     nullptr, resolve_max_handle_size, VPMM_SHOW_(max_handle_size)},
-    {"small_size", "VPMM_SMALL_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(small_size),
-     VPMM_SIZE_PARSER_(small_size), "0 (page_size / 2)",
-     "largest request served from shared pages (below 256 turns them off)", nullptr,
-     resolve_small_size, VPMM_SHOW_(small_size)},
-    {"backup_cache_size", "VPMM_BACKUP_CACHE_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(backup_cache_size),
-     VPMM_SIZE_PARSER_(backup_cache_size), "0 (keep everything pinned so far)",
-     "pinned host bytes kept cached for pause backups after a resume", nullptr,
-     VPMM_COPY_(backup_cache_size), VPMM_SHOW_(backup_cache_size)},
-    // Resolved by resolve_capacity (below), with the fraction and
-    // the backend's memory.
-    {"memory_limit", "VPMM_MEMORY_LIMIT", VPMM_OPTION_LIMIT, VPMM_FIELD_(memory_limit), parse_limit,
-     "0 (none)", "hard cap on mapped bytes (\"8G\") or a share of device memory (\"80%\")", nullptr,
-     nullptr, VPMM_SHOW_(memory_limit)},
-    {"backup_pinned_limit", "VPMM_BACKUP_PINNED_LIMIT", VPMM_OPTION_SIZE,
-     VPMM_FIELD_(backup_pinned_limit), VPMM_SIZE_PARSER_(backup_pinned_limit), "0 (no limit)",
-     "most pinned host bytes held for pause backups (beyond it: pageable memory)", nullptr,
-     VPMM_COPY_(backup_pinned_limit), VPMM_SHOW_(backup_pinned_limit)},
-    {VPMM_SETTING_(Setting::kLog, parse_log)},
-    // Shown as the caller set it: the cap it made is memory_limit's value.
-    {"memory_limit_fraction", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(memory_limit_fraction),
-     nullptr, "0 (none)",
-     "cap as a fraction of the device's total memory; the smaller of the two caps wins", nullptr,
-     resolve_fraction, nullptr},
-    {"watermark_trigger", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_trigger), nullptr,
-     "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_TRIGGER_) ")",
-     "pressure starts when mapped >= trigger x capacity", nullptr,
-     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-       o->watermark_trigger = c.watermark_trigger != 0.0 ? c.watermark_trigger : kDefaultWatermarkTrigger;
-       return VPMM_OK;
-     },
-     VPMM_SHOW_(watermark_trigger)},
-    {"watermark_stop", nullptr, VPMM_OPTION_FRACTION, VPMM_FIELD_(watermark_stop), nullptr,
-     "0 (" VPMM_STR_(VPMM_DEFAULT_WATERMARK_STOP_) ")",
-     "pressure ends when mapped <= stop x capacity", nullptr,
-     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-       o->watermark_stop = c.watermark_stop != 0.0 ? c.watermark_stop : kDefaultWatermarkStop;
-       return VPMM_OK;
-     },
-     VPMM_SHOW_(watermark_stop)},
-    // The HIP backend resolves it against the runtime's version (BackendParams).
-    {"hip_chunk_size", "VPMM_HIP_CHUNK_SIZE", VPMM_OPTION_HANDLE_SIZE, VPMM_FIELD_(hip_chunk_size),
-     [](const char* v, vpmm_config* c) { return parse_handle_size(v, c->page_size, &c->hip_chunk_size); },
-     "0 (256 MiB below ROCm 7.0, none from 7.0)",
-     "HIP: largest hipMemCreate (chunked path); \"unlimited\" = never chunk", nullptr, nullptr, nullptr},
-    // The backend checks it against its devices (BackendParams).
-    {"peer_devices", "VPMM_PEER_DEVICES", VPMM_OPTION_DEVICE_LIST, VPMM_FIELD_(peer_devices),
-     [](const char* v, vpmm_config* c) { return parse_device_list(v, &c->peer_devices); },
-     "none (this device only)",
-     "CUDA: devices given access to the pool's memory, e.g. \"1,3\"", nullptr, nullptr, nullptr},
-    {"large_rounding", "VPMM_LARGE_ROUNDING", VPMM_OPTION_SIZE, VPMM_FIELD_(large_rounding),
-     VPMM_SIZE_PARSER_(large_rounding), "0 (page_size: whole pages)",
-     "what untagged requests above small_size round up to: a power of two from 256 to page_size; "
-     "below page_size neighbours share pages",
-     nullptr, resolve_large_rounding, VPMM_SHOW_(large_rounding)},
-    {VPMM_SETTING_(Setting::kHipLibrary, nullptr)},
-    {VPMM_SETTING_(Setting::kHipVaRecycle, nullptr)},
-    {VPMM_SETTING_(Setting::kHipPageFloor, nullptr)},
-    {VPMM_SETTING_(Setting::kPreloadLog, nullptr)},
-    {VPMM_SETTING_(Setting::kPreloadTag, nullptr)},
-    {VPMM_SETTING_(Setting::kPreloadHostBackup, nullptr)},
-    {VPMM_SETTING_(Setting::kPreloadCtl, nullptr)},
-    {"remap_slack", "VPMM_REMAP_SLACK", VPMM_OPTION_FRACTION, VPMM_FIELD_(remap_slack), parse_remap_slack,
-     "0 (" VPMM_STR_(VPMM_DEFAULT_REMAP_SLACK_) ")",
-     "grow instead of remapping pages while mapped stays within (1 + slack) x the bytes asked for; "
-     "a value up to 1, a percentage, or \"exact\" (a negative value: always remap)",
-     [](const vpmm_config& c, const char* call) {
-       if (!(c.remap_slack <= 1.0))  // NaN too
-         return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: remap_slack %g is above 1 (or not a number)", call,
-                     c.remap_slack);
-       return VPMM_OK;
-     },
-     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-       o->remap_slack = c.remap_slack == 0.0 ? kDefaultRemapSlack : std::max(0.0, c.remap_slack);
-       return VPMM_OK;
-     },
-     [](const PoolOptions& o, int32_t, vpmm_config* c) { c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0; }},
-    {VPMM_SETTING_(Setting::kBackupDir, nullptr)},
-    // The backend honours it (BackendParams): it decides how handles are made.
-    {"exportable", "VPMM_EXPORTABLE", VPMM_OPTION_COUNT, VPMM_FIELD_(exportable),
-     VPMM_SIZE_PARSER_(exportable),
-     "0 (not exportable)",
-     "1 = every handle can be shared with other processes (vpmm_pool_export); see docs/ipc.md for the cost",
-     check_exportable, nullptr, nullptr},
-    {"view_min_size", "VPMM_VIEW_MIN_SIZE", VPMM_OPTION_SIZE, VPMM_FIELD_(view_min_size), parse_view_min_size,
-     "0 (" VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ ")",
-     "smallest request a view may serve (free handles mapped where they lie at a VA of its own, "
-     "kept for the next request of its size); \"off\" = never",
-     nullptr,
-     [](const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-       // Off unless asked for (defaults.hpp, kSuggestedViewMinSize, says why). Exported
-       // memory is found by the region map's address: views stay out of
-       // exportable pools.
-       if (c.view_min_size == 0 || c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
-         o->view_min_size = 0;
-       } else {
-         const uint64_t want = c.view_min_size;
-         o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
-       }
-       return VPMM_OK;
-     },
-     [](const PoolOptions& o, int32_t, vpmm_config* c) {
-       c->view_min_size = o.view_min_size ? o.view_min_size : VPMM_VIEWS_OFF;
-     }},
+// THE option table, a row per line of config/option_list.hpp. Order is ABI
+// (config_error = index + 1): append only. The environment is applied in
+// this order, so page_size is read before max_handle_size (whose "Np" counts
+// pages of it); config_resolve runs the rows in this order too (the sizes,
+// then the fractions).
+constexpr OptionDef kOptions[] = {
+#include "config/option_list.hpp"
 };
 constexpr uint32_t kOptionCount = sizeof kOptions / sizeof kOptions[0];
-#undef VPMM_SIZE_PARSER_
+#undef VPMM_POOL_OPTION
+#undef VPMM_FIELD_OPTION
+#undef VPMM_SETTING_OPTION
 #undef VPMM_FIELD_
-#undef VPMM_COPY_
-#undef VPMM_SHOW_
-#undef VPMM_SETTING_
 
 }  // namespace
 
@@ -531,6 +512,16 @@ vpmm_status resolve_capacity(const vpmm_config& c, Backend& b, const char* call,
 }
 
 }  // namespace
+
+BackendParams config_backend_params(const vpmm_config& c) {
+  BackendParams bp;
+  bp.device = c.device;
+  bp.host_capacity = c.host_capacity;
+  bp.hip_chunk_size = c.hip_chunk_size;
+  bp.peer_devices = c.peer_devices;
+  bp.exportable = c.exportable != 0;
+  return bp;
+}
 
 vpmm_status config_resolve(const vpmm_config& c, Backend& b, PoolOptions* out) {
   const char* call = "vpmm_pool_create";

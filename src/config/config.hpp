@@ -1,13 +1,13 @@
 // Configuration: the option table, defaults, the VPMM_* environment and
 // validation against the chosen backend. The table (kOptions in config.cpp)
-// is the single source of truth for every option: its name, variable, field,
-// parser, default, help, validation, how it resolves against the backend and
-// how its effective value is shown. vpmm_config_init walks it, config_resolve
-// is a loop over it plus the rules that involve several options, the C API
-// exports it (vpmm_option_get, src/api/options_api.cpp), and `vpmm info`,
-// the docs check and the tests read it from there. Its last rows are the
-// process-wide settings of common/settings.hpp (no field; the layers that
-// need them read them there).
+// is made from config/option_list.hpp, the single declaration of every
+// option: its name, variable, field, parser, default, help, validation, how
+// it resolves against the backend and how its effective value is shown.
+// vpmm_config_init walks it, config_resolve is a loop over it plus the rules
+// that involve several options, the C API exports it (vpmm_option_get,
+// src/api/options_api.cpp), and `vpmm info`, the docs and the tests read it
+// from there. Some of its rows are the process-wide settings of
+// common/settings.hpp (no field; the layers that need them read them there).
 //
 // Invariant: the table's order is fixed and only grows at the end, because
 // vpmm_config.config_error is an entry's index + 1.
@@ -71,6 +71,11 @@ bool parse_device_list(const char* text, uint64_t* out);
 // Copies at most struct_size bytes of `in` over defaults (ABI growth rule),
 // reports config_error and runs every row's check.
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out);
+
+// What the backend takes of the configuration itself (the VPMM_FIELD_OPTION
+// rows of option_list.hpp that name BackendParams): its device, memory,
+// chunking, peers and handle type.
+BackendParams config_backend_params(const vpmm_config& c);
 
 // Resolves 0 = "backend default" fields and checks every value against the
 // backend's granularity. Messages name the field and the value, and say

@@ -3,29 +3,39 @@
 // core reads. It lives below the core so that the option table, which fills
 // it, does not sit on top of the pool: the core includes this header, never
 // the table.
+//
+// Its options are not written here: each VPMM_POOL_OPTION row of
+// config/option_list.hpp makes a member of the same name and C type as its
+// vpmm_config field, initialised to the row's pool default (the value before
+// resolution; the row's help says what it means). Only what no option sets is
+// declared by hand, at the end.
+//
+// Resolved values read differently from the fields where 0 meant "the
+// default": max_handle_size 0 = scaled handles, kUnlimitedHandle = one per
+// growth; small_size and large_rounding are set (page_size / 2, page_size);
+// memory_limit is whole pages, 0 = none; remap_slack 0 = page-exact (always
+// remap); view_min_size 0 = no views, else whole pages.
 #pragma once
 
 #include <cstdint>
 
 #include "config/defaults.hpp"
+#include "vpmm.h"
 
 namespace vpmm {
 
 struct PoolOptions {
-  uint64_t page_size = 0;
-  uint64_t va_size = 0;
-  uint64_t initial_pages = 0;
-  uint64_t max_handle_size = 0;  // 0 = scaled handles; kUnlimitedHandle = one per growth
-  uint64_t small_size = 0;       // requests <= this use the small allocator
-  uint64_t large_rounding = 0;   // untagged larger requests round up to this (0 = page_size: whole pages)
-  uint64_t backup_cache_size = 0;  // pinned bytes kept for future backups (0 = all)
-  uint64_t backup_pinned_limit = 0;  // most pinned bytes held for backups (0 = none)
+#define VPMM_POOL_OPTION(name, env, kind, pool_default, ...) decltype(vpmm_config::name) name = pool_default;
+#define VPMM_FIELD_OPTION(...)
+#define VPMM_SETTING_OPTION(...)
+#include "config/option_list.hpp"
+#undef VPMM_POOL_OPTION
+#undef VPMM_FIELD_OPTION
+#undef VPMM_SETTING_OPTION
+
+  // Not options:
+  uint64_t device_total = 0;       // the backend's memory (capacity when there is no limit)
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
-  uint64_t memory_limit = 0;       // resolved hard limit (0 = none)
-  uint64_t device_total = 0;       // device memory (capacity when there is no limit)
-  double watermark_trigger = kDefaultWatermarkTrigger, watermark_stop = kDefaultWatermarkStop;
-  double remap_slack = kDefaultRemapSlack;  // 0 = page-exact (always remap)
-  uint64_t view_min_size = 0;  // smallest request a view may serve (0 = no views)
 };
 
 }  // namespace vpmm

@@ -24,7 +24,7 @@ if not ranges:
     sys.exit("FAIL: docs/misuse.md has no table of row ranges")
 
 # A test's name as the file spells it: the column may prefix the suite.
-PREFIX = re.compile(r"^(bad_input|misuse|reliability|abi|limits|backup_stores): ")
+PREFIX = re.compile(r"^(contract|abi|limits|backup_stores|misuse): ")
 
 bad = []
 rows = 0
@@ -46,7 +46,7 @@ for m in re.finditer(r"^\| (\d+) \|.*\| ([^|]+) \|$", table, re.M):
         bad.append(f"row {n}: in no range of the introduction's table")
         continue
     key = name.rstrip(". ")[:60]
-    if name == f"row {n}":  # test_misuse.cpp's rows: "row N: what it checks"
+    if name == f"row {n}":  # the contract's rows 28-60: "row N: what it checks"
         key = f"row {n}:"
     if not any(key in t for t in where[0][2]):
         bad.append(f"row {n}: test '{key}' is not in {', '.join(where[0][3])}")

@@ -46,15 +46,17 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   return p;
 }
 
-// vpmm_pool_malloc_ex with a tag and flags; nullptr on failure (*st, if
-// given, receives the status).
+// vpmm_pool_malloc_ex with a tag and flags (and a reservation, if given);
+// nullptr on failure (*st, if given, receives the status).
 inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags,
-                           vpmm_stream s = nullptr, vpmm_status* st = nullptr) {
+                           vpmm_stream s = nullptr, vpmm_status* st = nullptr,
+                           vpmm_reservation* reservation = nullptr) {
   vpmm_alloc_attrs a;
   std::memset(&a, 0, sizeof a);
   a.struct_size = sizeof a;
   a.tag = tag;
   a.flags = flags;
+  a.reservation = reservation;
   void* out = nullptr;
   vpmm_status rs = vpmm_pool_malloc_ex(p, size, s, &a, &out);
   if (st) *st = rs;

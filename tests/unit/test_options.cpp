@@ -4,8 +4,10 @@
 // a variable is really read by vpmm_config_init (in table order:
 // config_error = index + 1) unless it is a process-wide setting (judged by
 // the part that reads it), that field offsets match this compilation of
-// vpmm.h, that each struct's field list tiles the struct, and that
-// docs/options.md (VPMM_TEST_OPTIONS_DOC) lists exactly the table.
+// vpmm.h, that each struct's field list tiles the struct, that
+// docs/options.md (VPMM_TEST_OPTIONS_DOC) lists exactly the table, that the
+// rows keep their ABI places and that vpmm.h (VPMM_TEST_HEADER) declares and
+// documents each option's field.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -36,6 +38,20 @@ std::vector<vpmm_option_info> table() {
 void clean_env() {
   for (const vpmm_option_info& o : table())
     if (o.env) unsetenv(o.env);
+}
+
+// The text of the source file the environment variable `var` names (the
+// build passes docs/options.md and include/vpmm.h); "" with a failed CHECK
+// when it is not there.
+std::string source_file(const char* var) {
+  const char* path = std::getenv(var);
+  CHECK_MSG(path != nullptr, "%s is not set (meson test sets it)", var);
+  if (!path) return "";
+  std::ifstream f(path);
+  CHECK_MSG(f.good(), "cannot read %s", path);
+  std::stringstream all;
+  all << f.rdbuf();
+  return all.str();
 }
 
 // A value each kind rejects.
@@ -257,11 +273,7 @@ TEST("struct layouts: sizes match, fields tile each struct in order") {
 // must equal the library's table, row for row. On a mismatch the expected
 // table is printed, ready to paste.
 TEST("docs/options.md lists exactly the option table") {
-  const char* path = std::getenv("VPMM_TEST_OPTIONS_DOC");
-  CHECK(path != nullptr);
-  if (!path) return;
-  std::ifstream f(path);
-  CHECK(f.good());
+  std::istringstream f(source_file("VPMM_TEST_OPTIONS_DOC"));
   std::vector<std::string> rows;
   std::string line;
   bool in_table = false;
@@ -283,9 +295,62 @@ TEST("docs/options.md lists exactly the option table") {
   bool same = rows == want;
   CHECK(same);
   if (!same) {
-    std::printf("  docs/options.md disagrees with the library's table; expected:\n"
-                "| option | variable | default | meaning |\n|--|--|--|--|\n");
+    std::printf("  docs/options.md disagrees with the library's table (scripts/options-doc.py "
+                "rewrites it); expected:\n| option | variable | default | meaning |\n|--|--|--|--|\n");
     for (const std::string& w : want) std::printf("%s\n", w.c_str());
+  }
+}
+
+// The table is made from src/config/option_list.hpp, where order is ABI:
+// config_error is an index + 1, so a row moved or removed would make an
+// older program's config_error name another variable. The rows of ABI 1 so
+// far, frozen here; new ones may only follow them.
+TEST("option indices are ABI: the rows so far keep their places") {
+  const char* frozen[] = {"backend", "device", "page_size", "va_size", "initial_pages", "host_capacity",
+                          "max_handle_size", "small_size", "backup_cache_size", "memory_limit",
+                          "backup_pinned_limit", "log", "memory_limit_fraction", "watermark_trigger",
+                          "watermark_stop", "hip_chunk_size", "peer_devices", "large_rounding",
+                          "hip_library", "hip_va_recycle", "hip_page_floor", "preload_log", "preload_tag",
+                          "preload_host_backup", "preload_ctl", "remap_slack", "backup_dir", "exportable",
+                          "view_min_size"};
+  const std::vector<vpmm_option_info> t = table();
+  CHECK(t.size() >= sizeof frozen / sizeof frozen[0]);
+  for (size_t i = 0; i < sizeof frozen / sizeof frozen[0] && i < t.size(); ++i)
+    CHECK_EQ(std::string(t[i].name), std::string(frozen[i]));
+}
+
+// vpmm_config is written by hand (it is the ABI) and the option list
+// separately: the build proves every field has a row (options_api.cpp's
+// static_assert; the layout test above through the ABI). Here the other way
+// round: every option with a field names it in vpmm_config's declaration,
+// and the field's comment names the option's variable, so the header never
+// documents a variable the library does not read, or hides one it does.
+TEST("vpmm.h: each option with a field is declared in vpmm_config with its variable") {
+  const std::string header = source_file("VPMM_TEST_HEADER");
+  const size_t begin = header.find("typedef struct vpmm_config {");
+  const size_t end = header.find("} vpmm_config;");
+  CHECK(begin != std::string::npos && end != std::string::npos && begin < end);
+  if (begin == std::string::npos || end == std::string::npos) return;
+  // The declaration with each comment's line breaks (newline, indent, " * ")
+  // read as one space, so a variable wrapped onto the next line is found.
+  std::string decl;
+  for (size_t i = begin; i < end; ++i) {
+    if (header[i] != '\n') {
+      decl += header[i];
+      continue;
+    }
+    while (i + 1 < end && (header[i + 1] == ' ' || header[i + 1] == '*')) ++i;
+    decl += ' ';
+  }
+  for (const vpmm_option_info& o : table()) {
+    if (o.field_size == 0) continue;
+    const bool declared = decl.find(std::string(" ") + o.name + ";") != std::string::npos;
+    if (!declared) std::printf("  vpmm_config declares no field %s\n", o.name);
+    CHECK(declared);
+    if (!o.env) continue;
+    const bool documented = decl.find(std::string("env ") + o.env) != std::string::npos;
+    if (!documented) std::printf("  vpmm_config's comments never say \"env %s\"\n", o.env);
+    CHECK(documented);
   }
 }
 

@@ -73,6 +73,11 @@ pub struct Config {
     raw: sys::vpmm_config,
 }
 
+// One setter per field of `vpmm_config` (`backend` aside, which takes an
+// enum), plus the list of their names and the Debug lines of their values:
+// the tests hold that list against the library's own list of the fields
+// (`vpmm_struct_field`), which comes from its single option list, so a field
+// added to the library without its setter here fails them.
 macro_rules! setters {
     ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
         $(
@@ -82,6 +87,14 @@ macro_rules! setters {
                 self
             }
         )*
+
+        /// The fields that have a setter of their own, in declaration order.
+        #[allow(dead_code)] // read by the tests
+        const SETTER_FIELDS: &'static [&'static str] = &[$(stringify!($name)),*];
+
+        fn debug_setter_fields(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+            $(d.field(stringify!($name), &self.raw.$name);)*
+        }
     };
 }
 
@@ -205,29 +218,54 @@ impl Default for Config {
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let r = &self.raw;
-        f.debug_struct("Config")
-            .field("backend", &r.backend)
-            .field("device", &r.device)
-            .field("config_error", &r.config_error)
-            .field("page_size", &r.page_size)
-            .field("va_size", &r.va_size)
-            .field("initial_pages", &r.initial_pages)
-            .field("host_capacity", &r.host_capacity)
-            .field("max_handle_size", &r.max_handle_size)
-            .field("small_size", &r.small_size)
-            .field("backup_cache_size", &r.backup_cache_size)
-            .field("memory_limit", &r.memory_limit)
-            .field("memory_limit_fraction", &r.memory_limit_fraction)
-            .field("watermark_trigger", &r.watermark_trigger)
-            .field("watermark_stop", &r.watermark_stop)
-            .field("backup_pinned_limit", &r.backup_pinned_limit)
-            .field("hip_chunk_size", &r.hip_chunk_size)
-            .field("peer_devices", &r.peer_devices)
-            .field("large_rounding", &r.large_rounding)
-            .field("remap_slack", &r.remap_slack)
-            .field("exportable", &r.exportable)
-            .field("view_min_size", &r.view_min_size)
-            .finish()
+        let mut d = f.debug_struct("Config");
+        d.field("backend", &self.raw.backend);
+        d.field("config_error", &self.raw.config_error);
+        self.debug_setter_fields(&mut d);
+        d.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::{CStr, CString};
+
+    /// The fields of `vpmm_config` as the loaded library lists them.
+    fn library_fields() -> Vec<String> {
+        let name = CString::new("vpmm_config").unwrap();
+        let mut n = 0u32;
+        // SAFETY: a NUL-terminated name and valid out-pointers.
+        let st = unsafe { sys::vpmm_struct_layout(name.as_ptr(), std::ptr::null_mut(), &mut n) };
+        assert_eq!(st, sys::VPMM_OK);
+        (0..n)
+            .map(|i| {
+                // SAFETY: vpmm_field_info is plain data; struct_size is set below.
+                let mut f: sys::vpmm_field_info = unsafe { std::mem::zeroed() };
+                f.struct_size = size_of::<sys::vpmm_field_info>() as u32;
+                // SAFETY: as above; the name the library returns is static.
+                assert_eq!(unsafe { sys::vpmm_struct_field(name.as_ptr(), i, &mut f) }, sys::VPMM_OK);
+                unsafe { CStr::from_ptr(f.name) }.to_str().unwrap().to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_field_of_the_library_has_a_setter_and_a_debug_line() {
+        let mut want: Vec<String> = library_fields()
+            .into_iter()
+            .filter(|f| f != "struct_size" && f != "config_error")
+            .collect();
+        let mut have: Vec<String> = std::iter::once("backend")
+            .chain(Config::SETTER_FIELDS.iter().copied())
+            .map(String::from)
+            .collect();
+        want.sort();
+        have.sort();
+        assert_eq!(have, want, "Config's setters against the library's vpmm_config fields");
+        let shown = format!("{:?}", Config::defaults());
+        for field in want.iter().chain(["config_error".to_string()].iter()) {
+            assert!(shown.contains(&format!("{}: ", field)), "Debug lacks {}: {}", field, shown);
+        }
     }
 }
