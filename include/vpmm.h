@@ -1159,8 +1159,8 @@ VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_
  * diagram of who holds which handle, and measurements.
  *
  * What travels is a descriptor (a plain byte string: copy, pickle or send it
- * anywhere) plus one POSIX file descriptor per physical handle and one for a
- * small status page. File descriptors cannot be copied as bytes: they go
+ * anywhere) plus one POSIX file descriptor per physical handle and two for
+ * small status and counter pages. File descriptors cannot be copied as bytes: they go
  * over a Unix-domain socket (vpmm_export_send / vpmm_ipc_recv, SCM_RIGHTS),
  * or the importer takes them from the exporter with pidfd_getfd (the
  * descriptor names the exporter's pid and its descriptor numbers; Linux
@@ -1189,7 +1189,14 @@ VPMM_API vpmm_status vpmm_struct_field(const char* name, uint32_t i, vpmm_field_
  *   CLOSED   the exporter closed the export or destroyed its pool.
  *   EXITED   the exporting process exited without closing it. The mapping
  *            stays valid (and holds the memory) until the importer closes it.
- * Every state but ACTIVE is final for that export. */
+ * Every state but ACTIVE is final for that export.
+ *
+ * An importer can never crash, stall or deceive the exporter, whatever it
+ * does with the descriptors it receives (docs/ipc.md, "What an importer
+ * cannot do"): they are sealed against resizing, the status page against
+ * writes, no exporter call waits for an importer, and the exporter reports
+ * the state it published. What an importer can do is what shared memory
+ * allows: read and write the exported bytes while it maps them. */
 #ifdef __cplusplus
 static const int32_t VPMM_EXPORT_ACTIVE = 1;
 static const int32_t VPMM_EXPORT_PAUSED = 2;
@@ -1241,8 +1248,9 @@ VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_exp
 
 /* Export every active allocation with `tag` (NULL = every tagged one) as one
  * export: the weights of a model in one descriptor. Small-object slabs of
- * the tag are shared whole (their blocks may come and go; a free of the
- * block at a slab's start turns the export FREED). Paused allocations of the
+ * the tag are shared whole (their blocks may come and go; the slab's pages
+ * going back to the pool, when its last block is freed or a trim gives the
+ * cached empty slab back, turns the export FREED). Paused allocations of the
  * tag are not included. Errors: INVALID_ARGUMENT (null out, a tag never used
  * by this pool, tag too long), WRONG_STATE (nothing with the tag is
  * active), and those of vpmm_pool_export. Thread safe. */
@@ -1268,22 +1276,30 @@ VPMM_API vpmm_status vpmm_export_descriptor(const vpmm_export* ex, void* buf, si
                                             int* fds, size_t fd_capacity, size_t* n_fds);
 
 /* Send the export's descriptor and file descriptors over a connected
- * Unix-domain socket (SOCK_STREAM or SOCK_SEQPACKET) as vpmm_ipc_send does;
- * a pause or free of the exported memory waits until the send is queued,
- * so what was sent was the memory's. Blocks while the socket's buffer is
- * full. Errors: INVALID_ARGUMENT (null or closed export, not a Unix-domain
+ * Unix-domain socket (SOCK_STREAM or SOCK_SEQPACKET) as vpmm_ipc_send does.
+ * The file descriptors sent stay open until the call returns, even if the
+ * exported memory is paused or freed meanwhile: what was sent was the
+ * memory's, and an importer receiving it after the pause or free sees the
+ * new state. Blocks while the socket's buffer is full, holding nothing any
+ * other call waits for: a peer that never reads stalls this call alone
+ * (give the socket SO_SNDTIMEO, or make it non-blocking, to bound it).
+ * Errors: INVALID_ARGUMENT (null or closed export, not a Unix-domain
  * socket), WRONG_STATE (the export is not ACTIVE), BACKEND (sendmsg failed:
- * the peer closed, say; the message names errno). Thread safe. */
+ * the peer closed, the timeout passed; the message names errno). Thread
+ * safe. */
 VPMM_API vpmm_status vpmm_export_send(const vpmm_export* ex, int socket);
 
-/* What importers see (VPMM_EXPORT_*; CLOSED once closed by the pool's
- * destroy); in *importers (may be NULL) how many processes hold an import of
- * it now (counted from the locks their imports hold on the status page: an
- * importer that exited without closing no longer counts), and in *imports
- * (may be NULL) how many imports of it were made so far. A sender that keeps
- * the memory alive for its receivers lets go once imports > 0 and importers
- * is 0 again. Errors: INVALID_ARGUMENT (null or closed export, null state).
- * Thread safe. */
+/* The state this process published to importers (VPMM_EXPORT_*; CLOSED
+ * once closed by the pool's destroy): kept in its own memory, so nothing an
+ * importer does changes it. In *importers (may be NULL) how many processes
+ * hold an import of it now (counted from the locks their imports hold on the
+ * status page: an importer that exited without closing no longer counts),
+ * and in *imports (may be NULL) how many imports of it were made so far, as
+ * importers report them (a hostile importer can misreport both; the library
+ * decides nothing from them). A sender that keeps the memory alive for its
+ * receivers lets go once imports > 0 and importers is 0 again. Never waits
+ * for an importer. Errors: INVALID_ARGUMENT (null or closed export, null
+ * state). Thread safe. */
 VPMM_API vpmm_status vpmm_export_state(const vpmm_export* ex, int32_t* state, uint32_t* importers,
                                        uint64_t* imports);
 
@@ -1306,7 +1322,8 @@ VPMM_API vpmm_status vpmm_export_close(vpmm_pool* pool, vpmm_export* ex);
  * most once per pool. *out is the caller's until vpmm_import_close.
  * Errors: INVALID_ARGUMENT (null desc or out, bytes that are not a
  * descriptor of this version, n_fds differing from the descriptor's count,
- * file descriptors that are not its handles, a descriptor of another backend
+ * file descriptors that are not its pages and handles, or that could be
+ * resized under the mapping (not sealed), a descriptor of another backend
  * or device: import into a pool of the device it was exported from),
  * WRONG_STATE (the export is not ACTIVE, or is already imported into this
  * pool), UNSUPPORTED (no fds, and pidfd_getfd is missing or refused: the

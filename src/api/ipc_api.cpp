@@ -137,16 +137,16 @@ vpmm_status import_fds(const char* call, const vpmm::ipc::Descriptor& d, const i
     if (!fds) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: fds is NULL with n_fds %zu", call, n_fds);
     if (n_fds != want)
       return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
-                        "%s: %zu file descriptors given, the descriptor travels with %zu (its status page and %zu "
-                        "handles)",
-                        call, n_fds, want, want - 1);
+                        "%s: %zu file descriptors given, the descriptor travels with %zu (its status page, its "
+                        "counter page and %zu handles)",
+                        call, n_fds, want, want - 2);
     all->assign(fds, fds + n_fds);
     return VPMM_OK;
   }
   vpmm::ipc::PidFd pidfd;
   vpmm_status st = pidfd.open(call, d.pid);
   if (st != VPMM_OK) return st;
-  std::vector<int> numbers{d.status_fd};
+  std::vector<int> numbers{d.status_fd, d.counter_fd};
   numbers.insert(numbers.end(), d.handle_fds.begin(), d.handle_fds.end());
   if ((st = pidfd.fetch(call, numbers, owned)) != VPMM_OK) return st;
   *all = *owned;
@@ -268,7 +268,7 @@ VPMM_API vpmm_status vpmm_pool_import(vpmm_pool* pool, const void* desc, size_t 
       ~CloseOwned() { vpmm::ipc::close_all(*fds); }
     } closer{&owned};
     std::unique_ptr<vpmm::ipc::StatusPage> page;
-    st = vpmm::ipc::StatusPage::open(call, all[0], d.request.nonce, &page);
+    st = vpmm::ipc::StatusPage::open(call, all[0], all[1], d.request.nonce, &page);
     // Taken by number from the exporter, a page that is not the export's is
     // a descriptor number the exporter has reused: the export is gone.
     if (st == VPMM_ERR_INVALID_ARGUMENT && !owned.empty())
@@ -284,7 +284,7 @@ VPMM_API vpmm_status vpmm_pool_import(vpmm_pool* pool, const void* desc, size_t 
                         : state == VPMM_EXPORT_FREED  ? "freed by the exporter"
                         : state == VPMM_EXPORT_EXITED ? "gone: its process exited"
                                                       : "closed by the exporter");
-    d.request.fds.assign(all.begin() + 1, all.end());
+    d.request.fds.assign(all.begin() + 2, all.end());
     std::unique_ptr<vpmm_import> imp(new vpmm_import);
     std::vector<uint64_t> ptrs;
     if ((st = pool->pool->import_memory(call, d.request, channel, &imp->id, &ptrs)) != VPMM_OK) return st;

@@ -10,6 +10,7 @@ uint64_t IpcTables::add_export(ExportRecord r) {
   const uint64_t id = next_id_++;
   auto it = exports_.emplace(id, std::move(r)).first;
   for (uint64_t p : it->second.ptrs) by_ptr_.emplace(p, id);
+  for (uint64_t p : it->second.slabs) by_slab_.emplace(p, id);
   ++n_exports_;
   return id;
 }
@@ -20,9 +21,21 @@ ExportRecord* IpcTables::find_export(uint64_t id) {
 }
 
 void IpcTables::unindex(uint64_t id, const ExportRecord& r) {
-  for (uint64_t p : r.ptrs) {
-    auto range = by_ptr_.equal_range(p);
-    for (auto i = range.first; i != range.second;) i = i->second == id ? by_ptr_.erase(i) : std::next(i);
+  for (auto* index : {&by_ptr_, &by_slab_})
+    for (uint64_t p : index == &by_ptr_ ? r.ptrs : r.slabs) {
+      auto range = index->equal_range(p);
+      for (auto i = range.first; i != range.second;) i = i->second == id ? index->erase(i) : std::next(i);
+    }
+}
+
+void IpcTables::revoke_all(std::multimap<uint64_t, uint64_t>& index, uint64_t key, int32_t state) {
+  auto range = index.equal_range(key);
+  std::vector<uint64_t> ids;
+  for (auto i = range.first; i != range.second; ++i) ids.push_back(i->second);
+  for (uint64_t id : ids) {
+    ExportRecord& r = exports_.at(id);
+    unindex(id, r);
+    r.channel->revoke(state);
   }
 }
 
@@ -35,20 +48,14 @@ bool IpcTables::close_export(uint64_t id) {
   return true;
 }
 
-void IpcTables::on_free(uint64_t ptr) {
-  auto range = by_ptr_.equal_range(ptr);
-  std::vector<uint64_t> ids;
-  for (auto i = range.first; i != range.second; ++i) ids.push_back(i->second);
-  for (uint64_t id : ids) {
-    ExportRecord& r = exports_.at(id);
-    unindex(id, r);
-    r.channel->revoke(VPMM_EXPORT_FREED);
-  }
-}
+void IpcTables::on_free(uint64_t ptr) { revoke_all(by_ptr_, ptr, VPMM_EXPORT_FREED); }
+
+void IpcTables::on_slab_gone(uint64_t va) { revoke_all(by_slab_, va, VPMM_EXPORT_FREED); }
 
 void IpcTables::on_release(uint64_t va, uint64_t size) {
   std::vector<uint64_t> ids;
-  for (auto i = by_ptr_.lower_bound(va); i != by_ptr_.end() && i->first < va + size; ++i) ids.push_back(i->second);
+  for (const auto* index : {&by_ptr_, &by_slab_})
+    for (auto i = index->lower_bound(va); i != index->end() && i->first < va + size; ++i) ids.push_back(i->second);
   for (uint64_t id : ids) {
     auto it = exports_.find(id);
     if (it == exports_.end()) continue;
@@ -85,6 +92,7 @@ void IpcTables::close_all_exports() {
   for (auto& kv : exports_) kv.second.channel->revoke(VPMM_EXPORT_CLOSED);
   exports_.clear();
   by_ptr_.clear();
+  by_slab_.clear();
 }
 
 void IpcTables::stats(vpmm_ipc_stats* out) const {

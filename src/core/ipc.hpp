@@ -105,8 +105,9 @@ struct ImportRequest {
 
 struct ExportRecord {
   std::shared_ptr<ExportChannel> channel;
-  std::vector<uint64_t> ptrs;  // entry addresses (indexed while active)
-  uint64_t bytes = 0;          // of its handles
+  std::vector<uint64_t> ptrs;   // allocations' addresses (indexed while active)
+  std::vector<uint64_t> slabs;  // small-object slabs' addresses (likewise)
+  uint64_t bytes = 0;           // of its handles
 };
 
 struct ImportSpan {
@@ -126,7 +127,7 @@ struct ImportRecord {
 class IpcTables {
  public:
   // Cheap test for the hot paths: is any allocation exported now?
-  bool exporting() const { return !by_ptr_.empty(); }
+  bool exporting() const { return !by_ptr_.empty() || !by_slab_.empty(); }
 
   uint64_t add_export(ExportRecord r);
   ExportRecord* find_export(uint64_t id);
@@ -134,6 +135,11 @@ class IpcTables {
   bool close_export(uint64_t id);
   // An exported allocation at ptr was freed: its exports become FREED.
   void on_free(uint64_t ptr);
+  // The slab at va went back to the pool (its last block freed, or the
+  // cached empty slab given back): exports sharing it become FREED. A slab
+  // is shared whole, so the free of one of its blocks ends nothing (the
+  // block at its start included); its pages going does.
+  void on_slab_gone(uint64_t va);
   // [va, va+size) released its physical memory (a pause): exports with an
   // allocation there become PAUSED.
   void on_release(uint64_t va, uint64_t size);
@@ -152,8 +158,10 @@ class IpcTables {
 
  private:
   void unindex(uint64_t id, const ExportRecord& r);
+  void revoke_all(std::multimap<uint64_t, uint64_t>& index, uint64_t key, int32_t state);
   std::map<uint64_t, ExportRecord> exports_;
-  std::multimap<uint64_t, uint64_t> by_ptr_;  // active exports' entry addresses -> export id
+  std::multimap<uint64_t, uint64_t> by_ptr_;   // active exports' allocations -> export id
+  std::multimap<uint64_t, uint64_t> by_slab_;  // active exports' slabs -> export id
   std::map<uint64_t, ImportRecord> imports_;
   std::set<uint64_t> nonces_;
   uint64_t next_id_ = 1;

@@ -416,6 +416,7 @@ vpmm_status Pool::take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, Regi
 }
 
 void Pool::return_slab_pages(uint64_t va, Stream s, bool paused) {
+  if (ipc_.exporting()) ipc_.on_slab_gone(va);  // a tag export shared the slab whole
   RegionIt r = m_.find(va);
   if (paused)
     drop_paused(r);

@@ -9,7 +9,8 @@
 // handles never move (only handles lying entirely in free memory are
 // remapped or trimmed), so an export stays true until the allocation is
 // freed or paused, and then the importers are told (IpcTables::on_free,
-// on_release, called from free and pause).
+// on_release, called from free and pause; on_slab_gone when a slab shared
+// by a tag export goes back to the pool).
 //
 // An import is mapped into VA reserved for it alone, outside the pool's
 // chunks and region map: it is memory of another pool, which this one may
@@ -31,6 +32,7 @@ namespace {
 struct Wanted {
   uint64_t ptr;
   uint64_t size;
+  bool slab;  // a small-object slab shared whole (a tag export's)
 };
 
 std::string hex16(const uint8_t id[16]) {
@@ -86,7 +88,7 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
       return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not inside a live allocation of this pool",
                   call, ptr);
     }
-    wanted.push_back({base, size});
+    wanted.push_back({base, size, false});
   } else {
     uint32_t want = 0;
     vpmm_status st = tags_.find_used(call, tag, &want);
@@ -94,10 +96,10 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
     for (auto& kv : m_) {
       const Region& r = kv.second;
       if (!TagTable::matches(r.tag, want)) continue;
-      if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested});
+      if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested, false});
       // A slab is shared whole: its blocks come and go, its pages stay.
       else if (r.kind == Kind::Small && !small_->empty_if_settled(r.owner))
-        wanted.push_back({kv.first, r.size});
+        wanted.push_back({kv.first, r.size, true});
     }
     if (wanted.empty())
       return fail(VPMM_ERR_WRONG_STATE, "%s: nothing with tag \"%s\" is active to export", call,
@@ -146,7 +148,7 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
   ExportRecord rec;
   rec.channel = ch;
   rec.bytes = out.bytes();
-  for (const IpcEntry& e : out.entries) rec.ptrs.push_back(e.ptr);
+  for (const Wanted& w : wanted) (w.slab ? rec.slabs : rec.ptrs).push_back(w.ptr);
   *id = ipc_.add_export(std::move(rec));
   *layout = std::move(out);
   return VPMM_OK;

@@ -11,7 +11,7 @@ namespace ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x314353444d4d5056ull;  // "VPMMDSC1"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint32_t kHeaderBytes = 64, kHandleBytes = 24, kEntryBytes = 32;
 // Far beyond any pool (a handle is at least a page) and small enough that
 // sizes computed from the counts never overflow.
@@ -31,7 +31,7 @@ T get(const unsigned char* p) {
 
 }  // namespace
 
-std::string encode(const ExportLayout& layout, int32_t pid, uint64_t nonce, int status_fd,
+std::string encode(const ExportLayout& layout, int32_t pid, uint64_t nonce, int status_fd, int counter_fd,
                    const std::vector<int>& handle_fds) {
   std::string s;
   s.reserve(kHeaderBytes + layout.handles.size() * kHandleBytes + layout.entries.size() * kEntryBytes);
@@ -45,7 +45,7 @@ std::string encode(const ExportLayout& layout, int32_t pid, uint64_t nonce, int 
   put(&s, static_cast<uint32_t>(layout.handles.size()));
   put(&s, static_cast<uint32_t>(layout.entries.size()));
   put(&s, static_cast<int32_t>(status_fd));
-  put(&s, uint32_t(0));
+  put(&s, static_cast<int32_t>(counter_fd));
   for (size_t i = 0; i < layout.handles.size(); ++i) {
     put(&s, layout.handles[i].va);
     put(&s, layout.handles[i].size);
@@ -77,6 +77,7 @@ vpmm_status decode(const char* who, const void* bytes, size_t size, Descriptor* 
   std::memcpy(d.request.device_id, p + 32, 16);
   const uint32_t n_handles = get<uint32_t>(p + 48), n_entries = get<uint32_t>(p + 52);
   d.status_fd = get<int32_t>(p + 56);
+  d.counter_fd = get<int32_t>(p + 60);
   if (n_handles == 0 || n_entries == 0 || n_handles > kMaxRecords || n_entries > kMaxRecords)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: the descriptor has %u handles and %u entries", who, n_handles,
                 n_entries);

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "common/status.hpp"
 
@@ -43,8 +45,9 @@ bool lock_byte(int fd, off_t at) {
 }
 
 // The first lock of another description at or after `from` within `len`
-// bytes: its start, or -1 when there is none (or the query failed).
-off_t other_lock(int fd, off_t from, off_t len) {
+// bytes: its start (and in *end the byte after it; 0 for a lock to the end
+// of the file), or -1 when there is none (or the query failed).
+off_t other_lock(int fd, off_t from, off_t len, off_t* end = nullptr) {
   struct flock fl;
   std::memset(&fl, 0, sizeof fl);
   fl.l_type = F_WRLCK;
@@ -52,6 +55,7 @@ off_t other_lock(int fd, off_t from, off_t len) {
   fl.l_start = from;
   fl.l_len = len;
   if (fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type == F_UNLCK) return -1;
+  if (end) *end = fl.l_len == 0 ? std::numeric_limits<off_t>::max() : fl.l_start + fl.l_len;
   return fl.l_start;
 }
 
@@ -74,41 +78,72 @@ struct StatusPage::Layout {
   int32_t pid;
   uint64_t nonce;
   std::atomic<uint64_t> word;
-  std::atomic<uint64_t> imports;
 };
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "lock-free 64-bit atomics shared between processes");
 
+namespace {
+
+constexpr unsigned kResizeSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
+vpmm_status os_fail(const char* who, const char* what, int err) {
+  return fail(err == EMFILE || err == ENFILE || err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
+              "%s: %s failed: %s", who, what, std::strerror(err));
+}
+
+// A memfd of one page that can be sealed, mapped writable at *map.
+vpmm_status sealable_page(const char* who, const char* name, int* fd, void** map) {
+  *fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (*fd < 0) return os_fail(who, "memfd_create of the export's status page", errno);
+  if (ftruncate(*fd, kPageBytes) != 0) return os_fail(who, "sizing the export's status page", errno);
+  void* m = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (m == MAP_FAILED) return os_fail(who, "mapping the export's status page", errno);
+  *map = m;
+  return VPMM_OK;
+}
+
+// Checks what an importer received is a memfd of one page that cannot be
+// resized under it: a shrunk page would fault the importer.
+vpmm_status check_page(const char* who, int fd, const char* what) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != kPageBytes)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: file descriptor %d is not an export's %s", who, fd, what);
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & static_cast<int>(kResizeSeals)) != static_cast<int>(kResizeSeals))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: file descriptor %d is not an export's sealed %s", who, fd, what);
+  return VPMM_OK;
+}
+
+}  // namespace
+
 StatusPage::~StatusPage() {
   close_locks();
-  if (page_) munmap(page_, kPageBytes);
+  if (page_) munmap(const_cast<Layout*>(page_), kPageBytes);
+  if (counter_) munmap(counter_, kPageBytes);
 }
 
 vpmm_status StatusPage::create(const char* who, std::unique_ptr<StatusPage>* out) {
   std::unique_ptr<StatusPage> p(new StatusPage);
   p->exporter_ = true;
-  p->fd_ = memfd_create("vpmm-export", MFD_CLOEXEC);
-  if (p->fd_ < 0) {
-    int err = errno;
-    return fail(err == EMFILE || err == ENFILE || err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
-                "%s: memfd_create of the export's status page failed: %s", who, std::strerror(err));
-  }
-  if (ftruncate(p->fd_, kPageBytes) != 0) {
-    int err = errno;
-    return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: sizing the export's status page failed: %s", who, std::strerror(err));
-  }
-  void* m = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd_, 0);
-  if (m == MAP_FAILED) {
-    int err = errno;
-    return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: mapping the export's status page failed: %s", who,
-                std::strerror(err));
-  }
-  p->page_ = static_cast<Layout*>(m);
-  p->page_->magic = kMagic;
-  p->page_->version = kVersion;
-  p->page_->pid = static_cast<int32_t>(getpid());
-  p->page_->nonce = random_nonce();
-  p->page_->word.store(VPMM_EXPORT_ACTIVE);
-  p->page_->imports.store(0);
+  void* m = nullptr;
+  vpmm_status st = sealable_page(who, "vpmm-export", &p->fd_, &m);
+  if (st != VPMM_OK) return st;
+  p->own_ = static_cast<Layout*>(m);
+  p->page_ = p->own_;
+  p->own_->magic = kMagic;
+  p->own_->version = kVersion;
+  p->own_->pid = p->pid_ = static_cast<int32_t>(getpid());
+  p->own_->nonce = p->nonce_ = random_nonce();
+  p->own_->word.store(VPMM_EXPORT_ACTIVE);
+  // From here on only the exporter's mapping writes the page. Kernels before
+  // 5.1 have no F_SEAL_FUTURE_WRITE: the page is then writable by importers,
+  // which can mislead other importers but never the exporter (published_).
+  if (fcntl(p->fd_, F_ADD_SEALS, kResizeSeals | F_SEAL_FUTURE_WRITE) != 0 &&
+      (errno != EINVAL || fcntl(p->fd_, F_ADD_SEALS, kResizeSeals) != 0))
+    return os_fail(who, "sealing the export's status page", errno);
+  if ((st = sealable_page(who, "vpmm-export-imports", &p->counter_fd_, &m)) != VPMM_OK) return st;
+  p->counter_ = static_cast<std::atomic<uint64_t>*>(m);
+  if (fcntl(p->counter_fd_, F_ADD_SEALS, kResizeSeals) != 0)
+    return os_fail(who, "sealing the export's counter page", errno);
   p->lock_fd_ = reopen(p->fd_);
   if (p->lock_fd_ >= 0 && !lock_byte(p->lock_fd_, kExporterByte)) {
     close(p->lock_fd_);
@@ -118,61 +153,77 @@ vpmm_status StatusPage::create(const char* who, std::unique_ptr<StatusPage>* out
   return VPMM_OK;
 }
 
-vpmm_status StatusPage::open(const char* who, int fd, uint64_t nonce, std::unique_ptr<StatusPage>* out) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) < kPageBytes)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: file descriptor %d is not an export's status page", who, fd);
-  void* m = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+vpmm_status StatusPage::open(const char* who, int fd, int counter_fd, uint64_t nonce,
+                             std::unique_ptr<StatusPage>* out) {
+  vpmm_status st = check_page(who, fd, "status page");
+  if (st == VPMM_OK) st = check_page(who, counter_fd, "counter page");
+  if (st != VPMM_OK) return st;
+  std::unique_ptr<StatusPage> p(new StatusPage);
+  void* m = mmap(nullptr, kPageBytes, PROT_READ, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
     int err = errno;
     return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_INVALID_ARGUMENT,
                 "%s: mapping the status page (file descriptor %d) failed: %s", who, fd, std::strerror(err));
   }
-  std::unique_ptr<StatusPage> p(new StatusPage);
-  p->page_ = static_cast<Layout*>(m);
+  p->page_ = static_cast<const Layout*>(m);
   if (p->page_->magic != kMagic || p->page_->version != kVersion || p->page_->nonce != nonce)
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: file descriptor %d is not the status page of this export (a descriptor of another "
                 "export or version, or file descriptors out of order)",
                 who, fd);
+  p->nonce_ = nonce;
+  p->pid_ = p->page_->pid;
+  m = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, counter_fd, 0);
+  if (m == MAP_FAILED) {
+    int err = errno;
+    return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_INVALID_ARGUMENT,
+                "%s: mapping the counter page (file descriptor %d) failed: %s", who, counter_fd,
+                std::strerror(err));
+  }
+  p->counter_ = static_cast<std::atomic<uint64_t>*>(m);
   p->lock_fd_ = reopen(fd);
   *out = std::move(p);
   return VPMM_OK;
 }
 
-uint64_t StatusPage::nonce() const { return page_->nonce; }
-int32_t StatusPage::pid() const { return page_->pid; }
 uint64_t StatusPage::word() const { return page_->word.load(); }
-uint64_t StatusPage::imports() const { return page_->imports.load(); }
+uint64_t StatusPage::imports() const { return counter_ ? counter_->load(std::memory_order_relaxed) : 0; }
 
 void StatusPage::publish(int32_t state) {
-  uint64_t w = page_->word.load();
-  while ((w & 0xff) == static_cast<uint64_t>(VPMM_EXPORT_ACTIVE) &&
-         !page_->word.compare_exchange_weak(w, ((w >> 8) + 1) << 8 | static_cast<uint64_t>(state))) {
+  int32_t active = VPMM_EXPORT_ACTIVE;
+  if (!published_.compare_exchange_strong(active, state)) return;
+  uint64_t w = own_->word.load();
+  while (!own_->word.compare_exchange_weak(w, ((w >> 8) + 1) << 8 | static_cast<uint64_t>(state))) {
   }
 }
 
 int32_t StatusPage::state() const {
+  if (exporter_) return published_.load();
   if (!page_) return VPMM_EXPORT_CLOSED;
   const int32_t s = static_cast<int32_t>(page_->word.load() & 0xff);
-  if (s != VPMM_EXPORT_ACTIVE || exporter_ || lock_fd_ < 0) return s;
+  if (s != VPMM_EXPORT_ACTIVE || lock_fd_ < 0) return s;
   return other_lock(lock_fd_, kExporterByte, 1) < 0 ? VPMM_EXPORT_EXITED : s;
 }
 
 uint32_t StatusPage::live_importers() const {
   if (lock_fd_ < 0) return 0;
+  // Each query names the first lock of another description at or after
+  // `at`, and one description's adjacent locks read as one range (the kernel
+  // merges them): step past each range, so any set of locks an importer
+  // takes costs at most one query per slot.
   uint32_t n = 0;
   for (off_t at = kFirstSlot; at < kFirstSlot + kSlots;) {
-    off_t found = other_lock(lock_fd_, at, kFirstSlot + kSlots - at);
+    off_t end = 0;
+    off_t found = other_lock(lock_fd_, at, kFirstSlot + kSlots - at, &end);
     if (found < 0) break;
     ++n;
-    at = found + 1;
+    at = std::max(at + 1, end);
   }
   return n;
 }
 
 void StatusPage::attach() {
-  page_->imports.fetch_add(1);
+  if (counter_) counter_->fetch_add(1);
   if (lock_fd_ < 0) return;
   for (off_t at = kFirstSlot; at < kFirstSlot + kSlots; ++at) {
     // Skip taken slots in one query rather than one failed lock each.
@@ -182,10 +233,10 @@ void StatusPage::attach() {
 }
 
 void StatusPage::close_locks() {
-  if (lock_fd_ >= 0) close(lock_fd_);
-  lock_fd_ = -1;
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  for (int* fd : {&lock_fd_, &fd_, &counter_fd_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
 }
 
 }  // namespace ipc

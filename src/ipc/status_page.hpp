@@ -6,16 +6,30 @@
 //                                a recycled descriptor number cannot pass for it)
 //   word                         state (VPMM_EXPORT_*) | generation << 8; only
 //                                the exporter writes it, only to leave ACTIVE
-//   imports                      imports made so far (importers add to it)
 //
-// Liveness is kept in open-file-description locks on the memfd, which the
-// kernel drops when their holder closes or dies, pid reuse or not: the
+// An importer is another process, perhaps a hostile one, and receives the
+// memfd itself. So the page is sealed before it is ever sent: it cannot
+// shrink or grow (a shrunk page would fault the exporter at its next read),
+// nobody can write it any more but through the exporter's own mapping
+// (F_SEAL_FUTURE_WRITE: no writable mapping, write or hole punch elsewhere),
+// and no further seal can be added. Importers map it read-only. The
+// exporter never trusts the page for its own state: it keeps what it
+// published in its own memory.
+//
+// Imports made so far are counted in a second memfd of one page, the
+// counter page, which importers map writable (sealed against resizing
+// only): what it says is what importers report, which the exporter only
+// passes on (vpmm_export_state's `imports`) and never acts on.
+//
+// Liveness is kept in open-file-description locks on the status page, which
+// the kernel drops when their holder closes or dies, pid reuse or not: the
 // exporter locks byte 0 and each importer one byte of 1..4095. Each process
 // locks through a description of its own (the memfd reopened through
 // /proc/self/fd), never the one it shares, so a lock lives exactly as long
 // as its process holds it. Where /proc is missing the page works without
 // them: importers then cannot tell an exited exporter, nor the exporter its
-// importers.
+// importers. Locks are all an importer can add to the page, and the
+// exporter's count of them is bounded by the page's 4095 slots.
 #pragma once
 
 #include <atomic>
@@ -33,38 +47,50 @@ class StatusPage {
   StatusPage(const StatusPage&) = delete;
   StatusPage& operator=(const StatusPage&) = delete;
 
-  // The exporter's: a new page, ACTIVE, with a random nonce, the exporter's
-  // lock taken. `who` names the call in messages.
+  // The exporter's: a new sealed page, ACTIVE, with a random nonce, the
+  // exporter's lock taken, and its counter page. `who` names the call in
+  // messages.
   static vpmm_status create(const char* who, std::unique_ptr<StatusPage>* out);
-  // An importer's: maps the page behind fd (the caller keeps fd) and checks
-  // it is the one the descriptor names (magic, version, nonce).
-  static vpmm_status open(const char* who, int fd, uint64_t nonce, std::unique_ptr<StatusPage>* out);
+  // An importer's: maps the page behind fd read-only and the counter page
+  // behind counter_fd writable (the caller keeps both descriptors), after
+  // checking that each is a sealed memfd of one page and that the status
+  // page is the one the descriptor names (magic, version, nonce).
+  static vpmm_status open(const char* who, int fd, int counter_fd, uint64_t nonce, std::unique_ptr<StatusPage>* out);
 
-  int fd() const { return fd_; }  // the shared memfd (the exporter sends it)
-  uint64_t nonce() const;
-  int32_t pid() const;
+  int fd() const { return fd_; }                  // exporter: the status page's memfd (sent)
+  int counter_fd() const { return counter_fd_; }  // exporter: the counter page's memfd (sent)
+  uint64_t nonce() const { return nonce_; }
+  int32_t pid() const { return pid_; }
 
   // Exporter: leaves ACTIVE for `state` (the first such call wins).
   void publish(int32_t state);
-  // The published state; for an importer an ACTIVE page whose exporter holds
-  // no lock any more reads VPMM_EXPORT_EXITED.
+  // The exporter's: what it published. An importer's: what the page says;
+  // an ACTIVE page whose exporter holds no lock any more reads
+  // VPMM_EXPORT_EXITED.
   int32_t state() const;
   uint64_t word() const;
+  // Imports made so far, as importers reported them.
   uint64_t imports() const;
-  // Exporter: how many importers hold a lock now.
+  // Exporter: how many other descriptions hold locks on the page now.
   uint32_t live_importers() const;
   // Importer: take a slot (best effort) and count the import.
   void attach();
-  // Drops this process's locks and descriptors; the mapping stays until
+  // Drops this process's locks and descriptors; the mappings stay until
   // destruction, so concurrent readers never touch unmapped memory.
   void close_locks();
 
  private:
   StatusPage() = default;
   struct Layout;
-  Layout* page_ = nullptr;
-  int fd_ = -1;       // exporter: the memfd; importer: -1 (the caller's)
-  int lock_fd_ = -1;  // this process's own description, for the locks
+  const Layout* page_ = nullptr;           // read-only in importers
+  Layout* own_ = nullptr;                  // exporter: the same page, writable
+  std::atomic<uint64_t>* counter_ = nullptr;  // the counter page's first word
+  uint64_t nonce_ = 0;
+  int32_t pid_ = 0;
+  std::atomic<int32_t> published_{VPMM_EXPORT_ACTIVE};  // exporter: what it published
+  int fd_ = -1;          // exporter: the memfd; importer: -1 (the caller's)
+  int counter_fd_ = -1;  // likewise
+  int lock_fd_ = -1;     // this process's own description, for the locks
   bool exporter_ = false;
 };
 

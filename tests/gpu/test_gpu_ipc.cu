@@ -59,13 +59,7 @@ int32_t rollout_state(vt::Child& ch, int64_t i) {
   return st == VPMM_OK ? static_cast<int32_t>(s) : -1;
 }
 
-vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
-  vpmm_ipc_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  vpmm_pool_ipc_stats(p, &s);
-  return s;
-}
+using vt::ipc_stats;
 
 GPU_TEST("4 GiB of weights: trainer -> rollout, read and written back, across a pause and resume") {
   vpmm_pool* pool = cuda_pool(true);

@@ -41,6 +41,73 @@ inline vpmm_pool* ipc_host_pool(bool exportable, int device = 0, uint64_t large_
   return vpmm_pool_create(&c, &p) == VPMM_OK ? p : nullptr;
 }
 
+// Test bytes: seed-determined words, written and checked.
+inline void fill(void* p, uint64_t n, uint64_t seed) {
+  auto* b = static_cast<uint64_t*>(p);
+  for (uint64_t i = 0; i < n / 8; ++i) b[i] = seed * 0x9E3779B97F4A7C15ull ^ i;
+}
+inline bool verify(const void* p, uint64_t n, uint64_t seed) {
+  auto* b = static_cast<const uint64_t*>(p);
+  for (uint64_t i = 0; i < n / 8; ++i)
+    if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
+  return true;
+}
+
+// A tagged allocation with a host backup (pausable, exportable whole).
+inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag) {
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = tag;
+  a.flags = VPMM_ALLOC_HOST_BACKUP;
+  void* out = nullptr;
+  return vpmm_pool_malloc_ex(p, size, nullptr, &a, &out) == VPMM_OK ? out : nullptr;
+}
+
+inline vpmm_ipc_entry entry_of(const vpmm_import* imp, size_t i = 0) {
+  vpmm_ipc_entry e;
+  std::memset(&e, 0, sizeof e);
+  e.struct_size = sizeof e;
+  vpmm_import_entry(imp, i, &e);
+  return e;
+}
+
+inline vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
+  vpmm_ipc_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  vpmm_pool_ipc_stats(p, &s);
+  return s;
+}
+
+inline int32_t export_state(const vpmm_export* ex, uint32_t* importers = nullptr) {
+  int32_t s = 0;
+  uint32_t n = 0;
+  vpmm_export_state(ex, &s, &n, nullptr);
+  if (importers) *importers = n;
+  return s;
+}
+
+// The export's descriptor and its file descriptors (the export's: never close them).
+inline vpmm_status descriptor_of(const vpmm_export* ex, std::string* d, std::vector<int>* fds) {
+  size_t size = 0, n = 0;
+  vpmm_status st = vpmm_export_descriptor(ex, nullptr, 0, &size, nullptr, 0, &n);
+  if (st != VPMM_OK) return st;
+  d->assign(size, '\0');
+  fds->assign(n, -1);
+  return vpmm_export_descriptor(ex, &(*d)[0], size, &size, fds->data(), n, &n);
+}
+
+// Receives a descriptor and its file descriptors from the socket.
+inline vpmm_status recv_descriptor(int sock, std::string* desc, std::vector<int>* fds) {
+  size_t size = 0, n = 0;
+  vpmm_status st = vpmm_ipc_recv(sock, nullptr, 0, &size, nullptr, 0, &n);
+  if (st != VPMM_OK) return st;
+  desc->assign(size, '\0');
+  fds->assign(n, -1);
+  return vpmm_ipc_recv(sock, &(*desc)[0], size, &size, fds->empty() ? nullptr : fds->data(), n, &n);
+}
+
 // File descriptors and mappings of process `pid` on memfds whose name
 // contains `name` ("vpmm-handle", "vpmm-export").
 struct Held {
@@ -138,8 +205,8 @@ struct Child {
   int quit() { return alive() ? kill_and_wait('Q') : 0; }
 };
 
-// fork + exec of this test binary as "--child FD".
-inline Child spawn_child() {
+// fork + exec of this test binary as "MODE FD" ("--child" by default).
+inline Child spawn_child(const char* mode = "--child") {
   int sv[2];
   Child c;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return c;
@@ -150,7 +217,7 @@ inline Child spawn_child() {
     fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC);
     char fd[16];
     std::snprintf(fd, sizeof fd, "%d", sv[1]);
-    execl("/proc/self/exe", "test_ipc", "--child", fd, static_cast<char*>(nullptr));
+    execl("/proc/self/exe", "test_ipc", mode, fd, static_cast<char*>(nullptr));
     _exit(127);
   }
   close(sv[1]);

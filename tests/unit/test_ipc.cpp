@@ -27,55 +27,17 @@ namespace {
 
 using vt::Child;
 using vt::Held;
+using vt::entry_of;
+using vt::export_state;
+using vt::ipc_stats;
+using vt::fill;
 using vt::kIpcPage;
+using vt::malloc_tagged;
+using vt::recv_descriptor;
+using vt::verify;
 
 constexpr uint64_t kBytes = 4 * kIpcPage;
 constexpr int kSeedA = 11, kSeedB = 22, kSeedC = 33;
-
-void fill(void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i) b[i] = seed * 0x9E3779B97F4A7C15ull ^ i;
-}
-bool verify(const void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<const uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i)
-    if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
-  return true;
-}
-
-void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.tag = tag;
-  a.flags = VPMM_ALLOC_HOST_BACKUP;
-  void* out = nullptr;
-  return vpmm_pool_malloc_ex(p, size, nullptr, &a, &out) == VPMM_OK ? out : nullptr;
-}
-
-vpmm_ipc_entry entry_of(const vpmm_import* imp, size_t i = 0) {
-  vpmm_ipc_entry e;
-  std::memset(&e, 0, sizeof e);
-  e.struct_size = sizeof e;
-  vpmm_import_entry(imp, i, &e);
-  return e;
-}
-
-vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
-  vpmm_ipc_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  vpmm_pool_ipc_stats(p, &s);
-  return s;
-}
-
-int32_t export_state(const vpmm_export* ex, uint32_t* importers = nullptr) {
-  int32_t s = 0;
-  uint32_t n = 0;
-  vpmm_export_state(ex, &s, &n, nullptr);
-  if (importers) *importers = n;
-  return s;
-}
 
 Held held_self() {
   Held a = vt::held(getpid(), "vpmm-handle"), b = vt::held(getpid(), "vpmm-export");
@@ -83,16 +45,6 @@ Held held_self() {
 }
 
 // --- the child: a command server (see ipc_harness.hpp) --------------------
-
-// Receives a descriptor and its descriptors from the socket.
-vpmm_status recv_descriptor(int sock, std::string* desc, std::vector<int>* fds) {
-  size_t size = 0, n = 0;
-  vpmm_status st = vpmm_ipc_recv(sock, nullptr, 0, &size, nullptr, 0, &n);
-  if (st != VPMM_OK) return st;
-  desc->assign(size, '\0');
-  fds->assign(n, -1);
-  return vpmm_ipc_recv(sock, &(*desc)[0], size, &size, fds->empty() ? nullptr : fds->data(), n, &n);
-}
 
 int child_main(int sock) {
   vpmm_pool* pool = vt::ipc_host_pool(false);
@@ -483,7 +435,7 @@ TEST("a tag export shares every allocation of the tag; entries map each one") {
   vpmm_pool* other_pool = vt::ipc_host_pool(false);
   size_t size = 0, n = 0;
   CHECK_OK(vpmm_export_descriptor(ex, nullptr, 0, &size, nullptr, 0, &n));
-  CHECK_EQ(n, 3u);  // the status page and two handles (one per tagged allocation)
+  CHECK_EQ(n, 4u);  // the status and counter pages and two handles (one per tagged allocation)
   std::string d(size, '\0');
   std::vector<int> fds(n);
   CHECK_OK(vpmm_export_descriptor(ex, &d[0], size, &size, fds.data(), n, &n));

@@ -90,9 +90,9 @@ void scenario(int fail_kind, uint64_t nth, bool on_import) {
     }));
     vpmm::ipc::Descriptor d;
     CHECK_OK(vpmm::ipc::decode("test", bytes.data(), bytes.size(), &d));
-    d.request.fds.assign(fds.begin() + 1, fds.end());
+    d.request.fds.assign(fds.begin() + 2, fds.end());
     std::unique_ptr<vpmm::ipc::StatusPage> mine;
-    CHECK_OK(vpmm::ipc::StatusPage::open("test", fds[0], d.request.nonce, &mine));
+    CHECK_OK(vpmm::ipc::StatusPage::open("test", fds[0], fds[1], d.request.nonce, &mine));
     auto imp = std::make_shared<vpmm::ipc::Importer>(std::move(mine));
     uint64_t iid = 0;
     std::vector<uint64_t> ptrs;

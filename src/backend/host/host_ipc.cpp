@@ -15,8 +15,12 @@
 namespace vpmm {
 namespace host {
 
+namespace {
+constexpr int kHandleSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+}
+
 vpmm_status create_handle_memfd(uint64_t size, int* fd, const char* who) {
-  int f = memfd_create("vpmm-handle", MFD_CLOEXEC);
+  int f = memfd_create("vpmm-handle", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (f < 0) {
     int err = errno;
     return fail(err == ENOMEM || err == EMFILE || err == ENFILE ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
@@ -27,6 +31,15 @@ vpmm_status create_handle_memfd(uint64_t size, int* fd, const char* who) {
     close(f);
     return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: sizing an exportable handle to %llu bytes failed: %s", who,
                 static_cast<unsigned long long>(size), std::strerror(err));
+  }
+  // Its size is final before anyone else can hold it: a process importing it
+  // (perhaps a hostile one) cannot shrink it under the exporter's mapping
+  // (a fault at the next touch), grow it, or seal it against writes; as on
+  // CUDA, where an imported handle has the size it was created with.
+  if (fcntl(f, F_ADD_SEALS, kHandleSeals) != 0) {
+    int err = errno;
+    close(f);
+    return fail(VPMM_ERR_BACKEND, "%s: sealing an exportable handle failed: %s", who, std::strerror(err));
   }
   *fd = f;
   return VPMM_OK;
@@ -56,6 +69,13 @@ vpmm_status check_handle_fd(int fd, uint64_t size, const char* who) {
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "%s: file descriptor %d holds %llu bytes, not the %llu of the handle it should be", who, fd,
                 static_cast<unsigned long long>(st.st_size), static_cast<unsigned long long>(size));
+  // One that could still be resized would let its sender fault this process.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kHandleSeals) != kHandleSeals)
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: file descriptor %d is not a sealed host backend handle (its size could change under the "
+                "mapping)",
+                who, fd);
   return VPMM_OK;
 }
 

@@ -12,14 +12,15 @@ namespace vpmm {
 namespace host {
 
 // A memfd of exactly `size` bytes (sparse: no memory until touched), close
-// on exec, named "vpmm-handle" so /proc/PID/fd shows whose it is.
+// on exec, named "vpmm-handle" so /proc/PID/fd shows whose it is, sealed so
+// that nobody can resize it or add a seal.
 vpmm_status create_handle_memfd(uint64_t size, int* fd, const char* who);
 
 // A close-on-exec duplicate of fd.
 vpmm_status dup_fd(int fd, int* out, const char* who);
 
-// Checks that fd is a memory file of exactly `size` bytes (what
-// create_handle_memfd made, possibly in another process).
+// Checks that fd is a memory file of exactly `size` bytes, sealed as
+// create_handle_memfd seals it (what it made, possibly in another process).
 vpmm_status check_handle_fd(int fd, uint64_t size, const char* who);
 
 // 16 bytes naming "host memory of device `device` on this boot": the
