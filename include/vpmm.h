@@ -422,12 +422,15 @@ typedef struct vpmm_alloc_attrs {
  * tagged as vpmm_pool_malloc_ex would tag it. Reuse across streams either
  * takes a region whose event already completed or inserts a GPU-side wait on
  * `stream`; the CPU does not wait for the GPU. When the pool runs out of
- * memory it first releases what it can, then calls the OOM callback (see
+ * memory it first releases what it can (free memory is remapped, empty
+ * small-object slabs it caches are given back), then calls the OOM callback (see
  * vpmm_pool_set_oom_callback) and retries as it asks. *out is owned by the
  * caller until vpmm_pool_free (or vpmm_pool_destroy).
  * Errors: INVALID_ARGUMENT (null out, size 0, size that overflows when
  * rounded), OUT_OF_MEMORY (backend refused memory, or the limit or a
- * reservation left too little; pool unchanged), BACKEND. Thread safe. */
+ * reservation left too little; no allocation or mapping changed, though
+ * empty slabs the pool cached may now be plain free memory), BACKEND.
+ * Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                       void** out);
 

@@ -253,6 +253,9 @@ class Pool final : private SlabSource, private HandleOps {
                           uint64_t* view_va = nullptr);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
+  // Gives the empty slabs the small allocator caches back to the page level
+  // (their events completed); false when there was none.
+  bool release_cached_slabs();
   // A free on stream s of memory allocated on another stream: s's later
   // work waits (on the GPU) for what the allocating stream's work may still
   // do to that memory, so that s's free point covers it (see free_pages).
