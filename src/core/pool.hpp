@@ -322,6 +322,9 @@ class Pool final : private SlabSource, private HandleOps {
   void forget_in_views(PhysHandle h);
   void settle_dropped(uint64_t va);  // what forget_in_views left to a busy view
   void evict_idle_view();
+  // Trim: every idle view goes (after its last use completed; trim waits).
+  // A view whose wait failed stays (the first failure is returned).
+  vpmm_status release_idle_views();
   void unmap_view(uint64_t va);  // unmaps every slot and gives the VA back
   std::string check_views();     // "" when the views agree with the map
   // Offset of a run of whole handles inside [va, va+size) that adds up to

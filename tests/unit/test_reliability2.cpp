@@ -306,4 +306,37 @@ TEST("35.10: a small malloc at the limit first gives back an empty slab of anoth
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
+TEST("35.11: a pool holds at most 32 views, and trim releases the idle ones") {
+  vpmm_pool* p = host_pool(0, 1, /*view_min_pages=*/2);
+  CHECK(p != nullptr);
+  // 40 view-sized requests live at once, each over two scattered free pages.
+  std::vector<void*> walls, live;
+  for (int i = 0; i < 80; ++i) {
+    void* piece = take_plain(p, kPage, nullptr);
+    void* wall = take_plain(p, kPage, nullptr);
+    CHECK(piece && wall);
+    walls.push_back(wall);
+    live.push_back(piece);
+  }
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  live.clear();
+  for (int i = 0; i < 40; ++i) {
+    void* q = take_plain(p, 2 * kPage, nullptr);
+    CHECK(q != nullptr);
+    live.push_back(q);
+  }
+  vpmm_stats st = vt::stats(p);
+  CHECK(st.n_views <= 32);
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK(vt::stats(p).n_views <= 32);
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  st = vt::stats(p);
+  CHECK_EQ(st.n_views, uint64_t(0));
+  CHECK_EQ(st.view_va_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : walls) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
 TEST_MAIN()
