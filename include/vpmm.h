@@ -335,7 +335,8 @@ typedef struct vpmm_config {
                             * meanwhile (counted in bytes_remapped). So a training loop's largest
                             * tensors stop moving pages once the loop has been seen. A view's
                             * pointer lies outside the pool's chunks; views hold VA only, no
-                            * memory of their own. 0 (default) or VPMM_VIEWS_OFF = no views; 64
+                            * memory of their own; a pool holds at most 32 (live and idle), and
+                            * vpmm_pool_trim gives the idle ones back. 0 (default) or VPMM_VIEWS_OFF = no views; 64
                             * MiB is the suggested size: it settles snapshot replays, but a live
                             * MoE client with side streams peaked higher with it (docs/handles.md,
                             * "Views", measured). Rounded up to page_size.
@@ -425,12 +426,15 @@ typedef struct vpmm_alloc_attrs {
  * tagged as vpmm_pool_malloc_ex would tag it. Reuse across streams either
  * takes a region whose event already completed or inserts a GPU-side wait on
  * `stream`; the CPU does not wait for the GPU. When the pool runs out of
- * memory it first releases what it can, then calls the OOM callback (see
+ * memory it first releases what it can (free memory is remapped, empty
+ * small-object slabs it caches are given back), then calls the OOM callback (see
  * vpmm_pool_set_oom_callback) and retries as it asks. *out is owned by the
  * caller until vpmm_pool_free (or vpmm_pool_destroy).
  * Errors: INVALID_ARGUMENT (null out, size 0, size that overflows when
  * rounded), OUT_OF_MEMORY (backend refused memory, or the limit or a
- * reservation left too little; pool unchanged), BACKEND. Thread safe. */
+ * reservation left too little; no allocation or mapping changed, though
+ * empty slabs the pool cached may now be plain free memory), BACKEND.
+ * Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                       void** out);
 
@@ -807,8 +811,10 @@ VPMM_API vpmm_status vpmm_pool_set_limit(vpmm_pool* pool, uint64_t bytes);
  * torch.cuda.empty_cache() does) until at most keep_bytes stay mapped in free
  * regions: waits for the events of the regions it releases, then unmaps and
  * releases whole handles lying in free regions (a handle shared with a live
- * allocation stays). Zombies are reaped first. Paused and live memory is
- * never touched. Errors: BACKEND. Thread safe. */
+ * allocation stays). Zombies are reaped first, and idle views
+ * (view_min_size) are given back whatever keep_bytes says, once their last
+ * use completed (their VA is reserved again by the next view). Paused and
+ * live memory is never touched. Errors: BACKEND. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes);
 
 /* Called, without the pool lock held, when a malloc or a resume runs out of

@@ -360,7 +360,13 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
 
 vpmm_status Pool::trim_locked(uint64_t keep_bytes) {
   ++c_.n_trim;
-  vpmm_status st = release_free(keep_bytes, true);
+  // Idle views hold VA and mappings of free handles for a request of their
+  // size that may never come again: trim gives them back first, so that
+  // the handles it releases below need no unmapping from them.
+  FirstFailure first;
+  first.note(release_idle_views());
+  first.note(release_free(keep_bytes, true));
+  vpmm_status st = first.finish();
   if (st != VPMM_OK) return fail_context(st, "vpmm_pool_trim");
   return VPMM_OK;
 }

@@ -424,6 +424,12 @@ void Pool::return_slab_pages(uint64_t va, Stream s, bool paused) {
     free_pages(r, s);
 }
 
+bool Pool::release_cached_slabs() {
+  if (small_->empty_bytes_if_settled() == 0) return false;
+  small_->release_empty_slabs();
+  return true;
+}
+
 void Pool::wait(const EventRef& ev) {
   if (ev && !ev->done_cached() && backend_->event_sync(ev->handle()) == VPMM_OK) ev->mark_done();
 }
@@ -568,6 +574,11 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
         st = fail(VPMM_ERR_INVALID_ARGUMENT, "reservation %p is not a live reservation of this pool",
                   static_cast<void*>(res));
       if (st == VPMM_OK) st = malloc_locked(size, s, a, res, &window, out);
+      // The pool first releases what it can: an empty slab cached for the
+      // next small request holds pages the limit counts (and Phase 2 cannot
+      // harvest). Given back, they are free memory, and the malloc tries once more.
+      if (st == VPMM_ERR_OUT_OF_MEMORY && release_cached_slabs())
+        st = malloc_locked(size, s, a, res, &window, out);
       if (st == VPMM_OK) tags_.mark_used(a.tag);
       tally.keep(st == VPMM_OK);
       if (st == VPMM_OK && retries > 0) cap_.note_oom_recovered();

@@ -238,6 +238,9 @@ class Pool final : private SlabSource, private HandleOps {
                           uint64_t* view_va = nullptr);
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
+  // Gives the empty slabs the small allocator caches back to the page level
+  // (their events completed); false when there was none.
+  bool release_cached_slabs();
   // A free on stream s of memory allocated on another stream: s's later
   // work waits (on the GPU) for what the allocating stream's work may still
   // do to that memory, so that s's free point covers it (see free_pages).
@@ -304,6 +307,9 @@ class Pool final : private SlabSource, private HandleOps {
   void forget_in_views(PhysHandle h);
   void settle_dropped(uint64_t va);  // what forget_in_views left to a busy view
   void evict_idle_view();
+  // Trim: every idle view goes (after its last use completed; trim waits).
+  // A view whose wait failed stays (the first failure is returned).
+  vpmm_status release_idle_views();
   void unmap_view(uint64_t va);  // unmaps every slot and gives the VA back
   std::string check_views();     // "" when the views agree with the map
   // Offset of a run of whole handles inside [va, va+size) that adds up to

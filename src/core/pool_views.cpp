@@ -21,10 +21,11 @@ namespace vpmm {
 
 namespace {
 
-// Idle views kept; past it a new view first evicts the least recently used
-// idle one whose last use completed. Each view holds VA only (its handles
-// are the pool's free memory), and a training loop needs one per distinct
-// large size that has to be assembled (the hard client: seven).
+// Views held, live and idle: past it a new view first evicts the least
+// recently used idle one whose last use completed, and when none can go the
+// request is Phase 2's. Each view holds VA only (its handles are the pool's
+// free memory), and a training loop needs one per distinct large size that
+// has to be assembled (the hard client: seven).
 constexpr size_t kMaxViews = 32;
 
 struct Free {
@@ -233,7 +234,10 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
   // of it usable by this stream: see usable_by).
   for (size_t i = 0; i < t->n_lent; ++i)
     if (!is_grown[i]) t->lends.push_back({m_.primary_va_of(t->slots[i].handle), t->slots[i].size, Region()});
-  if (t->fresh && views_.size() >= kMaxViews) evict_idle_view();
+  if (t->fresh && views_.size() >= kMaxViews) {
+    evict_idle_view();
+    if (views_.size() >= kMaxViews) return kDeclineView;  // every view is live or busy
+  }
   return VPMM_OK;
 }
 
@@ -550,6 +554,27 @@ void Pool::evict_idle_view() {
     oldest = v.last_use;
   }
   if (victim) unmap_view(victim);
+}
+
+vpmm_status Pool::release_idle_views() {
+  std::vector<uint64_t> idle;
+  for (auto& kv : views_.all())
+    if (!kv.second.active && !kv.second.busy) idle.push_back(kv.first);
+  FirstFailure first;
+  for (uint64_t va : idle) {
+    EventRef ev;
+    vpmm_status st = event_of(views_.find(va)->last_free, &ev);
+    if (st == VPMM_OK && ev && !ev->done_cached()) {
+      st = backend_->event_sync(ev->handle());
+      if (st == VPMM_OK) ev->mark_done();
+    }
+    if (st != VPMM_OK) {
+      first.note(st);  // its last use may still run: the view stays
+      continue;
+    }
+    unmap_view(va);
+  }
+  return first.finish();
 }
 
 void Pool::unmap_view(uint64_t va) {

@@ -252,4 +252,91 @@ TEST("35.9: the same when the allocating stream was retired before the free on B
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
+namespace {
+struct OomCount {
+  int calls = 0;
+};
+int count_oom(vpmm_pool*, uint64_t, void* user) {
+  ++static_cast<OomCount*>(user)->calls;
+  return 0;
+}
+}  // namespace
+
+TEST("35.10: a malloc at the limit first gives back an empty cached slab (no OOM, no callback)") {
+  vpmm_pool* p = host_pool(/*limit_pages=*/4, /*small_size=*/16 << 10);
+  CHECK(p != nullptr);
+  OomCount oc;
+  CHECK_OK(vpmm_pool_set_oom_callback(p, count_oom, &oc));
+  std::vector<void*> small;
+  for (int i = 0; i < 4; ++i) {
+    void* q = nullptr;
+    CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &q));
+    small.push_back(q);
+  }
+  for (void* q : small) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK(vt::stats(p).small_bytes > 0);  // the empty slab stays cached for the next small request
+  void* big = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &big));  // the whole limit: the slab must go
+  CHECK_EQ(oc.calls, 0);
+  CHECK_EQ(vt::stats(p).n_oom, uint64_t(0));
+  CHECK(vt::stats(p).mapped_bytes <= 4 * kPage);
+  CHECK_OK(vpmm_pool_free(p, big, nullptr));
+  // Past the limit with nothing cached: still OUT_OF_MEMORY, callback asked once.
+  void* too_big = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(p, 5 * kPage, nullptr, &too_big), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_EQ(oc.calls, 1);
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.10: a small malloc at the limit first gives back an empty slab of another stream") {
+  vpmm_pool* p = host_pool(/*limit_pages=*/1, /*small_size=*/16 << 10);
+  CHECK(p != nullptr);
+  vpmm_stream s = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &s));
+  void* q = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4096, s, &q));
+  CHECK_OK(vpmm_pool_free(p, q, s));  // s's slab is empty and cached, the limit's whole page
+  void* r = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &r));  // a slab of the default stream needs that page
+  CHECK_EQ(vt::stats(p).n_oom, uint64_t(0));
+  CHECK_OK(vpmm_pool_free(p, r, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_stream_destroy(p, s));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("35.11: a pool holds at most 32 views, and trim releases the idle ones") {
+  vpmm_pool* p = host_pool(0, 1, /*view_min_pages=*/2);
+  CHECK(p != nullptr);
+  // 40 view-sized requests live at once, each over two scattered free pages.
+  std::vector<void*> walls, live;
+  for (int i = 0; i < 80; ++i) {
+    void* piece = take_plain(p, kPage, nullptr);
+    void* wall = take_plain(p, kPage, nullptr);
+    CHECK(piece && wall);
+    walls.push_back(wall);
+    live.push_back(piece);
+  }
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  live.clear();
+  for (int i = 0; i < 40; ++i) {
+    void* q = take_plain(p, 2 * kPage, nullptr);
+    CHECK(q != nullptr);
+    live.push_back(q);
+  }
+  vpmm_stats st = vt::stats(p);
+  CHECK(st.n_views <= 32);
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK(vt::stats(p).n_views <= 32);
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  st = vt::stats(p);
+  CHECK_EQ(st.n_views, uint64_t(0));
+  CHECK_EQ(st.view_va_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : walls) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
 TEST_MAIN()
