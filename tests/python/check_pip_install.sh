@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# `pip install .` at the root of the source tree, as a user runs it: offline,
-# without build isolation, into a fresh venv, with Debian's meson-python.
+# `pip install .` at the root of the source tree, as a user runs it: the
+# README's command, offline (PIP_NO_INDEX), with pip's build isolation, in a
+# fresh venv of the python3 first on PATH (pyenv's here, which cannot import
+# Debian's meson-python: pyproject.toml's in-tree backend finds it anyway).
 # Builds a wheel (`pip wheel .`), installs that wheel, then, from an empty
 # directory with no VPMM_* variable, PYTHONPATH or LD_LIBRARY_PATH set and no
 # build tree in reach: imports vpmm (the library must be the one inside the
 # package), allocates on the host backend, runs the `vpmm` console script
 # and estimates a shipped snapshot with `python -m vpmm.estimate`. Then
 # rebuilds with the torch_memory_saver drop-in (the opt-in second install
-# path) and checks that it installs too.
-# Usage: check_pip_install.sh SOURCE_DIR   Exit 77 (SKIP) without meson-python.
+# path) with --no-build-isolation, and checks that it installs too.
+# Usage: check_pip_install.sh SOURCE_DIR
+# Exit 77 (SKIP) where no meson-python is found at all (the build would need
+# an index: see bindings/python/pep517/vpmm_build_backend.py's message).
 set -euo pipefail
 src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 # scripts/sanitize.sh preloads ASan into the 'python' suite; this test builds
 # and loads its own uninstrumented library, and the compilers need no runtime.
 unset LD_PRELOAD ASAN_OPTIONS
 
-# The interpreter that sees Debian's mesonpy (python3-mesonpy installs into
-# /usr/lib/python3/dist-packages, which a pyenv python3 on PATH does not see).
+# The user's python3 (VPMM_PIP_PYTHON overrides), with venv.
 py=""
-for cand in "${VPMM_PIP_PYTHON:-}" /usr/bin/python3 python3; do
+for cand in "${VPMM_PIP_PYTHON:-}" python3 /usr/bin/python3; do
   [ -n "$cand" ] || continue
-  if "$cand" -c "import mesonpy, venv, pip" >/dev/null 2>&1; then py=$cand; break; fi
+  if "$cand" -c "import venv" >/dev/null 2>&1; then py=$cand; break; fi
 done
-if [ -z "$py" ]; then
-  echo "SKIP: no python3 with mesonpy and pip (apt-get install python3-mesonpy python3-pip python3-venv)"
+[ -n "$py" ] || { echo "SKIP: no python3 with venv (apt-get install python3-venv)"; exit 77; }
+if ! "$py" -c "import mesonpy" >/dev/null 2>&1 && [ ! -d /usr/lib/python3/dist-packages/mesonpy ]; then
+  echo "SKIP: no meson-python for $py and no Debian python3-mesonpy: an offline pip install cannot build" \
+       "(apt-get install python3-mesonpy)"
   exit 77
 fi
 
@@ -39,17 +44,22 @@ else
 fi
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
 
-# --without-pip: the venv uses the system's pip through --system-site-packages
-# (no ensurepip wheel needed); pip still installs into the venv.
-"$py" -m venv --without-pip --system-site-packages "$work/venv"
+# A venv with its own pip where the Python has ensurepip (pyenv, Debian's
+# with python3-venv); else one that uses the system's pip through
+# --system-site-packages. pip installs into the venv either way.
+if ! "$py" -m venv "$work/venv" > "$work/venv.log" 2>&1; then
+  rm -rf "$work/venv"
+  "$py" -m venv --without-pip --system-site-packages "$work/venv"
+fi
 vpy="$work/venv/bin/python"
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+unset PIP_FIND_LINKS
 unset VPMM_LIBRARY VPMM_TOOL PYTHONPATH LD_LIBRARY_PATH VPMM_BACKEND
 pipi=("$vpy" -m pip)
 
-echo "== pip wheel . ($py, $("$vpy" -c 'import mesonpy; print("meson-python", mesonpy.__version__)'))"
+echo "== pip wheel . ($("$vpy" -c 'import sys; print(sys.executable, sys.version.split()[0])'), offline, build isolation on)"
 start=$SECONDS
-(cd "$work/src" && "${pipi[@]}" wheel --no-build-isolation --no-deps -w "$work/dist" \
+(cd "$work/src" && "${pipi[@]}" wheel --no-deps -w "$work/dist" \
    --config-settings=builddir="$work/build" . > "$work/wheel.log" 2>&1) || { cat "$work/wheel.log"; exit 1; }
 whl=$(ls "$work"/dist/vpmm-*.whl)
 echo "built $(basename "$whl") in $((SECONDS - start)) s"
@@ -88,7 +98,7 @@ head -n1 "$work/info.log"
 grep -q "PyTorch reserved" "$work/estimate.log" || { cat "$work/estimate.log"; echo "FAIL: no comparison"; exit 1; }
 tail -n 5 "$work/estimate.log"
 
-echo "== pip install . with the torch_memory_saver drop-in (setup-args=-Dtorch_memory_saver=true)"
+echo "== pip install --no-build-isolation . with the torch_memory_saver drop-in (setup-args=-Dtorch_memory_saver=true)"
 (cd "$work/src" && "${pipi[@]}" install --no-build-isolation --no-deps --force-reinstall \
    --config-settings=builddir="$work/build" \
    --config-settings=setup-args=-Dtorch_memory_saver=true . > "$work/tms.log" 2>&1) || { cat "$work/tms.log"; exit 1; }
