@@ -16,9 +16,9 @@
 #include "api/pool_shell.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
-#include "core/backup_store.hpp"
 #include "config/config.hpp"
-#include "core/layout.hpp"
+#include "core/pause/stores/store_table.hpp"
+#include "core/state/layout.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 #include "vpmm_version.h"  // directly too: a build without it must fail, not lose vpmm_version()

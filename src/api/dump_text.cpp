@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/layout.hpp"
+#include "core/state/layout.hpp"
 #include "core/pool.hpp"
 #include "vpmm.h"
 

@@ -36,6 +36,10 @@ struct PoolOptions {
   // Not options:
   uint64_t device_total = 0;       // the backend's memory (capacity when there is no limit)
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
+  // The placement policy consulted before the default phases, by its name
+  // in the placement registry (core/alloc/placement.hpp); null or "default":
+  // none, phases 0-2 place everything.
+  const char* placement = nullptr;
 };
 
 }  // namespace vpmm

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipc.hpp"
+#include "core/share/channels.hpp"
 #include "ipc/status_page.hpp"
 
 namespace vpmm {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/ipc.hpp"
+#include "core/share/channels.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

@@ -51,7 +51,7 @@
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
-#include "core/backup_store.hpp"
+#include "core/pause/stores/store_table.hpp"
 #include "core/pool.hpp"
 #include "pool_util.hpp"
 

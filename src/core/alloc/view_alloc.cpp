@@ -1,13 +1,4 @@
-// The pool's views (core/views.hpp says what a view is and why).
-//
-// A view malloc runs in the steps of a Phase 2 (defrag.cpp): plan (which
-// view, which slots are stale, what replaces them, what must grow), claim
-// (the homes it takes become Lent, the hole for growth Transit, the view
-// busy: no other thread can touch them), map (the driver calls, without the
-// mutex when there is a window), then commit, or abandon, which puts every
-// claimed region back. A failure leaves the pool as it was, except that a
-// reused view's stale mappings already unmapped stay unmapped (gaps): they
-// held nothing of the view's own.
+// ViewAllocator (see view_alloc.hpp; views.hpp says what a view is and why).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -15,7 +6,7 @@
 #include <string>
 
 #include "common/status.hpp"
-#include "core/pool.hpp"
+#include "core/alloc/view_alloc.hpp"
 
 namespace vpmm {
 
@@ -62,11 +53,16 @@ struct ViewTransit {
   bool va_reserved = false;
 };
 
-bool Pool::view_eligible(uint64_t bytes, Kind kind, const Attrs& a) const {
-  return opt_.view_min_size && bytes >= opt_.view_min_size && kind == Kind::Live && a.tag == 0;
-}
+ViewAllocator::ViewAllocator(PoolState& st, const SmallAllocator& small)
+    : st_(st),
+      m_(st.map()),
+      c_(st.counters()),
+      opt_(st.options()),
+      cap_(st.capacity()),
+      backend_(&st.backend()),
+      small_(small) {}
 
-uint64_t Pool::slot_offset(const std::vector<ViewSlot>& slots, size_t i) {
+uint64_t ViewAllocator::slot_offset(const std::vector<ViewSlot>& slots, size_t i) {
   uint64_t off = 0;
   for (size_t k = 0; k < i; ++k) off += slots[k].size;
   return off;
@@ -75,14 +71,14 @@ uint64_t Pool::slot_offset(const std::vector<ViewSlot>& slots, size_t i) {
 // Free memory a view on stream s may take: freed on s (stream order), never
 // used, or freed elsewhere by work that completed. A view never makes its
 // stream wait for another's: that would chain a side stream's work to it.
-bool Pool::usable_by(Region& r, Stream s) {
+bool ViewAllocator::usable_by(Region& r, Stream s) {
   if (r.kind != Kind::Free) return false;
   if (r.stream == s || r.stream == clean_stream()) return true;
   bool done = false;
-  return is_complete(r, &done) == VPMM_OK && done;
+  return st_.is_complete(r, &done) == VPMM_OK && done;
 }
 
-bool Pool::home_free(const ViewSlot& slot, Stream s) {
+bool ViewAllocator::home_free(const ViewSlot& slot, Stream s) {
   if (!slot.handle) return false;
   const uint64_t va = m_.primary_va_of(slot.handle);
   if (va == UINT64_MAX) return false;
@@ -90,18 +86,18 @@ bool Pool::home_free(const ViewSlot& slot, Stream s) {
   return r != m_.end() && va + slot.size <= r->first + r->second.size && usable_by(r->second, s);
 }
 
-vpmm_status Pool::view_idle_done(View& v, bool* done) {
+vpmm_status ViewAllocator::idle_done(View& v, bool* done) {
   EventRef ev;
-  vpmm_status st = event_of(v.last_free, &ev);
+  vpmm_status st = st_.event_of(v.last_free, &ev);
   if (st != VPMM_OK) return st;
-  return query(ev, done);
+  return st_.query(ev, done);
 }
 
 // ---------------------------------------------------------------------------
 // Plan
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::plan_view(ViewTransit* t) {
+vpmm_status ViewAllocator::plan(ViewTransit* t) {
   const uint64_t page = opt_.page_size;
   const uint64_t need = (t->bytes + page - 1) / page * page;
   // The idle view needing the fewest replaced bytes; one with stale slots
@@ -120,7 +116,7 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
     if (stale == best_stale && v.size >= views_.find(best_va)->size) continue;
     if (stale) {
       bool done = false;
-      vpmm_status st = view_idle_done(v, &done);
+      vpmm_status st = idle_done(v, &done);
       if (st != VPMM_OK) return st;
       if (!done) continue;
     }
@@ -207,10 +203,10 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
     // Growth that can never fit is Phase 2's error to report, before a slot
     // per page is planned for it.
     const uint64_t bound = opt_.device_total ? opt_.device_total : opt_.va_size;
-    if (left && (left > bound || check_growth_limit(left) != VPMM_OK)) return kDeclineView;
+    if (left && (left > bound || st_.check_growth_limit(left) != VPMM_OK)) return kDecline;
     // Nothing free to assemble: plain growth, in scaled handles where the
     // chunk has room (Phase 2), not a view of page handles.
-    if (left == need) return kDeclineView;
+    if (left == need) return kDecline;
     is_grown.assign(t->slots.size(), false);
     if (left) grow_into(left, &t->slots, &is_grown);
     is_new.assign(t->slots.size(), true);
@@ -225,7 +221,7 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
   if (t->shortfall) {
     // Past the limit a view is not worth an OOM: Phase 2 may still fit the
     // request by moving pages (the caller falls back to it).
-    if (check_growth_limit(t->shortfall) != VPMM_OK) return kDeclineView;
+    if (st_.check_growth_limit(t->shortfall) != VPMM_OK) return kDecline;
     auto h = m_.holes().lower_bound({t->shortfall, 0});
     t->have_hole = h != m_.holes().end();
     if (t->have_hole) t->hole_va = h->second;
@@ -235,8 +231,8 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
   for (size_t i = 0; i < t->n_lent; ++i)
     if (!is_grown[i]) t->lends.push_back({m_.primary_va_of(t->slots[i].handle), t->slots[i].size, Region()});
   if (t->fresh && views_.size() >= kMaxViews) {
-    evict_idle_view();
-    if (views_.size() >= kMaxViews) return kDeclineView;  // every view is live or busy
+    evict_idle();
+    if (views_.size() >= kMaxViews) return kDecline;  // every view is live or busy
   }
   return VPMM_OK;
 }
@@ -245,7 +241,7 @@ vpmm_status Pool::plan_view(ViewTransit* t) {
 // Claim, map, commit, abandon
 // ---------------------------------------------------------------------------
 
-void Pool::claim_view(ViewTransit* t) {
+void ViewAllocator::claim(ViewTransit* t) {
   if (!t->fresh) views_.find(t->va)->busy = true;
   for (auto& l : t->lends) {
     RegionIt r = m_.find_containing(l.va);
@@ -271,12 +267,12 @@ void Pool::claim_view(ViewTransit* t) {
   cap_.creating(t->shortfall);
 }
 
-vpmm_status Pool::map_view(ViewTransit* t) {
+vpmm_status ViewAllocator::map(ViewTransit* t) {
   // Runs without the mutex: an exception must not escape with the claim
   // stranded. Whatever was done is undone here on any failure.
   vpmm_status st;
   try {
-    st = map_view_steps(t);
+    st = map_steps(t);
   } catch (const std::bad_alloc&) {
     st = fail(VPMM_ERR_OUT_OF_MEMORY, "out of host memory mapping a view of %" PRIu64 " bytes", t->size);
   }
@@ -288,7 +284,7 @@ vpmm_status Pool::map_view(ViewTransit* t) {
     backend_->unmap(t->va + slot_offset(t->slots, k), t->slots[k].size);
   }
   for (size_t i = 0; i < t->n_home_mapped; ++i) backend_->unmap(t->hole_va + i * opt_.page_size, opt_.page_size);
-  release_handles_into(t->created, &t->orphans);
+  st_.release_handles_into(t->created, &t->orphans);
   t->created.clear();
   if (t->chunk_size) backend_->unreserve(t->chunk_va, t->chunk_size);
   t->chunk_size = 0;
@@ -297,7 +293,7 @@ vpmm_status Pool::map_view(ViewTransit* t) {
   return first.finish();
 }
 
-vpmm_status Pool::map_view_steps(ViewTransit* t) {
+vpmm_status ViewAllocator::map_steps(ViewTransit* t) {
   const uint64_t page = opt_.page_size;
   if (t->fresh) {
     vpmm_status st = backend_->reserve(t->size, page & (~page + 1), &t->va);
@@ -307,13 +303,13 @@ vpmm_status Pool::map_view_steps(ViewTransit* t) {
   }
   if (t->shortfall) {
     if (!t->have_hole) {
-      vpmm_status st = reserve_chunk(t->shortfall, &t->chunk_va, &t->chunk_size);
+      vpmm_status st = st_.reserve_chunk(t->shortfall, &t->chunk_va, &t->chunk_size);
       if (st != VPMM_OK) return st;
       t->hole_va = t->chunk_va;
     }
     // Page handles: a view's growth is what scattered free memory lacked,
     // and it becomes scattered free memory after the free.
-    vpmm_status st = create_handles(t->shortfall, page, &t->created, &t->orphans);
+    vpmm_status st = st_.create_handles(t->shortfall, page, &t->created, &t->orphans);
     if (st != VPMM_OK) return st;
     for (; t->n_home_mapped < t->created.size(); ++t->n_home_mapped) {
       const Mapping& m = t->created[t->n_home_mapped];
@@ -349,8 +345,8 @@ vpmm_status Pool::map_view_steps(ViewTransit* t) {
   return VPMM_OK;
 }
 
-void Pool::abandon_view(ViewTransit* t) {
-  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+void ViewAllocator::abandon(ViewTransit* t) {
+  st_.keep_orphans(t->orphans);
   cap_.created(t->shortfall);
   for (auto l = t->lends.rbegin(); l != t->lends.rend(); ++l) {
     lent_in_flight_ -= l->size;
@@ -376,9 +372,9 @@ void Pool::abandon_view(ViewTransit* t) {
   }
 }
 
-void Pool::commit_view(ViewTransit* t, const Attrs& a, uint64_t requested) {
+void ViewAllocator::commit(ViewTransit* t, const Attrs& a, uint64_t requested) {
   for (const auto& l : t->lends) lent_in_flight_ -= l.size;
-  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+  st_.keep_orphans(t->orphans);
   const uint64_t page = opt_.page_size;
   if (t->chunk_size) {
     RegionIt it = m_.add_chunk(t->chunk_va, t->chunk_size);
@@ -421,7 +417,7 @@ void Pool::commit_view(ViewTransit* t, const Attrs& a, uint64_t requested) {
   v->live.size = t->bytes;
   v->live.kind = Kind::Live;
   v->live.stream = t->stream;
-  v->live.id = next_id_++;
+  v->live.id = st_.next_id();
   v->live.requested = requested;
   v->live.flags = a.flags;
   // As alloc_pages: homes this stream freed may still be in use by its work.
@@ -437,26 +433,26 @@ void Pool::commit_view(ViewTransit* t, const Attrs& a, uint64_t requested) {
     ++c_.n_view_reuse;  // no driver call at all
   }
   settle_dropped(t->va);
-  note_peaks();
+  st_.note_peaks(small_.empty_bytes());
 }
 
-vpmm_status Pool::view_malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
+vpmm_status ViewAllocator::malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
                               uint64_t* out, size_t* handle_ops) {
   ViewTransit t;
   t.bytes = bytes;
   t.stream = s;
-  vpmm_status st = plan_view(&t);
+  vpmm_status st = plan(&t);
   if (st != VPMM_OK) return st;
-  claim_view(&t);
+  claim(&t);
   const bool driver_work = t.fresh || t.shortfall || !t.maps.empty() || !t.unmaps.empty();
   if (driver_work) {
-    st = window ? window->outside(m_, [&] { return map_view(&t); }) : map_view(&t);
+    st = window ? window->outside(m_, [&] { return map(&t); }) : map(&t);
     if (st != VPMM_OK) {
-      abandon_view(&t);
+      abandon(&t);
       return st;
     }
   }
-  commit_view(&t, a, requested);
+  commit(&t, a, requested);
   if (handle_ops) *handle_ops += t.maps.size() + t.unmaps.size() + t.created.size();
   *out = t.va;
   return VPMM_OK;
@@ -466,8 +462,8 @@ vpmm_status Pool::view_malloc(uint64_t bytes, Stream s, uint64_t requested, cons
 // Free, forget, evict
 // ---------------------------------------------------------------------------
 
-void Pool::free_view(View& v, Stream s) {
-  if (s != v.live.stream) order_after_alloc_stream(v.live, s);
+void ViewAllocator::free(View& v, Stream s) {
+  if (s != v.live.stream) st_.order_after_alloc_stream(v.live, s);
   const uint64_t seq = ++m_.stream(s).free_seq;
   for (size_t k = 0; k < v.n_lent; ++k) {
     RegionIt r = m_.find(m_.primary_va_of(v.slots[k].handle));
@@ -476,7 +472,7 @@ void Pool::free_view(View& v, Stream s) {
     fr.kind = Kind::Free;
     fr.chunk = r->second.chunk;
     fr.stream = s;
-    fr.id = next_id_++;
+    fr.id = st_.next_id();
     fr.seq = seq;
     m_.retag(r, fr);
     m_.coalesce(r);
@@ -496,7 +492,7 @@ void Pool::free_view(View& v, Stream s) {
 // unmaps once its last use completed; an active one only unmaps slots past
 // its allocation; a busy one (a malloc in flight) is settled at its commit
 // or abandon.
-void Pool::forget_in_views(PhysHandle h) {
+void ViewAllocator::forget(PhysHandle h) {
   const auto* holders = views_.holders(h);
   if (!holders) return;
   const std::vector<uint64_t> vas = *holders;
@@ -513,7 +509,7 @@ void Pool::forget_in_views(PhysHandle h) {
       if (v.active && k < v.n_lent) continue;  // lent: never released (it is not free)
       if (!v.active) {
         EventRef ev;
-        if (event_of(v.last_free, &ev) == VPMM_OK) wait(ev);
+        if (st_.event_of(v.last_free, &ev) == VPMM_OK) st_.wait(ev);
       }
       // Once more on failure (as the destructor does); a mapping that still
       // stays is kept in the view, unmapped at its next use or at destroy.
@@ -528,7 +524,7 @@ void Pool::forget_in_views(PhysHandle h) {
   }
 }
 
-void Pool::settle_dropped(uint64_t va) {
+void ViewAllocator::settle_dropped(uint64_t va) {
   if (dropped_.empty()) return;
   std::vector<PhysHandle> now;
   auto keep = dropped_.begin();
@@ -539,31 +535,31 @@ void Pool::settle_dropped(uint64_t va) {
       *keep++ = d;
   }
   dropped_.erase(keep, dropped_.end());
-  for (PhysHandle h : now) forget_in_views(h);
+  for (PhysHandle h : now) forget(h);
 }
 
-void Pool::evict_idle_view() {
+void ViewAllocator::evict_idle() {
   uint64_t victim = 0;
   uint64_t oldest = UINT64_MAX;
   for (auto& kv : views_.all()) {
     View& v = kv.second;
     if (v.active || v.busy || v.last_use >= oldest) continue;
     bool done = false;
-    if (view_idle_done(v, &done) != VPMM_OK || !done) continue;
+    if (idle_done(v, &done) != VPMM_OK || !done) continue;
     victim = kv.first;
     oldest = v.last_use;
   }
   if (victim) unmap_view(victim);
 }
 
-vpmm_status Pool::release_idle_views() {
+vpmm_status ViewAllocator::release_idle() {
   std::vector<uint64_t> idle;
   for (auto& kv : views_.all())
     if (!kv.second.active && !kv.second.busy) idle.push_back(kv.first);
   FirstFailure first;
   for (uint64_t va : idle) {
     EventRef ev;
-    vpmm_status st = event_of(views_.find(va)->last_free, &ev);
+    vpmm_status st = st_.event_of(views_.find(va)->last_free, &ev);
     if (st == VPMM_OK && ev && !ev->done_cached()) {
       st = backend_->event_sync(ev->handle());
       if (st == VPMM_OK) ev->mark_done();
@@ -577,7 +573,16 @@ vpmm_status Pool::release_idle_views() {
   return first.finish();
 }
 
-void Pool::unmap_view(uint64_t va) {
+void ViewAllocator::shutdown() {
+  for (auto& kv : views_.all())
+    if (!kv.second.active) {
+      EventRef ev;
+      if (st_.event_of(kv.second.last_free, &ev) == VPMM_OK) st_.wait(ev);
+    }
+  while (!views_.empty()) unmap_view(views_.all().begin()->first);
+}
+
+void ViewAllocator::unmap_view(uint64_t va) {
   View& v = *views_.find(va);
   uint64_t off = 0;
   for (const ViewSlot& s : v.slots) {
@@ -588,11 +593,8 @@ void Pool::unmap_view(uint64_t va) {
   views_.erase(va);
 }
 
-}  // namespace vpmm
 
-namespace vpmm {
-
-std::string Pool::check_views() {
+std::string ViewAllocator::check() {
   std::string e = views_.check();
   if (!e.empty()) return e;
   char buf[200];

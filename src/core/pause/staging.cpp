@@ -1,5 +1,5 @@
 // Staged transfers of mmap and disk backups (see pause_stage.hpp).
-#include "core/pause_stage.hpp"
+#include "core/pause/staging.hpp"
 
 #include <algorithm>
 #include <cinttypes>

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "config/defaults.hpp"
-#include "core/regions.hpp"
+#include "core/state/regions.hpp"
 
 namespace vpmm {
 

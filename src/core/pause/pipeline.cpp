@@ -1,10 +1,10 @@
 // The pause and resume pipelines (see pause_pipeline.hpp).
-#include "core/pause_pipeline.hpp"
+#include "core/pause/pipeline.hpp"
 
 #include <algorithm>
 
-#include "core/backups.hpp"
-#include "core/pause_stage.hpp"
+#include "core/pause/kit.hpp"
+#include "core/pause/staging.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {

@@ -16,7 +16,7 @@
 
 #include "backend/backend.hpp"
 #include "common/status.hpp"
-#include "core/regions.hpp"
+#include "core/state/regions.hpp"
 
 namespace vpmm {
 

@@ -1,5 +1,5 @@
 // SmallAllocator: size classes over slabs (see small.hpp).
-#include "core/small.hpp"
+#include "core/alloc/small.hpp"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,29 +1,12 @@
-// Exports and imports of pool memory (docs/ipc.md): which handles an export
-// covers, and how an import is mapped.
-//
-// What is exported is physical memory, and a handle maps whole: an export
-// carries every handle that holds a byte of its allocations. With
-// large_rounding below the page, or handles larger than a page, those handles
-// may hold bytes of neighbouring allocations too; the importer maps them
-// whole and is told where its allocations lie in them. A live allocation's
-// handles never move (only handles lying entirely in free memory are
-// remapped or trimmed), so an export stays true until the allocation is
-// freed or paused, and then the importers are told (IpcTables::on_free,
-// on_release, called from free and pause; on_slab_gone when a slab shared
-// by a tag export goes back to the pool).
-//
-// An import is mapped into VA reserved for it alone, outside the pool's
-// chunks and region map: it is memory of another pool, which this one may
-// neither free, pause, trim nor count against its limit.
+// Sharer (see sharer.hpp): what an export covers, how an import is mapped.
+#include "core/share/sharer.hpp"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <map>
 
 #include "common/status.hpp"
-#include "core/ipc.hpp"
-#include "core/pool.hpp"
-#include "core/small.hpp"
 
 namespace vpmm {
 
@@ -62,9 +45,11 @@ void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
 
 }  // namespace
 
-vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+Sharer::Sharer(PoolState& st, Allocator& alloc, std::mutex& mu)
+    : st_(st), m_(st.map()), tags_(st.tags()), backend_(&st.backend()), alloc_(alloc), mu_(mu) {}
+
+vpmm_status Sharer::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
                                 const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (!(backend_->capabilities() & kCapExport))
     return fail(VPMM_ERR_UNSUPPORTED,
                 "%s: the pool's memory is not exportable: create the pool with exportable = 1 "
@@ -84,7 +69,7 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
     if (k == Kind::Live && va < it->first + it->second.requested) {
       base = it->first;
       size = it->second.requested;
-    } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
+    } else if (!(k == Kind::Small && alloc_.small().lookup(it, va, &base, &size))) {
       return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not inside a live allocation of this pool",
                   call, ptr);
     }
@@ -98,7 +83,7 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
       if (!TagTable::matches(r.tag, want)) continue;
       if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested, false});
       // A slab is shared whole: its blocks come and go, its pages stay.
-      else if (r.kind == Kind::Small && !small_->empty_if_settled(r.owner))
+      else if (r.kind == Kind::Small && !alloc_.small().empty_if_settled(r.owner))
         wanted.push_back({kv.first, r.size, true});
     }
     if (wanted.empty())
@@ -154,14 +139,13 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
   return VPMM_OK;
 }
 
-vpmm_status Pool::close_export(const char* call, uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+vpmm_status Sharer::close_export(const char* call, uint64_t id) {
   if (!ipc_.close_export(id))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: export %" PRIu64 " is not open in this pool", call, id);
   return VPMM_OK;
 }
 
-vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
+vpmm_status Sharer::import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
                                 uint64_t* id, std::vector<uint64_t>* entry_ptrs) {
   if (req.backend_kind != backend_->kind())
     return fail(VPMM_ERR_INVALID_ARGUMENT,
@@ -256,7 +240,7 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
   return VPMM_OK;
 }
 
-vpmm_status Pool::close_import(const char* call, uint64_t id) {
+vpmm_status Sharer::close_import(const char* call, uint64_t id) {
   ImportRecord rec;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -268,12 +252,7 @@ vpmm_status Pool::close_import(const char* call, uint64_t id) {
   return VPMM_OK;
 }
 
-void Pool::ipc_stats(vpmm_ipc_stats* out) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ipc_.stats(out);
-}
-
-void Pool::close_ipc() {
+void Sharer::close_all() {
   ipc_.close_all_exports();
   for (ImportRecord& r : ipc_.take_all_imports()) {
     unmap_import(*backend_, r.spans);

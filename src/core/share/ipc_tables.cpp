@@ -1,5 +1,5 @@
 // IpcTables: the pool's open exports and imports (see ipc.hpp).
-#include "core/ipc.hpp"
+#include "core/share/ipc_tables.hpp"
 
 #include <cstring>
 #include <utility>

@@ -13,8 +13,8 @@
 #include <mutex>
 
 #include "backend/backend.hpp"
-#include "core/backup.hpp"
-#include "core/backup_store.hpp"
+#include "core/pause/stores/pinned_cache.hpp"
+#include "core/pause/stores/store_table.hpp"
 
 namespace vpmm {
 

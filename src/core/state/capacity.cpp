@@ -1,5 +1,5 @@
 // Capacity (see capacity.hpp).
-#include "core/capacity.hpp"
+#include "core/state/capacity.hpp"
 
 #include <algorithm>
 #include <chrono>

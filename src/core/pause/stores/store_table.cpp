@@ -1,6 +1,6 @@
 // BackupStores (see backup_store.hpp). Pure C++: pinned memory comes from
 // BackupBuffers, pageable memory and files from the backend.
-#include "core/backup_store.hpp"
+#include "core/pause/stores/store_table.hpp"
 
 #include <cinttypes>
 #include <cstdio>

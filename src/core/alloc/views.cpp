@@ -1,5 +1,5 @@
 // ViewTable: the views and the index from a handle to the views that map it.
-#include "core/views.hpp"
+#include "core/alloc/views.hpp"
 
 #include <algorithm>
 #include <cinttypes>

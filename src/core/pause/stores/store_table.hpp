@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "core/backup.hpp"
+#include "core/pause/stores/pinned_cache.hpp"
 
 namespace vpmm {
 

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/regions.hpp"
+#include "core/state/regions.hpp"
 
 namespace vpmm {
 

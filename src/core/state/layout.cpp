@@ -1,5 +1,5 @@
 // The layout notation (see layout.hpp).
-#include "core/layout.hpp"
+#include "core/state/layout.hpp"
 
 #include <cinttypes>
 #include <cstdio>

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/backups.hpp"
-#include "core/pause_pipeline.hpp"
+#include "core/pause/kit.hpp"
+#include "core/pause/pipeline.hpp"
 
 namespace vpmm {
 

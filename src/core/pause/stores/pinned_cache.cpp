@@ -1,6 +1,6 @@
 // BackupBuffers (see backup.hpp). Pure C++: pinned and pageable memory both
 // come from the backend, which makes the system and driver calls.
-#include "core/backup.hpp"
+#include "core/pause/stores/pinned_cache.hpp"
 
 #include <cstdio>
 #include <iterator>

@@ -1,41 +1,46 @@
-// Tags, pause, resume and trim.
+// Pauser (see pauser.hpp): which regions a pause, resume or trim takes and
+// the per-allocation steps the pipelines call back for.
 //
-// A tagged allocation owns whole physical handles (alloc_pages' exact mode),
-// so pausing it unmaps and releases exactly its handles and nothing else; its
-// region becomes Kind::Paused, which no other path (best fit, harvest, trim,
-// holes) ever looks at, so its VA is never handed out. Resume creates fresh
-// handles at the same VA.
-//
-// Backups (core/backup_store.hpp): a paused region holds its backup; an
-// active one holds a retained backup or a disk backup's file between pauses,
-// which is why freeing an active allocation may give one back too.
-//
-// Failure rules: pause is all-or-nothing for the host backups (pinned buffers
-// and the D2H copies complete before anything is unmapped); resume is
-// transactional per batch: every allocation it could map gets its backup
-// copied back and is committed only after the copies completed; one that
-// could not be mapped (out of memory) stays paused with its backup intact.
+// Backups (core/pause/stores/): a paused region holds its backup; an active
+// one holds a retained backup or a disk backup's file between pauses, which
+// is why freeing an active allocation may give one back too.
+#include "core/pause/pauser.hpp"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
 
-#include "core/backups.hpp"
-#include "core/pause_pipeline.hpp"
+#include "core/pause/kit.hpp"
+#include "core/pause/pipeline.hpp"
 #include "common/settings.hpp"
 #include "common/status.hpp"
-#include "core/pool.hpp"
-#include "core/small.hpp"
+#include "core/alloc/small.hpp"
 
 namespace vpmm {
 
-void Pool::release_charges(const Region& r) {
+Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu)
+    : st_(st),
+      m_(st.map()),
+      c_(st.counters()),
+      opt_(st.options()),
+      cap_(st.capacity()),
+      tags_(st.tags()),
+      backend_(&st.backend()),
+      alloc_(alloc),
+      sharer_(sharer),
+      mu_(mu),
+      kit_(new Backups(st.backend(), st.options().backup_cache_size, st.options().backup_pinned_limit)) {}
+
+void Pauser::release_backup(Backup* b) { kit_->stores().release(b); }
+
+void Pauser::release_charges(const Region& r) {
   if (r.was_small || r.kind == Kind::Small)
-    small_->for_each_charge(r.owner, [&](Reservation* res, uint64_t b) { cap_.uncharge(b, res); });
+    alloc_.small().for_each_charge(r.owner, [&](Reservation* res, uint64_t b) { cap_.uncharge(b, res); });
   else
     cap_.uncharge(r.charge, r.res);
 }
 
-vpmm_status Pool::retake_charges(const Region& r) {
+vpmm_status Pauser::retake_charges(const Region& r) {
   // All or nothing: a region is resumed only if its whole charge fits.
   std::vector<std::pair<Reservation*, uint64_t>> taken;
   vpmm_status st = VPMM_OK;
@@ -45,7 +50,7 @@ vpmm_status Pool::retake_charges(const Region& r) {
     if (st == VPMM_OK) taken.emplace_back(res, b);
   };
   if (r.was_small)
-    small_->for_each_charge(r.owner, take);
+    alloc_.small().for_each_charge(r.owner, take);
   else
     take(r.res, r.charge);
   if (st != VPMM_OK)
@@ -53,37 +58,11 @@ vpmm_status Pool::retake_charges(const Region& r) {
   return st;
 }
 
-vpmm_status Pool::record_event(Stream s, EventRef* out) {
-  EventHandle h = 0;
-  vpmm_status st = backend_->event_record(s, &h);
-  if (st != VPMM_OK) return st;
-  ++c_.n_events_recorded;
-  *out = std::make_shared<Event>(backend_.get(), h);
-  return VPMM_OK;
-}
-
-void Pool::drop_backup(Region& r) {
-  if (r.kind == Kind::Paused) c_.backup_bytes -= r.size;
-  backups_->stores().release(r.backup);
-  r.backup = nullptr;
-}
-
-void Pool::drop_paused(RegionIt it) {
-  if (it->second.backup) drop_backup(it->second);
-  Region hole;
-  hole.size = it->second.size;
-  hole.kind = Kind::Hole;
-  hole.chunk = it->second.chunk;
-  uint64_t va = it->first;
-  m_.erase(it);
-  m_.coalesce(m_.insert(va, hole));
-}
-
 // ---------------------------------------------------------------------------
 // Pause
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::release_paused_target(const char* call, uint64_t va, Backup* backup) {
+vpmm_status Pauser::release_paused_target(const char* call, uint64_t va, Backup* backup) {
   RegionIt it = m_.find(va);
   Region& r = it->second;
   auto maps = m_.whole_mappings_in(va, r.size);
@@ -102,10 +81,10 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, Backup* b
     return fail_context(st, call);
   }
   for (const auto& mp : maps) {
-    release_handle(mp.second);  // unmapped: nothing can use it
+    st_.release_handle(mp.second);  // unmapped: nothing can use it
     m_.unmap_released(mp.first);
   }
-  if (ipc_.exporting()) ipc_.on_release(va, r.size);  // importers learn the exporter let go
+  sharer_.on_release(va, r.size);  // importers learn the exporter let go
   // Paused memory holds no physical memory: its capacity charge goes away
   // until resume takes it again.
   release_charges(r);
@@ -115,17 +94,17 @@ vpmm_status Pool::release_paused_target(const char* call, uint64_t va, Backup* b
   p.backup = backup;
   if (backup) {
     backup->current = true;  // its copy completed (or was current already)
-    backups_->stores().before_pause(backup);
+    kit_->stores().before_pause(backup);
     c_.backup_bytes += p.size;
   }
-  if (p.was_small) small_->on_pause(p.owner);
+  if (p.was_small) alloc_.small().on_pause(p.owner);
   m_.erase(it);
   m_.insert(va, p);
   ++c_.n_pause;
   return VPMM_OK;
 }
 
-vpmm_status Pool::pause_locked(const char* tag, uint32_t flags, uint64_t* n_changed) {
+vpmm_status Pauser::pause(const char* tag, uint32_t flags, uint64_t* n_changed) {
   const char* call = flags ? "vpmm_pool_pause_flags" : "vpmm_pool_pause";
   uint32_t want = 0;
   vpmm_status st = tags_.find_used(call, tag, &want);
@@ -135,8 +114,8 @@ vpmm_status Pool::pause_locked(const char* tag, uint32_t flags, uint64_t* n_chan
     const Region& r = kv.second;
     // An empty cached slab holds no allocation: nothing to pause or back up,
     // nor to keep a backup (a disk file, a retained buffer) for.
-    if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) {
-      if (kv.second.backup) drop_backup(kv.second);
+    if (r.kind == Kind::Small && alloc_.small().empty_if_settled(r.owner)) {
+      if (kv.second.backup) st_.drop_backup(kv.second);
       continue;
     }
     if ((r.kind == Kind::Live || r.kind == Kind::Small) && TagTable::matches(r.tag, want))
@@ -153,12 +132,12 @@ vpmm_status Pool::pause_locked(const char* tag, uint32_t flags, uint64_t* n_chan
   for (const auto* list : {&plain, &backed})
     for (uint64_t va : *list)
       if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
-  PausePipeline pipeline(*this, *backups_, call, std::move(plain), std::move(backed), std::move(uses),
+  PausePipeline pipeline(*this, *kit_, call, std::move(plain), std::move(backed), std::move(uses),
                          opt_.pause_batch_bytes, (flags & VPMM_PAUSE_BACKUP_UNCHANGED) != 0);
   return pipeline.run(n_changed);
 }
 
-vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out) {
+vpmm_status Pauser::last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out) {
   // Work queued on the allocating stream before now. A retired stream left
   // its final event on the region instead (it may not exist any more).
   if (r.event) {
@@ -166,7 +145,7 @@ vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std:
   } else if (std::find(recorded->begin(), recorded->end(), r.stream) == recorded->end()) {
     recorded->push_back(r.stream);
     EventRef ev;
-    vpmm_status st = record_event(r.stream, &ev);
+    vpmm_status st = st_.record_event(r.stream, &ev);
     if (st == VPMM_ERR_INVALID_ARGUMENT) {
       // Destroyed without vpmm_pool_stream_retire: once the device is idle,
       // nothing queued there can still use the memory.
@@ -179,7 +158,7 @@ vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std:
   }
   // Blocks of a slab freed on other streams: work queued there before the
   // free may still read or write them.
-  if (r.kind == Kind::Small) small_->foreign_uses(r.owner, out);
+  if (r.kind == Kind::Small) alloc_.small().foreign_uses(r.owner, out);
   return VPMM_OK;
 }
 
@@ -187,14 +166,14 @@ vpmm_status Pool::last_uses(const Region& r, std::vector<Stream>* recorded, std:
 // Resume
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) {
+vpmm_status Pauser::map_paused_target(const Region& r, uint64_t va, std::vector<Mapping>* out) {
   vpmm_status st = retake_charges(r);
   if (st != VPMM_OK) return st;
   std::vector<Mapping> hs;
-  uint64_t cap = growth_handle_size(r.size, true);
+  uint64_t cap = st_.growth_handle_size(r.size, true);
   auto create = [&] {
-    vpmm_status cs = check_growth_limit(r.size);
-    if (cs == VPMM_OK) cs = create_handles(r.size, cap, &hs, &orphans_);
+    vpmm_status cs = st_.check_growth_limit(r.size);
+    if (cs == VPMM_OK) cs = st_.create_handles(r.size, cap, &hs, st_.orphans());
     return cs;
   };
   st = create();
@@ -230,18 +209,18 @@ vpmm_status Pool::map_paused_target(const Region& r, uint64_t va, std::vector<Ma
   return VPMM_OK;
 }
 
-void Pool::undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
+void Pauser::undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
                               size_t n_mapped) {
   for (size_t i = 0; i < n_mapped; ++i) {  // best effort, in order from va
     backend_->unmap(va, hs[i].size);
     va += hs[i].size;
   }
-  release_handles(hs);
+  st_.release_handles(hs);
   release_charges(r);
   cap_.created(r.size);
 }
 
-vpmm_status Pool::resume_locked(const char* tag, uint32_t flags, uint64_t* n_changed, uint64_t* short_bytes) {
+vpmm_status Pauser::resume(const char* tag, uint32_t flags, uint64_t* n_changed, uint64_t* short_bytes) {
   const char* call = "vpmm_pool_resume";
   uint32_t want = 0;
   vpmm_status st = tags_.find_used(call, tag, &want);
@@ -266,16 +245,16 @@ vpmm_status Pool::resume_locked(const char* tag, uint32_t flags, uint64_t* n_cha
     if (r.backup)
       r.backup->retain = (r.flags & VPMM_ALLOC_RETAIN_BACKUP) || (flags & VPMM_RESUME_RETAIN_BACKUP);
   }
-  for (void* slab : slabs) small_->begin_resume(slab);
-  ResumePipeline pipeline(*this, *backups_, call, std::move(targets), opt_.pause_batch_bytes);
+  for (void* slab : slabs) alloc_.small().begin_resume(slab);
+  ResumePipeline pipeline(*this, *kit_, call, std::move(targets), opt_.pause_batch_bytes);
   st = pipeline.run(n_changed);
   *short_bytes = pipeline.short_bytes();
-  for (void* slab : slabs) small_->end_resume(slab);
-  note_peaks();
+  for (void* slab : slabs) alloc_.small().end_resume(slab);
+  alloc_.note_peaks();
   return st;
 }
 
-void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
+void Pauser::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
   RegionIt it = m_.find(va);
   Region r = it->second;
   uint64_t cur = va;
@@ -287,10 +266,10 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
   cap_.created(r.size);
   if (r.backup) {
     c_.backup_bytes -= r.size;
-    if (!backups_->stores().after_resume(r.backup)) r.backup = nullptr;  // given back
+    if (!kit_->stores().after_resume(r.backup)) r.backup = nullptr;  // given back
   }
   r.kind = r.was_small ? Kind::Small : Kind::Live;
-  if (r.was_small) small_->on_resume(r.owner);
+  if (r.was_small) alloc_.small().on_resume(r.owner);
   r.was_small = false;
   m_.erase(it);
   m_.insert(va, r);
@@ -301,11 +280,11 @@ void Pool::commit_resumed(uint64_t va, const std::vector<Mapping>& handles) {
 // Trim
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::release_free(uint64_t keep, bool wait) {
-  retry_orphans();
-  reap_zombies();
-  small_->release_empty_slabs();
-  merge_completed_straddles(nullptr);  // after the slabs: they may free a straddled handle's rest
+vpmm_status Pauser::release_free(uint64_t keep, bool wait) {
+  st_.retry_orphans();
+  alloc_.reap_zombies();
+  alloc_.small().release_empty_slabs();
+  alloc_.merge_completed_straddles();  // after the slabs: they may free a straddled handle's rest
   if (m_.totals().free <= keep) return VPMM_OK;
   // Oldest first: their events are the likeliest to have completed.
   std::vector<std::pair<uint64_t, uint64_t>> order;  // (id, va)
@@ -319,11 +298,11 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
     auto maps = m_.whole_mappings_in(it->first, it->second.size);
     if (maps.empty()) continue;
     bool done = false;
-    vpmm_status st = is_complete(it->second, &done);
+    vpmm_status st = st_.is_complete(it->second, &done);
     if (st == VPMM_OK && !done) {
       if (!wait) continue;
       EventRef ev;
-      event_of(it->second, &ev);
+      st_.event_of(it->second, &ev);
       st = backend_->event_sync(ev->handle());
       if (st == VPMM_OK) ev->mark_done();
     }
@@ -340,7 +319,7 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
         result = us;  // the rest of this region stays mapped and free
         break;
       }
-      release_handle(mp.second);
+      st_.release_handle(mp.second);
       m_.unmap_released(mp.first);
       hi += mp.second.size;
     }
@@ -358,75 +337,20 @@ vpmm_status Pool::release_free(uint64_t keep, bool wait) {
   return result;
 }
 
-vpmm_status Pool::trim_locked(uint64_t keep_bytes) {
+vpmm_status Pauser::trim(uint64_t keep_bytes) {
   ++c_.n_trim;
   // Idle views hold VA and mappings of free handles for a request of their
   // size that may never come again: trim gives them back first, so that
   // the handles it releases below need no unmapping from them.
   FirstFailure first;
-  first.note(release_idle_views());
+  first.note(alloc_.views().release_idle());
   first.note(release_free(keep_bytes, true));
   vpmm_status st = first.finish();
   if (st != VPMM_OK) return fail_context(st, "vpmm_pool_trim");
   return VPMM_OK;
 }
 
-// Pause, resume and trim change mapped bytes: report watermark crossings
-// once the pool lock is released.
-template <typename F>
-vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
-  vpmm_status st;
-  int transition;
-  uint64_t mapped;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (after_prepares) backups_->wait_prepares(lock);
-    st = f();
-    transition = take_transition();
-    mapped = m_.totals().mapped;
-  }
-  drop_driver_time();  // pause, resume and trim are not the allocating path
-  if (transition >= 0) report_pressure(transition, mapped);
-  cap_.wake_reservers();
-  return st;
-}
-
-vpmm_status Pool::pause(const char* tag, uint64_t* n_changed, uint32_t flags) {
-  return locked_with_pressure([&] { return pause_locked(tag, flags, n_changed); }, /*after_prepares=*/true);
-}
-vpmm_status Pool::resume(const char* tag, uint64_t* n_changed, uint32_t flags) {
-  uint64_t total = 0;
-  for (int retries = 0;; ++retries) {
-    uint64_t n = 0, short_bytes = 0;
-    vpmm_oom_fn oom = nullptr;
-    void* oom_user = nullptr;
-    vpmm_status st = locked_with_pressure([&] {
-      vpmm_status rs = resume_locked(tag, flags, &n, &short_bytes);
-      if (rs == VPMM_ERR_OUT_OF_MEMORY) cap_.note_oom();
-      if (rs == VPMM_OK && retries > 0) cap_.note_oom_recovered();
-      oom = cap_.oom_fn();
-      oom_user = cap_.oom_user();
-      return rs;
-    });
-    total += n;
-    // As malloc does: the user may spill, free or pause something else, then
-    // ask for another try; what resumed already stays resumed.
-    if (st == VPMM_ERR_OUT_OF_MEMORY && short_bytes && oom && retries < 8) {
-      if (oom(handle_, short_bytes, oom_user) != 0) continue;
-      fail(VPMM_ERR_OUT_OF_MEMORY,
-           "vpmm_pool_resume: out of memory for a paused allocation of %" PRIu64
-           " bytes (the OOM callback declined to retry); it stays paused",
-           short_bytes);
-    }
-    if (st == VPMM_OK && n_changed) *n_changed = total;
-    return st;
-  }
-}
-vpmm_status Pool::trim(uint64_t keep_bytes) {
-  return locked_with_pressure([&] { return trim_locked(keep_bytes); });
-}
-
-vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
+vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   const char* call = "vpmm_pool_prepare_backups";
   // Three steps, so that seconds of pinning never hold the pool lock: under
   // the lock, count the buffers a pause of `tag` would take (those the cache
@@ -452,17 +376,17 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
       if ((r.kind != Kind::Live && r.kind != Kind::Small) || !TagTable::matches(r.tag, want) ||
           !(r.flags & VPMM_ALLOC_HOST_BACKUP) || store_of(r.flags) != Store::Pinned || r.backup)
         continue;
-      if (r.kind == Kind::Small && small_->empty_if_settled(r.owner)) continue;  // a pause skips it too
+      if (r.kind == Kind::Small && alloc_.small().empty_if_settled(r.owner)) continue;  // a pause skips it too
       void* b = nullptr;
       uint64_t got = 0;
-      if (backups_->buffers().take_cached(r.size, &b, &got))
+      if (kit_->buffers().take_cached(r.size, &b, &got))
         taken.emplace_back(b, got);
-      else if (backups_->buffers().reserve_pinned(r.size))
+      else if (kit_->buffers().reserve_pinned(r.size))
         to_pin.push_back(r.size);
       // else: past the pinned limit, a pause backs it up in pageable memory
     }
-    for (const auto& b : taken) backups_->buffers().put(b.first, b.second);
-    backups_->begin_prepare();
+    for (const auto& b : taken) kit_->buffers().put(b.first, b.second);
+    kit_->begin_prepare();
   }
   std::vector<std::pair<void*, uint64_t>> pinned;
   vpmm_status st = VPMM_OK;
@@ -474,11 +398,11 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& b : pinned) backups_->buffers().put(b.first, b.second);
-    for (size_t i = pinned.size(); i < to_pin.size(); ++i) backups_->buffers().unreserve_pinned(to_pin[i]);
-    backups_->end_prepare();
+    for (const auto& b : pinned) kit_->buffers().put(b.first, b.second);
+    for (size_t i = pinned.size(); i < to_pin.size(); ++i) kit_->buffers().unreserve_pinned(to_pin[i]);
+    kit_->end_prepare();
     if (st != VPMM_OK) st = fail_context(st, call);  // what was pinned stays cached: not lost
-    else if (cached) *cached = backups_->buffers().cached_bytes();
+    else if (cached) *cached = kit_->buffers().cached_bytes();
   }
   return st;
 }
@@ -487,9 +411,8 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
 // Backup directories
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::backup_dir_id(const char* call, const char* dir, uint32_t* id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  BackupStores& st = backups_->stores();
+vpmm_status Pauser::backup_dir_id(const char* call, const char* dir, uint32_t* id) {
+  BackupStores& st = kit_->stores();
   if (dir != nullptr) return st.intern_dir(call, dir, id);
   if (st.default_dir() != 0) {
     *id = st.default_dir();
@@ -503,19 +426,17 @@ vpmm_status Pool::backup_dir_id(const char* call, const char* dir, uint32_t* id)
               call);
 }
 
-vpmm_status Pool::set_backup_dir(const char* dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+vpmm_status Pauser::set_backup_dir(const char* dir) {
   uint32_t id = 0;
   if (dir != nullptr && *dir != '\0') {
-    vpmm_status st = backups_->stores().intern_dir("vpmm_pool_set_backup_dir", dir, &id);
+    vpmm_status st = kit_->stores().intern_dir("vpmm_pool_set_backup_dir", dir, &id);
     if (st != VPMM_OK) return st;
   }
-  backups_->stores().set_default_dir(id);
+  kit_->stores().set_default_dir(id);
   return VPMM_OK;
 }
 
-vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+vpmm_status Pauser::tag_stats(const char* tag, vpmm_tag_stats* out) {
   uint32_t want = 0;
   vpmm_status st = tags_.find_used("vpmm_pool_tag_stats", tag, &want);
   if (st != VPMM_OK) return st;
@@ -528,7 +449,7 @@ vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
     // Cached free memory, as the pool's stats count it; a paused slab whose
     // blocks were all freed holds nothing to resume either.
     if ((r.kind == Kind::Small || (r.kind == Kind::Paused && r.was_small)) &&
-        small_->empty_if_settled(r.owner))
+        alloc_.small().empty_if_settled(r.owner))
       continue;
     if (r.kind == Kind::Live || r.kind == Kind::Small) {
       t.live_bytes += r.size;
@@ -542,6 +463,80 @@ vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
   }
   *out = t;
   return VPMM_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Backups seen from outside, the limit
+// ---------------------------------------------------------------------------
+
+// A view of a paused region's backup, or of an active one's retained backup:
+// the pointer stays valid until the region is resumed (unless retained) or
+// freed.
+vpmm_status Pauser::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
+  const uint64_t va = reinterpret_cast<uint64_t>(ptr);
+  RegionIt it = m_.find_containing(va);
+  if (it == m_.end()) {
+    auto v = alloc_.views().table().containing(va);
+    if (v.second && v.second->active && va < v.first + v.second->live.requested)
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused, and "
+                  "keeps no retained backup of a completed pause", ptr);
+  }
+  if (it == m_.end() || it->second.kind == Kind::Hole || it->second.kind == Kind::Free ||
+      it->second.kind == Kind::Zombie || it->second.kind == Kind::Transit)
+    return fail(VPMM_ERR_UNKNOWN_POINTER,
+                "vpmm_pool_backup_lookup: pointer %p is not inside an allocation of this pool", ptr);
+  // An active allocation's backup counts only when retained and complete:
+  // then it holds the bytes of the last pause.
+  if (it->second.kind != Kind::Paused &&
+      !(it->second.backup && it->second.backup->retain && it->second.backup->current))
+    return fail(VPMM_ERR_WRONG_STATE,
+                "vpmm_pool_backup_lookup: the allocation containing %p is active, not paused, and "
+                "keeps no retained backup of a completed pause", ptr);
+  if (!it->second.backup)
+    return fail(VPMM_ERR_WRONG_STATE,
+                "vpmm_pool_backup_lookup: the paused allocation containing %p has no host backup "
+                "(allocated without VPMM_ALLOC_HOST_BACKUP)", ptr);
+  const Backup& b = *it->second.backup;
+  if (b.store == Store::Disk)
+    return fail(VPMM_ERR_UNSUPPORTED,
+                "vpmm_pool_backup_lookup: the backup of the allocation containing %p is the file %s "
+                "(disk store), which has no host address", ptr, b.path.c_str());
+  // The same bytes vpmm_pool_lookup calls an allocation: not a page's
+  // padding after it, nor a slab's free blocks.
+  uint64_t base = it->first, size = it->second.requested;
+  const bool slab = it->second.was_small || it->second.kind == Kind::Small;
+  if (slab ? !alloc_.small().lookup(it, va, &base, &size) : va >= base + size)
+    return fail(VPMM_ERR_UNKNOWN_POINTER,
+                "vpmm_pool_backup_lookup: pointer %p is inside a backed-up range but not inside an "
+                "allocation (padding or a free block)", ptr);
+  if (host) *host = static_cast<char*>(b.host) + (va - it->first);
+  if (bytes) *bytes = base + size - va;
+  return VPMM_OK;
+}
+
+vpmm_status Pauser::set_limit(uint64_t bytes) {
+  if (bytes != 0 && m_.totals().mapped > bytes) {
+    const uint64_t used = m_.totals().mapped - m_.totals().free;
+    release_free(bytes > used ? bytes - used : 0, true);
+    if (m_.totals().mapped > bytes)
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "vpmm_pool_set_limit: %" PRIu64 " bytes is below the %" PRIu64
+                  " bytes still mapped after trimming; the limit stays %" PRIu64,
+                  bytes, m_.totals().mapped, cap_.limit());
+  }
+  cap_.set_limit(bytes);
+  return VPMM_OK;
+}
+
+void Pauser::fill_stats(vpmm_stats* s) const {
+  s->backup_cache_bytes = kit_->buffers().cached_bytes();
+  s->backup_pinned_bytes = kit_->buffers().pinned_bytes();
+  s->backup_pageable_bytes = kit_->buffers().pageable_bytes();
+  s->backup_mmap_bytes = kit_->stores().mmap_bytes();
+  s->backup_disk_bytes = kit_->stores().disk_bytes();
+  s->backup_retained_bytes = kit_->stores().retained_bytes();
+  s->backup_skipped_bytes = kit_->stores().skipped_bytes();
 }
 
 }  // namespace vpmm

@@ -1,7 +1,7 @@
 // RegionMap: the region tiling, its indexes and its invariant checker.
 // Every mutation goes through insert/erase/resize so the size indexes and the
 // running totals_ can never drift from the map itself.
-#include "core/regions.hpp"
+#include "core/state/regions.hpp"
 
 #include <cinttypes>
 #include <cstdio>

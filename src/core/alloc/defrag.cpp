@@ -1,18 +1,15 @@
-// Phase 0 (zombie reaping) and Phase 2 (defragmentation by remapping) of the
-// pool; see pool.hpp for the phases.
+// Defrag: Phase 0 and Phase 2 (see defrag.hpp).
 //
-// Phase 2 runs in steps so that its driver calls can run without the pool
-// mutex. Everything decided is decided under the mutex (plan, wait, claim);
-// the claim takes the plan's regions out of every index, so no other thread
-// can touch them while this one maps; the commit or the abandon, again under
-// the mutex, puts them back as the new span or exactly as they were. A
-// failure leaves no backend effect behind (map_transit undoes its own).
+// Everything decided is decided under the mutex (plan, wait, claim); the
+// claim takes the plan's regions out of every index, so no other thread can
+// touch them while this one maps; the commit or the abandon, again under the
+// mutex, puts them back as the new span or exactly as they were.
 #include <algorithm>
 #include <cinttypes>
 #include <new>
 
 #include "common/status.hpp"
-#include "core/pool.hpp"
+#include "core/alloc/defrag.hpp"
 
 namespace vpmm {
 
@@ -52,11 +49,20 @@ struct Transit {
   std::vector<Mapping> orphans;  // handles the driver refused to release meanwhile
 };
 
+Defrag::Defrag(PoolState& st, const SmallAllocator& small)
+    : st_(st),
+      m_(st.map()),
+      c_(st.counters()),
+      opt_(st.options()),
+      cap_(st.capacity()),
+      backend_(&st.backend()),
+      small_(small) {}
+
 // ---------------------------------------------------------------------------
 // Phase 0
 // ---------------------------------------------------------------------------
 
-size_t Pool::reap_completed_zombies(LockWindow* window, size_t budget) {
+size_t Defrag::reap_completed_zombies(LockWindow* window, size_t budget) {
   if (budget == 0) return 0;
   struct Job {
     uint64_t va;
@@ -69,7 +75,7 @@ size_t Pool::reap_completed_zombies(LockWindow* window, size_t budget) {
     if (handles >= budget) break;
     Region& z = m_.find(va)->second;
     bool done = false;
-    if (z.busy || query(z.event, &done) != VPMM_OK || !done) continue;
+    if (z.busy || st_.query(z.event, &done) != VPMM_OK || !done) continue;
     Job j{va, {}, 0};
     const auto& zm = m_.zombie_mappings();
     for (auto mp = zm.find(va); mp != zm.end() && mp->first < va + z.size && handles < budget; ++mp, ++handles)
@@ -199,7 +205,7 @@ static Plan plan_harvest(RegionMap& m, uint64_t need, uint64_t page, Stream s, u
   return plan;
 }
 
-bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
+bool Defrag::merge_completed_straddles(std::vector<MergeUndo>* journal) {
   // A handle can straddle two adjacent free regions of different streams (a
   // growth handle freed on A, half reused and freed on B). Neither region
   // holds it whole, so it could be neither moved nor trimmed. Once both
@@ -242,8 +248,8 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
     bool straddles = mp != m_.mappings().begin() && std::prev(mp)->first < nx->first &&
                      std::prev(mp)->first + std::prev(mp)->second.size > nx->first;
     bool done_a = false, done_b = false;
-    if (straddles && is_complete(it->second, &done_a) == VPMM_OK && done_a &&
-        is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
+    if (straddles && st_.is_complete(it->second, &done_a) == VPMM_OK && done_a &&
+        st_.is_complete(nx->second, &done_b) == VPMM_OK && done_b) {
       it = merge(it, nx, false);
       if (it != m_.begin()) {
         auto pv = std::prev(it);
@@ -256,7 +262,7 @@ bool Pool::merge_completed_straddles(std::vector<MergeUndo>* journal) {
   return changed;
 }
 
-void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
+void Defrag::undo_merges(const std::vector<MergeUndo>& journal) {
   for (auto u = journal.rbegin(); u != journal.rend(); ++u) {
     RegionIt it = m_.find(u->left_va);
     m_.split(it, u->left.size);
@@ -268,13 +274,13 @@ void Pool::undo_merges(const std::vector<MergeUndo>& journal) {
 // A free region of the caller's stream (or never-used memory) with a hole
 // beside it that can take what it lacks: the span fills that part of the
 // hole, coalesces with the region, and only the missing pages move.
-struct Pool::Join {
+struct Defrag::Join {
   uint64_t region_va = 0, region_size = 0;
   uint64_t hole_va = 0, hole_size = 0;
   bool hole_after = true;  // the hole follows the region (else it precedes it)
 };
 
-bool Pool::best_join(uint64_t bytes, Stream s, Join* out) {
+bool Defrag::best_join(uint64_t bytes, Stream s, Join* out) {
   // The largest region moves the fewest handles; regions as large as the
   // request would have fit in Phase 1.
   bool found = false;
@@ -316,7 +322,7 @@ bool Pool::best_join(uint64_t bytes, Stream s, Join* out) {
 // hole so that only what it lacks moves; with larger handles the smallest
 // hole that fits the request, joined by a free region of the caller's that
 // ends where it starts. Else the smallest hole that takes the whole span.
-void Pool::plan_defrag(Transit* t) {
+void Defrag::plan_defrag(Transit* t) {
   const uint64_t bytes = t->bytes;
   // Joins anywhere are for the default and page handles: with large handles
   // left in place (growth handles, caps) they changed later layouts both
@@ -375,7 +381,7 @@ void Pool::plan_defrag(Transit* t) {
 // pages is taken apart again by the next step's smaller allocations and
 // assembled anew (the "conveyor" of docs/handles.md). Past the slack the
 // pool stays page-exact and moves.
-void Pool::plan_with_slack(Transit* t) {
+void Defrag::plan_with_slack(Transit* t) {
   if (t->exact || opt_.remap_slack <= 0.0) return plan_defrag(t);
   const size_t max_moved = t->max_moved;
   t->max_moved = 0;
@@ -391,16 +397,16 @@ void Pool::plan_with_slack(Transit* t) {
 
 // Zombies need the event of each moved region; a pending foreign one also
 // makes the caller's stream wait on the GPU (the CPU never blocks).
-vpmm_status Pool::wait_for_harvest(Transit* t) {
+vpmm_status Defrag::wait_for_harvest(Transit* t) {
   t->events.resize(t->plan.harvests.size());
   for (size_t i = 0; i < t->plan.harvests.size(); ++i) {
     const Harvest& hv = t->plan.harvests[i];
     Region& r = m_.find(hv.region_va)->second;
-    vpmm_status st = event_of(r, &t->events[i]);
+    vpmm_status st = st_.event_of(r, &t->events[i]);
     if (st != VPMM_OK) return st;
     if (!t->events[i] || !hv.foreign) continue;  // never used, or the caller's own stream
     bool done = false;
-    st = query(t->events[i], &done);
+    st = st_.query(t->events[i], &done);
     if (st != VPMM_OK) return st;
     if (!done) {
       st = backend_->stream_wait(t->stream, t->events[i]->handle());
@@ -415,9 +421,9 @@ vpmm_status Pool::wait_for_harvest(Transit* t) {
 // Phase 2: claim, map, commit or abandon
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::claim(Transit* t) {
+vpmm_status Defrag::claim(Transit* t) {
   if (t->plan.shortfall) {
-    vpmm_status st = check_growth_limit(t->plan.shortfall);
+    vpmm_status st = st_.check_growth_limit(t->plan.shortfall);
     if (st != VPMM_OK) return st;
   }
   // Nothing below fails (std::bad_alloc aside, caught at the ABI).
@@ -453,7 +459,7 @@ vpmm_status Pool::claim(Transit* t) {
   return VPMM_OK;
 }
 
-vpmm_status Pool::map_transit(Transit* t) {
+vpmm_status Defrag::map_transit(Transit* t) {
   // Runs without the mutex, so an exception must not escape it: the claim
   // would be stranded. Whatever was done is undone here on any failure.
   size_t n_mapped = 0;
@@ -467,7 +473,7 @@ vpmm_status Pool::map_transit(Transit* t) {
   if (st != VPMM_OK) {
     for (size_t i = 0; i < n_mapped; ++i) backend_->unmap(t->placed[i].first, t->placed[i].second.size);
     t->placed.clear();
-    release_handles_into(t->created, &t->orphans);
+    st_.release_handles_into(t->created, &t->orphans);
     t->created.clear();
     if (t->chunk_size) backend_->unreserve(t->chunk_va, t->chunk_size);
     t->chunk_size = 0;
@@ -475,10 +481,10 @@ vpmm_status Pool::map_transit(Transit* t) {
   return st;
 }
 
-vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
+vpmm_status Defrag::map_transit_steps(Transit* t, size_t* n_mapped) {
   const uint64_t span = t->plan.span();
   if (!t->have_hole) {
-    vpmm_status st = reserve_chunk(span, &t->chunk_va, &t->chunk_size);
+    vpmm_status st = st_.reserve_chunk(span, &t->chunk_va, &t->chunk_size);
     if (st != VPMM_OK) return st;
     t->hole_va = t->chunk_va;
   }
@@ -486,8 +492,8 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
     // Memory a view may later assemble grows in pages (views take whole
     // handles of free regions; see views.hpp).
     const bool view_sized = opt_.view_min_size && !t->exact && t->bytes >= opt_.view_min_size;
-    const uint64_t handle = view_sized ? opt_.page_size : growth_handle_size(t->plan.shortfall, t->exact);
-    vpmm_status st = create_handles(t->plan.shortfall, handle,
+    const uint64_t handle = view_sized ? opt_.page_size : st_.growth_handle_size(t->plan.shortfall, t->exact);
+    vpmm_status st = st_.create_handles(t->plan.shortfall, handle,
                                     &t->created, &t->orphans);
     if (st != VPMM_OK) return st;
   }
@@ -509,8 +515,8 @@ vpmm_status Pool::map_transit_steps(Transit* t, size_t* n_mapped) {
   return backend_->set_access(t->hole_va, span);
 }
 
-void Pool::abandon(Transit* t) {
-  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+void Defrag::abandon(Transit* t) {
+  st_.keep_orphans(t->orphans);
   cap_.created(t->plan.shortfall);
   for (size_t i = t->plan.harvests.size(); i-- > 0;) {
     const Harvest& hv = t->plan.harvests[i];
@@ -520,8 +526,7 @@ void Pool::abandon(Transit* t) {
     // gives the stream's other regions, so a new stream at the same address
     // never takes it as its own.
     if (back.stream != clean_stream() && !m_.streams().count(back.stream)) {
-      retired_keys_.emplace_back(new char);
-      back.stream = retired_keys_.back().get();
+      back.stream = st_.retired_key();
     }
     m_.erase(m_.find(hv.lo));
     m_.coalesce(m_.insert(hv.lo, back));
@@ -535,8 +540,8 @@ void Pool::abandon(Transit* t) {
   }
 }
 
-RegionIt Pool::commit(Transit* t) {
-  orphans_.insert(orphans_.end(), t->orphans.begin(), t->orphans.end());
+RegionIt Defrag::commit(Transit* t) {
+  st_.keep_orphans(t->orphans);
   const uint64_t span_bytes = t->plan.span();
   if (t->chunk_size) {
     RegionIt it = m_.add_chunk(t->chunk_va, t->chunk_size);
@@ -556,7 +561,7 @@ RegionIt Pool::commit(Transit* t) {
   span.kind = Kind::Free;
   span.chunk = hole->second.chunk;
   span.stream = t->stream;
-  span.id = next_id_++;
+  span.id = st_.next_id();
   // Moved pages may carry foreign work the caller's stream now waits on: a
   // fresh free point makes any later event cover those waits.
   span.seq = t->plan.moved ? ++m_.stream(t->stream).free_seq : 0;
@@ -573,11 +578,11 @@ RegionIt Pool::commit(Transit* t) {
     c_.pages_created += t->plan.shortfall / opt_.page_size;
     c_.handles_created += t->created.size();
   }
-  note_peaks();
+  st_.note_peaks(small_.empty_bytes());
   return res;
 }
 
-vpmm_status Pool::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
+vpmm_status Defrag::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
                              LockWindow* window, RegionIt* out, size_t* handle_ops) {
   if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
   Transit t;

@@ -1,5 +1,5 @@
 // TagTable (see tags.hpp).
-#include "core/tags.hpp"
+#include "core/state/tags.hpp"
 
 #include <cstring>
 

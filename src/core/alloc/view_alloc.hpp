@@ -1,0 +1,95 @@
+// ViewAllocator: the views of core/alloc/views.hpp in action. A request of
+// view_min_size or more that no free region fits may be served by a view:
+// the free handles where they lie, mapped in order at a VA of its own
+// (docs/handles.md, "Views").
+//
+// A view malloc runs in the steps of a Phase 2 (defrag.hpp): plan (which
+// view, which slots are stale, what replaces them, what must grow), claim
+// (the homes it takes become Lent, the hole for growth Transit, the view
+// busy: no other thread can touch them), map (the driver calls, without the
+// mutex when there is a window), then commit, or abandon, which puts every
+// claimed region back. A failure leaves the pool as it was, except that a
+// reused view's stale mappings already unmapped stay unmapped (gaps): they
+// held nothing of the view's own.
+//
+// Owns: the ViewTable, the handles released while a view mapping them was
+// busy, the bytes claimed Lent by view mallocs in flight.
+// May call: PoolState (map, counters, events, handles), the small
+// allocator's cached bytes (peaks). Owned by the Allocator; every call is
+// made with the pool mutex held (a window releases it around driver calls).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/alloc/lock_window.hpp"
+#include "core/alloc/small.hpp"
+#include "core/alloc/views.hpp"
+#include "core/state/pool_state.hpp"
+
+namespace vpmm {
+
+struct ViewTransit;
+
+class ViewAllocator {
+ public:
+  ViewAllocator(PoolState& st, const SmallAllocator& small);
+
+  bool empty() const { return views_.empty(); }
+  ViewTable& table() { return views_; }
+  const ViewTable& table() const { return views_; }
+
+  // Whether a request may be served by a view at all.
+  bool eligible(uint64_t bytes, Kind kind, const Attrs& a) const {
+    return opt_.view_min_size && bytes >= opt_.view_min_size && kind == Kind::Live && a.tag == 0;
+  }
+  // kDecline: no view for this request, Phase 2 serves it.
+  static constexpr vpmm_status kDecline = -102;
+  // Serves `bytes` on stream s from a view; *out is its address.
+  vpmm_status malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
+                     uint64_t* out, size_t* handle_ops);
+  // The allocation in v is freed on stream s: its homes become free memory.
+  void free(View& v, Stream s);
+  // Unmaps handle h from the views that map it (before it is released).
+  void forget(PhysHandle h);
+  // Trim: every idle view goes (after its last use completed; trim waits).
+  // A view whose wait failed stays (the first failure is returned).
+  vpmm_status release_idle();
+  // The pool's end: waits for idle views' last uses, unmaps them all.
+  void shutdown();
+  std::string check();  // "" when the views agree with the map
+
+ private:
+  vpmm_status plan(ViewTransit* t);
+  void claim(ViewTransit* t);
+  vpmm_status map(ViewTransit* t);  // touches only t and the backend; undoes itself on failure
+  vpmm_status map_steps(ViewTransit* t);
+  void commit(ViewTransit* t, const Attrs& a, uint64_t requested);
+  void abandon(ViewTransit* t);
+  // Whether a slot's handle lies whole in a free region at its home.
+  bool usable_by(Region& r, Stream s);
+  bool home_free(const ViewSlot& slot, Stream s);
+  vpmm_status idle_done(View& v, bool* done);
+  static uint64_t slot_offset(const std::vector<ViewSlot>& slots, size_t i);
+  void settle_dropped(uint64_t va);  // what forget left to a busy view
+  void evict_idle();
+  void unmap_view(uint64_t va);  // unmaps every slot and gives the VA back
+
+  PoolState& st_;
+  RegionMap& m_;
+  PoolCounters& c_;
+  const PoolOptions& opt_;
+  Capacity& cap_;
+  Backend* backend_;
+  const SmallAllocator& small_;
+  ViewTable views_;
+  // Handles released while a view mapping them was busy: (view, handle),
+  // unmapped from it at the malloc's commit or abandon.
+  std::vector<std::pair<uint64_t, PhysHandle>> dropped_;
+  // Homes claimed Lent by view mallocs still in flight (not yet in a view).
+  uint64_t lent_in_flight_ = 0;
+};
+
+}  // namespace vpmm
