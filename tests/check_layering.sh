@@ -1,5 +1,5 @@
 #!/bin/sh
-# The layering rules of docs/ARCHITECTURE (data flows down, never up), checked
+# The layering rules of docs/design.md, "Layers" (data flows down, never up), checked
 # by grep so that a violation fails the unit suite rather than a review:
 #   common/   the bottom layer: includes nothing of the library but vpmm.h
 #   backend/  may include common/ and backend/ only, never config/, core/ or api/
@@ -10,10 +10,10 @@
 #   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
 #             and of the backends only the interface (backend/backend.hpp);
 #             of config/ only PoolOptions and the defaults, never the table;
-#             inside it, modules include only lower modules (core_rank below)
+#             inside it, modules include only lower modules (src/core/modules.txt)
 #   ipc/      status pages, sockets and pidfds of exports and imports: may
 #             include common/, ipc/ and the interfaces it implements
-#             (core/ipc.hpp), nothing else of the core, never the API
+#             (core/share/channels.hpp), nothing else of the core, never the API
 #   hooks/    the allocator hooks: the library seen through the public headers
 #             (vpmm*.h) and their own headers only, like a binding would; what
 #             vpmm.h lacks (last error, VPMM_LOG) comes from the C API layer
@@ -50,8 +50,8 @@ report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:s
 report "src/core/ includes the ipc layer or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|api|hooks)/')"
 # ipc/: the operating system's side of sharing memory between processes
 # (status pages, sockets, pidfds); it implements the channel interfaces of
-# core/ipc.hpp and sees nothing else of the core, nor the backends or the API.
-report "src/ipc/ includes more than common/, ipc/ and core/ipc.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_]+\.hpp"' | grep -v '"core/share/ipc_tables.hpp"')"
+# core/share/channels.hpp and sees nothing else of the core, nor the backends or the API.
+report "src/ipc/ includes more than common/, ipc/ and core/share/channels.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' | grep -v '"core/share/channels.hpp"')"
 report "src/core/ includes a backend's internals (only backend/backend.hpp is the door)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/[a-z_]+/')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 
@@ -61,41 +61,36 @@ for top in hooks preload; do
     "$(scan "$src/$top" '#[[:space:]]*include[[:space:]]*["<]' | grep -vE "#[[:space:]]*include[[:space:]]*(<[^/\">]*>|<(sys|linux|bits)/[a-z_]+\.h>|\"vpmm[a-z_]*\.h\"|\"$top/[a-z_]+\.h(pp)?\")")"
 done
 
-# Inside src/core, modules form layers too: a file includes only the headers
-# of lower modules (and its own), so no concern reaches back up into one that
-# builds on it. Pool's implementation spans several files (phases, pause,
-# capacity calls, stats); they are one module. Rank, lowest first:
-core_rank() {
-  case "$1" in
-    layout) echo 0 ;;
-    regions|tags|capacity|backup) echo 1 ;;
-    small|backup_store|ipc|views) echo 2 ;;
-    backups) echo 3 ;;
-    pause_pipeline|pause_stage) echo 4 ;;
-    pool|defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo 5 ;;
-    *) echo unknown ;;
-  esac
+# Inside src/core, modules form layers too (src/core/modules.txt, the one
+# place their ranks are written): a file includes only core headers of its
+# own module or of lower-ranked ones. A file's module is the longest folder
+# of the table containing it; files directly in src/core/ are the facade,
+# module "pool".
+table="$src/core/modules.txt"
+# The module of a path relative to src/core/ (a file, or a header an
+# include names), or nothing when the table has none.
+module_of() {
+  awk -v p="$1" '!/^#/ && NF >= 2 {
+      m = $2
+      if (m == "pool") { if (p !~ /\//) { best = m; len = 0 } ; next }
+      if (index(p, m "/") == 1 && length(m) > len) { best = m; len = length(m) }
+    } END { print best }' "$table"
 }
-core_module() {  # files of one module share its rank
-  case "$1" in
-    defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo pool ;;
-    pause_stage) echo pause_pipeline ;;
-    *) echo "$1" ;;
-  esac
-}
-for f in "$src"/core/*.hpp "$src"/core/*.cpp; do
-  [ -e "$f" ] || continue
-  name=$(basename "$f"); name=${name%.*}
-  mine=$(core_rank "$name")
-  if [ "$mine" = unknown ]; then
-    report "src/core/$name has no rank in tests/check_layering.sh (give it one)" "$f"
+rank_of() { awk -v m="$1" '!/^#/ && $2 == m { print $1 }' "$table"; }
+for f in $(find "$src/core" -type f \( -name '*.cpp' -o -name '*.hpp' \) | sort); do
+  rel=${f#"$src"/core/}
+  mine=$(module_of "$rel")
+  if [ -z "$mine" ]; then
+    report "src/core/$rel is in no module of src/core/modules.txt (add its folder)" "$f"
     continue
   fi
-  for dep in $(grep -oE '#[[:space:]]*include[[:space:]]*"core/[a-z_]+\.hpp"' "$f" | sed -E 's|.*core/([a-z_]+)\.hpp"|\1|'); do
-    [ "$(core_module "$dep")" = "$(core_module "$name")" ] && continue
-    theirs=$(core_rank "$dep")
-    if [ "$theirs" = unknown ] || [ "$theirs" -ge "$mine" ]; then
-      report "src/core/$name (rank $mine) includes core/$dep.hpp (rank $theirs): a module may only include lower ones" "$f"
+  my_rank=$(rank_of "$mine")
+  for dep in $(grep -oE '#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' "$f" | sed -E 's|.*"core/([a-z_/]+\.hpp)"|\1|'); do
+    theirs=$(module_of "$dep")
+    [ "$theirs" = "$mine" ] && continue
+    their_rank=$(rank_of "$theirs")
+    if [ -z "$theirs" ] || [ "$their_rank" -ge "$my_rank" ]; then
+      report "src/core/$rel (module $mine, rank $my_rank) includes core/$dep (module ${theirs:-none}, rank ${their_rank:-none}): a module may only include lower ones" "$f"
     fi
   done
 done
