@@ -122,19 +122,21 @@ struct Scope {
 };
 thread_local std::vector<Scope>* t_scopes = nullptr;
 
-constexpr uint32_t kKnownFlags = VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP | VPMM_ALLOC_BACKUP_DISK |
-                                 VPMM_ALLOC_RETAIN_BACKUP;
+// The flags an allocation may carry: a backup, its retention, and the bit of
+// each backup store (core/pause/stores/store_table.hpp lists them).
+uint32_t known_flags() { return VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP | vpmm::backup_store_flags(); }
 constexpr size_t kMaxBackupDirBytes = 4095;
 
 // The flag combinations an allocation or a scope may ask for.
 vpmm_status check_alloc_flags(const char* call, const char* what, uint32_t flags) {
-  if (flags & ~kKnownFlags)
+  if (flags & ~known_flags())
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s 0x%x has unknown bits", call, what, flags);
   if ((flags & ~VPMM_ALLOC_HOST_BACKUP) && !(flags & VPMM_ALLOC_HOST_BACKUP))
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
                       "%s: %s 0x%x chooses a backup store or retention without VPMM_ALLOC_HOST_BACKUP", call,
                       what, flags);
-  if ((flags & vpmm::kBackupStoreFlags) == vpmm::kBackupStoreFlags)
+  const uint32_t stores = flags & vpmm::backup_store_flags();
+  if (stores & (stores - 1))
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
                       "%s: %s 0x%x asks for two backup stores (VPMM_ALLOC_BACKUP_MMAP and _DISK)", call, what,
                       flags);
@@ -148,8 +150,8 @@ vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_s
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
   return guarded(call, [&]() -> vpmm_status {
-    if ((flags & VPMM_ALLOC_BACKUP_DISK) && tag && *tag) {
-      // The directory goes into the flags' top bits (core/backup_store.hpp).
+    if (vpmm::backup_store_wants_dir(flags) && tag && *tag) {
+      // The directory goes into the flags' top bits (core/pause/stores/store_table.hpp).
       uint32_t dir = 0;
       vpmm_status st = pool->pool->backup_dir_id(call, backup_dir, &dir);
       if (st != VPMM_OK) return st;

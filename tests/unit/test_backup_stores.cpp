@@ -184,7 +184,7 @@ vpmm_alloc_attrs attrs(const char* tag, uint32_t flags, const char* dir = nullpt
 }
 
 const char* store_label(uint32_t flags) {
-  return vpmm::store_name(vpmm::store_of(flags));
+  return vpmm::backup_store_name(flags);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,11 +1,12 @@
-// Backups: what pause and resume need besides the allocations themselves.
-// It owns the pinned buffers (BackupBuffers), the stores backups live in
-// (BackupStores: pinned, mmap, disk), the copy stream the pipelines queue
+// PauseKit: what pause and resume need besides the allocations themselves.
+// It owns the pinned buffers (PinnedCache), the stores backups live in
+// (StoreTable: pinned, mmap, disk), the copy stream the pipelines queue
 // their copies on (made on first use), and the count of prepare_backups
-// calls pinning ahead without the pool mutex, which a pause waits for. The pipelines reach the backend for copies and waits through
-// it, and the allocations' handles through the pool's HandleOps.
+// calls pinning ahead without the pool mutex, which a pause waits for. The
+// pipelines reach the backend for copies and waits through it, and the
+// allocations' handles through the pauser's HandleOps.
 //
-// Owned by the pool; every call is made with the pool mutex held.
+// Owned by the Pauser; every call is made with the pool mutex held.
 #pragma once
 
 #include <condition_variable>
@@ -18,21 +19,21 @@
 
 namespace vpmm {
 
-class Backups {
+class PauseKit {
  public:
-  Backups(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
-      : backend_(b), buffers_(b, keep_limit, pinned_limit), stores_(b, buffers_) {}
-  ~Backups() {
+  PauseKit(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
+      : backend_(b), pinned_(b, keep_limit, pinned_limit), stores_(b, pinned_) {}
+  ~PauseKit() {
     if (have_copy_stream_) backend_.stream_destroy(copy_stream_);
   }
-  Backups(const Backups&) = delete;
-  Backups& operator=(const Backups&) = delete;
+  PauseKit(const PauseKit&) = delete;
+  PauseKit& operator=(const PauseKit&) = delete;
 
   Backend& backend() { return backend_; }
-  BackupBuffers& buffers() { return buffers_; }
-  const BackupBuffers& buffers() const { return buffers_; }
-  BackupStores& stores() { return stores_; }
-  const BackupStores& stores() const { return stores_; }
+  PinnedCache& pinned() { return pinned_; }
+  const PinnedCache& pinned() const { return pinned_; }
+  StoreTable& stores() { return stores_; }
+  const StoreTable& stores() const { return stores_; }
 
   vpmm_status copy_stream(Stream* out) {
     if (!have_copy_stream_) {
@@ -59,8 +60,8 @@ class Backups {
 
  private:
   Backend& backend_;
-  BackupBuffers buffers_;
-  BackupStores stores_;  // after buffers_: its pinned backups go back there
+  PinnedCache pinned_;
+  StoreTable stores_;  // after pinned_: its pinned backups go back there
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
   int preparing_ = 0;

@@ -29,7 +29,7 @@ Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu)
       alloc_(alloc),
       sharer_(sharer),
       mu_(mu),
-      kit_(new Backups(st.backend(), st.options().backup_cache_size, st.options().backup_pinned_limit)) {}
+      kit_(new PauseKit(st.backend(), st.options().backup_cache_size, st.options().backup_pinned_limit)) {}
 
 void Pauser::release_backup(Backup* b) { kit_->stores().release(b); }
 
@@ -357,7 +357,7 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   // already has are taken, so none is counted twice, and put back) and
   // reserve the missing ones against the pinned limit; without the lock, pin
   // them; under the lock again, put them in the cache, where the pause finds
-  // them. A pause meanwhile waits for this call (Backups::wait_prepares),
+  // them. A pause meanwhile waits for this call (PauseKit::wait_prepares),
   // rather than pinning the same bytes a second time.
   std::vector<uint64_t> to_pin;
   {
@@ -374,18 +374,18 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
       // Only pinned backups come from the cache; one the allocation keeps
       // from its last pause (retained) needs no buffer either.
       if ((r.kind != Kind::Live && r.kind != Kind::Small) || !TagTable::matches(r.tag, want) ||
-          !(r.flags & VPMM_ALLOC_HOST_BACKUP) || store_of(r.flags) != Store::Pinned || r.backup)
+          !(r.flags & VPMM_ALLOC_HOST_BACKUP) || !kit_->stores().prepared_ahead(r.flags) || r.backup)
         continue;
       if (r.kind == Kind::Small && alloc_.small().empty_if_settled(r.owner)) continue;  // a pause skips it too
       void* b = nullptr;
       uint64_t got = 0;
-      if (kit_->buffers().take_cached(r.size, &b, &got))
+      if (kit_->pinned().take_cached(r.size, &b, &got))
         taken.emplace_back(b, got);
-      else if (kit_->buffers().reserve_pinned(r.size))
+      else if (kit_->pinned().reserve_pinned(r.size))
         to_pin.push_back(r.size);
       // else: past the pinned limit, a pause backs it up in pageable memory
     }
-    for (const auto& b : taken) kit_->buffers().put(b.first, b.second);
+    for (const auto& b : taken) kit_->pinned().put(b.first, b.second);
     kit_->begin_prepare();
   }
   std::vector<std::pair<void*, uint64_t>> pinned;
@@ -398,11 +398,11 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& b : pinned) kit_->buffers().put(b.first, b.second);
-    for (size_t i = pinned.size(); i < to_pin.size(); ++i) kit_->buffers().unreserve_pinned(to_pin[i]);
+    for (const auto& b : pinned) kit_->pinned().put(b.first, b.second);
+    for (size_t i = pinned.size(); i < to_pin.size(); ++i) kit_->pinned().unreserve_pinned(to_pin[i]);
     kit_->end_prepare();
     if (st != VPMM_OK) st = fail_context(st, call);  // what was pinned stays cached: not lost
-    else if (cached) *cached = kit_->buffers().cached_bytes();
+    else if (cached) *cached = kit_->pinned().cached_bytes();
   }
   return st;
 }
@@ -412,7 +412,7 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
 // ---------------------------------------------------------------------------
 
 vpmm_status Pauser::backup_dir_id(const char* call, const char* dir, uint32_t* id) {
-  BackupStores& st = kit_->stores();
+  StoreTable& st = kit_->stores();
   if (dir != nullptr) return st.intern_dir(call, dir, id);
   if (st.default_dir() != 0) {
     *id = st.default_dir();
@@ -498,10 +498,10 @@ vpmm_status Pauser::backup_lookup(const void* ptr, void** host, uint64_t* bytes)
                 "vpmm_pool_backup_lookup: the paused allocation containing %p has no host backup "
                 "(allocated without VPMM_ALLOC_HOST_BACKUP)", ptr);
   const Backup& b = *it->second.backup;
-  if (b.store == Store::Disk)
+  if (!b.store->addressable())
     return fail(VPMM_ERR_UNSUPPORTED,
-                "vpmm_pool_backup_lookup: the backup of the allocation containing %p is the file %s "
-                "(disk store), which has no host address", ptr, b.path.c_str());
+                "vpmm_pool_backup_lookup: the backup of the allocation containing %p is %s, which has "
+                "no host address", ptr, b.store->where(b).c_str());
   // The same bytes vpmm_pool_lookup calls an allocation: not a page's
   // padding after it, nor a slab's free blocks.
   uint64_t base = it->first, size = it->second.requested;
@@ -530,13 +530,10 @@ vpmm_status Pauser::set_limit(uint64_t bytes) {
 }
 
 void Pauser::fill_stats(vpmm_stats* s) const {
-  s->backup_cache_bytes = kit_->buffers().cached_bytes();
-  s->backup_pinned_bytes = kit_->buffers().pinned_bytes();
-  s->backup_pageable_bytes = kit_->buffers().pageable_bytes();
-  s->backup_mmap_bytes = kit_->stores().mmap_bytes();
-  s->backup_disk_bytes = kit_->stores().disk_bytes();
-  s->backup_retained_bytes = kit_->stores().retained_bytes();
-  s->backup_skipped_bytes = kit_->stores().skipped_bytes();
+  s->backup_cache_bytes = kit_->pinned().cached_bytes();
+  s->backup_pinned_bytes = kit_->pinned().pinned_bytes();
+  s->backup_pageable_bytes = kit_->pinned().pageable_bytes();
+  kit_->stores().fill_stats(s);
 }
 
 }  // namespace vpmm

@@ -108,7 +108,7 @@ class Pauser final : private HandleOps, private BackupReleaser {
   Allocator& alloc_;
   Sharer& sharer_;
   std::mutex& mu_;
-  std::unique_ptr<Backups> kit_;  // host buffers, stores, copy stream, prepares in flight
+  std::unique_ptr<PauseKit> kit_;  // host buffers, stores, copy stream, prepares in flight
 };
 
 }  // namespace vpmm

@@ -18,11 +18,11 @@ uint64_t slot_bytes(uint64_t batch_bytes) { return std::min(kStageSlotBytes, bat
 // Pause
 // ---------------------------------------------------------------------------
 
-PausePipeline::PausePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> plain,
+PausePipeline::PausePipeline(HandleOps& ops, PauseKit& kit, const char* call, std::vector<uint64_t> plain,
                              std::vector<uint64_t> backed, std::vector<EventRef> last_uses,
                              uint64_t batch_bytes, bool unchanged)
     : ops_(ops),
-      backups_(backups),
+      kit_(kit),
       call_(call),
       plain_(std::move(plain)),
       backed_(std::move(backed)),
@@ -39,11 +39,11 @@ void PausePipeline::give_back() {
   bool written = false;  // a copy may still write a backup that is let go
   for (const auto* list : {&direct_, &staged_})
     for (const Target& t : *list) written |= !t.released;
-  if (written && cs_) backups_.backend().stream_sync(cs_);
+  if (written && cs_) kit_.backend().stream_sync(cs_);
   for (auto* list : {&direct_, &staged_, &skipped_})
     for (Target& t : *list)
       if (!t.released && t.fresh) {
-        backups_.stores().release(t.backup);
+        kit_.stores().release(t.backup);
         t.backup = nullptr;
       }
   // A retained backup of a target that stays active stays with it; unless
@@ -63,16 +63,16 @@ vpmm_status PausePipeline::take_backups() {
     t.size = r.size;
     t.backup = r.backup;
     if (!t.backup) {
-      vpmm_status st = backups_.stores().acquire(r.flags, r.size, &t.backup);
+      vpmm_status st = kit_.stores().acquire(r.flags, r.size, &t.backup);
       if (st != VPMM_OK) return fail_context(st, call_);
       t.fresh = true;
     }
     // Small-object pages may have new blocks since their last pause.
     const bool skip = unchanged_ && t.backup->retain && t.backup->current && r.kind != Kind::Small;
-    (skip ? skipped_ : backups_.stores().staged(*t.backup) ? staged_ : direct_).push_back(t);
+    (skip ? skipped_ : t.backup->store->staged() ? staged_ : direct_).push_back(t);
   }
   if (copying()) {
-    vpmm_status st = backups_.copy_stream(&cs_);
+    vpmm_status st = kit_.copy_stream(&cs_);
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   return VPMM_OK;
@@ -84,8 +84,8 @@ vpmm_status PausePipeline::take_backups() {
 // a copy); without any copy the CPU waits.
 vpmm_status PausePipeline::order_after_work() {
   for (const EventRef& ev : last_uses_) {
-    vpmm_status st = !copying() ? backups_.backend().event_sync(ev->handle())
-                                : backups_.backend().stream_wait(cs_, ev->handle());
+    vpmm_status st = !copying() ? kit_.backend().event_sync(ev->handle())
+                                : kit_.backend().stream_wait(cs_, ev->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   if (copying() && (!plain_.empty() || !skipped_.empty())) {
@@ -108,7 +108,7 @@ void PausePipeline::queue_batches() {
     const size_t start = queued_;
     for (; queued_ < direct_.size() && bytes < batch_bytes_; ++queued_) {
       const Target& t = direct_[queued_];
-      vpmm_status st = backups_.backend().copy_d2h(t.backup->host, t.va, t.size, cs_);
+      vpmm_status st = kit_.backend().copy_d2h(t.backup->host, t.va, t.size, cs_);
       if (st != VPMM_OK) {
         result_.note(fail_context(st, call_));
         stopped_ = true;
@@ -132,7 +132,7 @@ void PausePipeline::queue_batches() {
 // the others go on and the call reports the error.
 vpmm_status PausePipeline::release() {
   if ((!plain_.empty() || !skipped_.empty()) && ready_) {
-    vpmm_status st = backups_.backend().event_sync(ready_->handle());
+    vpmm_status st = kit_.backend().event_sync(ready_->handle());
     if (st != VPMM_OK) return fail_context(st, call_);
   }
   for (uint64_t va : plain_) result_.note(ops_.release_paused_target(call_, va, nullptr));
@@ -141,11 +141,11 @@ vpmm_status PausePipeline::release() {
     result_.note(st);
     if (st == VPMM_OK) {
       t.released = true;
-      backups_.stores().note_skipped(t.size);
+      kit_.stores().note_skipped(t.size);
     }
   }
   while (!pending_.empty()) {
-    vpmm_status st = backups_.backend().event_sync(pending_.front().second->handle());
+    vpmm_status st = kit_.backend().event_sync(pending_.front().second->handle());
     if (st != VPMM_OK) {
       result_.note(fail_context(st, call_));
       stopped_ = true;
@@ -177,7 +177,7 @@ void PausePipeline::release_staged() {
   targets.reserve(staged_.size());
   for (const Target& t : staged_) targets.push_back({t.va, t.size, t.backup});
   std::vector<bool> released;
-  StagedPause(ops_, backups_, call_, cs_, slot_bytes(batch_bytes_), targets).run(&result_, &released);
+  StagedPause(ops_, kit_, call_, cs_, slot_bytes(batch_bytes_), targets).run(&result_, &released);
   for (size_t i = 0; i < staged_.size(); ++i) staged_[i].released = released[i];
 }
 
@@ -207,14 +207,14 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
   for (uint64_t va : targets_) {
     const Region& r = ops_.region(va);
     any_backup |= r.backup != nullptr;
-    if (r.backup && backups_.stores().staged(*r.backup)) staged.push_back({va, r.size, r.backup});
+    if (r.backup && r.backup->store->staged()) staged.push_back({va, r.size, r.backup});
   }
   Stream cs = nullptr;
   if (any_backup) {
-    vpmm_status st = backups_.copy_stream(&cs);
+    vpmm_status st = kit_.copy_stream(&cs);
     if (st != VPMM_OK) return fail_context(st, call_);
   }
-  StagedResume stage(ops_, backups_, call_, cs);
+  StagedResume stage(ops_, kit_, call_, cs);
   if (!staged.empty()) {
     // No slots, no resume: nothing is mapped yet.
     vpmm_status st = stage.prepare(slot_bytes(batch_bytes_ ? batch_bytes_ : kPauseBatchBytes), staged);
@@ -237,10 +237,10 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
       break;
     }
     if (r.backup) {
-      if (backups_.stores().staged(*r.backup))
+      if (r.backup->store->staged())
         st = stage.restore({va, r.size, r.backup});  // nothing of it still queued on failure
       else
-        st = backups_.backend().copy_h2d(va, r.backup->host, r.size, cs);  // not queued on failure
+        st = kit_.backend().copy_h2d(va, r.backup->host, r.size, cs);  // not queued on failure
       if (st != VPMM_OK) {
         stop.note(st);  // before the undo can overwrite the message
         ops_.undo_resume_target(r, va, hs, hs.size());  // it stays paused, its backup untouched
@@ -255,11 +255,11 @@ vpmm_status ResumePipeline::run(uint64_t* n_resumed) {
     // An event rather than a stream sync: only the copies queued so far count.
     EventRef done;
     vpmm_status st = ops_.record_event(cs, &done);
-    if (st == VPMM_OK) st = backups_.backend().event_sync(done->handle());
+    if (st == VPMM_OK) st = kit_.backend().event_sync(done->handle());
     if (st != VPMM_OK) {
       FirstFailure drain;
       drain.note(fail_context(st, call_));
-      backups_.backend().stream_sync(cs);  // nothing may still write what is unmapped next
+      kit_.backend().stream_sync(cs);  // nothing may still write what is unmapped next
       for (const Mapped& m : mapped) ops_.undo_resume_target(ops_.region(m.va), m.va, m.handles, m.handles.size());
       return drain.finish();  // everything stays paused with its backup
     }

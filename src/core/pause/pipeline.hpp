@@ -5,7 +5,7 @@
 // The pool decides which allocations are targets (tags, small slabs) and
 // does the per-allocation region work; a pipeline only orders it, through
 // the narrow HandleOps interface the pool implements, and its copies and
-// waits through Backups. Everything runs
+// waits through the PauseKit. Everything runs
 // with the pool mutex held.
 #pragma once
 
@@ -20,7 +20,7 @@
 
 namespace vpmm {
 
-class Backups;
+class PauseKit;
 struct Backup;
 
 // Pause closes a batch of D2H copies with one event once it holds this many
@@ -36,7 +36,7 @@ constexpr size_t kPauseBatchesAhead = 4;
 // The handle operations the pipelines ask of the pool: the region of an
 // allocation, and the per-allocation steps that change the region map and
 // the allocation's handles. Copies, waits and host buffers go through
-// Backups instead.
+// the PauseKit instead.
 class HandleOps {
  public:
   virtual const Region& region(uint64_t va) = 0;
@@ -76,7 +76,7 @@ class PausePipeline {
   // `plain`: targets without a backup; `backed`: with one; `last_uses`:
   // the events after which no queued work uses any target. batch_bytes 0 =
   // kPauseBatchBytes. `unchanged`: VPMM_PAUSE_BACKUP_UNCHANGED.
-  PausePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> plain,
+  PausePipeline(HandleOps& ops, PauseKit& kit, const char* call, std::vector<uint64_t> plain,
                 std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes,
                 bool unchanged);
   ~PausePipeline();
@@ -101,7 +101,7 @@ class PausePipeline {
   bool copying() const { return !direct_.empty() || !staged_.empty(); }
 
   HandleOps& ops_;
-  Backups& backups_;
+  PauseKit& kit_;
   const char* call_;
   std::vector<uint64_t> plain_, backed_;
   std::vector<EventRef> last_uses_;
@@ -127,9 +127,9 @@ class PausePipeline {
 // Backups of the mmap and disk stores are read through staging slots.
 class ResumePipeline {
  public:
-  ResumePipeline(HandleOps& ops, Backups& backups, const char* call, std::vector<uint64_t> targets,
+  ResumePipeline(HandleOps& ops, PauseKit& kit, const char* call, std::vector<uint64_t> targets,
                  uint64_t batch_bytes)
-      : ops_(ops), backups_(backups), call_(call), targets_(std::move(targets)), batch_bytes_(batch_bytes) {}
+      : ops_(ops), kit_(kit), call_(call), targets_(std::move(targets)), batch_bytes_(batch_bytes) {}
   // *n_resumed (may be null) is set on success and on failure: the
   // allocations committed before the pipeline stopped.
   vpmm_status run(uint64_t* n_resumed);
@@ -139,7 +139,7 @@ class ResumePipeline {
 
  private:
   HandleOps& ops_;
-  Backups& backups_;
+  PauseKit& kit_;
   const char* call_;
   std::vector<uint64_t> targets_;
   uint64_t batch_bytes_;

@@ -1,4 +1,4 @@
-// Staged transfers of mmap and disk backups (see pause_stage.hpp).
+// Staged transfers of the staged stores' backups (see staging.hpp).
 #include "core/pause/staging.hpp"
 
 #include <algorithm>
@@ -13,20 +13,11 @@ namespace {
 
 uint64_t chunks_of(uint64_t size, uint64_t chunk) { return (size + chunk - 1) / chunk; }
 
-// The store side of one chunk: into the backup (pause) or out of it (resume).
-vpmm_status store_write(Backend& b, Backup& bk, FileHandle fd, const char* src, uint64_t off, uint64_t len) {
-  if (bk.store == Store::Disk) return b.file_write(fd, src, len, off);
-  return b.host_copy(static_cast<char*>(bk.host) + off, src, len);
-}
-vpmm_status store_read(Backend& b, Backup& bk, FileHandle fd, char* dst, uint64_t off, uint64_t len) {
-  if (bk.store == Store::Disk) return b.file_read(fd, dst, len, off);
-  return b.host_copy(dst, static_cast<const char*>(bk.host) + off, len);
-}
-
-void close_file(Backend& b, FileHandle* fd) {
-  if (*fd < 0) return;
-  if (b.file_close(*fd) != VPMM_OK) b.file_close(*fd);
-  *fd = -1;
+// Ends the transfer of the backup a store opened (if any).
+void close_open(Backup** open) {
+  if (*open == nullptr) return;
+  (*open)->store->close(**open);
+  *open = nullptr;
 }
 
 }  // namespace
@@ -40,11 +31,11 @@ StagingSlots::~StagingSlots() {
   // waited for (a failed transfer's), the whole stream if that fails.
   for (size_t i = 0; i < last_use_.size(); ++i)
     if (last_use_[i] && wait(i) != VPMM_OK) {
-      backups_.backend().stream_sync(cs_);
+      kit_.backend().stream_sync(cs_);
       break;
     }
   last_use_.clear();
-  for (const Buffer& b : slots_) backups_.buffers().put_transient(b.p, b.size);
+  for (const Buffer& b : slots_) kit_.pinned().put_transient(b.p, b.size);
 }
 
 vpmm_status StagingSlots::take(uint64_t slot_bytes, uint64_t chunks) {
@@ -54,7 +45,7 @@ vpmm_status StagingSlots::take(uint64_t slot_bytes, uint64_t chunks) {
   bytes_ = slot_bytes;
   for (size_t i = 0; i < n; ++i) {
     Buffer b;
-    vpmm_status st = backups_.buffers().get_transient(slot_bytes, &b.p, &b.size);
+    vpmm_status st = kit_.pinned().get_transient(slot_bytes, &b.p, &b.size);
     if (st != VPMM_OK) {
       char ctx[96];
       std::snprintf(ctx, sizeof ctx, "%s: staging slot of %" PRIu64 " bytes", call_, slot_bytes);
@@ -67,7 +58,7 @@ vpmm_status StagingSlots::take(uint64_t slot_bytes, uint64_t chunks) {
 
 vpmm_status StagingSlots::wait(size_t i) {
   if (!last_use_[i]) return VPMM_OK;
-  vpmm_status st = backups_.backend().event_sync(last_use_[i]->handle());
+  vpmm_status st = kit_.backend().event_sync(last_use_[i]->handle());
   if (st != VPMM_OK) return fail_context(st, call_);
   last_use_[i].reset();
   return VPMM_OK;
@@ -100,17 +91,17 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
     for (uint64_t off = 0; off < targets_[t].size; off += chunk)
       chunks.push_back({t, off, std::min(chunk, targets_[t].size - off)});
 
-  StagingSlots slots(ops_, backups_, call_, cs_);
+  StagingSlots slots(ops_, kit_, call_, cs_);
   vpmm_status st = slots.take(chunk, chunks.size());
   if (st != VPMM_OK) {
     result->note(st);  // nothing queued: every target stays active
     return;
   }
-  Backend& b = backups_.backend();
+  Backend& b = kit_.backend();
   const size_t n = slots.count();
   std::vector<bool> ok(targets_.size(), true);  // no failure so far
   std::vector<bool> queued(chunks.size(), false);
-  FileHandle fd = -1;  // the file of the target being drained
+  Backup* open = nullptr;  // the backup of the target being drained, opened by its store
   size_t q = 0;        // next chunk to queue
   bool stop = false;   // a copy could not be queued: queue no more
   auto queue_ahead = [&](size_t drained) {
@@ -139,15 +130,17 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
         result->note(ws);
         break;
       }
-      if (ok[c.t] && c.off == 0 && t.backup->store == Store::Disk) {
-        vpmm_status os = b.file_open(t.backup->path, &fd);
+      if (ok[c.t] && c.off == 0) {
+        vpmm_status os = t.backup->store->open(*t.backup);
         if (os != VPMM_OK) {
           result->note(fail_context(os, call_));
           ok[c.t] = false;
+        } else {
+          open = t.backup;
         }
       }
       if (ok[c.t]) {
-        vpmm_status ss = store_write(b, *t.backup, fd, slots.slot(d % n), c.off, c.len);
+        vpmm_status ss = t.backup->store->write(*t.backup, slots.slot(d % n), c.off, c.len);
         if (ss != VPMM_OK) {
           result->note(fail_context(ss, call_));
           ok[c.t] = false;
@@ -155,7 +148,7 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
       }
     }
     if (c.off + c.len == t.size) {  // the target's last chunk
-      close_file(b, &fd);
+      close_open(&open);
       if (ok[c.t] && queued[d]) {
         vpmm_status rs = ops_.release_paused_target(call_, t.va, t.backup);
         if (rs == VPMM_OK)
@@ -166,7 +159,7 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
     }
     queue_ahead(d + 1);
   }
-  close_file(b, &fd);
+  close_open(&open);
 }
 
 // ---------------------------------------------------------------------------
@@ -182,18 +175,17 @@ vpmm_status StagedResume::prepare(uint64_t slot_bytes, const std::vector<StagedT
 }
 
 vpmm_status StagedResume::restore(const StagedTarget& t) {
-  Backend& b = backups_.backend();
+  Backend& b = kit_.backend();
   const size_t n = slots_.count();
   const uint64_t chunk = slots_.bytes();
-  FileHandle fd = -1;
-  vpmm_status st = VPMM_OK;
-  if (t.backup->store == Store::Disk && (st = b.file_open(t.backup->path, &fd)) != VPMM_OK)
-    return fail_context(st, call_);
+  BackupStore& store = *t.backup->store;
+  vpmm_status st = store.open(*t.backup);
+  if (st != VPMM_OK) return fail_context(st, call_);
   for (uint64_t off = 0; off < t.size && st == VPMM_OK; off += chunk, ++next_) {
     const uint64_t len = std::min(chunk, t.size - off);
     const size_t s = static_cast<size_t>(next_ % n);
     if ((st = slots_.wait(s)) != VPMM_OK) break;
-    if ((st = store_read(b, *t.backup, fd, slots_.slot(s), off, len)) != VPMM_OK) {
+    if ((st = store.read(*t.backup, slots_.slot(s), off, len)) != VPMM_OK) {
       st = fail_context(st, call_);
       break;
     }
@@ -203,7 +195,7 @@ vpmm_status StagedResume::restore(const StagedTarget& t) {
     }
     if ((st = slots_.mark(s)) != VPMM_OK) break;
   }
-  close_file(b, &fd);
+  store.close(*t.backup);
   if (st != VPMM_OK) {
     // Copies of this target already queued must not land after its unmap.
     FirstFailure first;

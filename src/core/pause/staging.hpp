@@ -9,7 +9,7 @@
 // the mmap and disk stores exist to leave no host memory resident.
 //
 // Part of the pause pipeline (same module): everything runs with the pool
-// mutex held, through HandleOps and Backups.
+// mutex held, through HandleOps and the PauseKit.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +28,8 @@ constexpr uint64_t kStageSlotBytes = 32ull << 20;
 
 class StagingSlots {
  public:
-  StagingSlots(HandleOps& ops, Backups& backups, const char* call, Stream cs)
-      : ops_(ops), backups_(backups), call_(call), cs_(cs) {}
+  StagingSlots(HandleOps& ops, PauseKit& kit, const char* call, Stream cs)
+      : ops_(ops), kit_(kit), call_(call), cs_(cs) {}
   // Waits for the copies still using a slot, then unpins the slots.
   ~StagingSlots();
   StagingSlots(const StagingSlots&) = delete;
@@ -55,7 +55,7 @@ class StagingSlots {
     uint64_t size = 0;
   };
   HandleOps& ops_;
-  Backups& backups_;
+  PauseKit& kit_;
   const char* call_;
   Stream cs_;
   uint64_t bytes_ = 0;
@@ -76,15 +76,15 @@ struct StagedTarget {
 // whole; the others go on. released[i] tells which were released.
 class StagedPause {
  public:
-  StagedPause(HandleOps& ops, Backups& backups, const char* call, Stream cs, uint64_t slot_bytes,
+  StagedPause(HandleOps& ops, PauseKit& kit, const char* call, Stream cs, uint64_t slot_bytes,
               const std::vector<StagedTarget>& targets)
-      : ops_(ops), backups_(backups), call_(call), cs_(cs), slot_bytes_(slot_bytes), targets_(targets) {}
+      : ops_(ops), kit_(kit), call_(call), cs_(cs), slot_bytes_(slot_bytes), targets_(targets) {}
   // The first failure goes to *result.
   void run(FirstFailure* result, std::vector<bool>* released);
 
  private:
   HandleOps& ops_;
-  Backups& backups_;
+  PauseKit& kit_;
   const char* call_;
   Stream cs_;
   uint64_t slot_bytes_;
@@ -97,8 +97,8 @@ class StagedPause {
 // for this target may still run when it returns (the caller unmaps it).
 class StagedResume {
  public:
-  StagedResume(HandleOps& ops, Backups& backups, const char* call, Stream cs)
-      : ops_(ops), backups_(backups), call_(call), cs_(cs), slots_(ops, backups, call, cs) {}
+  StagedResume(HandleOps& ops, PauseKit& kit, const char* call, Stream cs)
+      : ops_(ops), kit_(kit), call_(call), cs_(cs), slots_(ops, kit, call, cs) {}
   // Slots for the staged targets of this resume.
   vpmm_status prepare(uint64_t slot_bytes, const std::vector<StagedTarget>& targets);
   vpmm_status restore(const StagedTarget& t);
@@ -107,7 +107,7 @@ class StagedResume {
 
  private:
   HandleOps& ops_;
-  Backups& backups_;
+  PauseKit& kit_;
   const char* call_;
   Stream cs_;
   StagingSlots slots_;

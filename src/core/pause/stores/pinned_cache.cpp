@@ -1,4 +1,4 @@
-// BackupBuffers (see backup.hpp). Pure C++: pinned and pageable memory both
+// PinnedCache (see backup.hpp). Pure C++: pinned and pageable memory both
 // come from the backend, which makes the system and driver calls.
 #include "core/pause/stores/pinned_cache.hpp"
 
@@ -9,18 +9,18 @@
 
 namespace vpmm {
 
-BackupBuffers::~BackupBuffers() {
+PinnedCache::~PinnedCache() {
   for (auto& kv : free_) unpin(kv.second, kv.first);
   for (auto& kv : pageable_bufs_) backend_.host_free_pageable(kv.first, kv.second);
 }
 
 // Unpinning is retried once: a buffer given up on here would leak.
-void BackupBuffers::unpin(void* p, uint64_t size) {
+void PinnedCache::unpin(void* p, uint64_t size) {
   if (backend_.host_free_pinned(p, size) != VPMM_OK) backend_.host_free_pinned(p, size);
   pinned_ -= size;
 }
 
-bool BackupBuffers::unpin_cached_until(uint64_t room) {
+bool PinnedCache::unpin_cached_until(uint64_t room) {
   // Largest first: fewest unpin calls.
   while (pinned_limit_ != 0 && pinned_ + room > pinned_limit_ && !free_.empty()) {
     auto it = std::prev(free_.end());
@@ -31,7 +31,7 @@ bool BackupBuffers::unpin_cached_until(uint64_t room) {
   return pinned_limit_ == 0 || pinned_ + room <= pinned_limit_;
 }
 
-vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got, bool from_cache) {
+vpmm_status PinnedCache::get(uint64_t size, void** out, uint64_t* got, bool from_cache) {
   const uint32_t caps = backend_.capabilities();
   // Checked here, before the pause changes anything: a backup the backend
   // cannot copy into must fail the pause whole, not halfway.
@@ -68,7 +68,7 @@ vpmm_status BackupBuffers::get(uint64_t size, void** out, uint64_t* got, bool fr
   return st;
 }
 
-bool BackupBuffers::take_cached(uint64_t size, void** out, uint64_t* got) {
+bool PinnedCache::take_cached(uint64_t size, void** out, uint64_t* got) {
   auto it = free_.lower_bound(size);
   if (it == free_.end() || it->first / 2 > size) return false;
   *out = it->second;
@@ -78,13 +78,13 @@ bool BackupBuffers::take_cached(uint64_t size, void** out, uint64_t* got) {
   return true;
 }
 
-bool BackupBuffers::reserve_pinned(uint64_t size) {
+bool PinnedCache::reserve_pinned(uint64_t size) {
   if (!(backend_.capabilities() & kCapPinnedHost) || !unpin_cached_until(size)) return false;
   pinned_ += size;
   return true;
 }
 
-vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
+vpmm_status PinnedCache::get_pageable(uint64_t size, void** out) {
   void* p = nullptr;
   vpmm_status st = backend_.host_alloc_pageable(size, &p);
   if (st != VPMM_OK) {
@@ -104,7 +104,7 @@ vpmm_status BackupBuffers::get_pageable(uint64_t size, void** out) {
   return VPMM_OK;
 }
 
-void BackupBuffers::put(void* p, uint64_t size, bool keep) {
+void PinnedCache::put(void* p, uint64_t size, bool keep) {
   auto pg = pageable_bufs_.find(p);
   if (pg != pageable_bufs_.end()) {
     backend_.host_free_pageable(p, pg->second);

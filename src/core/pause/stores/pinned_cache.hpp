@@ -1,4 +1,4 @@
-// BackupBuffers: host memory for pause backups.
+// PinnedCache: host memory for pause backups.
 //
 // Pinned first: copies into page-locked memory run at copy-engine speed,
 // and pinning is the expensive part (measured on an H100: 4 GiB took 3.9 s to
@@ -26,13 +26,13 @@
 
 namespace vpmm {
 
-class BackupBuffers {
+class PinnedCache {
  public:
-  BackupBuffers(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
+  PinnedCache(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
       : backend_(b), keep_limit_(keep_limit), pinned_limit_(pinned_limit) {}
-  ~BackupBuffers();
-  BackupBuffers(const BackupBuffers&) = delete;
-  BackupBuffers& operator=(const BackupBuffers&) = delete;
+  ~PinnedCache();
+  PinnedCache(const PinnedCache&) = delete;
+  PinnedCache& operator=(const PinnedCache&) = delete;
 
   // A buffer of at least `size` bytes: the smallest cached pinned one no
   // larger than 2x size, else a newly pinned one, else (over the pinned

@@ -1,30 +1,94 @@
-// BackupStores (see backup_store.hpp). Pure C++: pinned memory comes from
-// BackupBuffers, pageable memory and files from the backend.
+// StoreTable and the store registry (see store_table.hpp). Pure C++: memory
+// and files come from the backend, through the stores.
 #include "core/pause/stores/store_table.hpp"
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <memory>
+#include <deque>
+#include <mutex>
 
 #include "common/status.hpp"
 
 namespace vpmm {
 
-namespace {
-constexpr size_t kMaxDirBytes = 4095;  // PATH_MAX less the NUL
-}  // namespace
+// The library's stores, one line each: its name (its factory is
+// make_<name>_store, in <name>_store.cpp), the VPMM_ALLOC_* flag that
+// chooses it (0: the default) and whether an allocation names a directory
+// for it. Adding a store: its file, a line here, its flag in vpmm.h.
+#define VPMM_BACKUP_STORES(X)             \
+  X(pinned, 0, false)                     \
+  X(mmap, VPMM_ALLOC_BACKUP_MMAP, false)  \
+  X(disk, VPMM_ALLOC_BACKUP_DISK, true)
 
-const char* store_name(Store s) {
-  switch (s) {
-    case Store::Pinned: return "pinned";
-    case Store::Mmap: return "mmap";
-    case Store::Disk: return "disk";
-  }
-  return "?";
+#define VPMM_DECLARE_STORE_(name, flag, dir) std::unique_ptr<BackupStore> make_##name##_store(const StoreContext&);
+VPMM_BACKUP_STORES(VPMM_DECLARE_STORE_)
+#undef VPMM_DECLARE_STORE_
+
+namespace {
+
+constexpr size_t kMaxDirBytes = 4095;  // PATH_MAX less the NUL
+
+#define VPMM_STORE_ENTRY_(name, flag, dir) {#name, flag, dir, make_##name##_store},
+const StoreEntry kBuiltIn[] = {VPMM_BACKUP_STORES(VPMM_STORE_ENTRY_)};
+#undef VPMM_STORE_ENTRY_
+
+std::mutex& registry_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::deque<StoreEntry>& registered() {  // a deque: entries handed out stay put
+  static std::deque<StoreEntry> v;
+  return v;
 }
 
-BackupStores::~BackupStores() {
+// Every entry, the library's first; later ones win a flag test (store_for).
+std::vector<StoreEntry> entries() {
+  std::vector<StoreEntry> all(std::begin(kBuiltIn), std::end(kBuiltIn));
+  std::lock_guard<std::mutex> lock(registry_mu());
+  all.insert(all.end(), registered().begin(), registered().end());
+  return all;
+}
+
+StoreEntry entry_for(uint32_t flags) {
+  const std::vector<StoreEntry> all = entries();
+  for (size_t i = all.size(); i-- > 0;)
+    if (all[i].flag & flags) return all[i];
+  return all[0];
+}
+
+}  // namespace
+
+bool register_backup_store(const StoreEntry& e) {
+  if (e.name == nullptr || e.make == nullptr || e.flag == 0 || (e.flag & (e.flag - 1)) ||
+      (e.flag & ~kAllocFlagsMask) || (e.flag & (VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP)))
+    return false;
+  for (const StoreEntry& x : entries())
+    if (x.flag == e.flag || std::strcmp(x.name, e.name) == 0) return false;
+  std::lock_guard<std::mutex> lock(registry_mu());
+  registered().push_back(e);
+  return true;
+}
+
+uint32_t backup_store_flags() {
+  uint32_t f = 0;
+  for (const StoreEntry& e : entries()) f |= e.flag;
+  return f;
+}
+
+const char* backup_store_name(uint32_t flags) { return entry_for(flags).name; }
+bool backup_store_wants_dir(uint32_t flags) { return (flags & backup_store_flags()) && entry_for(flags).wants_dir; }
+
+// ---------------------------------------------------------------------------
+// StoreTable
+// ---------------------------------------------------------------------------
+
+StoreTable::StoreTable(Backend& b, PinnedCache& pinned) : backend_(b) {
+  const StoreContext ctx{b, pinned};
+  for (const StoreEntry& e : entries()) stores_.emplace_back(e.flag, e.make(ctx));
+}
+
+StoreTable::~StoreTable() {
   // The pool releases every backup it holds before it goes; whatever is
   // left (a bug) still gives its memory and files back.
   std::unordered_set<Backup*> left;
@@ -35,7 +99,13 @@ BackupStores::~BackupStores() {
   }
 }
 
-vpmm_status BackupStores::intern_dir(const char* call, const char* dir, uint32_t* id) {
+BackupStore& StoreTable::store_for(uint32_t flags) const {
+  for (size_t i = stores_.size(); i-- > 0;)
+    if (stores_[i].first & flags) return *stores_[i].second;
+  return *stores_[0].second;
+}
+
+vpmm_status StoreTable::intern_dir(const char* call, const char* dir, uint32_t* id) {
   if (dir == nullptr || *dir == '\0')
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: the backup directory is empty", call);
   const size_t n = strnlen(dir, kMaxDirBytes + 1);
@@ -63,14 +133,9 @@ vpmm_status BackupStores::intern_dir(const char* call, const char* dir, uint32_t
   return VPMM_OK;
 }
 
-bool BackupStores::staged(const Backup& b) const {
-  if (b.store == Store::Disk) return true;
-  return b.store == Store::Mmap && (backend_.capabilities() & kCapPinnedHost);
-}
-
-vpmm_status BackupStores::acquire(uint32_t flags, uint64_t bytes, Backup** out) {
+vpmm_status StoreTable::acquire(uint32_t flags, uint64_t bytes, Backup** out) {
   std::unique_ptr<Backup> b(new Backup);
-  b->store = store_of(flags);
+  b->store = &store_for(flags);
   b->retain = (flags & VPMM_ALLOC_RETAIN_BACKUP) != 0;
   b->bytes = bytes;
   live_.reserve(live_.size() + 1);  // may throw: before any storage is taken
@@ -79,66 +144,22 @@ vpmm_status BackupStores::acquire(uint32_t flags, uint64_t bytes, Backup** out) 
                 "backup of %" PRIu64 " bytes: the %s backend cannot copy device memory to the host "
                 "(pause without a backup instead)",
                 bytes, backend_.name());
-  vpmm_status st = VPMM_OK;
-  switch (b->store) {
-    case Store::Pinned:
-      st = pinned_.get(bytes, &b->host, &b->capacity);
-      break;
-    case Store::Mmap:
-      st = backend_.host_alloc_pageable(bytes, &b->host);
-      if (st == VPMM_OK) {
-        b->capacity = bytes;
-        mmap_bytes_ += bytes;
-      } else {
-        char ctx[96];
-        std::snprintf(ctx, sizeof ctx, "mmap backup of %" PRIu64 " bytes", bytes);
-        st = fail_context(st, ctx);
-      }
-      break;
-    case Store::Disk: {
-      const uint32_t d = backup_dir_of(flags);
-      if (d == 0 || d >= dirs_.size())
-        return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
-      FileHandle fh = -1;
-      st = backend_.file_create(dirs_[d], bytes, &b->path, &fh);
-      if (st == VPMM_OK) {
-        // Opened again for each transfer: a pool may hold thousands of
-        // backups, more than a process may keep open.
-        if (backend_.file_close(fh) != VPMM_OK) backend_.file_close(fh);
-        b->capacity = bytes;
-        disk_bytes_ += bytes;
-      }
-      break;
-    }
-  }
+  const uint32_t d = backup_dir_of(flags);
+  vpmm_status st = b->store->acquire(d < dirs_.size() ? dirs_[d] : dirs_[0], bytes, b.get());
   if (st != VPMM_OK) return st;
   live_.insert(b.get());
   *out = b.release();
   return VPMM_OK;
 }
 
-void BackupStores::release(Backup* b) {
+void StoreTable::release(Backup* b) {
   if (b == nullptr || live_.erase(b) == 0) return;
   set_with_active(b, false);
-  switch (b->store) {
-    case Store::Pinned:
-      pinned_.put(b->host, b->capacity);
-      break;
-    case Store::Mmap:
-      // Retried once: memory given up on here would stay mapped.
-      if (backend_.host_free_pageable(b->host, b->capacity) != VPMM_OK)
-        backend_.host_free_pageable(b->host, b->capacity);
-      mmap_bytes_ -= b->capacity;
-      break;
-    case Store::Disk:
-      if (backend_.file_remove(b->path) != VPMM_OK) backend_.file_remove(b->path);
-      disk_bytes_ -= b->capacity;
-      break;
-  }
+  b->store->release(b);
   delete b;
 }
 
-void BackupStores::set_with_active(Backup* b, bool on) {
+void StoreTable::set_with_active(Backup* b, bool on) {
   if (b->with_active == on) return;
   b->with_active = on;
   if (b->retain) {
@@ -149,8 +170,8 @@ void BackupStores::set_with_active(Backup* b, bool on) {
   }
 }
 
-bool BackupStores::after_resume(Backup* b) {
-  if (b->retain || b->store == Store::Disk) {
+bool StoreTable::after_resume(Backup* b) {
+  if (b->retain || b->store->kept_after_resume()) {
     // A disk file stays for the next pause to overwrite in place; only a
     // retained backup still speaks for the allocation's bytes.
     if (!b->retain) b->current = false;
@@ -161,6 +182,12 @@ bool BackupStores::after_resume(Backup* b) {
   return false;
 }
 
-void BackupStores::before_pause(Backup* b) { set_with_active(b, false); }
+void StoreTable::before_pause(Backup* b) { set_with_active(b, false); }
+
+void StoreTable::fill_stats(vpmm_stats* s) const {
+  for (const auto& st : stores_) st.second->add_stats(s);
+  s->backup_retained_bytes = retained_bytes_;
+  s->backup_skipped_bytes = skipped_bytes_;
+}
 
 }  // namespace vpmm

@@ -1,8 +1,10 @@
-// Backup stores: where the bytes of a paused allocation live.
+// StoreTable: a pool's backup stores (store.hpp), one of each registered
+// store, and every backup they hold. An allocation's VPMM_ALLOC_* flags pick
+// its store: the store whose flag is set, else the default (pinned).
 //
-//   pinned  page-locked host memory from BackupBuffers' cache (the default):
-//           the copy engine moves it at link speed, and the buffer goes back
-//           to the cache at resume, so later pauses skip the pinning;
+//   pinned  page-locked host memory from the PinnedCache (the default): the
+//           copy engine moves it at link speed, and the buffer goes back to
+//           the cache at resume, so later pauses skip the pinning;
 //   mmap    anonymous pageable memory (huge-page advised), mapped at pause and
 //           unmapped at resume: host RSS returns to where it was. Its bytes
 //           move through a few pinned staging slots and a parallel host copy
@@ -13,21 +15,20 @@
 //           overwritten in place by every later one (the footprint stays
 //           constant) and removed when the allocation is freed.
 //
-// A store is chosen per allocation by its VPMM_ALLOC_* flags. A retained
-// backup (VPMM_ALLOC_RETAIN_BACKUP) outlives the resume: it stays with the
-// active allocation, holding its bytes as of the last pause, and the next
-// pause writes into it again (same host address, same file), or, when the
-// caller declares the allocation unchanged, releases it without copying.
+// A retained backup (VPMM_ALLOC_RETAIN_BACKUP) outlives the resume: it stays
+// with the active allocation, holding its bytes as of the last pause, and the
+// next pause writes into it again (same host address, same file), or, when
+// the caller declares the allocation unchanged, releases it without copying.
 //
-// The disk store's directory travels with the allocation's flags: the
-// directory is interned here and its id kept in the flags' top 16 bits, so
-// that malloc stores it with the flags and never looks at it.
+// A store's directory travels with the allocation's flags: the directory is
+// interned here and its id kept in the flags' top 16 bits, so that malloc
+// stores it with the flags and never looks at it.
 //
-// Owned by Backups; every call is made with the pool mutex held. No system
-// call: memory and files come from the backend.
+// Owned by the pauser's PauseKit; every call is made with the pool mutex held.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,48 +36,45 @@
 
 #include "backend/backend.hpp"
 #include "core/pause/stores/pinned_cache.hpp"
+#include "core/pause/stores/store.hpp"
 
 namespace vpmm {
 
 constexpr uint32_t kBackupDirShift = 16;
 constexpr uint32_t kAllocFlagsMask = (1u << kBackupDirShift) - 1;  // the public VPMM_ALLOC_* bits
 constexpr uint32_t kMaxBackupDirs = (1u << (32 - kBackupDirShift)) - 1;
-constexpr uint32_t kBackupStoreFlags = VPMM_ALLOC_BACKUP_MMAP | VPMM_ALLOC_BACKUP_DISK;
 inline uint32_t backup_dir_of(uint32_t flags) { return flags >> kBackupDirShift; }
 
-enum class Store : uint8_t { Pinned, Mmap, Disk };
-inline Store store_of(uint32_t flags) {
-  return flags & VPMM_ALLOC_BACKUP_DISK ? Store::Disk : flags & VPMM_ALLOC_BACKUP_MMAP ? Store::Mmap : Store::Pinned;
-}
-const char* store_name(Store s);
-
-// One allocation's backup. Made and freed by BackupStores; a region points to
-// it while paused, and while active when it is retained or a disk file.
-struct Backup {
-  Store store = Store::Pinned;
-  bool retain = false;       // VPMM_ALLOC_RETAIN_BACKUP: outlives resume
-  bool current = false;      // holds the allocation's bytes as of its last pause
-  bool with_active = false;  // kept by an active allocation (counted as retained when retain)
-  uint64_t bytes = 0;        // the allocation's (region's) bytes
-  void* host = nullptr;      // pinned, mmap: the buffer
-  uint64_t capacity = 0;     // bytes of the buffer or file (>= bytes)
-  std::string path;          // disk: the file
+// The registry of stores: store_table.cpp lists the library's, one line each.
+struct StoreEntry {
+  const char* name;
+  uint32_t flag;   // the VPMM_ALLOC_* bit that chooses it; 0: the default store
+  bool wants_dir;  // an allocation names a directory for it (VPMM_ALLOC_BACKUP_DISK's)
+  StoreFactory make;
 };
+// Adds a store that lives outside the library (a test's), before any pool is
+// made; its flag must be a bit no store uses. False if it is taken.
+bool register_backup_store(const StoreEntry& e);
+// The flag bits that choose a store (the C API's flag checks).
+uint32_t backup_store_flags();
+// The name of the store `flags` choose, and whether it wants a directory.
+const char* backup_store_name(uint32_t flags);
+bool backup_store_wants_dir(uint32_t flags);
 
-class BackupStores {
+class StoreTable {
  public:
-  BackupStores(Backend& b, BackupBuffers& pinned) : backend_(b), pinned_(pinned) {}
-  ~BackupStores();
-  BackupStores(const BackupStores&) = delete;
-  BackupStores& operator=(const BackupStores&) = delete;
+  StoreTable(Backend& b, PinnedCache& pinned);
+  ~StoreTable();
+  StoreTable(const StoreTable&) = delete;
+  StoreTable& operator=(const StoreTable&) = delete;
 
-  // --- directories of the disk store ---
+  // --- directories ---
   // The id of `dir` (interned if new; ids start at 1). INVALID_ARGUMENT for
   // an empty or over-long path, or past kMaxBackupDirs distinct ones.
   vpmm_status intern_dir(const char* call, const char* dir, uint32_t* id);
   const std::string& dir(uint32_t id) const { return dirs_[id]; }
-  // The pool's default directory for disk backups of allocations that name
-  // none (0 = none).
+  // The pool's default directory for backups of allocations that name none
+  // (0 = none).
   uint32_t default_dir() const { return default_dir_; }
   void set_default_dir(uint32_t id) { default_dir_ = id; }
 
@@ -87,37 +85,34 @@ class BackupStores {
   // the OS refused, UNSUPPORTED when the backend cannot copy at all; on
   // failure nothing is left.
   vpmm_status acquire(uint32_t flags, uint64_t bytes, Backup** out);
-  // Gives a backup's storage back (the pinned cache, unmapped, the file
-  // removed) and forgets it.
+  // Gives a backup's storage back and forgets it.
   void release(Backup* b);
-  // The allocation holding `b` was resumed: kept (retained, or a disk file,
-  // whose bytes are not current any more unless retained) or released.
-  // Returns whether the active allocation keeps it.
+  // The allocation holding `b` was resumed: kept (retained, or its store
+  // keeps it: a disk file, whose bytes are not current any more unless
+  // retained) or released. Returns whether the active allocation keeps it.
   bool after_resume(Backup* b);
   // The allocation holding `b` is paused again with it.
   void before_pause(Backup* b);
   // Bytes an unchanged re-pause released without copying.
   void note_skipped(uint64_t bytes) { skipped_bytes_ += bytes; }
+  // Whether vpmm_pool_prepare_backups pins ahead for the store `flags` choose.
+  bool prepared_ahead(uint32_t flags) const { return store_for(flags).prepared_ahead(); }
 
-  // Whether a store's bytes move through the staging slots: mmap (when the
-  // backend has pinned memory to stage through) and disk.
-  bool staged(const Backup& b) const;
-
-  uint64_t mmap_bytes() const { return mmap_bytes_; }
-  uint64_t disk_bytes() const { return disk_bytes_; }
   uint64_t retained_bytes() const { return retained_bytes_; }
   uint64_t skipped_bytes() const { return skipped_bytes_; }
+  void fill_stats(vpmm_stats* s) const;  // what the stores hold, retained and skipped bytes
 
  private:
+  BackupStore& store_for(uint32_t flags) const;
   void set_with_active(Backup* b, bool on);
 
   Backend& backend_;
-  BackupBuffers& pinned_;
+  std::vector<std::pair<uint32_t, std::unique_ptr<BackupStore>>> stores_;  // (flag, store); flag 0 first
   std::vector<std::string> dirs_{""};  // [0] = none
   std::unordered_map<std::string, uint32_t> dir_ids_;
   uint32_t default_dir_ = 0;
   std::unordered_set<Backup*> live_;  // every backup not yet released (released at destruction)
-  uint64_t mmap_bytes_ = 0, disk_bytes_ = 0, retained_bytes_ = 0, skipped_bytes_ = 0;
+  uint64_t retained_bytes_ = 0, skipped_bytes_ = 0;
 };
 
 }  // namespace vpmm

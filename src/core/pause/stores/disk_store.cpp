@@ -1,0 +1,70 @@
+// The disk store: a backup is a file of its own in the allocation's
+// directory, for hosts that cannot hold the backups at all. The file is
+// created (its space allocated) at the first pause, so a full disk fails the
+// pause before anything changes; every later pause overwrites it in place
+// and the active allocation keeps it between pauses (the footprint stays
+// constant); it is removed when the allocation is freed. Its bytes move
+// through the pinned staging slots in large writes and reads, with direct
+// I/O where the file system allows it (backend/backup_files.cpp). The file is
+// opened for each transfer only: a pool may hold thousands of backups, more
+// than a process may keep open.
+#include <cinttypes>
+#include <memory>
+#include <string>
+
+#include "common/status.hpp"
+#include "core/pause/stores/store.hpp"
+
+namespace vpmm {
+
+namespace {
+
+class DiskStore final : public BackupStore {
+ public:
+  explicit DiskStore(const StoreContext& ctx) : backend_(ctx.backend) {}
+  const char* name() const override { return "disk"; }
+  vpmm_status acquire(const std::string& dir, uint64_t bytes, Backup* b) override {
+    if (dir.empty())
+      return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
+    FileHandle fh = -1;
+    vpmm_status st = backend_.file_create(dir, bytes, &b->path, &fh);
+    if (st != VPMM_OK) return st;
+    if (backend_.file_close(fh) != VPMM_OK) backend_.file_close(fh);
+    b->capacity = bytes;
+    bytes_ += bytes;
+    return VPMM_OK;
+  }
+  void release(Backup* b) override {
+    if (backend_.file_remove(b->path) != VPMM_OK) backend_.file_remove(b->path);
+    bytes_ -= b->capacity;
+  }
+  bool staged() const override { return true; }
+  vpmm_status open(Backup& b) override { return backend_.file_open(b.path, &b.file); }
+  vpmm_status write(Backup& b, const void* src, uint64_t offset, uint64_t len) override {
+    return backend_.file_write(b.file, src, len, offset);
+  }
+  vpmm_status read(Backup& b, void* dst, uint64_t offset, uint64_t len) override {
+    return backend_.file_read(b.file, dst, len, offset);
+  }
+  void close(Backup& b) override {
+    if (b.file < 0) return;
+    if (backend_.file_close(b.file) != VPMM_OK) backend_.file_close(b.file);
+    b.file = -1;
+  }
+  bool kept_after_resume() const override { return true; }
+  bool addressable() const override { return false; }
+  std::string where(const Backup& b) const override { return "the file " + b.path + " (disk store)"; }
+  void add_stats(vpmm_stats* s) const override { s->backup_disk_bytes = bytes_; }
+
+ private:
+  Backend& backend_;
+  uint64_t bytes_ = 0;  // of backup files
+};
+
+}  // namespace
+
+std::unique_ptr<BackupStore> make_disk_store(const StoreContext& ctx) {
+  return std::unique_ptr<BackupStore>(new DiskStore(ctx));
+}
+
+}  // namespace vpmm
