@@ -217,22 +217,6 @@ vpmm_status Backend::host_free_pinned(void* p, uint64_t size) {
   return st;
 }
 
-vpmm_status Backend::host_alloc_pageable(uint64_t size, void** out) {
-  count(Op::pageable_alloc);
-  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_alloc_pageable: out is NULL", name());
-  if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_alloc_pageable: size 0 is not allowed", name());
-  vpmm_status st = do_host_alloc_pageable(size, out);
-  if (st == VPMM_OK) counters_.live_host_buffers.fetch_add(1);
-  return st;
-}
-
-vpmm_status Backend::host_free_pageable(void* p, uint64_t size) {
-  count(Op::pageable_free);
-  vpmm_status st = do_host_free_pageable(p, size);
-  if (st == VPMM_OK) counters_.live_host_buffers.fetch_sub(1);
-  return st;
-}
-
 vpmm_status Backend::stream_create(Stream* out) {
   count(Op::stream_create);
   if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s stream_create: out is NULL", name());
@@ -247,64 +231,6 @@ vpmm_status Backend::stream_destroy(Stream s) {
 vpmm_status Backend::device_sync() {
   count(Op::device_sync);
   return do_device_sync();
-}
-
-vpmm_status Backend::file_create(const std::string& dir, uint64_t size, std::string* path,
-                                 FileHandle* out) {
-  count(Op::file_create);
-  if (path == nullptr || out == nullptr)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: path or out is NULL", name());
-  if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: size 0 is not allowed", name());
-  vpmm_status st = do_file_create(dir, size, path, out);
-  if (st == VPMM_OK) {
-    counters_.live_files.fetch_add(1);
-    counters_.live_file_handles.fetch_add(1);
-  }
-  return st;
-}
-
-vpmm_status Backend::file_open(const std::string& path, FileHandle* out) {
-  count(Op::file_open);
-  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_open: out is NULL", name());
-  vpmm_status st = do_file_open(path, out);
-  if (st == VPMM_OK) counters_.live_file_handles.fetch_add(1);
-  return st;
-}
-
-vpmm_status Backend::file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
-  count(Op::file_write);
-  if (src == nullptr && size != 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_write: src is NULL", name());
-  return do_file_write(f, src, size, offset);
-}
-
-vpmm_status Backend::file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) {
-  count(Op::file_read);
-  if (dst == nullptr && size != 0)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_read: dst is NULL", name());
-  return do_file_read(f, dst, size, offset);
-}
-
-vpmm_status Backend::file_close(FileHandle f) {
-  count(Op::file_close);
-  vpmm_status st = do_file_close(f);
-  if (st == VPMM_OK) counters_.live_file_handles.fetch_sub(1);
-  return st;
-}
-
-vpmm_status Backend::file_remove(const std::string& path) {
-  count(Op::file_remove);
-  vpmm_status st = do_file_remove(path);
-  if (st == VPMM_OK) counters_.live_files.fetch_sub(1);
-  return st;
-}
-
-vpmm_status Backend::host_copy(void* dst, const void* src, uint64_t size) {
-  count(Op::host_copy);
-  if (size == 0) return VPMM_OK;
-  if (dst == nullptr || src == nullptr)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_copy: %s is NULL", name(), dst ? "src" : "dst");
-  return do_host_copy(dst, src, size);
 }
 
 vpmm_status Backend::mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {

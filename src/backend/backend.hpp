@@ -6,7 +6,10 @@
 // rules (alignment to granularity, non-zero sizes), counts every call and
 // keeps the live-object counters that leak tests read, then calls a private
 // do_*. So a host run checks the same contract a CUDA run does, and a
-// fault-injecting wrapper (backend/fault/) can fail the Nth call of any kind.
+// fault-injecting adaptor (tests/support/fault_backend.hpp) can fail the Nth
+// call of any kind. What the host does for the pool without the driver
+// (pageable memory, backup files, host copies) is HostServices' instead
+// (host_services.hpp).
 //
 // Errors: every call returns a vpmm_status; on failure the backend has set
 // the thread-local message (common/status.hpp) naming the driver call and the
@@ -34,8 +37,8 @@ using FileHandle = int64_t;    // an open backup file (a descriptor); -1 = none
 //    are impossible); a pause that discards contents still works.
 //  - kCapPinnedHost: host_alloc_pinned gives memory the device copies at full
 //    speed (page-locked on a GPU). Without it backups live in pageable memory
-//    (host_alloc_pageable): slower copies, same bytes; pause never fails for
-//    want of pinning.
+//    (HostServices::host_alloc_pageable): slower copies, same bytes; pause
+//    never fails for want of pinning.
 //  - kCapMemInfo: mem_info reports the device's free/total. Without it the
 //    pool has no device total (memory_limit_fraction has nothing to scale).
 //  - kCapExport: the handles this backend creates can be exported to other
@@ -54,7 +57,9 @@ enum Capability : uint32_t {
   kCapExport = 1u << 4,
 };
 
-// Kinds of backend call, for counters and fault injection.
+// Kinds of call the pool makes, for counters and fault injection: the
+// device's (Backend), and the host's (HostServices, host_services.hpp):
+// pageable_alloc, pageable_free, file_*, host_copy.
 enum class Op : int {
   reserve, unreserve, create, release, map, unmap, set_access,
   event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
@@ -91,9 +96,7 @@ struct BackendCounters {
   std::atomic<int64_t> live_reservations{0};
   std::atomic<int64_t> live_mappings{0};
   std::atomic<int64_t> live_events{0};
-  std::atomic<int64_t> live_host_buffers{0};
-  std::atomic<int64_t> live_files{0};         // backup files created and not removed
-  std::atomic<int64_t> live_file_handles{0};  // backup files open
+  std::atomic<int64_t> live_host_buffers{0};  // pinned buffers not yet freed
 };
 
 class Backend {
@@ -138,33 +141,13 @@ class Backend {
   // Data (pause/resume backups). dst/src device pointers are pool VAs.
   vpmm_status copy_d2h(void* dst, uint64_t src, uint64_t size, Stream s);
   vpmm_status copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s);
-  // Host memory for backups. Pinned (kCapPinnedHost): fast device copies;
-  // pageable: ordinary memory, always available, the fallback when pinning
-  // is absent, over its limit or out of memory. Each is freed by its own
-  // free call with the size it was allocated with.
+  // Pinned host memory (kCapPinnedHost): page-locked for the device, so its
+  // copies run at full speed. Freed by host_free_pinned with the size it was
+  // allocated with. Pageable memory, files and host copies are the host's,
+  // not the driver's (backend/host_services.hpp).
   vpmm_status host_alloc_pinned(uint64_t size, void** out);
   vpmm_status host_free_pinned(void* p, uint64_t size);
-  vpmm_status host_alloc_pageable(uint64_t size, void** out);
-  vpmm_status host_free_pageable(void* p, uint64_t size);
   vpmm_status mem_info(uint64_t* free_bytes, uint64_t* total_bytes);
-
-  // Backup files (the disk store): host file system calls, the same for
-  // every backend (backend/backup_files.cpp), virtual so that a wrapper can
-  // fail them. file_create makes a new file of `size` bytes in `dir` (space
-  // allocated up front where the file system can, so that a full disk fails
-  // here, before a pause changes anything) and opens it; *path receives its
-  // name. Files are opened for direct I/O where the file system allows it
-  // (buffers, sizes and offsets aligned to 4 KiB), else buffered. A full
-  // disk is OUT_OF_MEMORY; other OS errors are BACKEND.
-  vpmm_status file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out);
-  vpmm_status file_open(const std::string& path, FileHandle* out);
-  vpmm_status file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
-  vpmm_status file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
-  vpmm_status file_close(FileHandle f);
-  vpmm_status file_remove(const std::string& path);
-  // Host-to-host copy on a few threads (backend/host_copy.cpp): the CPU half
-  // of a staged backup, between a pinned staging slot and mmap memory.
-  vpmm_status host_copy(void* dst, const void* src, uint64_t size);
 
   // Cheap check that a stream value is usable with this backend (host: a live
   // host stream or NULL). Called on malloc/free so a bad stream is reported
@@ -219,21 +202,10 @@ class Backend {
   virtual vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) = 0;
   virtual vpmm_status do_host_alloc_pinned(uint64_t size, void** out) = 0;
   virtual vpmm_status do_host_free_pinned(void* p, uint64_t size) = 0;
-  virtual vpmm_status do_host_alloc_pageable(uint64_t size, void** out) = 0;
-  virtual vpmm_status do_host_free_pageable(void* p, uint64_t size) = 0;
   virtual vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
   virtual vpmm_status do_stream_create(Stream* out) = 0;
   virtual vpmm_status do_stream_destroy(Stream s) = 0;
   virtual vpmm_status do_device_sync() = 0;
-  // Backup files: the host file system's, for every backend (backup_files.cpp).
-  virtual vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                                     FileHandle* out);
-  virtual vpmm_status do_file_open(const std::string& path, FileHandle* out);
-  virtual vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
-  virtual vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
-  virtual vpmm_status do_file_close(FileHandle f);
-  virtual vpmm_status do_file_remove(const std::string& path);
-  virtual vpmm_status do_host_copy(void* dst, const void* src, uint64_t size);
   virtual vpmm_status do_device_id(uint8_t out[16]) = 0;
   virtual vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) = 0;
   virtual vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) = 0;

@@ -1,5 +1,5 @@
 // Backup files of the disk store: the host file system calls behind
-// Backend::file_* (see backend.hpp), shared by every backend. A GPU backend
+// HostServices::file_* (see host_services.hpp), the same for every backend. A GPU backend
 // moves the bytes between the device and a pinned bounce buffer; these calls
 // move them between that buffer and the file, with large sequential I/O.
 //
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "backend/host_io.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -53,7 +53,7 @@ int open_direct_or_buffered(const char* path) {
 
 }  // namespace
 
-vpmm_status Backend::do_file_create(const std::string& dir, uint64_t size, std::string* path,
+vpmm_status host_io::file_create(const std::string& dir, uint64_t size, std::string* path,
                                     FileHandle* out) {
   std::string name = dir;
   if (name.empty()) return fail(VPMM_ERR_INVALID_ARGUMENT, "backup file: the directory is empty");
@@ -96,7 +96,7 @@ vpmm_status Backend::do_file_create(const std::string& dir, uint64_t size, std::
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_open(const std::string& path, FileHandle* out) {
+vpmm_status host_io::file_open(const std::string& path, FileHandle* out) {
   int fd = open_direct_or_buffered(path.c_str());
   if (fd < 0) {
     int err = errno;
@@ -106,7 +106,7 @@ vpmm_status Backend::do_file_open(const std::string& path, FileHandle* out) {
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
+vpmm_status host_io::file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
   const int fd = static_cast<int>(f);
   uint64_t done = 0;
   while (done < size) {
@@ -124,7 +124,7 @@ vpmm_status Backend::do_file_write(FileHandle f, const void* src, uint64_t size,
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) {
+vpmm_status host_io::file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) {
   const int fd = static_cast<int>(f);
   uint64_t done = 0;
   while (done < size) {
@@ -145,7 +145,7 @@ vpmm_status Backend::do_file_read(FileHandle f, void* dst, uint64_t size, uint64
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_close(FileHandle f) {
+vpmm_status host_io::file_close(FileHandle f) {
   const int fd = static_cast<int>(f);
   // Buffered writes leave the backup in the page cache too: ask the kernel
   // to write it back and drop it, rather than keep a second copy in memory.
@@ -157,7 +157,7 @@ vpmm_status Backend::do_file_close(FileHandle f) {
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_remove(const std::string& path) {
+vpmm_status host_io::file_remove(const std::string& path) {
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
     int err = errno;
     return fail(VPMM_ERR_BACKEND, "backup file %s: cannot remove it: %s", path.c_str(), std::strerror(err));

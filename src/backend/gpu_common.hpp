@@ -2,8 +2,7 @@
 // "<driver> <call>: <error>" failure message, the scope that makes the
 // backend's context (CUDA) or device (HIP) current and puts the caller's
 // back, and the Backend methods whose driver calls differ only in name
-// (events, streams, device synchronisation, memory info, pageable host
-// memory).
+// (events, streams, device synchronisation, memory info).
 //
 // A backend supplies a traits type T (its driver's error type, success and
 // not-ready codes, call names and the few calls themselves) and derives from
@@ -245,30 +244,6 @@ class GpuBackend : public Backend {
     typename T::Error r = T::device_sync(self().api());
     if (r != T::kSuccess)
       return fail_call<T>(T::status_of(r, Blame::backend), r, "%s()", T::kDeviceSynchronize);
-    return VPMM_OK;
-  }
-
-  // Pageable memory: anonymous private pages, no driver call. Copies from it
-  // are staged by the driver (slower), which is the price of not pinning.
-  // Huge-page advised: a backup's pages are faulted by its first copy, and
-  // 2 MiB faults made the H200's D2H into fresh memory 2.5x faster.
-  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      return fail(err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
-                  "%s host_alloc_pageable: mmap of %llu bytes failed: %s", T::kDriver, ull(size),
-                  std::strerror(err));
-    }
-    (void)madvise(p, size, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
-    *out = p;
-    return VPMM_OK;
-  }
-
-  vpmm_status do_host_free_pageable(void* p, uint64_t size) override {
-    if (p == nullptr || munmap(p, size) != 0)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s host_free_pageable: munmap(%p, %llu) failed",
-                  T::kDriver, p, ull(size));
     return VPMM_OK;
   }
 

@@ -1,4 +1,4 @@
-// Backend::host_copy: a host-to-host copy spread over a few threads, the CPU
+// HostServices::host_copy (host_io::copy): a host-to-host copy spread over a few threads, the CPU
 // half of a staged backup (a pinned staging slot to or from mmap memory).
 //
 // Why threads: one core copies ~6 GB/s into fresh pageable memory, whose
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "backend/host_io.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -109,7 +109,7 @@ class CopyWorkers {
 
 }  // namespace
 
-vpmm_status Backend::do_host_copy(void* dst, const void* src, uint64_t size) {
+vpmm_status host_io::copy(void* dst, const void* src, uint64_t size) {
   const uint64_t pieces_wanted = size / kMinPiece;
   CopyWorkers* w = nullptr;
   if (pieces_wanted >= 2) {

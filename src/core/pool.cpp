@@ -10,15 +10,15 @@
 
 namespace vpmm {
 
-Pool::Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt)
-    : state_(std::move(backend), opt), alloc_(state_), sharer_(state_, alloc_, mu_), pauser_(state_, alloc_, sharer_, mu_) {
+Pool::Pool(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host, const PoolOptions& opt)
+    : state_(std::move(backend), std::move(host), opt), alloc_(state_), sharer_(state_, alloc_, mu_), pauser_(state_, alloc_, sharer_, mu_) {
   state_.set_listeners(&alloc_.handle_listener(), &pauser_.backup_releaser());
   alloc_.set_slab_watcher(&sharer_.slab_watcher());
 }
 
-vpmm_status Pool::create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
-                         std::unique_ptr<Pool>* out) {
-  std::unique_ptr<Pool> p(new Pool(std::move(backend), opt));
+vpmm_status Pool::create(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
+                         const PoolOptions& opt, std::unique_ptr<Pool>* out) {
+  std::unique_ptr<Pool> p(new Pool(std::move(backend), std::move(host), opt));
   std::lock_guard<std::mutex> lock(p->mu_);
   vpmm_status st = p->alloc_.init();
   if (st == VPMM_OK) st = p->state_.init();

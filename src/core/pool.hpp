@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 #include "core/alloc/allocator.hpp"
 #include "core/pause/pauser.hpp"
 #include "core/share/sharer.hpp"
@@ -34,8 +35,13 @@ namespace vpmm {
 
 class Pool final {
  public:
-  static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt,
-                            std::unique_ptr<Pool>* out);
+  // A pool over `backend` and the host services `host` (pageable memory,
+  // files, host copies); without them, the process's (make_host_services).
+  static vpmm_status create(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
+                            const PoolOptions& opt, std::unique_ptr<Pool>* out);
+  static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt, std::unique_ptr<Pool>* out) {
+    return create(std::move(backend), make_host_services(), opt, out);
+  }
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -100,7 +106,7 @@ class Pool final {
   const PoolOptions& options() const { return state_.options(); }
 
  private:
-  Pool(std::unique_ptr<Backend> backend, const PoolOptions& opt);
+  Pool(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host, const PoolOptions& opt);
   // Runs f under the mutex, then reports a watermark crossing without it
   // (pause, resume and trim change mapped bytes). after_prepares: first wait
   // until no prepare_backups is pinning.

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
 #include "target.hpp"

@@ -1,11 +1,12 @@
 // The backend-level leak check shared by the backend tests (host, CUDA, and
-// the conformance suite): every live-object counter a backend keeps is back
-// to zero once the test has released what it made.
+// the conformance suite): every live-object counter a backend (or the host
+// services) keeps is back to zero once the test has released what it made.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 #include "check.hpp"
 
 namespace vt {
@@ -18,6 +19,12 @@ inline void check_counters_zero(const vpmm::Backend& b) {
   CHECK_EQ(c.live_mappings.load(), int64_t(0));
   CHECK_EQ(c.live_events.load(), int64_t(0));
   CHECK_EQ(c.live_host_buffers.load(), int64_t(0));
+}
+
+// The same for host services (pageable memory and backup files).
+inline void check_counters_zero(const vpmm::HostServices& h) {
+  const vpmm::HostCounters& c = h.counters();
+  CHECK_EQ(c.live_pageable.load(), int64_t(0));
   CHECK_EQ(c.live_files.load(), int64_t(0));
   CHECK_EQ(c.live_file_handles.load(), int64_t(0));
 }

@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
 #include "backend/host/host_streams.hpp"
 #include "backend/registry.hpp"
 #include "hip_emu/hip_emu.h"

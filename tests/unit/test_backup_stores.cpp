@@ -33,7 +33,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
+#include "support/fault_host_services.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
 #include "core/pause/stores/store_table.hpp"
@@ -88,10 +89,14 @@ struct TempDir {
 };
 
 uint64_t calls(const Backend& b, Op op) { return b.counters().calls[static_cast<int>(op)].load(); }
+uint64_t calls(const vpmm::HostServices& h, Op op) { return h.counters().calls[static_cast<int>(op)].load(); }
 
-// A pool over a FaultBackend around a shared host backend.
+// A pool over a FaultBackend around a shared host backend, and the host
+// services (files, pageable memory, host copies) behind a FaultHostServices
+// that numbers and fails calls in the same FaultControl.
 struct World {
   std::shared_ptr<Backend> host;
+  std::shared_ptr<vpmm::HostServices> services;
   FaultBackend* fault = nullptr;  // owned by the pool
   std::unique_ptr<Pool> pool;
 
@@ -102,14 +107,17 @@ struct World {
     host = vt::make_shared_test_backend(bp, &st);
     CHECK(host != nullptr);
     if (!host) return;
-    std::unique_ptr<FaultBackend> fb(new FaultBackend(host));
+    services = vpmm::make_shared_host_services();
+    auto ctl = std::make_shared<vpmm::FaultControl>();
+    std::unique_ptr<FaultBackend> fb(new FaultBackend(host, ctl));
     fault = fb.get();
     PoolOptions o;
     o.page_size = kPage;
     o.va_size = 512 * kPage;
     o.small_size = kPage / 2;
     o.pause_batch_bytes = batch_bytes;
-    CHECK_OK(Pool::create(std::move(fb), o, &pool));
+    CHECK_OK(Pool::create(std::move(fb), std::unique_ptr<vpmm::HostServices>(new vpmm::FaultHostServices(services, ctl)),
+                          o, &pool));
   }
   // flags, with the disk store's directory put where the C API puts it.
   uint32_t with_dir(uint32_t flags, const std::string& dir) {
@@ -122,6 +130,10 @@ struct World {
     if (host && !vpmm::live_counts_zero(host->counters())) {
       CHECK(vpmm::live_counts_zero(host->counters()));
       std::printf("  leaked: %s\n", vpmm::live_counts(host->counters()).c_str());
+    }
+    if (services && !vpmm::live_counts_zero(services->counters())) {
+      CHECK(vpmm::live_counts_zero(services->counters()));
+      std::printf("  leaked: %s\n", vpmm::live_counts(services->counters()).c_str());
     }
   }
   vpmm_stats stats() {
@@ -191,13 +203,8 @@ const char* store_label(uint32_t flags) {
 // Every store keeps the bytes
 // ---------------------------------------------------------------------------
 
-TEST("Backend::host_copy copies every byte, split over its threads or not, from any thread") {
-  vpmm::BackendParams bp;
-  bp.host_capacity = 64 * kPage;
-  vpmm_status st = VPMM_OK;
-  std::shared_ptr<Backend> b = vpmm::make_shared_host_backend(bp, &st);
-  CHECK(b != nullptr);
-  if (!b) return;
+TEST("HostServices::host_copy copies every byte, split over its threads or not, from any thread") {
+  std::unique_ptr<vpmm::HostServices> b = vpmm::make_host_services();
   for (uint64_t n : {uint64_t{1}, uint64_t{4096 + 3}, uint64_t{9} << 20, (uint64_t{33} << 20) + 12345}) {
     std::vector<unsigned char> src(n), dst(n, 0);
     for (uint64_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 31 + (i >> 12));
@@ -254,9 +261,9 @@ TEST("each store (pinned, mmap, disk) keeps the bytes over 3 cycles, staged over
     }
     // Staged stores pinned slots only for the calls: nothing stays pinned.
     if (store != kBackup) CHECK_EQ(w.stats().backup_pinned_bytes, uint64_t{0});
-    if (store == kMmap) CHECK(calls(*w.host, Op::host_copy) >= 2 * 7 * 3);
+    if (store == kMmap) CHECK(calls(*w.services, Op::host_copy) >= 2 * 7 * 3);
     if (store == kDisk) {
-      CHECK_EQ(calls(*w.host, Op::file_create), uint64_t{4});  // at the first pause only
+      CHECK_EQ(calls(*w.services, Op::file_create), uint64_t{4});  // at the first pause only
       CHECK_EQ(dir.files().size(), size_t{4});
     }
     for (const Alloc& a : as) CHECK_OK(w.pool->free(a.p, nullptr));
@@ -476,11 +483,11 @@ TEST("disk store: a write error keeps that allocation active and intact; a read 
   CHECK_OK(w.pool->pause("w"));        // again: a pauses too
   // The read of a's first chunk fails: a stays paused with its file, b
   // (after it) too; calling again restores both.
-  const uint64_t reads = calls(*w.host, Op::file_read);
+  const uint64_t reads = calls(*w.services, Op::file_read);
   w.fault->arm(FaultPlan{1, static_cast<int>(Op::file_read), VPMM_ERR_BACKEND});
   CHECK_EQ(w.pool->resume("w"), VPMM_ERR_BACKEND);
   w.fault->disarm();
-  CHECK_EQ(calls(*w.host, Op::file_read), reads);  // the failed read never reached the file
+  CHECK_EQ(calls(*w.services, Op::file_read), reads);  // the failed read never reached the file
   CHECK_OK(w.pool->tag_stats("w", &t));
   CHECK_EQ(t.n_paused, uint64_t{2});
   CHECK_EQ(dir.files().size(), size_t{2});
@@ -544,14 +551,14 @@ TEST("unchanged re-pause: retained backups are released without a copy; the next
     Alloc b = alloc(*w.pool, 2 * kPage, "w", flags, 2);
     CHECK_OK(w.pool->pause("w"));
     CHECK_OK(w.pool->resume("w"));
-    const uint64_t copies = calls(*w.host, Op::copy), host_copies = calls(*w.host, Op::host_copy);
-    const uint64_t writes = calls(*w.host, Op::file_write);
+    const uint64_t copies = calls(*w.host, Op::copy), host_copies = calls(*w.services, Op::host_copy);
+    const uint64_t writes = calls(*w.services, Op::file_write);
     uint64_t n = 0;
     CHECK_OK(w.pool->pause("w", &n, VPMM_PAUSE_BACKUP_UNCHANGED));
     CHECK_EQ(n, uint64_t{2});
     CHECK_EQ(calls(*w.host, Op::copy), copies);  // no copy of any kind
-    CHECK_EQ(calls(*w.host, Op::host_copy), host_copies);
-    CHECK_EQ(calls(*w.host, Op::file_write), writes);
+    CHECK_EQ(calls(*w.services, Op::host_copy), host_copies);
+    CHECK_EQ(calls(*w.services, Op::file_write), writes);
     CHECK_EQ(w.stats().paused_bytes, 7 * kPage);
     CHECK_EQ(w.stats().backup_skipped_bytes, 7 * kPage);
     CHECK_OK(w.pool->resume("w"));

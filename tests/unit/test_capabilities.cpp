@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
+#include "support/fault_host_services.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
 #include "config/config.hpp"
@@ -35,11 +36,18 @@ constexpr uint64_t kPage = 64 << 10;
 uint64_t calls(const Backend& b, Op op) {
   return b.counters().calls[static_cast<int>(op)].load();
 }
+uint64_t calls(const vpmm::HostServices& h, Op op) { return h.counters().calls[static_cast<int>(op)].load(); }
 
 struct World {
   std::shared_ptr<Backend> host;
+  std::shared_ptr<vpmm::HostServices> services;  // pageable memory comes from here
   FaultBackend* fault = nullptr;  // owned by the pool
   std::unique_ptr<Pool> pool;
+
+  // Host buffers held for backups: pinned (the backend's) and pageable.
+  int64_t host_buffers() const {
+    return host->counters().live_host_buffers.load() + services->counters().live_pageable.load();
+  }
 
   // A pool of 64 pages over a FaultBackend that claims `dropped` less.
   explicit World(uint32_t dropped, uint64_t max_handle_cap = 0, PoolOptions opt = options()) {
@@ -53,7 +61,9 @@ struct World {
     fb->drop_capabilities(dropped);
     if (max_handle_cap) fb->set_max_handle_size(max_handle_cap);
     fault = fb.get();
-    CHECK_OK(Pool::create(std::move(fb), opt, &pool));
+    services = vpmm::make_shared_host_services();
+    CHECK_OK(Pool::create(std::move(fb), std::unique_ptr<vpmm::HostServices>(new vpmm::FaultHostServices(services)),
+                          opt, &pool));
   }
 
   static PoolOptions options() {
@@ -70,6 +80,7 @@ struct World {
       CHECK(vpmm::live_counts_zero(host->counters()));
       std::printf("  leaked: %s\n", vpmm::live_counts(host->counters()).c_str());
     }
+    if (services) CHECK(vpmm::live_counts_zero(services->counters()));
   }
 };
 
@@ -103,7 +114,7 @@ std::vector<Alloc> pause_resume_backed(World& w) {
   as.push_back(alloc_filled(*w.pool, 8 * kPage, "w", VPMM_ALLOC_HOST_BACKUP, 3));
   CHECK_OK(w.pool->pause("w"));
   // Paused: one host buffer per backup, nothing mapped for them.
-  CHECK_EQ(w.host->counters().live_host_buffers.load(), int64_t{3});
+  CHECK_EQ(w.host_buffers(), int64_t{3});
   CHECK_OK(w.pool->resume("w"));
   for (const Alloc& a : as) CHECK(intact(a));
   CHECK_EQ(w.pool->check(), std::string());
@@ -115,7 +126,7 @@ TEST("with pinned host memory, backups are pinned (the control case)") {
   if (!w.pool) return;
   std::vector<Alloc> as = pause_resume_backed(w);
   CHECK_EQ(calls(*w.host, Op::host_alloc), uint64_t{3});
-  CHECK_EQ(calls(*w.host, Op::pageable_alloc), uint64_t{0});
+  CHECK_EQ(calls(*w.services, Op::pageable_alloc), uint64_t{0});
   for (const Alloc& a : as) CHECK_OK(w.pool->free(a.p, nullptr));
   w.destroy();
 }
@@ -126,10 +137,10 @@ TEST("without pinned host memory, pause and resume go through pageable memory") 
   CHECK((w.fault->capabilities() & vpmm::kCapPinnedHost) == 0);
   std::vector<Alloc> as = pause_resume_backed(w);
   CHECK_EQ(calls(*w.host, Op::host_alloc), uint64_t{0});  // never asked to pin
-  CHECK_EQ(calls(*w.host, Op::pageable_alloc), uint64_t{3});
+  CHECK_EQ(calls(*w.services, Op::pageable_alloc), uint64_t{3});
   // Pageable buffers are not cached: resume gave every one back.
-  CHECK_EQ(calls(*w.host, Op::pageable_free), uint64_t{3});
-  CHECK_EQ(w.host->counters().live_host_buffers.load(), int64_t{0});
+  CHECK_EQ(calls(*w.services, Op::pageable_free), uint64_t{3});
+  CHECK_EQ(w.host_buffers(), int64_t{0});
   // A second round works the same (no state left from the first).
   CHECK_OK(w.pool->pause("w"));
   CHECK_OK(w.pool->resume("w"));
@@ -144,9 +155,9 @@ TEST("without pinned host memory, a paused backup is freed with its allocation")
   if (!w.pool) return;
   Alloc a = alloc_filled(*w.pool, 2 * kPage, "w", VPMM_ALLOC_HOST_BACKUP, 9);
   CHECK_OK(w.pool->pause("w"));
-  CHECK_EQ(w.host->counters().live_host_buffers.load(), int64_t{1});
+  CHECK_EQ(w.host_buffers(), int64_t{1});
   CHECK_OK(w.pool->free(a.p, nullptr));  // free while paused drops the backup
-  CHECK_EQ(w.host->counters().live_host_buffers.load(), int64_t{0});
+  CHECK_EQ(w.host_buffers(), int64_t{0});
   w.destroy();
 }
 
@@ -161,7 +172,7 @@ TEST("without device copies, a pause with backups fails whole; one without still
   // Nothing changed: still mapped, same bytes, no copy or host buffer made.
   CHECK(intact(backed));
   CHECK_EQ(calls(*w.host, Op::copy), uint64_t{0});
-  CHECK_EQ(w.host->counters().live_host_buffers.load(), int64_t{0});
+  CHECK_EQ(w.host_buffers(), int64_t{0});
   CHECK_EQ(w.pool->check(), std::string());
   // Discarding contents needs no copy.
   CHECK_OK(w.pool->pause("d"));

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
 #include "test_backend.hpp"
 #include "check.hpp"
 #include "core/pool.hpp"

@@ -47,7 +47,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
+#include "support/fault_host_services.hpp"
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
 #include "common/status.hpp"
@@ -95,6 +96,9 @@ struct Alloc {
 
 struct Ctx {
   std::shared_ptr<Backend> host;
+  // Files, pageable memory and host copies: numbered and failed in the same
+  // control as the backend's calls.
+  std::shared_ptr<vpmm::HostServices> services = vpmm::make_shared_host_services();
   std::shared_ptr<FaultControl> ctl = std::make_shared<FaultControl>();
   std::unique_ptr<Pool> pool;
   PoolOptions opt;
@@ -118,7 +122,10 @@ struct Ctx {
     }();
     return dir.c_str();
   }
-  vpmm_status create_pool() { return Pool::create(backend(), opt, &pool); }
+  std::unique_ptr<vpmm::HostServices> host_services() {
+    return std::unique_ptr<vpmm::HostServices>(new vpmm::FaultHostServices(services, ctl));
+  }
+  vpmm_status create_pool() { return Pool::create(backend(), host_services(), opt, &pool); }
 
   // malloc + fill with a pattern + remember. Sizes are multiples of 8.
   vpmm_status alloc(uint64_t size, Stream s = nullptr, const char* tag = nullptr, uint32_t flags = 0) {
@@ -572,10 +579,10 @@ void finish(const Scenario& sc, Ctx& c, vpmm_status op_status, const char* where
   }
   for (Stream s : c.streams) CHECK_OK(vpmm::host::stream_destroy(s));
   c.streams.clear();
-  bool clean = vpmm::live_counts_zero(c.host->counters());
+  bool clean = vpmm::live_counts_zero(c.host->counters()) && vpmm::live_counts_zero(c.services->counters());
   if (!clean)
-    std::printf("  %s [%s]: leaked after destroy: %s\n", sc.name, where,
-                vpmm::live_counts(c.host->counters()).c_str());
+    std::printf("  %s [%s]: leaked after destroy: %s; %s\n", sc.name, where,
+                vpmm::live_counts(c.host->counters()).c_str(), vpmm::live_counts(c.services->counters()).c_str());
   CHECK(clean);
 }
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
 #include "backend/registry.hpp"
 #include "check.hpp"
 #include "core/pool.hpp"

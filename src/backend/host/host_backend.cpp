@@ -112,7 +112,6 @@ class HostBackend final : public Backend {
     for (const auto& r : reservations_)
       munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(r.first)), r.second);
     for (const auto& p : pinned_) munmap(p.first, p.second);
-    for (const auto& p : pageable_) munmap(p.first, p.second);
     for (const auto& h : handles_)
       if (h.second.fd >= 0) close(h.second.fd);
     close(fd_);
@@ -162,8 +161,6 @@ class HostBackend final : public Backend {
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override;
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override;
   vpmm_status do_host_free_pinned(void* p, uint64_t size) override;
-  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override;
-  vpmm_status do_host_free_pageable(void* p, uint64_t size) override;
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
   vpmm_status do_stream_create(Stream* out) override { return host::stream_create(out); }
   vpmm_status do_stream_destroy(Stream s) override { return host::stream_destroy(s); }
@@ -215,7 +212,6 @@ class HostBackend final : public Backend {
   std::map<uint64_t, uint64_t> reservations_;  // va -> size
   std::map<uint64_t, Mapping> mappings_;       // va -> mapping
   std::map<void*, uint64_t> pinned_;           // pointer -> size
-  std::map<void*, uint64_t> pageable_;         // pointer -> size
 };
 
 // The last reference to a handle's memory is gone: return the pages to the
@@ -653,49 +649,6 @@ vpmm_status HostBackend::do_host_free_pinned(void* p, uint64_t size) {
                   ull(size), ull(it->second), ull(reinterpret_cast<uintptr_t>(p)));
     munmap(p, size);
     pinned_.erase(it);
-    return VPMM_OK;
-  });
-}
-
-// Pageable memory is anonymous private pages from the kernel (what a GPU
-// backend hands out too): tracked, so that a bad pointer is refused.
-vpmm_status HostBackend::do_host_alloc_pageable(uint64_t size, void** out) {
-  static const char* const who = "host host_alloc_pageable";
-  if (size > static_cast<uint64_t>(SIZE_MAX))
-    return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: size %llu does not fit in memory", who, ull(size));
-  return guarded(who, [&] {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      return fail(errno_status(err), "%s: mmap of %llu bytes failed: %s", who, ull(size),
-                  std::strerror(err));
-    }
-    try {
-      std::lock_guard<std::mutex> lk(mu_);
-      pageable_.emplace(p, size);
-    } catch (...) {
-      munmap(p, size);
-      throw;
-    }
-    *out = p;
-    return VPMM_OK;
-  });
-}
-
-vpmm_status HostBackend::do_host_free_pageable(void* p, uint64_t size) {
-  static const char* const who = "host host_free_pageable";
-  return guarded(who, [&] {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = pageable_.find(p);
-    if (it == pageable_.end())
-      return fail(VPMM_ERR_INVALID_ARGUMENT,
-                  "%s: 0x%llx was not returned by host_alloc_pageable (or was already freed)", who,
-                  ull(reinterpret_cast<uintptr_t>(p)));
-    if (it->second != size)
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size %llu is not the size %llu of 0x%llx", who,
-                  ull(size), ull(it->second), ull(reinterpret_cast<uintptr_t>(p)));
-    munmap(p, size);
-    pageable_.erase(it);
     return VPMM_OK;
   });
 }

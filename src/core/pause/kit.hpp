@@ -21,8 +21,8 @@ namespace vpmm {
 
 class PauseKit {
  public:
-  PauseKit(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
-      : backend_(b), pinned_(b, keep_limit, pinned_limit), stores_(b, pinned_) {}
+  PauseKit(Backend& b, HostServices& host, uint64_t keep_limit, uint64_t pinned_limit)
+      : backend_(b), pinned_(b, host, keep_limit, pinned_limit), stores_(b, host, pinned_) {}
   ~PauseKit() {
     if (have_copy_stream_) backend_.stream_destroy(copy_stream_);
   }

@@ -29,7 +29,7 @@ Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu)
       alloc_(alloc),
       sharer_(sharer),
       mu_(mu),
-      kit_(new PauseKit(st.backend(), st.options().backup_cache_size, st.options().backup_pinned_limit)) {}
+      kit_(new PauseKit(st.backend(), st.host(), st.options().backup_cache_size, st.options().backup_pinned_limit)) {}
 
 void Pauser::release_backup(Backup* b) { kit_->stores().release(b); }
 

@@ -10,8 +10,8 @@
 
 namespace vpmm {
 
-PoolState::PoolState(std::unique_ptr<Backend> backend, const PoolOptions& opt)
-    : backend_(std::move(backend)), opt_(opt) {
+PoolState::PoolState(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host, const PoolOptions& opt)
+    : backend_(std::move(backend)), host_(std::move(host)), opt_(opt) {
   if (opt_.large_rounding == 0) opt_.large_rounding = opt_.page_size;  // whole pages
   cap_.init(opt.memory_limit, opt.device_total, opt.watermark_trigger, opt.watermark_stop);
 }

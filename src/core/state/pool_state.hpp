@@ -1,7 +1,8 @@
 // PoolState: what every collaborator of the pool shares, and the operations
 // on it that more than one of them needs.
 //
-// Owns: the backend, the resolved options, the region map, the counters, the
+// Owns: the backend, the host services (pageable memory, files, host copies:
+// backend/host_services.hpp), the resolved options, the region map, the counters, the
 // tag table, the capacity (limit, reservations, callbacks), the id counter
 // of regions, the handles the driver refused to release (orphans) and the
 // stand-in keys of retired streams.
@@ -9,7 +10,7 @@
 // (VA chunks, creating and releasing handles, the growth limit and handle
 // sizes), peaks, and the region-level steps of giving memory back (a paused
 // allocation's VA, a region's backup).
-// May call: the backend, and two narrow interfaces the layers above install
+// May call: the backend, the host services, and two narrow interfaces the layers above install
 // (HandleListener: the allocator's views; BackupReleaser: the pauser's
 // stores). Nothing else of the pool.
 //
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 #include "core/state/capacity.hpp"
 #include "core/state/counters.hpp"
 #include "config/pool_options.hpp"
@@ -63,12 +65,13 @@ class BackupReleaser {
 
 class PoolState {
  public:
-  PoolState(std::unique_ptr<Backend> backend, const PoolOptions& opt);
+  PoolState(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host, const PoolOptions& opt);
   PoolState(const PoolState&) = delete;
   PoolState& operator=(const PoolState&) = delete;
 
   Backend& backend() { return *backend_; }
   const Backend& backend() const { return *backend_; }
+  HostServices& host() { return *host_; }
   const PoolOptions& options() const { return opt_; }
   RegionMap& map() { return m_; }
   const RegionMap& map() const { return m_; }
@@ -155,6 +158,7 @@ class PoolState {
 
  private:
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<HostServices> host_;
   PoolOptions opt_;
   RegionMap m_;
   PoolCounters c_;

@@ -21,34 +21,34 @@ namespace {
 
 class DiskStore final : public BackupStore {
  public:
-  explicit DiskStore(const StoreContext& ctx) : backend_(ctx.backend) {}
+  explicit DiskStore(const StoreContext& ctx) : host_(ctx.host) {}
   const char* name() const override { return "disk"; }
   vpmm_status acquire(const std::string& dir, uint64_t bytes, Backup* b) override {
     if (dir.empty())
       return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
     FileHandle fh = -1;
-    vpmm_status st = backend_.file_create(dir, bytes, &b->path, &fh);
+    vpmm_status st = host_.file_create(dir, bytes, &b->path, &fh);
     if (st != VPMM_OK) return st;
-    if (backend_.file_close(fh) != VPMM_OK) backend_.file_close(fh);
+    if (host_.file_close(fh) != VPMM_OK) host_.file_close(fh);
     b->capacity = bytes;
     bytes_ += bytes;
     return VPMM_OK;
   }
   void release(Backup* b) override {
-    if (backend_.file_remove(b->path) != VPMM_OK) backend_.file_remove(b->path);
+    if (host_.file_remove(b->path) != VPMM_OK) host_.file_remove(b->path);
     bytes_ -= b->capacity;
   }
   bool staged() const override { return true; }
-  vpmm_status open(Backup& b) override { return backend_.file_open(b.path, &b.file); }
+  vpmm_status open(Backup& b) override { return host_.file_open(b.path, &b.file); }
   vpmm_status write(Backup& b, const void* src, uint64_t offset, uint64_t len) override {
-    return backend_.file_write(b.file, src, len, offset);
+    return host_.file_write(b.file, src, len, offset);
   }
   vpmm_status read(Backup& b, void* dst, uint64_t offset, uint64_t len) override {
-    return backend_.file_read(b.file, dst, len, offset);
+    return host_.file_read(b.file, dst, len, offset);
   }
   void close(Backup& b) override {
     if (b.file < 0) return;
-    if (backend_.file_close(b.file) != VPMM_OK) backend_.file_close(b.file);
+    if (host_.file_close(b.file) != VPMM_OK) host_.file_close(b.file);
     b.file = -1;
   }
   bool kept_after_resume() const override { return true; }
@@ -57,7 +57,7 @@ class DiskStore final : public BackupStore {
   void add_stats(vpmm_stats* s) const override { s->backup_disk_bytes = bytes_; }
 
  private:
-  Backend& backend_;
+  HostServices& host_;
   uint64_t bytes_ = 0;  // of backup files
 };
 

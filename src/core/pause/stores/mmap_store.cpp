@@ -19,10 +19,10 @@ namespace {
 
 class MmapStore final : public BackupStore {
  public:
-  explicit MmapStore(const StoreContext& ctx) : backend_(ctx.backend) {}
+  MmapStore(const StoreContext& ctx) : backend_(ctx.backend), host_(ctx.host) {}
   const char* name() const override { return "mmap"; }
   vpmm_status acquire(const std::string&, uint64_t bytes, Backup* b) override {
-    vpmm_status st = backend_.host_alloc_pageable(bytes, &b->host);
+    vpmm_status st = host_.host_alloc_pageable(bytes, &b->host);
     if (st != VPMM_OK) {
       char ctx[96];
       std::snprintf(ctx, sizeof ctx, "mmap backup of %" PRIu64 " bytes", bytes);
@@ -34,21 +34,22 @@ class MmapStore final : public BackupStore {
   }
   void release(Backup* b) override {
     // Retried once: memory given up on here would stay mapped.
-    if (backend_.host_free_pageable(b->host, b->capacity) != VPMM_OK)
-      backend_.host_free_pageable(b->host, b->capacity);
+    if (host_.host_free_pageable(b->host, b->capacity) != VPMM_OK)
+      host_.host_free_pageable(b->host, b->capacity);
     bytes_ -= b->capacity;
   }
   bool staged() const override { return (backend_.capabilities() & kCapPinnedHost) != 0; }
   vpmm_status write(Backup& b, const void* src, uint64_t offset, uint64_t len) override {
-    return backend_.host_copy(static_cast<char*>(b.host) + offset, src, len);
+    return host_.host_copy(static_cast<char*>(b.host) + offset, src, len);
   }
   vpmm_status read(Backup& b, void* dst, uint64_t offset, uint64_t len) override {
-    return backend_.host_copy(dst, static_cast<const char*>(b.host) + offset, len);
+    return host_.host_copy(dst, static_cast<const char*>(b.host) + offset, len);
   }
   void add_stats(vpmm_stats* s) const override { s->backup_mmap_bytes = bytes_; }
 
  private:
-  Backend& backend_;
+  Backend& backend_;  // whether it has pinned memory to stage through
+  HostServices& host_;
   uint64_t bytes_ = 0;  // mapped for backups
 };
 

@@ -11,7 +11,7 @@ namespace vpmm {
 
 PinnedCache::~PinnedCache() {
   for (auto& kv : free_) unpin(kv.second, kv.first);
-  for (auto& kv : pageable_bufs_) backend_.host_free_pageable(kv.first, kv.second);
+  for (auto& kv : pageable_bufs_) host_.host_free_pageable(kv.first, kv.second);
 }
 
 // Unpinning is retried once: a buffer given up on here would leak.
@@ -86,7 +86,7 @@ bool PinnedCache::reserve_pinned(uint64_t size) {
 
 vpmm_status PinnedCache::get_pageable(uint64_t size, void** out) {
   void* p = nullptr;
-  vpmm_status st = backend_.host_alloc_pageable(size, &p);
+  vpmm_status st = host_.host_alloc_pageable(size, &p);
   if (st != VPMM_OK) {
     char ctx[128];
     std::snprintf(ctx, sizeof ctx, "backup of %llu bytes in pageable memory (no pinned memory to use)",
@@ -96,7 +96,7 @@ vpmm_status PinnedCache::get_pageable(uint64_t size, void** out) {
   try {
     pageable_bufs_.emplace(p, size);
   } catch (...) {
-    backend_.host_free_pageable(p, size);
+    host_.host_free_pageable(p, size);
     throw;
   }
   pageable_ += size;
@@ -107,7 +107,7 @@ vpmm_status PinnedCache::get_pageable(uint64_t size, void** out) {
 void PinnedCache::put(void* p, uint64_t size, bool keep) {
   auto pg = pageable_bufs_.find(p);
   if (pg != pageable_bufs_.end()) {
-    backend_.host_free_pageable(p, pg->second);
+    host_.host_free_pageable(p, pg->second);
     pageable_ -= pg->second;
     pageable_bufs_.erase(pg);
     return;

@@ -14,8 +14,8 @@
 // pinned memory (no kCapPinnedHost) gets pageable buffers only, and one that
 // cannot copy (no kCapDeviceCopy) makes get() fail with UNSUPPORTED.
 //
-// Both kinds of memory come from the backend (host_alloc_pinned,
-// host_alloc_pageable): this file makes no system call.
+// Pinned memory comes from the backend (host_alloc_pinned), pageable memory
+// from the host services (host_alloc_pageable): this file makes no system call.
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,14 @@
 #include <unordered_map>
 
 #include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 
 namespace vpmm {
 
 class PinnedCache {
  public:
-  PinnedCache(Backend& b, uint64_t keep_limit, uint64_t pinned_limit)
-      : backend_(b), keep_limit_(keep_limit), pinned_limit_(pinned_limit) {}
+  PinnedCache(Backend& b, HostServices& host, uint64_t keep_limit, uint64_t pinned_limit)
+      : backend_(b), host_(host), keep_limit_(keep_limit), pinned_limit_(pinned_limit) {}
   ~PinnedCache();
   PinnedCache(const PinnedCache&) = delete;
   PinnedCache& operator=(const PinnedCache&) = delete;
@@ -72,6 +73,7 @@ class PinnedCache {
   vpmm_status get_pageable(uint64_t size, void** out);
 
   Backend& backend_;
+  HostServices& host_;  // the pageable fallback
   uint64_t keep_limit_;
   uint64_t pinned_limit_;
   uint64_t cached_ = 0, pinned_ = 0, pageable_ = 0;

@@ -15,7 +15,7 @@ namespace {
 
 class PinnedStore final : public BackupStore {
  public:
-  explicit PinnedStore(const StoreContext& ctx) : backend_(ctx.backend), pinned_(ctx.pinned) {}
+  PinnedStore(const StoreContext& ctx) : host_(ctx.host), pinned_(ctx.pinned) {}
   const char* name() const override { return "pinned"; }
   vpmm_status acquire(const std::string&, uint64_t bytes, Backup* b) override {
     return pinned_.get(bytes, &b->host, &b->capacity);
@@ -24,15 +24,15 @@ class PinnedStore final : public BackupStore {
   // The copy engine moves the bytes to and from b->host itself.
   bool staged() const override { return false; }
   vpmm_status write(Backup& b, const void* src, uint64_t offset, uint64_t len) override {
-    return backend_.host_copy(static_cast<char*>(b.host) + offset, src, len);
+    return host_.host_copy(static_cast<char*>(b.host) + offset, src, len);
   }
   vpmm_status read(Backup& b, void* dst, uint64_t offset, uint64_t len) override {
-    return backend_.host_copy(dst, static_cast<const char*>(b.host) + offset, len);
+    return host_.host_copy(dst, static_cast<const char*>(b.host) + offset, len);
   }
   bool prepared_ahead() const override { return true; }
 
  private:
-  Backend& backend_;
+  HostServices& host_;
   PinnedCache& pinned_;
 };
 

@@ -13,7 +13,7 @@
 // copy; the disk store: large file writes and reads).
 //
 // Every call is made with the pool mutex held; a store makes no system call
-// itself: memory and files come from the backend.
+// itself: memory and files come from the backend and the host services.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 #include "vpmm.h"
 
 namespace vpmm {
@@ -87,7 +88,8 @@ class BackupStore {
 
 // What a store is made with.
 struct StoreContext {
-  Backend& backend;
+  Backend& backend;    // the device's: its capabilities, pinned memory
+  HostServices& host;  // pageable memory, files, host copies
   PinnedCache& pinned;
 };
 using StoreFactory = std::unique_ptr<BackupStore> (*)(const StoreContext& ctx);

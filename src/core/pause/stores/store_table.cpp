@@ -83,8 +83,8 @@ bool backup_store_wants_dir(uint32_t flags) { return (flags & backup_store_flags
 // StoreTable
 // ---------------------------------------------------------------------------
 
-StoreTable::StoreTable(Backend& b, PinnedCache& pinned) : backend_(b) {
-  const StoreContext ctx{b, pinned};
+StoreTable::StoreTable(Backend& b, HostServices& host, PinnedCache& pinned) : backend_(b) {
+  const StoreContext ctx{b, host, pinned};
   for (const StoreEntry& e : entries()) stores_.emplace_back(e.flag, e.make(ctx));
 }
 

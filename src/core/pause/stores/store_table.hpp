@@ -63,7 +63,7 @@ bool backup_store_wants_dir(uint32_t flags);
 
 class StoreTable {
  public:
-  StoreTable(Backend& b, PinnedCache& pinned);
+  StoreTable(Backend& b, HostServices& host, PinnedCache& pinned);
   ~StoreTable();
   StoreTable(const StoreTable&) = delete;
   StoreTable& operator=(const StoreTable&) = delete;

@@ -1,5 +1,5 @@
 // FaultBackend (see fault_backend.hpp).
-#include "backend/fault/fault_backend.hpp"
+#include "support/fault_backend.hpp"
 
 #include <cinttypes>
 #include <cstdio>
@@ -203,12 +203,6 @@ vpmm_status FaultBackend::do_host_alloc_pinned(uint64_t size, void** out) {
 vpmm_status FaultBackend::do_host_free_pinned(void* p, uint64_t size) {
   VPMM_FAULT_FORWARD(Op::host_free, host_free_pinned(p, size));
 }
-vpmm_status FaultBackend::do_host_alloc_pageable(uint64_t size, void** out) {
-  VPMM_FAULT_FORWARD(Op::pageable_alloc, host_alloc_pageable(size, out));
-}
-vpmm_status FaultBackend::do_host_free_pageable(void* p, uint64_t size) {
-  VPMM_FAULT_FORWARD(Op::pageable_free, host_free_pageable(p, size));
-}
 vpmm_status FaultBackend::do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   VPMM_FAULT_FORWARD(Op::mem_info, mem_info(free_bytes, total_bytes));
 }
@@ -219,25 +213,6 @@ vpmm_status FaultBackend::do_import_handle(int fd, uint64_t size, PhysHandle* ou
   VPMM_FAULT_FORWARD(Op::import_handle, import_handle(fd, size, out));
 }
 
-vpmm_status FaultBackend::do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                                         FileHandle* out) {
-  VPMM_FAULT_FORWARD(Op::file_create, file_create(dir, size, path, out));
-}
-vpmm_status FaultBackend::do_file_open(const std::string& path, FileHandle* out) {
-  VPMM_FAULT_FORWARD(Op::file_open, file_open(path, out));
-}
-vpmm_status FaultBackend::do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
-  VPMM_FAULT_FORWARD(Op::file_write, file_write(f, src, size, offset));
-}
-vpmm_status FaultBackend::do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) {
-  VPMM_FAULT_FORWARD(Op::file_read, file_read(f, dst, size, offset));
-}
-vpmm_status FaultBackend::do_file_close(FileHandle f) {
-  VPMM_FAULT_FORWARD(Op::file_close, file_close(f));
-}
-vpmm_status FaultBackend::do_file_remove(const std::string& path) {
-  VPMM_FAULT_FORWARD(Op::file_remove, file_remove(path));
-}
 
 #undef VPMM_FAULT_FORWARD
 
@@ -249,23 +224,20 @@ std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_s
 bool live_counts_zero(const BackendCounters& c) {
   return c.live_handles.load() == 0 && c.live_handle_bytes.load() == 0 &&
          c.live_reservations.load() == 0 && c.live_mappings.load() == 0 &&
-         c.live_events.load() == 0 && c.live_host_buffers.load() == 0 && c.live_files.load() == 0 &&
-         c.live_file_handles.load() == 0;
+         c.live_events.load() == 0 && c.live_host_buffers.load() == 0;
 }
 
 std::string live_counts(const BackendCounters& c) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "handles %lld, handle_bytes %lld, reservations %lld, mappings %lld, events %lld, "
-                "host_buffers %lld, files %lld, open_files %lld",
+                "host_buffers %lld",
                 static_cast<long long>(c.live_handles.load()),
                 static_cast<long long>(c.live_handle_bytes.load()),
                 static_cast<long long>(c.live_reservations.load()),
                 static_cast<long long>(c.live_mappings.load()),
                 static_cast<long long>(c.live_events.load()),
-                static_cast<long long>(c.live_host_buffers.load()),
-                static_cast<long long>(c.live_files.load()),
-                static_cast<long long>(c.live_file_handles.load()));
+                static_cast<long long>(c.live_host_buffers.load()));
   return buf;
 }
 

@@ -1,8 +1,11 @@
-// FaultBackend: a Backend decorator that forwards every call to an inner
+// FaultBackend: a Backend adaptor that forwards every call to an inner
 // backend and fails a chosen call with a chosen status. It is how the tests
 // prove "a failed call leaves the pool as it was" for every backend call a
-// pool operation makes (tests/unit/test_fault_injection.cpp), and how the
-// fuzzers reach error paths that a healthy host backend never takes.
+// pool operation makes (tests/unit/test_fault_injection.cpp). Its twin for
+// the host's calls (pageable memory, files, host copies) is
+// FaultHostServices (fault_host_services.hpp); both number their calls in
+// one FaultControl when they share it. Test code only: it is not part of
+// the library (tests/meson.build builds it into the tests' support library).
 //
 // Counting. Every do_* call but device_sync is one call, of one kind: the Op
 // of backend.hpp (kStreamCreate/kStreamDestroy name two of them). Calls are
@@ -136,7 +139,6 @@ class FaultBackend final : public Backend {
   ~FaultBackend() override;
 
   FaultControl& control() { return *ctl_; }
-  const std::shared_ptr<FaultControl>& control_shared() const { return ctl_; }
   // Shorthands for control().
   void arm(const FaultPlan& plan) { ctl_->arm(plan); }
   void disarm() { ctl_->disarm(); }
@@ -144,7 +146,6 @@ class FaultBackend final : public Backend {
   uint64_t injected() const { return ctl_->injected(); }
 
   Backend& inner() { return *inner_; }
-  const std::shared_ptr<Backend>& inner_shared() const { return inner_; }
 
   // Test facts (see the file comment): clear `bits` from the inner
   // backend's capabilities; report `bytes` as max_handle_size.
@@ -185,23 +186,10 @@ class FaultBackend final : public Backend {
   vpmm_status do_copy_h2d(uint64_t dst, const void* src, uint64_t size, Stream s) override;
   vpmm_status do_host_alloc_pinned(uint64_t size, void** out) override;
   vpmm_status do_host_free_pinned(void* p, uint64_t size) override;
-  vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override;
-  vpmm_status do_host_free_pageable(void* p, uint64_t size) override;
   vpmm_status do_mem_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
   vpmm_status do_stream_create(Stream* out) override;
   vpmm_status do_stream_destroy(Stream s) override;
   vpmm_status do_device_sync() override { return inner_->device_sync(); }  // not a fault point
-  vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                             FileHandle* out) override;
-  vpmm_status do_file_open(const std::string& path, FileHandle* out) override;
-  vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override;
-  vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) override;
-  vpmm_status do_file_close(FileHandle f) override;
-  vpmm_status do_file_remove(const std::string& path) override;
-  // A memcpy cannot fail: forwarded (and counted by the inner backend), never failed.
-  vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
-    return inner_->host_copy(dst, src, size);
-  }
   vpmm_status do_device_id(uint8_t out[16]) override { return inner_->device_id(out); }  // a fact
   vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
@@ -219,8 +207,7 @@ std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_s
 
 // True when every live-object counter of `c` is zero (nothing leaked).
 bool live_counts_zero(const BackendCounters& c);
-// "handles 0, handle_bytes 0, reservations 0, mappings 0, events 0, host_buffers 0, files 0,
-// open_files 0".
+// "handles 0, handle_bytes 0, reservations 0, mappings 0, events 0, host_buffers 0".
 std::string live_counts(const BackendCounters& c);
 
 }  // namespace vpmm
