@@ -97,7 +97,7 @@ plain_build() {
   local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
               -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
   local ok=1 f t
-  for f in src/api/*.cpp src/common/*.cpp src/core/*.cpp src/ipc/*.cpp src/backend/*.cpp src/backend/fault/*.cpp \
+  for f in src/api/*.cpp src/common/*.cpp $(find src/config src/core -name "*.cpp" | sort) src/ipc/*.cpp src/backend/*.cpp \
            src/backend/host/*.cpp \
            src/backend/cuda/cuda_backend.cpp src/backend/cuda/cuda_driver.cpp; do
     g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0

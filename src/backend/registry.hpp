@@ -1,7 +1,10 @@
 // The backend registry: every backend compiled into this build, one entry
 // each, in the order VPMM_BACKEND_AUTO tries them (CUDA, then HIP, then the
 // host backend, which is always there). Nothing outside this table knows
-// which backends exist. Adding one is its directory (sources, and a
+// which backends are compiled in; the public kinds and their names (vpmm.h,
+// the option table, the tools and bindings) know which exist, so that a kind
+// not built here is UNSUPPORTED rather than unknown (docs/backends.md,
+// "Adding a backend", lists them). Adding one is its directory (sources, and a
 // meson.build that appends to vpmm_sources, vpmm_backend_deps and
 // vpmm_backend_entries) plus its entry constant; meson writes the compiled-in
 // entries, in AUTO order, into the generated backend_entries.h that
