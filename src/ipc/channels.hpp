@@ -1,5 +1,5 @@
 // The operating-system halves of an export and an import (the interfaces of
-// core/ipc.hpp): the status page and the exported handles' descriptors.
+// core/share/channels.hpp): the status page and the exported handles' descriptors.
 #pragma once
 
 #include <memory>

@@ -30,11 +30,11 @@ struct Free {
 struct ViewTransit {
   uint64_t bytes = 0;
   Stream stream = nullptr;
-  uint64_t va = 0;                 // the view; a fresh one is reserved by map_view
+  uint64_t va = 0;                 // the view; a fresh one is reserved by map()
   bool fresh = false;
   uint64_t size = 0;               // the view's VA
   std::vector<ViewSlot> old_slots; // a reused view's slots before
-  std::vector<ViewSlot> slots;     // after; grown handles are filled in by map_view
+  std::vector<ViewSlot> slots;     // after; grown handles are filled in by map()
   size_t n_lent = 0;
   std::vector<size_t> unmaps;      // indexes into old_slots whose mappings go
   std::vector<size_t> maps;        // indexes into slots to map at the view
@@ -45,7 +45,7 @@ struct ViewTransit {
   };
   std::vector<Lend> lends;
   uint64_t shortfall = 0;          // growth: page handles, homed in a hole of the chunks
-  bool have_hole = false;          // false: map_view reserves a new chunk
+  bool have_hole = false;          // false: map() reserves a new chunk
   uint64_t hole_va = 0, chunk_va = 0, chunk_size = 0;
   std::vector<Mapping> created;
   std::vector<Mapping> orphans;

@@ -15,7 +15,7 @@
 // (docs/handles.md, "Steady state"). A view leaves the chunk's layout alone.
 //
 // Pure data: the table of views and the index from a handle to the views
-// that map it. The pool (pool_views.cpp) decides and calls the driver.
+// that map it. ViewAllocator (view_alloc.hpp) decides and calls the driver.
 #pragma once
 
 #include <cstdint>

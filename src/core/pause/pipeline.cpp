@@ -1,4 +1,4 @@
-// The pause and resume pipelines (see pause_pipeline.hpp).
+// The pause and resume pipelines (see pipeline.hpp).
 #include "core/pause/pipeline.hpp"
 
 #include <algorithm>

@@ -52,7 +52,7 @@ class HandleOps {
   virtual void undo_resume_target(const Region& r, uint64_t va, const std::vector<Mapping>& hs,
                                   size_t n_mapped) = 0;
   // A resumed target's mapped handles become its own; its backup is kept
-  // (retained, a disk file) or given back (BackupStores::after_resume).
+  // (retained, a disk file) or given back (StoreTable::after_resume).
   virtual void commit_resumed(uint64_t va, const std::vector<Mapping>& handles) = 0;
 
  protected:
@@ -68,7 +68,7 @@ class HandleOps {
 // only after its own backup is complete.
 //
 // Backups in pinned memory take that path ("direct"); those of the mmap and
-// disk stores move through staging slots afterwards (pause_stage.hpp); a
+// disk stores move through staging slots afterwards (staging.hpp); a
 // retained backup declared unchanged is not copied at all and is released
 // with the targets without a backup.
 class PausePipeline {

@@ -63,11 +63,11 @@ using EventRef = std::shared_ptr<Event>;
 // Zombie is an old VA still mapped after a remap. Transit is a hole claimed by
 // a Phase 2 whose driver calls run without the pool mutex: nothing is mapped
 // there yet as far as the map knows, and nobody else may take it.
-// Lent is mapped primary memory whose handles a live view (core/views.hpp)
+// Lent is mapped primary memory whose handles a live view (core/alloc/views.hpp)
 // maps at its own VA: neither free nor a live region of this map.
 enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7, Lent = 8 };
 
-struct Backup;  // a backup of an allocation's bytes (core/backup_store.hpp)
+struct Backup;  // a backup of an allocation's bytes (core/pause/stores/store.hpp)
 
 struct Region {
   uint64_t size = 0;
@@ -83,10 +83,10 @@ struct Region {
   void* owner = nullptr;    // small: the Slab serving this region
   uint32_t tag = 0;         // live/small/paused: index into the pool's tag table (0 = none)
   uint32_t flags = 0;       // live/small/paused: VPMM_ALLOC_* flags (the top 16 bits: the
-                            // backup directory's id, core/backup_store.hpp)
+                            // backup directory's id, core/pause/stores/store_table.hpp)
   bool was_small = false;   // paused: the region was a small-object slab
   Backup* backup = nullptr; // paused with VPMM_ALLOC_HOST_BACKUP: its backup
-                            // (core/backup_store.hpp); live/small: a retained backup or
+                            // (core/pause/stores/store.hpp); live/small: a retained backup or
                             // a disk backup's file, kept for the next pause
   struct Reservation* res = nullptr;  // live/paused: charged reservation (null: unreserved)
   uint64_t charge = 0;      // live/paused: bytes charged at malloc

@@ -50,7 +50,7 @@ class PinnedCache {
   // pinned limit like any other, and unpinned when given back.
   vpmm_status get_transient(uint64_t size, void** out, uint64_t* got) { return get(size, out, got, false); }
   void put_transient(void* p, uint64_t size) { put(p, size, false); }
-  // For pinning ahead without the pool lock (Pool::prepare_backups), in
+  // For pinning ahead without the pool lock (Pauser::prepare_backups), in
   // three steps: take_cached() a cached buffer that get() would give for
   // `size` (false: none fits; nothing is pinned); reserve_pinned() counts
   // `size` pinned bytes as in use before they exist, so the pinned limit
