@@ -139,13 +139,6 @@ FaultBackend::FaultBackend(std::shared_ptr<Backend> inner, std::shared_ptr<Fault
 
 FaultBackend::~FaultBackend() = default;
 
-#define VPMM_FAULT_FORWARD(kind, call)                \
-  do {                                                \
-    vpmm_status fst_ = ctl_->enter(static_cast<int>(kind)); \
-    if (fst_ != VPMM_OK) return fst_;                 \
-    return inner_->call;                              \
-  } while (0)
-
 vpmm_status FaultBackend::do_stream_create(Stream* out) {
   VPMM_FAULT_FORWARD(kStreamCreate, stream_create(out));
 }
@@ -213,8 +206,6 @@ vpmm_status FaultBackend::do_import_handle(int fd, uint64_t size, PhysHandle* ou
   VPMM_FAULT_FORWARD(Op::import_handle, import_handle(fd, size, out));
 }
 
-
-#undef VPMM_FAULT_FORWARD
 
 std::shared_ptr<Backend> make_shared_host_backend(const BackendParams& p, vpmm_status* st) {
   std::unique_ptr<Backend> b = make_backend(VPMM_BACKEND_HOST, p, st);

@@ -127,6 +127,16 @@ class FaultControl {
   std::string trace_;
 };
 
+// The body of an adaptor's forwarding do_*: the call is numbered in ctl_,
+// failed if the plan says so, else made on inner_ (FaultBackend and
+// FaultHostServices).
+#define VPMM_FAULT_FORWARD(kind, call)                      \
+  do {                                                      \
+    vpmm_status fst_ = ctl_->enter(static_cast<int>(kind)); \
+    if (fst_ != VPMM_OK) return fst_;                       \
+    return inner_->call;                                    \
+  } while (0)
+
 class FaultBackend final : public Backend {
  public:
   static constexpr int kAny = kFaultAny;

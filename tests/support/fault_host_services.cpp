@@ -9,13 +9,6 @@ namespace vpmm {
 FaultHostServices::FaultHostServices(std::shared_ptr<HostServices> inner, std::shared_ptr<FaultControl> control)
     : inner_(std::move(inner)), ctl_(control ? std::move(control) : std::make_shared<FaultControl>()) {}
 
-#define VPMM_FAULT_FORWARD(kind, call)                          \
-  do {                                                          \
-    vpmm_status fst_ = ctl_->enter(static_cast<int>(kind));     \
-    if (fst_ != VPMM_OK) return fst_;                           \
-    return inner_->call;                                        \
-  } while (0)
-
 vpmm_status FaultHostServices::do_host_alloc_pageable(uint64_t size, void** out) {
   VPMM_FAULT_FORWARD(Op::pageable_alloc, host_alloc_pageable(size, out));
 }
@@ -39,8 +32,6 @@ vpmm_status FaultHostServices::do_file_close(FileHandle f) { VPMM_FAULT_FORWARD(
 vpmm_status FaultHostServices::do_file_remove(const std::string& path) {
   VPMM_FAULT_FORWARD(Op::file_remove, file_remove(path));
 }
-
-#undef VPMM_FAULT_FORWARD
 
 bool live_counts_zero(const HostCounters& c) {
   return c.live_pageable.load() == 0 && c.live_files.load() == 0 && c.live_file_handles.load() == 0;

@@ -21,12 +21,7 @@ constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disa
 }  // namespace
 
 Allocator::Allocator(PoolState& st)
-    : st_(st),
-      m_(st.map()),
-      c_(st.counters()),
-      opt_(st.options()),
-      cap_(st.capacity()),
-      backend_(&st.backend()),
+    : StateRefs(st),
       small_(new SmallAllocator(*this, st.options().small_size)),
       defrag_(st, *small_),
       views_(st, *small_) {}

@@ -54,7 +54,7 @@ class SlabWatcher {
   ~SlabWatcher() = default;
 };
 
-class Allocator final : private SlabSource, private HandleListener, private PlacementOps {
+class Allocator final : private StateRefs, private SlabSource, private HandleListener, private PlacementOps {
  public:
   explicit Allocator(PoolState& st);
   ~Allocator();
@@ -159,12 +159,6 @@ class Allocator final : private SlabSource, private HandleListener, private Plac
     if (policy_) policy_->freed(PageFree{++seq_, va, r.size, r.id, s, r.kind, view}, *this);
   }
 
-  PoolState& st_;
-  RegionMap& m_;
-  PoolCounters& c_;
-  const PoolOptions& opt_;
-  Capacity& cap_;
-  Backend* backend_;
   std::unique_ptr<SmallAllocator> small_;
   Defrag defrag_;
   ViewAllocator views_;

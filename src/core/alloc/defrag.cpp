@@ -50,12 +50,7 @@ struct Transit {
 };
 
 Defrag::Defrag(PoolState& st, const SmallAllocator& small)
-    : st_(st),
-      m_(st.map()),
-      c_(st.counters()),
-      opt_(st.options()),
-      cap_(st.capacity()),
-      backend_(&st.backend()),
+    : StateRefs(st),
       small_(small) {}
 
 // ---------------------------------------------------------------------------

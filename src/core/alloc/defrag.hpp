@@ -42,7 +42,7 @@ constexpr size_t kWholeMoveExtraHandles = 8;
 
 struct Transit;
 
-class Defrag {
+class Defrag : private StateRefs {
  public:
   Defrag(PoolState& st, const SmallAllocator& small);
 
@@ -86,12 +86,6 @@ class Defrag {
   RegionIt commit(Transit* t);
   void abandon(Transit* t);
 
-  PoolState& st_;
-  RegionMap& m_;
-  PoolCounters& c_;
-  const PoolOptions& opt_;
-  Capacity& cap_;
-  Backend* backend_;
   const SmallAllocator& small_;
 };
 

@@ -54,12 +54,7 @@ struct ViewTransit {
 };
 
 ViewAllocator::ViewAllocator(PoolState& st, const SmallAllocator& small)
-    : st_(st),
-      m_(st.map()),
-      c_(st.counters()),
-      opt_(st.options()),
-      cap_(st.capacity()),
-      backend_(&st.backend()),
+    : StateRefs(st),
       small_(small) {}
 
 uint64_t ViewAllocator::slot_offset(const std::vector<ViewSlot>& slots, size_t i) {

@@ -33,7 +33,7 @@ namespace vpmm {
 
 struct ViewTransit;
 
-class ViewAllocator {
+class ViewAllocator : private StateRefs {
  public:
   ViewAllocator(PoolState& st, const SmallAllocator& small);
 
@@ -77,12 +77,6 @@ class ViewAllocator {
   void evict_idle();
   void unmap_view(uint64_t va);  // unmaps every slot and gives the VA back
 
-  PoolState& st_;
-  RegionMap& m_;
-  PoolCounters& c_;
-  const PoolOptions& opt_;
-  Capacity& cap_;
-  Backend* backend_;
   const SmallAllocator& small_;
   ViewTable views_;
   // Handles released while a view mapping them was busy: (view, handle),

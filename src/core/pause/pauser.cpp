@@ -19,13 +19,8 @@
 namespace vpmm {
 
 Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu)
-    : st_(st),
-      m_(st.map()),
-      c_(st.counters()),
-      opt_(st.options()),
-      cap_(st.capacity()),
+    : StateRefs(st),
       tags_(st.tags()),
-      backend_(&st.backend()),
       alloc_(alloc),
       sharer_(sharer),
       mu_(mu),

@@ -36,7 +36,7 @@
 
 namespace vpmm {
 
-class Pauser final : private HandleOps, private BackupReleaser {
+class Pauser final : private StateRefs, private HandleOps, private BackupReleaser {
  public:
   Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu);
   Pauser(const Pauser&) = delete;
@@ -98,13 +98,7 @@ class Pauser final : private HandleOps, private BackupReleaser {
   // slab the frees of its blocks on other streams.
   vpmm_status last_uses(const Region& r, std::vector<Stream>* recorded, std::vector<EventRef>* out);
 
-  PoolState& st_;
-  RegionMap& m_;
-  PoolCounters& c_;
-  const PoolOptions& opt_;
-  Capacity& cap_;
   TagTable& tags_;
-  Backend* backend_;
   Allocator& alloc_;
   Sharer& sharer_;
   std::mutex& mu_;

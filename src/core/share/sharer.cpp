@@ -46,7 +46,7 @@ void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
 }  // namespace
 
 Sharer::Sharer(PoolState& st, Allocator& alloc, std::mutex& mu)
-    : st_(st), m_(st.map()), tags_(st.tags()), backend_(&st.backend()), alloc_(alloc), mu_(mu) {}
+    : StateRefs(st), tags_(st.tags()), alloc_(alloc), mu_(mu) {}
 
 vpmm_status Sharer::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
                                 const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {

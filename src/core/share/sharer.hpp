@@ -36,7 +36,7 @@
 
 namespace vpmm {
 
-class Sharer final : private SlabWatcher {
+class Sharer final : private StateRefs, private SlabWatcher {
  public:
   Sharer(PoolState& st, Allocator& alloc, std::mutex& mu);
   Sharer(const Sharer&) = delete;
@@ -70,10 +70,7 @@ class Sharer final : private SlabWatcher {
     if (ipc_.exporting()) ipc_.on_slab_gone(va);
   }
 
-  PoolState& st_;
-  RegionMap& m_;
   TagTable& tags_;
-  Backend* backend_;
   Allocator& alloc_;
   std::mutex& mu_;
   IpcTables ipc_;

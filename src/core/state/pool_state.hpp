@@ -171,4 +171,23 @@ class PoolState {
   BackupReleaser* backup_releaser_ = nullptr;
 };
 
+// The shared state as a collaborator holds it: references to the parts it
+// reads and changes, made once from the PoolState (the allocator and its
+// parts, the sharer and the pauser inherit it privately).
+struct StateRefs {
+  explicit StateRefs(PoolState& st)
+      : st_(st),
+        m_(st.map()),
+        c_(st.counters()),
+        opt_(st.options()),
+        cap_(st.capacity()),
+        backend_(&st.backend()) {}
+  PoolState& st_;
+  RegionMap& m_;
+  PoolCounters& c_;
+  const PoolOptions& opt_;
+  Capacity& cap_;
+  Backend* backend_;
+};
+
 }  // namespace vpmm
