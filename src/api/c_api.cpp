@@ -150,7 +150,7 @@ vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_s
   VPMM_CHECK_NONNULL(call, out);
   if (size == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: size 0 is not allowed", call);
   return guarded(call, [&]() -> vpmm_status {
-    if (vpmm::backup_store_wants_dir(flags) && tag && *tag) {
+    if (tag && *tag && vpmm::backup_store_wants_dir(flags)) {
       // The directory goes into the flags' top bits (core/pause/stores/store_table.hpp).
       uint32_t dir = 0;
       vpmm_status st = pool->pool->backup_dir_id(call, backup_dir, &dir);

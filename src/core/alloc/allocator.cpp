@@ -15,6 +15,9 @@
 
 namespace vpmm {
 
+// The page level's steps, inlined into the malloc path (see alloc_pages).
+#define VPMM_HOT_INLINE __attribute__((always_inline))
+
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
 constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
@@ -119,9 +122,9 @@ uint64_t Allocator::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const 
 // The page level
 // ---------------------------------------------------------------------------
 
-vpmm_status Allocator::default_phases(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                                      LockWindow* window, RegionIt* out, size_t* ops, bool* remapped,
-                                      uint64_t* view_va) {
+inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
+                                                            const Attrs& a, LockWindow* window, RegionIt* out,
+                                                            size_t* ops, bool* remapped, uint64_t* view_va) {
   // Slab pages (no window) are taken with the mutex held, while every other
   // thread's malloc and free waits: their Phase 0 leaves the zombies to the
   // next page-level malloc, whose Phase 0 unmaps them outside the mutex. A
@@ -170,7 +173,9 @@ vpmm_status Allocator::default_phases(uint64_t bytes, Stream s, Kind kind, uint6
   return VPMM_OK;
 }
 
-void Allocator::carve(RegionIt* rp, uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a) {
+inline VPMM_HOT_INLINE void Allocator::finish_pages(RegionIt* rp, uint64_t bytes, Stream s, Kind kind,
+                                                   uint64_t requested, const Attrs& a, LockWindow* window,
+                                                   bool remapped, size_t ops) {
   RegionIt r = *rp;
   if (a.tag != 0) {
     // Start on the handle run that fits exactly; the head stays free.
@@ -193,40 +198,6 @@ void Allocator::carve(RegionIt* rp, uint64_t bytes, Stream s, Kind kind, uint64_
   if (r->second.stream == s) live.seq = r->second.seq;
   m_.retag(r, live);
   note_peaks();
-  *rp = r;
-}
-
-vpmm_status Allocator::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                                   LockWindow* window, RegionIt* out, size_t* handle_ops, uint64_t* view_va) {
-  PageRequest req;
-  RegionIt r;
-  size_t ops = 0;
-  bool remapped = false;
-  vpmm_status st = PlacementPolicy::kDecline;
-  if (policy_) {
-    req.seq = ++seq_;
-    req.bytes = bytes;
-    req.requested = requested;
-    req.stream = s;
-    req.kind = kind;
-    req.attrs = a;
-    window_ = window;
-    st = policy_->place(req, *this, &r);
-    window_ = nullptr;
-    if (st == VPMM_OK) st = check_placed(req, r);
-    if (st != VPMM_OK && st != PlacementPolicy::kDecline) return st;
-  }
-  if (st == PlacementPolicy::kDecline) {
-    st = default_phases(bytes, s, kind, requested, a, window, &r, &ops, &remapped, view_va);
-    if (st != VPMM_OK) return st;
-    if (r == m_.end()) {  // a view served it
-      if (handle_ops) *handle_ops += ops;
-      *out = r;
-      if (policy_) policy_->placed(req, *view_va, views_.table().find(*view_va)->live.id);
-      return VPMM_OK;
-    }
-  }
-  carve(&r, bytes, s, kind, requested, a);
   // Same-stream harvests often have completed events already: unmap their old
   // VAs now so the layout after the call is final ([*X] rather than [~X]).
   // With a window, the malloc does it once the allocation is complete:
@@ -234,9 +205,53 @@ vpmm_status Allocator::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t
   // Without a window at most as many handles as this call moved, for the
   // reason above (the mutex is held).
   if (remapped && !window) defrag_.reap_zombies(nullptr, ops);
+  *rp = r;
+}
+
+// The default phases' path is every page-level malloc's: no policy object,
+// no request record, and the phases and the carve inlined (as one function
+// they were before the placement seam existed; split, each cost a call of
+// ten arguments on the hot path).
+inline VPMM_HOT_INLINE vpmm_status Allocator::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
+                                                         const Attrs& a, LockWindow* window, RegionIt* out,
+                                                         size_t* handle_ops, uint64_t* view_va) {
+  if (policy_) return alloc_with_policy(bytes, s, kind, requested, a, window, out, handle_ops, view_va);
+  RegionIt r;
+  size_t ops = 0;
+  bool remapped = false;
+  vpmm_status st = default_phases(bytes, s, kind, requested, a, window, &r, &ops, &remapped, view_va);
+  if (st != VPMM_OK) return st;
+  if (r != m_.end()) finish_pages(&r, bytes, s, kind, requested, a, window, remapped, ops);  // else a view served it
   if (handle_ops) *handle_ops += ops;
   *out = r;
-  if (policy_) policy_->placed(req, r->first, r->second.id);
+  return VPMM_OK;
+}
+
+// A policy first; what it declines, the default phases.
+vpmm_status Allocator::alloc_with_policy(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
+                                         LockWindow* window, RegionIt* out, size_t* handle_ops, uint64_t* view_va) {
+  PageRequest req;
+  req.seq = ++seq_;
+  req.bytes = bytes;
+  req.requested = requested;
+  req.stream = s;
+  req.kind = kind;
+  req.attrs = a;
+  RegionIt r;
+  size_t ops = 0;
+  bool remapped = false;
+  window_ = window;
+  vpmm_status st = policy_->place(req, *this, &r);
+  window_ = nullptr;
+  if (st == VPMM_OK) st = check_placed(req, r);
+  if (st == PlacementPolicy::kDecline)
+    st = default_phases(bytes, s, kind, requested, a, window, &r, &ops, &remapped, view_va);
+  if (st != VPMM_OK) return st;
+  if (r != m_.end()) finish_pages(&r, bytes, s, kind, requested, a, window, remapped, ops);
+  if (handle_ops) *handle_ops += ops;
+  *out = r;
+  policy_->placed(req, r != m_.end() ? r->first : *view_va,
+                  r != m_.end() ? r->second.id : views_.table().find(*view_va)->live.id);
   return VPMM_OK;
 }
 
@@ -280,9 +295,7 @@ void Allocator::return_slab_pages(uint64_t va, Stream s, bool paused) {
   if (paused) {
     st_.drop_paused(r);
   } else {
-    const Region before = r->second;
-    free_pages(r, s);
-    tell_freed(va, before, s, false);
+    free_and_tell(r, va, s);
   }
 }
 
@@ -414,9 +427,7 @@ vpmm_status Allocator::free(uint64_t va, Stream s) {
     ++c_.n_free;
     if (it->second.kind == Kind::Live) {
       cap_.uncharge(it->second.charge, it->second.res);
-      const Region before = it->second;
-      free_pages(it, s);
-      tell_freed(va, before, s, false);
+      free_and_tell(it, va, s);
     } else {
       st_.drop_paused(it);  // freeing a paused allocation returns its VA and drops its backup (none held)
     }
@@ -429,9 +440,9 @@ vpmm_status Allocator::free(uint64_t va, Stream s) {
       --c_.n_live;
       ++c_.n_free;
       cap_.uncharge(v->live.charge, v->live.res);
-      const Region before = v->live;
+      const PageFree f{0, va, v->live.size, v->live.id, s, v->live.kind, true};
       views_.free(*v, s);
-      tell_freed(va, before, s, true);
+      if (policy_) tell_freed(f);
       return VPMM_OK;
     }
   }

@@ -142,8 +142,12 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   vpmm_status default_phases(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
                              LockWindow* window, RegionIt* out, size_t* ops, bool* remapped,
                              uint64_t* view_va);
-  // Carves the allocation from the front of free region r.
-  void carve(RegionIt* r, uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a);
+  vpmm_status alloc_with_policy(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
+                                LockWindow* window, RegionIt* out, size_t* handle_ops, uint64_t* view_va);
+  // Carves the allocation from the front of free region *r, and after a
+  // remap without a window unmaps the harvest's old VAs (at most `ops`).
+  void finish_pages(RegionIt* r, uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
+                    LockWindow* window, bool remapped, size_t ops);
   // The region a policy returned, checked before it is carved.
   vpmm_status check_placed(const PageRequest& req, RegionIt r) const;
   // Returns a live/small region to the free set on stream s.
@@ -154,10 +158,19 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   // exactly `bytes`; UINT64_MAX when there is none.
   uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
-  // Tells the policy of a page-level free (when there is one).
-  void tell_freed(uint64_t va, const Region& r, Stream s, bool view) {
-    if (policy_) policy_->freed(PageFree{++seq_, va, r.size, r.id, s, r.kind, view}, *this);
+  // free_pages, and the policy told of it (when there is one: the free's
+  // hot path copies nothing for it).
+  void free_and_tell(RegionIt it, uint64_t va, Stream s) {
+    if (!policy_) return free_pages(it, s);
+    PageFree f{0, va, it->second.size, it->second.id, s, it->second.kind, false};
+    free_pages(it, s);
+    tell_freed(f);
   }
+  void tell_freed(PageFree f) {
+    f.seq = ++seq_;
+    policy_->freed(f, *this);
+  }
+
 
   std::unique_ptr<SmallAllocator> small_;
   Defrag defrag_;

@@ -2,6 +2,7 @@
 // and files come from the backend, through the stores.
 #include "core/pause/stores/store_table.hpp"
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,13 @@ constexpr size_t kMaxDirBytes = 4095;  // PATH_MAX less the NUL
 #define VPMM_STORE_ENTRY_(name, flag, dir) {#name, flag, dir, make_##name##_store},
 const StoreEntry kBuiltIn[] = {VPMM_BACKUP_STORES(VPMM_STORE_ENTRY_)};
 #undef VPMM_STORE_ENTRY_
+
+// The flag bits of every store, kept up to date by register_backup_store:
+// the C API reads them on every allocation with flags, and a malloc's hot
+// path must not walk the registry.
+#define VPMM_STORE_FLAG_(name, flag, dir) | (flag)
+std::atomic<uint32_t> g_store_flags{0u VPMM_BACKUP_STORES(VPMM_STORE_FLAG_)};
+#undef VPMM_STORE_FLAG_
 
 std::mutex& registry_mu() {
   static std::mutex mu;
@@ -67,14 +75,11 @@ bool register_backup_store(const StoreEntry& e) {
     if (x.flag == e.flag || std::strcmp(x.name, e.name) == 0) return false;
   std::lock_guard<std::mutex> lock(registry_mu());
   registered().push_back(e);
+  g_store_flags.fetch_or(e.flag, std::memory_order_relaxed);
   return true;
 }
 
-uint32_t backup_store_flags() {
-  uint32_t f = 0;
-  for (const StoreEntry& e : entries()) f |= e.flag;
-  return f;
-}
+uint32_t backup_store_flags() { return g_store_flags.load(std::memory_order_relaxed); }
 
 const char* backup_store_name(uint32_t flags) { return entry_for(flags).name; }
 bool backup_store_wants_dir(uint32_t flags) { return (flags & backup_store_flags()) && entry_for(flags).wants_dir; }
