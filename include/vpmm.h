@@ -1262,6 +1262,18 @@ VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_exp
  * active), and those of vpmm_pool_export. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_export_tag(vpmm_pool* pool, const char* tag, vpmm_export** out);
 
+/* Export the live allocations containing ptrs[0..n) (interior pointers
+ * allowed) as one export: one status page, one descriptor and one round
+ * trip for all of them, the handles of each shared once (what a weight sync
+ * of many tensors wants: vpmm.torch.share_many). Entries: one per distinct
+ * allocation, in address order, however many pointers fall in it. Freeing
+ * or pausing any of them ends the export (FREED, PAUSED), as for
+ * vpmm_pool_export. The pointers may name allocations and small blocks of
+ * any tag. Errors: INVALID_ARGUMENT (null pool or out, null ptrs, n 0 or
+ * above 2^24, a NULL pointer in ptrs: the message names its index), and
+ * those of vpmm_pool_export naming the pointer's index. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_export_many(vpmm_pool* pool, const void* const* ptrs, size_t n, vpmm_export** out);
+
 /* Entry `index` of an export, in address order (out->struct_size must be
  * set; at most that many bytes are written; ptr = exporter_ptr).
  * Errors: INVALID_ARGUMENT (null or closed export, null out, bad

@@ -198,10 +198,10 @@ class Pool final : private SlabSource, private HandleOps {
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
   // Sharing memory with other processes (pool_ipc.cpp, docs/ipc.md). An
-  // export fills ch with a descriptor per covering handle and is recorded
-  // until closed; an import maps req's handles and returns the importer's
-  // address of each entry.
-  vpmm_status export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+  // export (of the allocations holding ptrs, or of a tag) fills ch with a
+  // descriptor per covering handle and is recorded until closed; an import
+  // maps req's handles and returns the importer's address of each entry.
+  vpmm_status export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                             const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id);
   vpmm_status close_export(const char* call, uint64_t id);
   vpmm_status import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,

@@ -17,6 +17,7 @@
 // neither free, pause, trim nor count against its limit.
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -62,8 +63,9 @@ void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
 
 }  // namespace
 
-vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
-                                const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
+vpmm_status Pool::export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag,
+                                bool by_tag, const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout,
+                                uint64_t* id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!(backend_->capabilities() & kCapExport))
     return fail(VPMM_ERR_UNSUPPORTED,
@@ -72,23 +74,34 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
                 call);
   std::vector<Wanted> wanted;
   if (!by_tag) {
-    const uint64_t va = reinterpret_cast<uint64_t>(ptr);
-    RegionIt it = m_.find_containing(va);
-    const Kind k = it == m_.end() ? Kind::Hole : it->second.kind;
-    if (k == Kind::Paused)
-      return fail(VPMM_ERR_WRONG_STATE,
-                  "%s: the allocation containing %p is paused: its memory is released (resume it, then "
-                  "export it)",
-                  call, ptr);
-    uint64_t base = 0, size = 0;
-    if (k == Kind::Live && va < it->first + it->second.requested) {
-      base = it->first;
-      size = it->second.requested;
-    } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
-      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not inside a live allocation of this pool",
-                  call, ptr);
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      const void* ptr = ptrs[i];
+      // "pointer 3 (0x...)" where a call names several.
+      char which[48] = "";
+      if (ptrs.size() > 1) std::snprintf(which, sizeof which, "pointer %zu: ", i);
+      const uint64_t va = reinterpret_cast<uint64_t>(ptr);
+      RegionIt it = m_.find_containing(va);
+      const Kind k = it == m_.end() ? Kind::Hole : it->second.kind;
+      if (k == Kind::Paused)
+        return fail(VPMM_ERR_WRONG_STATE,
+                    "%s: %sthe allocation containing %p is paused: its memory is released (resume it, then "
+                    "export it)",
+                    call, which, ptr);
+      uint64_t base = 0, size = 0;
+      if (k == Kind::Live && va < it->first + it->second.requested) {
+        base = it->first;
+        size = it->second.requested;
+      } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
+        return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: %spointer %p is not inside a live allocation of this pool",
+                    call, which, ptr);
+      }
+      wanted.push_back({base, size, false});
     }
-    wanted.push_back({base, size, false});
+    // One entry per allocation, in address order, however many pointers name it.
+    std::sort(wanted.begin(), wanted.end(), [](const Wanted& a, const Wanted& b) { return a.ptr < b.ptr; });
+    wanted.erase(std::unique(wanted.begin(), wanted.end(),
+                             [](const Wanted& a, const Wanted& b) { return a.ptr == b.ptr; }),
+                 wanted.end());
   } else {
     uint32_t want = 0;
     vpmm_status st = tags_.find_used(call, tag, &want);

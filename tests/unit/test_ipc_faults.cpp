@@ -71,7 +71,7 @@ void scenario(int fail_kind, uint64_t nth, bool on_import) {
   vpmm::ExportLayout layout;
   uint64_t id = 0;
   if (!on_import) ex.ctl->arm(FaultPlan{nth, fail_kind, VPMM_ERR_BACKEND});
-  vpmm_status st = ex.pool->export_memory("test", nullptr, "w", true, channel, &layout, &id);
+  vpmm_status st = ex.pool->export_memory("test", {}, "w", true, channel, &layout, &id);
   ex.ctl->disarm();
   if (!on_import) {
     CHECK_EQ(st, nth <= 3 ? VPMM_ERR_BACKEND : VPMM_OK);
