@@ -5,6 +5,8 @@
 // status is the injected one, both pools pass their check, and once they are
 // destroyed every live-object counter of both backends is zero and the
 // process holds no memfd or mapping of a handle or status page.
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/exported_fds.hpp"
 #include "backend/fault/fault_backend.hpp"
 #include "backend/registry.hpp"
 #include "check.hpp"
@@ -133,6 +136,41 @@ TEST("a failed import leaves nothing mapped, reserved or open on either side") {
     for (uint64_t nth = 1; nth <= 4; ++nth) scenario(static_cast<int>(kind), nth, true);
   vt::Held h = vt::held(getpid(), "vpmm-");
   CHECK_MSG(h.none(), "%d memfds, %d mappings left", h.fds, h.maps);
+}
+
+// What a GPU backend keeps of its exports (backend/exported_fds.hpp): the
+// driver's descriptor of a handle, once; every export a duplicate of it (the
+// same file), the caller's to close; closed at the handle's release.
+TEST("a GPU backend exports a handle once: later exports duplicate it, its release closes it") {
+  const int before = vt::held(getpid(), "vpmm-handle").fds;
+  {
+    vpmm::ExportedFds kept;
+    int out = -1;
+    vpmm_status st = VPMM_ERR_INTERNAL;
+    CHECK(!kept.dup_kept(7, &out, &st, "test"));  // nothing kept yet: the driver exports
+    int driver = memfd_create("vpmm-handle", MFD_CLOEXEC);
+    CHECK_OK(kept.keep(7, driver, &out, "test"));
+    CHECK(out >= 0 && out != driver);
+    int again = -1;
+    CHECK(kept.dup_kept(7, &again, &st, "test"));
+    CHECK_OK(st);
+    struct stat a, b;
+    CHECK(fstat(out, &a) == 0 && fstat(again, &b) == 0 && a.st_ino == b.st_ino);  // the same file
+    // A second export that raced the first: its descriptor is closed, the kept one stays.
+    int racer = memfd_create("vpmm-handle", MFD_CLOEXEC), third = -1;
+    CHECK_OK(kept.keep(7, racer, &third, "test"));
+    CHECK(fstat(third, &b) == 0 && a.st_ino == b.st_ino);
+    close(out);
+    close(again);
+    close(third);
+    CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before + 1);  // the kept one
+    kept.forget(7);  // released
+    CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before);
+    CHECK(!kept.dup_kept(7, &out, &st, "test"));
+    CHECK_OK(kept.keep(8, memfd_create("vpmm-handle", MFD_CLOEXEC), &out, "test"));
+    close(out);
+  }
+  CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before);  // the destructor closed handle 8's
 }
 
 }  // namespace
