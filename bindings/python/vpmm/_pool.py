@@ -6,7 +6,7 @@ import ctypes
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _library as L
 from .errors import InvalidArgument, OutOfMemory
@@ -506,6 +506,13 @@ class Pool:
         VPMM_EXPORTABLE=1). Returns a :class:`vpmm.ipc.Export`."""
         from . import ipc
         return ipc._export(self, ptr, None, False)
+
+    def export_many(self, ptrs: Sequence[int]) -> Any:
+        """Export the live allocations containing each of `ptrs` as one
+        :class:`vpmm.ipc.Export` (vpmm_pool_export_many): one descriptor and
+        one round trip for all of them, an entry per allocation."""
+        from . import ipc
+        return ipc._export_many(self, ptrs)
 
     def export_tag(self, tag: Optional[str]) -> Any:
         """Export every active allocation with `tag` as one

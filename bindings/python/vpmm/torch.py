@@ -17,9 +17,11 @@ restore the physical memory of a tag while every tensor keeps its address,
 so CUDA graphs captured over those tensors replay after a resume.
 
 Sharing with other processes (docs/ipc.md): :func:`share` makes a tensor
-in libvpmm memory openable in another process (:func:`open`, no copy), and
-:func:`install_reductions` routes such tensors through torch.multiprocessing
-queues; the default pools must be exportable (VPMM_EXPORTABLE=1).
+in libvpmm memory openable in another process (:func:`open`, no copy),
+:func:`share_many` / :func:`open_many` do it for many tensors in one export,
+and :func:`install_reductions` routes such tensors (and state dicts, as one
+export) through torch.multiprocessing queues; the default pools must be
+exportable (VPMM_EXPORTABLE=1).
 
 Thread rule: the tag reaches libvpmm through the calling thread's
 vpmm_region_push scope, and ``torch.cuda.use_mem_pool`` routes the calling
@@ -46,16 +48,16 @@ except ImportError as _e:  # the binding itself needs no framework
 
 from . import _library
 from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
-from ._torch_ipc import (SharedTensor, close, current, install_reductions, open, opened, owns,
-                         release_shared, share)
+from ._torch_ipc import (SharedTensor, SharedTensors, close, current, install_reductions, open, open_many,
+                         opened, owns, release_shared, share, share_many)
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
            "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
            "prepare_backups", "prepare_backups_in_background", "pinning_ahead",
            # sharing tensors with other processes (docs/ipc.md)
-           "SharedTensor", "share", "open", "opened", "close", "current", "release_shared",
-           "install_reductions", "owns"]
+           "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
+           "current", "release_shared", "install_reductions", "owns"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
