@@ -10,7 +10,8 @@
 //     import), and against sharing anew every update (export, send, import,
 //     copy, close: 20 updates);
 //  4. exports: what a send of 128 handles costs, by driver call and through
-//     the pool (vpmm_pool_export_many), first, again, after a pause/resume.
+//     the pool (vpmm_pool_export_many), first, again, after a pause/resume,
+//     and after a pause/resume with the exports prepared ahead.
 // `bench_ipc handles|pools|sync|exports` runs one part. Prints "IPC key value" lines (collected by scripts/gpu-ipc.sh); medians.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -339,6 +340,16 @@ void exports() {
   CK(vpmm_pool_pause(pool, "weights"));
   CK(vpmm_pool_resume(pool, "weights"));
   one("after_resume");
+  // After a resume again, the exports prepared ahead (what a trainer does on
+  // a thread of its own while it trains): the send then duplicates.
+  CK(vpmm_pool_pause(pool, "weights"));
+  CK(vpmm_pool_resume(pool, "weights"));
+  uint64_t prepared = 0;
+  double p0 = now_us();
+  CK(vpmm_pool_prepare_export(pool, "weights", &prepared));
+  std::printf("IPC pool_prepare_export_%d_ms %.2f (%llu handles)\n", kN, (now_us() - p0) / 1000,
+              static_cast<unsigned long long>(prepared));
+  one("prepared");
   ch.quit();
   for (const void* p : ptrs) CK(vpmm_pool_free(pool, const_cast<void*>(p), nullptr));
   CK(vpmm_pool_destroy(pool));

@@ -180,6 +180,15 @@ VPMM_API vpmm_status vpmm_pool_export_many(vpmm_pool* pool, const void* const* p
   return export_with(call, pool, ptrs, n, nullptr, false, out);
 }
 
+VPMM_API vpmm_status vpmm_pool_prepare_export(vpmm_pool* pool, const char* tag, uint64_t* n_handles) {
+  const char* call = "vpmm_pool_prepare_export";
+  VPMM_CHECK_POOL(call, pool);
+  if (tag && strnlen(tag, VPMM_TAG_MAX_BYTES + 1) > VPMM_TAG_MAX_BYTES)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.20s...\" is longer than %d bytes", call, tag,
+                      VPMM_TAG_MAX_BYTES);
+  return guarded(call, [&] { return pool->pool->prepare_export(call, tag, n_handles); });
+}
+
 VPMM_API vpmm_status vpmm_export_entry(const vpmm_export* ex, size_t index, vpmm_ipc_entry* out) {
   const char* call = "vpmm_export_entry";
   vpmm_status st = check_export(call, ex);

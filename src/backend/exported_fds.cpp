@@ -14,6 +14,7 @@ namespace vpmm {
 namespace {
 
 vpmm_status dup_of(int fd, int* out, const char* who) {
+  if (out == nullptr) return VPMM_OK;  // prepared ahead: nothing to hand out
   int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (d < 0) {
     int err = errno;
@@ -38,15 +39,38 @@ bool ExportedFds::dup_kept(PhysHandle h, int* out, vpmm_status* st, const char* 
   return true;
 }
 
-vpmm_status ExportedFds::keep(PhysHandle h, int fd, int* out, const char* who) {
+uint64_t ExportedFds::begin(PhysHandle h) {
   std::lock_guard<std::mutex> lk(mu_);
+  Flight& f = flights_[h];
+  ++f.count;
+  return f.generation;
+}
+
+vpmm_status ExportedFds::finish(PhysHandle h, uint64_t started, int fd, int* out, const char* who) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto f = flights_.find(h);
+  const bool released = f == flights_.end() || f->second.generation != started;
+  if (f != flights_.end() && --f->second.count == 0) flights_.erase(f);
+  if (released) {
+    close(fd);
+    return fail(VPMM_ERR_WRONG_STATE, "%s: handle 0x%llx was released while it was exported", who,
+                static_cast<unsigned long long>(h));
+  }
   auto ins = fds_.emplace(h, fd);
   if (!ins.second) close(fd);
   return dup_of(ins.first->second, out, who);
 }
 
+void ExportedFds::abandon(PhysHandle h) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto f = flights_.find(h);
+  if (f != flights_.end() && --f->second.count == 0) flights_.erase(f);
+}
+
 void ExportedFds::forget(PhysHandle h) {
   std::lock_guard<std::mutex> lk(mu_);
+  auto f = flights_.find(h);
+  if (f != flights_.end()) ++f->second.generation;
   auto it = fds_.find(h);
   if (it == fds_.end()) return;
   close(it->second);

@@ -539,6 +539,57 @@ TEST("one export of many allocations: one descriptor, an entry per allocation, e
   CHECK(held_self().none());
 }
 
+TEST("prepare_export: every handle of a tag's active allocations, racing pauses; then exports as before") {
+  vpmm_pool* pool = vt::ipc_host_pool(true);
+  void* a = malloc_tagged(pool, kBytes, "w");
+  void* b = malloc_tagged(pool, 2 * kIpcPage, "w");
+  void* c = malloc_tagged(pool, kIpcPage, "x");
+  uint64_t n = 0;
+  CHECK_OK(vpmm_pool_prepare_export(pool, "w", &n));
+  CHECK_EQ(n, 2u);  // one handle per tagged allocation
+  CHECK_OK(vpmm_pool_prepare_export(pool, nullptr, &n));
+  CHECK_EQ(n, 3u);
+  CHECK_OK(vpmm_pool_prepare_export(pool, "w", nullptr));
+  CHECK_EQ(ipc_stats(pool).exports, 0u);  // prepared is not exported
+  // Prepared while another thread pauses and resumes the tag.
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    while (!stop) {
+      vpmm_pool_pause(pool, "w");
+      vpmm_pool_resume(pool, "w");
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    vpmm_status st = vpmm_pool_prepare_export(pool, "w", &n);
+    CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE);  // WRONG_STATE: all paused at that moment
+  }
+  stop = true;
+  t.join();
+  CHECK_OK(vpmm_pool_check(pool));
+  const void* both[] = {a, b};
+  vpmm_export* ex = nullptr;
+  CHECK_OK(vpmm_pool_export_many(pool, both, 2, &ex));
+  Child ch = vt::spawn_child();
+  int64_t i = -1;
+  fill(a, kBytes, kSeedA);
+  CHECK_EQ(child_import(ch, ex, 'I', &i), VPMM_OK);
+  CHECK(child_reads(ch, i, kSeedA));
+  CHECK_EQ(ch.quit(), 0);
+  CHECK_OK(vpmm_export_close(pool, ex));
+  // Misuse.
+  CHECK_EQ(vpmm_pool_prepare_export(pool, "never", &n), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_OK(vpmm_pool_pause(pool, "x"));
+  CHECK_EQ(vpmm_pool_prepare_export(pool, "x", &n), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vpmm_pool_prepare_export(nullptr, "w", &n), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_pool* plain = vt::ipc_host_pool(false);
+  malloc_tagged(plain, kIpcPage, "w");
+  CHECK_EQ(vpmm_pool_prepare_export(plain, "w", &n), VPMM_ERR_UNSUPPORTED);
+  CHECK_OK(vpmm_pool_destroy(plain));
+  (void)c;
+  CHECK_OK(vpmm_pool_destroy(pool));
+  CHECK(held_self().none());
+}
+
 TEST("shared pages: an allocation sharing its handles exports them whole, the entry gives its bytes") {
   // large_rounding 512: untagged allocations share pages with neighbours.
   vpmm_pool* pool = vt::ipc_host_pool(true, 0, 512);

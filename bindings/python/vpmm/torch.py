@@ -57,7 +57,8 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
            "prepare_backups", "prepare_backups_in_background", "pinning_ahead",
            # sharing tensors with other processes (docs/ipc.md)
            "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
-           "current", "release_shared", "install_reductions", "owns"]
+           "current", "release_shared", "install_reductions", "owns", "prepare_share",
+           "prepare_share_in_background"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
@@ -305,6 +306,31 @@ def prepare_backups_in_background(tag: Optional[str] = None, device: Any = None)
     def report(f: "Future[int]") -> None:
         if f.exception() is not None:
             warnings.warn(f"vpmm.torch: pinning backups of tag {tag!r} ahead failed: {f.exception()}",
+                          RuntimeWarning, stacklevel=1)
+
+    fut.add_done_callback(report)
+    return fut
+
+
+def prepare_share(tag: Optional[str] = None, device: Any = None) -> int:
+    """Do now what sharing `tag`'s tensors would pay the driver for
+    (vpmm_pool_prepare_export: each handle exported once, its descriptor kept
+    until it is released), so that the next :func:`share_many` (or a state
+    dict through a queue) of them costs a descriptor duplicate per handle.
+    Returns the handles prepared."""
+    return default_pool(device).prepare_export(tag)
+
+
+def prepare_share_in_background(tag: Optional[str] = None, device: Any = None) -> "Future[int]":
+    """:func:`prepare_share` on a daemon thread: call it after a resume and
+    train meanwhile; the weight sync that follows then finds its handles
+    exported. A failure is reported as a warning (the send then exports what
+    is left itself)."""
+    fut = default_pool(device).prepare_export_in_background(tag)
+
+    def report(f: "Future[int]") -> None:
+        if f.exception() is not None:
+            warnings.warn(f"vpmm.torch: preparing the exports of tag {tag!r} failed: {f.exception()}",
                           RuntimeWarning, stacklevel=1)
 
     fut.add_done_callback(report)

@@ -293,16 +293,22 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
     // The driver's export once per handle; later ones duplicate it.
     vpmm_status kept = VPMM_OK;
     if (exported_.dup_kept(h, fd, &kept, "cuda export_handle")) return kept;
+    const uint64_t started = exported_.begin(h);
     Scope sc = scope();
-    if (vpmm_status st = sc.enter("cuMemExportToShareableHandle")) return st;
+    if (vpmm_status st = sc.enter("cuMemExportToShareableHandle")) {
+      exported_.abandon(h);
+      return st;
+    }
     int f = -1;
     CUresult r = d_->MemExportToShareableHandle(&f, static_cast<CUmemGenericAllocationHandle>(h),
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+      exported_.abandon(h);
       return fail_call<Cu>(status_of(r, Blame::caller), r,
                            "cuMemExportToShareableHandle(handle=0x%llx, size=%llu, POSIX_FILE_DESCRIPTOR)",
                            ull(h), ull(size));
-    return exported_.keep(h, f, fd, "cuda export_handle");
+    }
+    return exported_.finish(h, started, f, fd, "cuda export_handle");
   }
 
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {

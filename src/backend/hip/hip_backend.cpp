@@ -630,15 +630,21 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
     // The runtime's export once per handle; later ones duplicate it.
     vpmm_status kept = VPMM_OK;
     if (exported_.dup_kept(h, fd, &kept, "hip export_handle")) return kept;
+    const uint64_t started = exported_.begin(h);
     Scope sc = scope();
-    if (vpmm_status st = sc.enter("hipMemExportToShareableHandle")) return st;
+    if (vpmm_status st = sc.enter("hipMemExportToShareableHandle")) {
+      exported_.abandon(h);
+      return st;
+    }
     int f = -1;
     hipError_t e = r_->MemExportToShareableHandle(&f, to_handle(h), hipMemHandleTypePosixFileDescriptor, 0);
-    if (e != hipSuccess)
+    if (e != hipSuccess) {
+      exported_.abandon(h);
       return fail_call<Hip>(status_of(e, Blame::caller), e,
                             "hipMemExportToShareableHandle(handle=0x%llx, size=%llu, PosixFileDescriptor)",
                             ull(h), ull(size));
-    return exported_.keep(h, f, fd, "hip export_handle");
+    }
+    return exported_.finish(h, started, f, fd, "hip export_handle");
   }
 
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {
