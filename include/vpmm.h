@@ -1262,6 +1262,36 @@ VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_exp
  * active), and those of vpmm_pool_export. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_export_tag(vpmm_pool* pool, const char* tag, vpmm_export** out);
 
+/* Export the live allocations containing ptrs[0..n) (interior pointers
+ * allowed) as one export: one status page, one descriptor and one round
+ * trip for all of them, the handles of each shared once (what a weight sync
+ * of many tensors wants: vpmm.torch.share_many). Entries: one per distinct
+ * allocation, in address order, however many pointers fall in it. Freeing
+ * or pausing any of them ends the export (FREED, PAUSED), as for
+ * vpmm_pool_export. The pointers may name allocations and small blocks of
+ * any tag. Errors: INVALID_ARGUMENT (null pool or out, null ptrs, n 0 or
+ * above 2^24, a NULL pointer in ptrs: the message names its index), and
+ * those of vpmm_pool_export naming the pointer's index. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_export_many(vpmm_pool* pool, const void* const* ptrs, size_t n, vpmm_export** out);
+
+/* Do now, for every physical handle of tag's active allocations (NULL:
+ * every tagged one), what exporting it would pay the driver for, so that a
+ * later vpmm_pool_export / _export_many / _export_tag of them costs a
+ * descriptor duplicate per handle: CUDA and HIP export each handle once
+ * (cuMemExportToShareableHandle, hundreds of microseconds a handle) and keep
+ * the descriptor until the handle is released; the host backend has nothing
+ * to prepare. A trainer calls it after a resume, on a thread of its own
+ * while it trains, so that the weight sync that follows does not wait for
+ * the driver: the driver calls run without the pool's lock (mallocs, frees
+ * and pauses on other threads go on; a handle paused meanwhile is skipped).
+ * Prepared descriptors are no export: nothing is shared until one is made.
+ * *n_handles (may be NULL): the handles prepared. Errors: INVALID_ARGUMENT
+ * (null pool, a tag never used, too long), WRONG_STATE (nothing with the tag
+ * is active), UNSUPPORTED (the pool is not exportable), OUT_OF_MEMORY (file
+ * descriptors), BACKEND (the first driver failure; the other handles are
+ * still prepared). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_prepare_export(vpmm_pool* pool, const char* tag, uint64_t* n_handles);
+
 /* Entry `index` of an export, in address order (out->struct_size must be
  * set; at most that many bytes are written; ptr = exporter_ptr).
  * Errors: INVALID_ARGUMENT (null or closed export, null out, bad

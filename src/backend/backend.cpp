@@ -319,7 +319,6 @@ vpmm_status Backend::device_id(uint8_t out[16]) {
 
 vpmm_status Backend::export_handle(PhysHandle h, uint64_t size, int* fd) {
   count(Op::export_handle);
-  if (fd == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s export_handle: fd is NULL", name());
   if (!(capabilities() & kCapExport))
     return fail(VPMM_ERR_UNSUPPORTED,
                 "%s export_handle: this backend's handles are not exportable (a pool made with "

@@ -190,6 +190,10 @@ class Backend {
   // backend while it was exportable: kCapExport), owned by the caller. It
   // refers to the physical memory, not to a mapping: the memory lives while
   // the descriptor, any handle imported from it or any mapping exists.
+  // With fd NULL, an export prepared ahead: the backend does what a later
+  // export of h would pay for now (the driver's export, kept until h is
+  // released) and hands nothing out. May run while another thread releases
+  // h: the export then fails, or keeps nothing (WRONG_STATE).
   vpmm_status export_handle(PhysHandle h, uint64_t size, int* fd);
   // A handle of this backend for the `size` bytes of physical memory behind
   // fd (an export, usually of another process). fd stays the caller's. The

@@ -39,6 +39,14 @@ struct IpcEntry {
   uint64_t offset = 0;
 };
 
+// An allocation (or a tag export's small-object slab, shared whole) an
+// export covers, before its handles are known.
+struct IpcRange {
+  uint64_t ptr = 0;
+  uint64_t size = 0;
+  bool slab = false;
+};
+
 // What an export shares, in the exporter's terms; the descriptor is this plus
 // the channel's identity and descriptors. Handles are in address order, so
 // consecutive ones with adjacent addresses form one span an importer maps

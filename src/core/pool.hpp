@@ -198,12 +198,16 @@ class Pool final : private SlabSource, private HandleOps {
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
   // Sharing memory with other processes (pool_ipc.cpp, docs/ipc.md). An
-  // export fills ch with a descriptor per covering handle and is recorded
-  // until closed; an import maps req's handles and returns the importer's
-  // address of each entry.
-  vpmm_status export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+  // export (of the allocations holding ptrs, or of a tag) fills ch with a
+  // descriptor per covering handle and is recorded until closed; an import
+  // maps req's handles and returns the importer's address of each entry.
+  vpmm_status export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                             const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id);
   vpmm_status close_export(const char* call, uint64_t id);
+  // Does now, for every handle of tag's active allocations, what an export
+  // of it would pay the driver for (vpmm_pool_prepare_export); the driver
+  // calls run without the pool's mutex. *n_handles: the handles prepared.
+  vpmm_status prepare_export(const char* call, const char* tag, uint64_t* n_handles);
   vpmm_status import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
                             uint64_t* id, std::vector<uint64_t>* entry_ptrs);
   vpmm_status close_import(const char* call, uint64_t id);
@@ -378,6 +382,11 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
   // Closes every export and unmaps every import (the destructor).
   void close_ipc();
+  // Under mu_: the allocations an export of ptrs (or of a tag) covers, in
+  // address order, and every handle holding a byte of them (pool_ipc.cpp).
+  vpmm_status exported_ranges(const char* call, const std::vector<const void*>& ptrs, const char* tag,
+                              bool by_tag, std::vector<IpcRange>* out);
+  std::map<uint64_t, Mapping> covering_handles(const std::vector<IpcRange>& ranges) const;
 
   std::unique_ptr<Backend> backend_;
   PoolOptions opt_;

@@ -17,6 +17,7 @@
 // neither free, pause, trim nor count against its limit.
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -28,12 +29,6 @@
 namespace vpmm {
 
 namespace {
-
-struct Wanted {
-  uint64_t ptr;
-  uint64_t size;
-  bool slab;  // a small-object slab shared whole (a tag export's)
-};
 
 std::string hex16(const uint8_t id[16]) {
   static const char digits[] = "0123456789abcdef";
@@ -62,69 +57,118 @@ void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
 
 }  // namespace
 
-vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
-                                const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
-  std::lock_guard<std::mutex> lock(mu_);
+vpmm_status Pool::exported_ranges(const char* call, const std::vector<const void*>& ptrs, const char* tag,
+                                  bool by_tag, std::vector<IpcRange>* out) {
   if (!(backend_->capabilities() & kCapExport))
     return fail(VPMM_ERR_UNSUPPORTED,
                 "%s: the pool's memory is not exportable: create the pool with exportable = 1 "
                 "(VPMM_EXPORTABLE=1)",
                 call);
-  std::vector<Wanted> wanted;
+  std::vector<IpcRange>& wanted = *out;
   if (!by_tag) {
-    const uint64_t va = reinterpret_cast<uint64_t>(ptr);
-    RegionIt it = m_.find_containing(va);
-    const Kind k = it == m_.end() ? Kind::Hole : it->second.kind;
-    if (k == Kind::Paused)
-      return fail(VPMM_ERR_WRONG_STATE,
-                  "%s: the allocation containing %p is paused: its memory is released (resume it, then "
-                  "export it)",
-                  call, ptr);
-    uint64_t base = 0, size = 0;
-    if (k == Kind::Live && va < it->first + it->second.requested) {
-      base = it->first;
-      size = it->second.requested;
-    } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
-      return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: pointer %p is not inside a live allocation of this pool",
-                  call, ptr);
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      const void* ptr = ptrs[i];
+      // "pointer 3 (0x...)" where a call names several.
+      char which[48] = "";
+      if (ptrs.size() > 1) std::snprintf(which, sizeof which, "pointer %zu: ", i);
+      const uint64_t va = reinterpret_cast<uint64_t>(ptr);
+      RegionIt it = m_.find_containing(va);
+      const Kind k = it == m_.end() ? Kind::Hole : it->second.kind;
+      if (k == Kind::Paused)
+        return fail(VPMM_ERR_WRONG_STATE,
+                    "%s: %sthe allocation containing %p is paused: its memory is released (resume it, then "
+                    "export it)",
+                    call, which, ptr);
+      uint64_t base = 0, size = 0;
+      if (k == Kind::Live && va < it->first + it->second.requested) {
+        base = it->first;
+        size = it->second.requested;
+      } else if (!(k == Kind::Small && small_->lookup(it, va, &base, &size))) {
+        return fail(VPMM_ERR_UNKNOWN_POINTER, "%s: %spointer %p is not inside a live allocation of this pool",
+                    call, which, ptr);
+      }
+      wanted.push_back({base, size, false});
     }
-    wanted.push_back({base, size, false});
-  } else {
-    uint32_t want = 0;
-    vpmm_status st = tags_.find_used(call, tag, &want);
-    if (st != VPMM_OK) return st;
-    for (auto& kv : m_) {
-      const Region& r = kv.second;
-      if (!TagTable::matches(r.tag, want)) continue;
-      if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested, false});
-      // A slab is shared whole: its blocks come and go, its pages stay.
-      else if (r.kind == Kind::Small && !small_->empty_if_settled(r.owner))
-        wanted.push_back({kv.first, r.size, true});
-    }
-    if (wanted.empty())
-      return fail(VPMM_ERR_WRONG_STATE, "%s: nothing with tag \"%s\" is active to export", call,
-                  tag ? tag : "(any)");
+    // One entry per allocation, in address order, however many pointers name it.
+    std::sort(wanted.begin(), wanted.end(), [](const IpcRange& a, const IpcRange& b) { return a.ptr < b.ptr; });
+    wanted.erase(std::unique(wanted.begin(), wanted.end(),
+                             [](const IpcRange& a, const IpcRange& b) { return a.ptr == b.ptr; }),
+                 wanted.end());
+    return VPMM_OK;
   }
+  uint32_t want = 0;
+  vpmm_status st = tags_.find_used(call, tag, &want);
+  if (st != VPMM_OK) return st;
+  for (auto& kv : m_) {
+    const Region& r = kv.second;
+    if (!TagTable::matches(r.tag, want)) continue;
+    if (r.kind == Kind::Live) wanted.push_back({kv.first, r.requested, false});
+    // A slab is shared whole: its blocks come and go, its pages stay.
+    else if (r.kind == Kind::Small && !small_->empty_if_settled(r.owner))
+      wanted.push_back({kv.first, r.size, true});
+  }
+  if (wanted.empty())
+    return fail(VPMM_ERR_WRONG_STATE, "%s: nothing with tag \"%s\" is active to export", call,
+                tag ? tag : "(any)");
+  return VPMM_OK;
+}
 
+std::map<uint64_t, Mapping> Pool::covering_handles(const std::vector<IpcRange>& ranges) const {
   // Every handle holding a byte of a wanted range, once, in address order.
   std::map<uint64_t, Mapping> covering;
   const auto& maps = m_.mappings();
-  for (const Wanted& w : wanted) {
+  for (const IpcRange& w : ranges) {
     auto it = maps.upper_bound(w.ptr);
     if (it != maps.begin()) --it;
     for (; it != maps.end() && it->first < w.ptr + w.size; ++it)
       if (it->first + it->second.size > w.ptr) covering.emplace(it->first, it->second);
   }
+  return covering;
+}
+
+vpmm_status Pool::prepare_export(const char* call, const char* tag, uint64_t* n_handles) {
+  std::vector<Mapping> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<IpcRange> ranges;
+    vpmm_status st = exported_ranges(call, {}, tag, true, &ranges);
+    if (st != VPMM_OK) return st;
+    for (const auto& kv : covering_handles(ranges)) handles.push_back(kv.second);
+  }
+  // The driver's exports, without the mutex (hundreds of microseconds each on
+  // CUDA): a handle released meanwhile keeps nothing (the backend sees to
+  // it), and a later export of it fails as any export of released memory.
+  FirstFailure first;
+  uint64_t n = 0;
+  for (const Mapping& m : handles) {
+    vpmm_status st = backend_->export_handle(m.handle, m.size, nullptr);
+    if (st == VPMM_OK)
+      ++n;
+    else if (st != VPMM_ERR_WRONG_STATE && st != VPMM_ERR_INVALID_ARGUMENT)  // released meanwhile
+      first.note(fail_context(st, call));
+  }
+  if (n_handles) *n_handles = n;
+  return first.finish();
+}
+
+vpmm_status Pool::export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag,
+                                bool by_tag, const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout,
+                                uint64_t* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<IpcRange> wanted;
+  vpmm_status st = exported_ranges(call, ptrs, tag, by_tag, &wanted);
+  if (st != VPMM_OK) return st;
+  std::map<uint64_t, Mapping> covering = covering_handles(wanted);
   ExportLayout out;
   out.backend_kind = backend_->kind();
-  vpmm_status st = backend_->device_id(out.device_id);
+  st = backend_->device_id(out.device_id);
   if (st != VPMM_OK) return fail_context(st, call);
   std::vector<PhysHandle> handles;
   for (const auto& kv : covering) {
     out.handles.push_back({kv.first, kv.second.size});
     handles.push_back(kv.second.handle);
   }
-  for (const Wanted& w : wanted) {
+  for (const IpcRange& w : wanted) {
     // The handle holding the first byte: the last one starting at or before it.
     auto pos = std::upper_bound(out.handles.begin(), out.handles.end(), w.ptr,
                                 [](uint64_t p, const IpcHandleSpan& h) { return p < h.va; });
@@ -148,7 +192,7 @@ vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* t
   ExportRecord rec;
   rec.channel = ch;
   rec.bytes = out.bytes();
-  for (const Wanted& w : wanted) (w.slab ? rec.slabs : rec.ptrs).push_back(w.ptr);
+  for (const IpcRange& w : wanted) (w.slab ? rec.slabs : rec.ptrs).push_back(w.ptr);
   *id = ipc_.add_export(std::move(rec));
   *layout = std::move(out);
   return VPMM_OK;

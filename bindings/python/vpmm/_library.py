@@ -226,4 +226,6 @@ import_close = optional("vpmm_import_close", i32, vp, vp)
 ipc_send = optional("vpmm_ipc_send", i32, ctypes.c_int, vp, size_t, ip, size_t)
 ipc_recv = optional("vpmm_ipc_recv", i32, ctypes.c_int, vp, size_t, P(size_t), ip, size_t, P(size_t))
 pool_ipc_stats = optional("vpmm_pool_ipc_stats", i32, vp, vp)
+pool_export_many = optional("vpmm_pool_export_many", i32, vp, P(vp), size_t, P(vp))
+pool_prepare_export = optional("vpmm_pool_prepare_export", i32, vp, cp, P(u64))
 

@@ -6,10 +6,10 @@ import ctypes
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _library as L
-from .errors import InvalidArgument, OutOfMemory
+from .errors import InvalidArgument, OutOfMemory, Unsupported
 
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
            "ALLOC_HOST_BACKUP", "BACKUP_STORES"]
@@ -105,6 +105,22 @@ def _needs(fn: Any, what: str) -> Any:
         raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates {what}")
     return fn
 
+
+
+def _in_background(work: Callable[[], int], name: str) -> "Future[int]":
+    """Runs work() on a daemon thread started now; its result or exception
+    goes to the returned Future."""
+    fut: "Future[int]" = Future()
+    fut.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            fut.set_result(work())
+        except BaseException as e:  # noqa: BLE001 - handed to the Future
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
 
 def _tag(tag: Optional[str]) -> Optional[bytes]:
     if tag is None or tag == "":
@@ -388,17 +404,8 @@ class Pool:
         ``concurrent.futures.Future`` whose result is the pinned bytes cached,
         or whose exception is the :class:`vpmm.VpmmError` of a failed pinning
         (the pause then pins, or backs up in pageable memory, what is left)."""
-        fut: "Future[int]" = Future()
-        fut.set_running_or_notify_cancel()
-
-        def work() -> None:
-            try:
-                fut.set_result(self.prepare_backups(tag))
-            except BaseException as e:  # noqa: BLE001 - handed to the Future
-                fut.set_exception(e)
-
+        fut = _in_background(lambda: self.prepare_backups(tag), "vpmm-prepare-backups")
         self._pinning = [f for f in self._pinning if not f.done()] + [fut]
-        threading.Thread(target=work, name="vpmm-prepare-backups", daemon=True).start()
         return fut
 
     def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
@@ -506,6 +513,31 @@ class Pool:
         VPMM_EXPORTABLE=1). Returns a :class:`vpmm.ipc.Export`."""
         from . import ipc
         return ipc._export(self, ptr, None, False)
+
+    def export_many(self, ptrs: Sequence[int]) -> Any:
+        """Export the live allocations containing each of `ptrs` as one
+        :class:`vpmm.ipc.Export` (vpmm_pool_export_many): one descriptor and
+        one round trip for all of them, an entry per allocation."""
+        from . import ipc
+        return ipc._export_many(self, ptrs)
+
+    def prepare_export(self, tag: Optional[str] = None) -> int:
+        """Do now what exporting every handle of `tag`'s active allocations
+        would pay the driver for (vpmm_pool_prepare_export: CUDA exports each
+        handle once and keeps the descriptor), so that the next export of
+        them costs a descriptor duplicate per handle. Runs without the pool's
+        lock (and the GIL). Returns the handles prepared."""
+        n = L.u64()
+        if L.pool_prepare_export is None:
+            raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_prepare_export")
+        L.check(L.pool_prepare_export(self._handle(), _tag(tag), ctypes.byref(n)))
+        return n.value
+
+    def prepare_export_in_background(self, tag: Optional[str] = None) -> "Future[int]":
+        """:meth:`prepare_export` on a daemon thread, started now (after a
+        resume, while the trainer trains); a ``concurrent.futures.Future`` of
+        the handles prepared."""
+        return _in_background(lambda: self.prepare_export(tag), "vpmm-prepare-export")
 
     def export_tag(self, tag: Optional[str]) -> Any:
         """Export every active allocation with `tag` as one

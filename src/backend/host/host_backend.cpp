@@ -484,6 +484,7 @@ vpmm_status HostBackend::do_export_handle(PhysHandle h, uint64_t size, int* fd) 
                   ull(size), ull(it->second.size), ull(h));
     if (it->second.fd < 0 || it->second.imported)
       return fail(VPMM_ERR_UNSUPPORTED, "%s: handle %llu was not created exportable", who, ull(h));
+    if (fd == nullptr) return VPMM_OK;  // prepared ahead: an export here is a dup, nothing to prepare
     return host::dup_fd(it->second.fd, fd, who);
   });
 }

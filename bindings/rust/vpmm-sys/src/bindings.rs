@@ -2798,6 +2798,21 @@ extern "C" {
     ) -> vpmm_status;
 }
 extern "C" {
+    pub fn vpmm_pool_export_many(
+        pool: *mut vpmm_pool,
+        ptrs: *const *const ::std::os::raw::c_void,
+        n: usize,
+        out: *mut *mut vpmm_export,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_prepare_export(
+        pool: *mut vpmm_pool,
+        tag: *const ::std::os::raw::c_char,
+        n_handles: *mut u64,
+    ) -> vpmm_status;
+}
+extern "C" {
     pub fn vpmm_export_entry(
         ex: *const vpmm_export,
         index: usize,
@@ -3499,12 +3514,27 @@ pub struct vpmm_api {
             n_changed: *mut u64,
         ) -> vpmm_status,
     >,
+    pub pool_export_many: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            ptrs: *const *const ::std::os::raw::c_void,
+            n: usize,
+            out: *mut *mut vpmm_export,
+        ) -> vpmm_status,
+    >,
+    pub pool_prepare_export: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tag: *const ::std::os::raw::c_char,
+            n_handles: *mut u64,
+        ) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        640usize,
+        656usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -4889,6 +4919,40 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_resume_flags();
+    fn test_field_pool_export_many() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_export_many) as usize - ptr as usize
+            },
+            640usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_export_many)
+            )
+        );
+    }
+    test_field_pool_export_many();
+    fn test_field_pool_prepare_export() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_prepare_export) as usize - ptr as usize
+            },
+            648usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_prepare_export)
+            )
+        );
+    }
+    test_field_pool_prepare_export();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
