@@ -360,7 +360,10 @@ VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
 
 /* Create a pool. config may be NULL (= vpmm_config_init: environment
  * applies). The config is copied; the caller keeps ownership of it. On
- * success *out owns the pool, to be released with vpmm_pool_destroy.
+ * success *out owns the pool, to be released with vpmm_pool_destroy; on
+ * any error *out is set to NULL (unlike other out-parameters, which errors
+ * leave untouched), so a program that skips the check fails on NULL, never
+ * on an uninitialised pointer: check the status and print vpmm_last_error().
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
  * malformed environment variable, device out of range, a peer device that
  * does not exist or is the pool's own), UNSUPPORTED (backend not built, no

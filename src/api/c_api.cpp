@@ -70,6 +70,10 @@ VPMM_API void vpmm_config_init_defaults(vpmm_config* config) {
 
 VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
   const char* call = "vpmm_pool_create";
+  // A constructor's out-parameter is NULL on failure (the exception to the
+  // header's "out-parameters untouched on error"): a caller that skips the
+  // status check then fails on NULL, not on an uninitialised pointer.
+  if (out) *out = nullptr;
   return guarded(call, [&]() -> vpmm_status {
     VPMM_CHECK_NONNULL(call, out);
     vpmm_config c;
