@@ -415,8 +415,10 @@ typedef struct vpmm_alloc_attrs {
   const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
   vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
   const char* backup_dir; /* VPMM_ALLOC_BACKUP_DISK: an existing directory for the backup file
-                           * (copied, at most 4095 bytes; relative paths are taken from the
-                           * working directory at each pause). NULL = the pool's default.
+                           * (copied, at most 4095 bytes). The pool opens it at the first
+                           * call that names it and keeps it open: a relative path means the
+                           * working directory of that call, and a later chdir or a rename of
+                           * the directory changes nothing. NULL = the pool's default.
                            * Ignored without VPMM_ALLOC_BACKUP_DISK. */
 } vpmm_alloc_attrs;
 
@@ -446,7 +448,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * backup store flags and directory are fixed for the allocation's life: a
  * disk-backed allocation without attrs->backup_dir takes the pool's
  * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR;
- * the directory is only used (and checked) at pause. A tagged
+ * the malloc checks that the directory exists and the process may create
+ * files in it (nothing is allocated otherwise); the files are made at the
+ * first pause. A tagged
  * allocation owns whole physical handles (one handle for its shortfall when
  * it grows the pool), so pausing it releases exactly its memory; small
  * tagged requests share slabs of the same tag only. An allocation charged to
@@ -457,8 +461,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * unknown or released reservation, a store or retain flag without
  * VPMM_ALLOC_HOST_BACKUP, both store flags, or a tagged
  * VPMM_ALLOC_BACKUP_DISK allocation with no directory anywhere (none in
- * attrs, the pool or VPMM_BACKUP_DIR) or an empty or over-long one. Thread
- * safe. */
+ * attrs, the pool or VPMM_BACKUP_DIR), an empty or over-long one, or one
+ * that does not exist, is no directory or may not be written (the message
+ * names it). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out);
 
@@ -589,7 +594,7 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * that tag is paused), UNSUPPORTED (backups asked of a backend that cannot
  * copy device memory to the host: nothing is paused), BACKEND (a wait, copy,
  * file write or unmap failed; or a backup file could not be created, e.g.
- * a missing or unwritable directory: then nothing is paused). After BACKEND
+ * a directory removed since the malloc: then nothing is paused). After BACKEND
  * every allocation is either paused with a complete backup or still active
  * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
  * again pauses the rest. Thread safe; blocks the calling thread (and other
@@ -619,7 +624,9 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
  *                           allocation is freed or the pool destroyed; written
  *                           and read in large chunks (direct I/O where the file
  *                           system allows it) through the staging slots. A
- *                           process that dies leaves its files behind.
+ *                           process that dies leaves its files behind. Files
+ *                           are made and opened relative to the directory the
+ *                           pool holds open.
  * With VPMM_ALLOC_RETAIN_BACKUP the backup outlives the resume: it stays
  * with the active allocation, holding its bytes as of the last pause
  * (vpmm_pool_backup_lookup still finds it), and the next pause writes into
@@ -653,9 +660,14 @@ VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uin
 /* The directory where VPMM_ALLOC_BACKUP_DISK allocations made from now on
  * without attrs->backup_dir keep their backup files (copied; NULL or ""
  * = none: VPMM_BACKUP_DIR, else such a malloc fails). Allocations made
- * before keep theirs. The directory must exist when a pause writes there;
- * it is not checked here. Errors: INVALID_ARGUMENT (longer than 4095
- * bytes, more than 65535 distinct directories in the pool). Thread safe. */
+ * before keep theirs. The directory must exist, and the process be able to
+ * create files in it: it is opened here and kept open (a relative path
+ * means today's working directory; a later chdir changes nothing). A path
+ * whose directory was removed since the pool opened it is opened anew when
+ * named again (here or in attrs->backup_dir). Errors: INVALID_ARGUMENT
+ * (longer than 4095 bytes, no such directory, not one the process may
+ * create files in, more than 65535 distinct directories in the pool).
+ * Thread safe. */
 VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:

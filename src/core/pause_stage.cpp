@@ -140,8 +140,9 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
         break;
       }
       if (ok[c.t] && c.off == 0 && t.backup->store == Store::Disk) {
-        vpmm_status os = b.file_open(t.backup->path, &fd);
+        vpmm_status os = b.file_open(t.backup->file, &fd);
         if (os != VPMM_OK) {
+          os = fail_context(os, backups_.stores().dir(t.backup->dir).c_str());
           result->note(fail_context(os, call_));
           ok[c.t] = false;
         }
@@ -187,8 +188,8 @@ vpmm_status StagedResume::restore(const StagedTarget& t) {
   const uint64_t chunk = slots_.bytes();
   FileHandle fd = -1;
   vpmm_status st = VPMM_OK;
-  if (t.backup->store == Store::Disk && (st = b.file_open(t.backup->path, &fd)) != VPMM_OK)
-    return fail_context(st, call_);
+  if (t.backup->store == Store::Disk && (st = b.file_open(t.backup->file, &fd)) != VPMM_OK)
+    return fail_context(fail_context(st, backups_.stores().dir(t.backup->dir).c_str()), call_);
   for (uint64_t off = 0; off < t.size && st == VPMM_OK; off += chunk, ++next_) {
     const uint64_t len = std::min(chunk, t.size - off);
     const size_t s = static_cast<size_t>(next_ % n);
