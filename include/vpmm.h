@@ -624,9 +624,12 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
  *                           allocation is freed or the pool destroyed; written
  *                           and read in large chunks (direct I/O where the file
  *                           system allows it) through the staging slots. A
- *                           process that dies leaves its files behind. Files
- *                           are made and opened relative to the directory the
- *                           pool holds open.
+ *                           process that dies leaves its files behind. Each
+ *                           file stays open in the pool from its first pause
+ *                           until the allocation is freed (one descriptor per
+ *                           disk-backed allocation that paused) and is never
+ *                           opened again by its name: a link or file put at its
+ *                           name is never written, loaded or removed.
  * With VPMM_ALLOC_RETAIN_BACKUP the backup outlives the resume: it stays
  * with the active allocation, holding its bytes as of the last pause
  * (vpmm_pool_backup_lookup still finds it), and the next pause writes into

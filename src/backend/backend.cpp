@@ -15,7 +15,7 @@ const char* op_name(Op op) {
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
       "copy", "host_alloc", "host_free", "mem_info",
       "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free",
-      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy",
+      "file_create", "file_write", "file_read", "file_close", "file_remove", "host_copy",
       "export_handle", "import_handle", "dir_open", "dir_close", "dir_check"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
                 "one name per Op");
@@ -283,14 +283,6 @@ vpmm_status Backend::file_create(DirHandle dir, uint64_t size, FileRef* ref, Fil
   return st;
 }
 
-vpmm_status Backend::file_open(const FileRef& ref, FileHandle* out) {
-  count(Op::file_open);
-  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_open: out is NULL", name());
-  vpmm_status st = do_file_open(ref, out);
-  if (st == VPMM_OK) counters_.live_file_handles.fetch_add(1);
-  return st;
-}
-
 vpmm_status Backend::file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
   count(Op::file_write);
   if (src == nullptr && size != 0)
@@ -312,9 +304,9 @@ vpmm_status Backend::file_close(FileHandle f) {
   return st;
 }
 
-vpmm_status Backend::file_remove(const FileRef& ref) {
+vpmm_status Backend::file_remove(const FileRef& ref, FileHandle f) {
   count(Op::file_remove);
-  vpmm_status st = do_file_remove(ref);
+  vpmm_status st = do_file_remove(ref, f);
   if (st == VPMM_OK) counters_.live_files.fetch_sub(1);
   return st;
 }

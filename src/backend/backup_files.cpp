@@ -11,11 +11,20 @@
 // never a reason to fail.
 //
 // Names are resolved once. A backup directory is opened when the pool first
-// meets it (O_PATH: no read access needed) and every file is made, opened
-// and removed relative to that descriptor (openat, unlinkat): a relative
-// path means the working directory of that moment, and a later chdir, or a
+// meets it (O_PATH: no read access needed) and every file is made and
+// removed relative to that descriptor (openat, unlinkat): a relative path
+// means the working directory of that moment, and a later chdir, or a
 // rename of the directory, changes nothing. Files are made with O_EXCL and
 // mode 0600 under a random name.
+//
+// A file is never opened again by its name: whoever may write the directory
+// could put something else there between two pauses (a symbolic link to any
+// file the process may write, and the next pause would write model weights
+// into it; a file of their own, and the resume would load it as the
+// allocation's bytes). The descriptor file_create returns is the file for
+// its whole life, and since it stays open the file's inode cannot be
+// reused: a remove compares the name's inode with the descriptor's and
+// unlinks only a match.
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -51,12 +60,6 @@ bool drop_direct(int fd) {
 bool is_direct(int fd) {
   int fl = fcntl(fd, F_GETFL);
   return fl >= 0 && (fl & O_DIRECT);
-}
-
-int open_direct_or_buffered(int dir, const char* name) {
-  int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_DIRECT);
-  if (fd < 0 && errno == EINVAL) fd = openat(dir, name, O_RDWR | O_CLOEXEC);
-  return fd;
 }
 
 // "vpmm-backup-" and six characters of [A-Za-z0-9], as mkostemp makes them
@@ -131,8 +134,12 @@ vpmm_status Backend::do_file_create(DirHandle dir, uint64_t size, FileRef* ref, 
     err = fd < 0 ? errno : 0;
   }
   if (fd < 0) {
-    // A directory removed since it was opened: ENOENT.
-    return fail(file_status(err), "cannot create a file: %s", std::strerror(err));
+    // A directory removed since it was opened: ENOENT. Too many open files:
+    // each disk backup keeps its file open while it exists.
+    return fail(file_status(err), "cannot create a file: %s%s", std::strerror(err),
+                err == EMFILE || err == ENFILE
+                    ? " (each disk backup keeps its file open: raise the limit, e.g. ulimit -n)"
+                    : "");
   }
   // The space is taken now, so that a full disk fails the pause before it
   // changes anything; a file system without fallocate gets a sparse file.
@@ -156,16 +163,6 @@ vpmm_status Backend::do_file_create(DirHandle dir, uint64_t size, FileRef* ref, 
     unlinkat(dfd, name.c_str(), 0);
     close(fd);
     throw;
-  }
-  *out = fd;
-  return VPMM_OK;
-}
-
-vpmm_status Backend::do_file_open(const FileRef& ref, FileHandle* out) {
-  int fd = open_direct_or_buffered(static_cast<int>(ref.dir), ref.name.c_str());
-  if (fd < 0) {
-    int err = errno;
-    return fail(file_status(err), "backup file %s: cannot open it: %s", ref.name.c_str(), std::strerror(err));
   }
   *out = fd;
   return VPMM_OK;
@@ -222,7 +219,27 @@ vpmm_status Backend::do_file_close(FileHandle f) {
   return VPMM_OK;
 }
 
-vpmm_status Backend::do_file_remove(const FileRef& ref) {
+vpmm_status Backend::do_file_remove(const FileRef& ref, FileHandle f) {
+  const int fd = static_cast<int>(f);
+  struct stat mine, there;
+  if (fstat(fd, &mine) != 0) {
+    int err = errno;
+    return fail(err == EBADF ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND,
+                "backup file %s (descriptor %d): %s", ref.name.c_str(), fd, std::strerror(err));
+  }
+  const bool at_name = fstatat(static_cast<int>(ref.dir), ref.name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+                       there.st_dev == mine.st_dev && there.st_ino == mine.st_ino;
+  if (!at_name) {
+    // Moved or removed by someone else, and something else (or nothing) put
+    // at its name: that is not the pool's to remove. The file itself, which
+    // may still be reachable where it was moved, keeps no bytes.
+    if (ftruncate(fd, 0) != 0 && errno != EINVAL) {
+      int err = errno;
+      return fail(VPMM_ERR_BACKEND, "backup file %s (moved away): cannot empty it: %s", ref.name.c_str(),
+                  std::strerror(err));
+    }
+    return VPMM_OK;
+  }
   if (unlinkat(static_cast<int>(ref.dir), ref.name.c_str(), 0) != 0 && errno != ENOENT) {
     int err = errno;
     return fail(VPMM_ERR_BACKEND, "backup file %s: cannot remove it: %s", ref.name.c_str(), std::strerror(err));

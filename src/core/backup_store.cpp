@@ -133,9 +133,9 @@ vpmm_status BackupStores::acquire(uint32_t flags, uint64_t bytes, Backup** out) 
         const std::string ctx = "disk backup in directory \"" + dirs_[d].path + "\"";
         st = fail_context(st, ctx.c_str());
       } else {
-        // Opened again for each transfer: a pool may hold thousands of
-        // backups, more than a process may keep open.
-        if (backend_.file_close(fh) != VPMM_OK) backend_.file_close(fh);
+        // Kept open until the backup goes: its name is only used to remove
+        // it (backend.hpp, file_create).
+        b->fd = fh;
         b->capacity = bytes;
         disk_bytes_ += bytes;
       }
@@ -162,7 +162,8 @@ void BackupStores::release(Backup* b) {
       mmap_bytes_ -= b->capacity;
       break;
     case Store::Disk:
-      if (backend_.file_remove(b->file) != VPMM_OK) backend_.file_remove(b->file);
+      if (backend_.file_remove(b->file, b->fd) != VPMM_OK) backend_.file_remove(b->file, b->fd);
+      if (backend_.file_close(b->fd) != VPMM_OK) backend_.file_close(b->fd);
       disk_bytes_ -= b->capacity;
       break;
   }

@@ -66,7 +66,8 @@ struct Backup {
   void* host = nullptr;      // pinned, mmap: the buffer
   uint64_t capacity = 0;     // bytes of the buffer or file (>= bytes)
   uint32_t dir = 0;          // disk: the directory's id
-  FileRef file;              // disk: the file, in that directory
+  FileRef file;              // disk: the file's place in that directory
+  FileHandle fd = -1;        // disk: the file, open while it exists (never reopened by name)
 };
 
 class BackupStores {

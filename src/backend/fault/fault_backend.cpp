@@ -231,9 +231,6 @@ vpmm_status FaultBackend::do_dir_check(DirHandle d, bool* removed) {
 vpmm_status FaultBackend::do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) {
   VPMM_FAULT_FORWARD(Op::file_create, file_create(dir, size, ref, out));
 }
-vpmm_status FaultBackend::do_file_open(const FileRef& ref, FileHandle* out) {
-  VPMM_FAULT_FORWARD(Op::file_open, file_open(ref, out));
-}
 vpmm_status FaultBackend::do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
   VPMM_FAULT_FORWARD(Op::file_write, file_write(f, src, size, offset));
 }
@@ -243,8 +240,8 @@ vpmm_status FaultBackend::do_file_read(FileHandle f, void* dst, uint64_t size, u
 vpmm_status FaultBackend::do_file_close(FileHandle f) {
   VPMM_FAULT_FORWARD(Op::file_close, file_close(f));
 }
-vpmm_status FaultBackend::do_file_remove(const FileRef& ref) {
-  VPMM_FAULT_FORWARD(Op::file_remove, file_remove(ref));
+vpmm_status FaultBackend::do_file_remove(const FileRef& ref, FileHandle f) {
+  VPMM_FAULT_FORWARD(Op::file_remove, file_remove(ref, f));
 }
 
 #undef VPMM_FAULT_FORWARD

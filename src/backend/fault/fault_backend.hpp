@@ -195,11 +195,10 @@ class FaultBackend final : public Backend {
   vpmm_status do_dir_close(DirHandle d) override;
   vpmm_status do_dir_check(DirHandle d, bool* removed) override;
   vpmm_status do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) override;
-  vpmm_status do_file_open(const FileRef& ref, FileHandle* out) override;
   vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_close(FileHandle f) override;
-  vpmm_status do_file_remove(const FileRef& ref) override;
+  vpmm_status do_file_remove(const FileRef& ref, FileHandle f) override;
   // A memcpy cannot fail: forwarded (and counted by the inner backend), never failed.
   vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
     return inner_->host_copy(dst, src, size);
