@@ -13,7 +13,9 @@
 // with work queued, with memory freed on them or still live); a stale stream
 // or reservation handle must be refused by every call that takes one (never
 // act on an object made since), and no new handle may take a stale one's
-// value; backup pauses (the pool's own copy stream) keep working. A disk
+// value; backup pauses (the pool's own copy stream) keep working.
+// Configurations of every older size (case 29) get no byte written past
+// them. A disk
 // backup's directory is attacked between its pause and resume (case 28:
 // disk_under_attack says what and what must hold).
 //
@@ -693,6 +695,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           FZ_CHECK(vpmm_pool_free(w.p[k], q, nullptr) == VPMM_OK, "free");
         }
         st = VPMM_OK;
+        break;
+      }
+      case 29: {  // a configuration of any size: nothing written past it
+        const uint32_t n = (in.u8() & 1) ? 112 + 8 * (in.u8() % 7) : in.u32() % 70000;
+        std::memset(g_buf, 0xab, sizeof(vpmm_config) + 64);
+        const int which = in.u8() % 3;
+        uint32_t wrote = 0;
+        if (which == 2) {
+          st = vpmm_config_init_sized(reinterpret_cast<vpmm_config*>(g_buf), n, in.u8() & 1);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "config_init_sized -> %d", st);
+          FZ_CHECK((st == VPMM_OK) == (n >= 48 && n <= 65536), "config_init_sized(%u) -> %d", n, st);
+          wrote = st == VPMM_OK ? (n < sizeof(vpmm_config) ? n : sizeof(vpmm_config)) : 0;
+        } else {
+          reinterpret_cast<vpmm_config*>(g_buf)->struct_size = n;
+          (which ? vpmm_config_init : vpmm_config_init_defaults)(reinterpret_cast<vpmm_config*>(g_buf));
+          const bool older = n >= 112 && n < sizeof(vpmm_config) && n % 8 == 0;
+          wrote = older ? n : sizeof(vpmm_config);
+          st = VPMM_OK;
+        }
+        if (wrote) FZ_CHECK(reinterpret_cast<vpmm_config*>(g_buf)->struct_size == wrote, "config struct_size");
+        for (size_t i = wrote; i < sizeof(vpmm_config) + 64; ++i)
+          FZ_CHECK(g_buf[i] == 0xab, "config init wrote byte %zu past %u", i, wrote);
         break;
       }
       case 28: {  // a disk backup while its directory is under attack

@@ -349,14 +349,35 @@ typedef struct vpmm_config {
  * suffix (powers of 1024). A malformed variable is not silently ignored: it is
  * recorded in config->config_error and vpmm_pool_create then fails with
  * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
+ * Bytes written: sizeof(vpmm_config) as this library has it, unless
+ * config->struct_size already holds the size of an earlier vpmm_config (112,
+ * 120, 128, 136, 144 or 152 bytes: a program built against an older header
+ * that sets it first), then only that many. New code that wants no guess
+ * passes its size to vpmm_config_init_sized. Sets struct_size.
  * NULL config is ignored. Thread safe (reads the environment). */
 VPMM_API void vpmm_config_init(vpmm_config* config);
 
 /* Fill *config with the defaults only, ignoring the environment: for callers
  * that must not be steered by VPMM_* variables (libraries embedding a pool,
- * tests, bindings that take options of their own). Sets struct_size.
+ * tests, bindings that take options of their own). Writes the bytes
+ * vpmm_config_init would; sets struct_size.
  * NULL config is ignored. Thread safe. */
 VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
+
+/* Flags of vpmm_config_init_sized. */
+#define VPMM_CONFIG_DEFAULTS_ONLY 1u /* ignore the environment (as vpmm_config_init_defaults) */
+
+/* vpmm_config_init (flags 0) or vpmm_config_init_defaults
+ * (VPMM_CONFIG_DEFAULTS_ONLY) for a caller whose vpmm_config is struct_size
+ * bytes (pass sizeof(vpmm_config) as the caller compiled it): writes
+ * min(struct_size, the library's sizeof) bytes and sets config->struct_size
+ * to that; nothing past it is touched, whatever config held before. A
+ * program built against an older header gets the fields it knows;
+ * vpmm_pool_create gives the others their defaults (their VPMM_* variables
+ * do not reach such a config: pass NULL to vpmm_pool_create for those).
+ * Errors: INVALID_ARGUMENT (NULL config, struct_size below 48 or over 65536,
+ * unknown flags; nothing written). Thread safe (reads the environment). */
+VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct_size, uint32_t flags);
 
 /* Create a pool. config may be NULL (= vpmm_config_init: environment
  * applies). The config is copied; the caller keeps ownership of it. On
