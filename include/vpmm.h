@@ -388,7 +388,9 @@ VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
  * malformed environment variable, device out of range, a peer device that
  * does not exist or is the pool's own), UNSUPPORTED (backend not built, no
- * usable device, a device without VMM support, peer_devices on a backend
+ * usable device, a device without VMM support, CUDA or HIP in a statically
+ * linked program, which cannot load their runtimes: 'auto' takes the host
+ * backend there; peer_devices on a backend
  * without peer access (host, HIP) or between devices without a P2P path),
  * OUT_OF_MEMORY (initial_pages or the VA could not be had), BACKEND (the
  * driver failed). Thread safe. */
