@@ -137,6 +137,14 @@ void* disk_alloc(vpmm_pool* p, uint64_t bytes, const std::string& dir, vpmm_stat
   return rs == VPMM_OK ? out : nullptr;
 }
 
+// A disk-backed allocation of `bytes` in `dir`, filled with vt::fill's pattern `seed`.
+void* filled(vpmm_pool* p, uint64_t bytes, const std::string& dir, uint64_t seed) {
+  void* a = disk_alloc(p, bytes, dir);
+  CHECK(a != nullptr);
+  if (a) vt::fill(a, bytes, seed);
+  return a;
+}
+
 vpmm_tag_stats tag_stats(vpmm_pool* p, const char* tag = "w") {
   vpmm_tag_stats t;
   std::memset(&t, 0, sizeof t);
@@ -230,9 +238,7 @@ TEST("35.7: a relative backup directory keeps naming the directory of the first 
   CHECK(vt::verify(a, 3 * kPage, 1));
   CHECK(vt::verify(b, 2 * kPage, 2));
   // Named again after the chdir: still the first directory.
-  void* c = disk_alloc(p, kPage, "rel");
-  CHECK(c != nullptr);
-  vt::fill(c, kPage, 3);
+  void* c = filled(p, kPage, "rel", 3);
   CHECK_OK(vpmm_pool_pause(p, "w"));
   CHECK_EQ(backup_files(t.sub("rel")).size(), size_t(3));
   CHECK(backup_files(elsewhere.sub("rel")).empty());
@@ -332,9 +338,7 @@ TEST("35.6: a symbolic link put at a kept backup file's name receives no byte: t
   CHECK(write_file(victim, "the victim's own bytes"));
   vpmm_pool* p = host_pool();
   CHECK(p != nullptr);
-  void* a = disk_alloc(p, 2 * kPage, t.path);
-  CHECK(a != nullptr);
-  vt::fill(a, 2 * kPage, 1);
+  void* a = filled(p, 2 * kPage, t.path, 1);
   CHECK_OK(vpmm_pool_pause(p, "w"));
   CHECK_OK(vpmm_pool_resume(p, "w"));  // the file stays for the next pause
   const std::string name = only_file(t.path);
@@ -359,9 +363,7 @@ TEST("35.6: a file swapped in while paused is never loaded: the resume restores 
     TempDir t;
     vpmm_pool* p = host_pool();
     CHECK(p != nullptr);
-    void* a = disk_alloc(p, 2 * kPage, t.path);
-    CHECK(a != nullptr);
-    vt::fill(a, 2 * kPage, 1);
+    void* a = filled(p, 2 * kPage, t.path, 1);
     CHECK_OK(vpmm_pool_pause(p, "w"));
     const std::string name = only_file(t.path);
     CHECK_EQ(rename(name.c_str(), t.sub("kept").c_str()), 0);
@@ -418,9 +420,7 @@ TEST("35.6: a backup file removed by someone else: the pool's descriptor still h
   TempDir t;
   vpmm_pool* p = host_pool();
   CHECK(p != nullptr);
-  void* a = disk_alloc(p, 2 * kPage, t.path);
-  CHECK(a != nullptr);
-  vt::fill(a, 2 * kPage, 1);
+  void* a = filled(p, 2 * kPage, t.path, 1);
   CHECK_OK(vpmm_pool_pause(p, "w"));
   CHECK_EQ(unlink(only_file(t.path).c_str()), 0);  // while paused: its only copy
   CHECK_OK(vpmm_pool_resume(p, "w"));
