@@ -349,22 +349,48 @@ typedef struct vpmm_config {
  * suffix (powers of 1024). A malformed variable is not silently ignored: it is
  * recorded in config->config_error and vpmm_pool_create then fails with
  * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
+ * Bytes written: sizeof(vpmm_config) as this library has it, unless
+ * config->struct_size already holds the size of an earlier vpmm_config (112,
+ * 120, 128, 136, 144 or 152 bytes: a program built against an older header
+ * that sets it first), then only that many. New code that wants no guess
+ * passes its size to vpmm_config_init_sized. Sets struct_size.
  * NULL config is ignored. Thread safe (reads the environment). */
 VPMM_API void vpmm_config_init(vpmm_config* config);
 
 /* Fill *config with the defaults only, ignoring the environment: for callers
  * that must not be steered by VPMM_* variables (libraries embedding a pool,
- * tests, bindings that take options of their own). Sets struct_size.
+ * tests, bindings that take options of their own). Writes the bytes
+ * vpmm_config_init would; sets struct_size.
  * NULL config is ignored. Thread safe. */
 VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
 
+/* Flags of vpmm_config_init_sized. */
+#define VPMM_CONFIG_DEFAULTS_ONLY 1u /* ignore the environment (as vpmm_config_init_defaults) */
+
+/* vpmm_config_init (flags 0) or vpmm_config_init_defaults
+ * (VPMM_CONFIG_DEFAULTS_ONLY) for a caller whose vpmm_config is struct_size
+ * bytes (pass sizeof(vpmm_config) as the caller compiled it): writes
+ * min(struct_size, the library's sizeof) bytes and sets config->struct_size
+ * to that; nothing past it is touched, whatever config held before. A
+ * program built against an older header gets the fields it knows;
+ * vpmm_pool_create gives the others their defaults (their VPMM_* variables
+ * do not reach such a config: pass NULL to vpmm_pool_create for those).
+ * Errors: INVALID_ARGUMENT (NULL config, struct_size below 48 or over 65536,
+ * unknown flags; nothing written). Thread safe (reads the environment). */
+VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct_size, uint32_t flags);
+
 /* Create a pool. config may be NULL (= vpmm_config_init: environment
  * applies). The config is copied; the caller keeps ownership of it. On
- * success *out owns the pool, to be released with vpmm_pool_destroy.
+ * success *out owns the pool, to be released with vpmm_pool_destroy; on
+ * any error *out is set to NULL (unlike other out-parameters, which errors
+ * leave untouched), so a program that skips the check fails on NULL, never
+ * on an uninitialised pointer: check the status and print vpmm_last_error().
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
  * malformed environment variable, device out of range, a peer device that
  * does not exist or is the pool's own), UNSUPPORTED (backend not built, no
- * usable device, a device without VMM support, peer_devices on a backend
+ * usable device, a device without VMM support, CUDA or HIP in a statically
+ * linked program, which cannot load their runtimes: 'auto' takes the host
+ * backend there; peer_devices on a backend
  * without peer access (host, HIP) or between devices without a P2P path),
  * OUT_OF_MEMORY (initial_pages or the VA could not be had), BACKEND (the
  * driver failed). Thread safe. */
@@ -412,8 +438,10 @@ typedef struct vpmm_alloc_attrs {
   const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
   vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
   const char* backup_dir; /* VPMM_ALLOC_BACKUP_DISK: an existing directory for the backup file
-                           * (copied, at most 4095 bytes; relative paths are taken from the
-                           * working directory at each pause). NULL = the pool's default.
+                           * (copied, at most 4095 bytes). The pool opens it at the first
+                           * call that names it and keeps it open: a relative path means the
+                           * working directory of that call, and a later chdir or a rename of
+                           * the directory changes nothing. NULL = the pool's default.
                            * Ignored without VPMM_ALLOC_BACKUP_DISK. */
 } vpmm_alloc_attrs;
 
@@ -443,7 +471,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * backup store flags and directory are fixed for the allocation's life: a
  * disk-backed allocation without attrs->backup_dir takes the pool's
  * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR;
- * the directory is only used (and checked) at pause. A tagged
+ * the malloc checks that the directory exists and the process may create
+ * files in it (nothing is allocated otherwise); the files are made at the
+ * first pause. A tagged
  * allocation owns whole physical handles (one handle for its shortfall when
  * it grows the pool), so pausing it releases exactly its memory; small
  * tagged requests share slabs of the same tag only. An allocation charged to
@@ -454,8 +484,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * unknown or released reservation, a store or retain flag without
  * VPMM_ALLOC_HOST_BACKUP, both store flags, or a tagged
  * VPMM_ALLOC_BACKUP_DISK allocation with no directory anywhere (none in
- * attrs, the pool or VPMM_BACKUP_DIR) or an empty or over-long one. Thread
- * safe. */
+ * attrs, the pool or VPMM_BACKUP_DIR), an empty or over-long one, or one
+ * that does not exist, is no directory or may not be written (the message
+ * names it). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out);
 
@@ -586,7 +617,7 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * that tag is paused), UNSUPPORTED (backups asked of a backend that cannot
  * copy device memory to the host: nothing is paused), BACKEND (a wait, copy,
  * file write or unmap failed; or a backup file could not be created, e.g.
- * a missing or unwritable directory: then nothing is paused). After BACKEND
+ * a directory removed since the malloc: then nothing is paused). After BACKEND
  * every allocation is either paused with a complete backup or still active
  * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
  * again pauses the rest. Thread safe; blocks the calling thread (and other
@@ -616,7 +647,12 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
  *                           allocation is freed or the pool destroyed; written
  *                           and read in large chunks (direct I/O where the file
  *                           system allows it) through the staging slots. A
- *                           process that dies leaves its files behind.
+ *                           process that dies leaves its files behind. Each
+ *                           file stays open in the pool from its first pause
+ *                           until the allocation is freed (one descriptor per
+ *                           disk-backed allocation that paused) and is never
+ *                           opened again by its name: a link or file put at its
+ *                           name is never written, loaded or removed.
  * With VPMM_ALLOC_RETAIN_BACKUP the backup outlives the resume: it stays
  * with the active allocation, holding its bytes as of the last pause
  * (vpmm_pool_backup_lookup still finds it), and the next pause writes into
@@ -650,9 +686,14 @@ VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uin
 /* The directory where VPMM_ALLOC_BACKUP_DISK allocations made from now on
  * without attrs->backup_dir keep their backup files (copied; NULL or ""
  * = none: VPMM_BACKUP_DIR, else such a malloc fails). Allocations made
- * before keep theirs. The directory must exist when a pause writes there;
- * it is not checked here. Errors: INVALID_ARGUMENT (longer than 4095
- * bytes, more than 65535 distinct directories in the pool). Thread safe. */
+ * before keep theirs. The directory must exist, and the process be able to
+ * create files in it: it is opened here and kept open (a relative path
+ * means today's working directory; a later chdir changes nothing). A path
+ * whose directory was removed since the pool opened it is opened anew when
+ * named again (here or in attrs->backup_dir). Errors: INVALID_ARGUMENT
+ * (longer than 4095 bytes, no such directory, not one the process may
+ * create files in, more than 65535 distinct directories in the pool).
+ * Thread safe. */
 VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:

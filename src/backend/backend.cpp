@@ -15,8 +15,8 @@ const char* op_name(Op op) {
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
       "copy", "host_alloc", "host_free", "mem_info",
       "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free",
-      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy",
-      "export_handle", "import_handle"};
+      "file_create", "file_write", "file_read", "file_close", "file_remove", "host_copy",
+      "export_handle", "import_handle", "dir_open", "dir_close", "dir_check"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
                 "one name per Op");
   int i = static_cast<int>(op);
@@ -249,25 +249,37 @@ vpmm_status Backend::device_sync() {
   return do_device_sync();
 }
 
-vpmm_status Backend::file_create(const std::string& dir, uint64_t size, std::string* path,
-                                 FileHandle* out) {
+vpmm_status Backend::dir_open(const std::string& path, DirHandle* out) {
+  count(Op::dir_open);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s dir_open: out is NULL", name());
+  vpmm_status st = do_dir_open(path, out);
+  if (st == VPMM_OK) counters_.live_dir_handles.fetch_add(1);
+  return st;
+}
+
+vpmm_status Backend::dir_close(DirHandle d) {
+  count(Op::dir_close);
+  vpmm_status st = do_dir_close(d);
+  if (st == VPMM_OK) counters_.live_dir_handles.fetch_sub(1);
+  return st;
+}
+
+vpmm_status Backend::dir_check(DirHandle d, bool* removed) {
+  count(Op::dir_check);
+  if (removed == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s dir_check: removed is NULL", name());
+  return do_dir_check(d, removed);
+}
+
+vpmm_status Backend::file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) {
   count(Op::file_create);
-  if (path == nullptr || out == nullptr)
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: path or out is NULL", name());
+  if (ref == nullptr || out == nullptr)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: ref or out is NULL", name());
   if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_create: size 0 is not allowed", name());
-  vpmm_status st = do_file_create(dir, size, path, out);
+  vpmm_status st = do_file_create(dir, size, ref, out);
   if (st == VPMM_OK) {
     counters_.live_files.fetch_add(1);
     counters_.live_file_handles.fetch_add(1);
   }
-  return st;
-}
-
-vpmm_status Backend::file_open(const std::string& path, FileHandle* out) {
-  count(Op::file_open);
-  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s file_open: out is NULL", name());
-  vpmm_status st = do_file_open(path, out);
-  if (st == VPMM_OK) counters_.live_file_handles.fetch_add(1);
   return st;
 }
 
@@ -292,9 +304,9 @@ vpmm_status Backend::file_close(FileHandle f) {
   return st;
 }
 
-vpmm_status Backend::file_remove(const std::string& path) {
+vpmm_status Backend::file_remove(const FileRef& ref, FileHandle f) {
   count(Op::file_remove);
-  vpmm_status st = do_file_remove(path);
+  vpmm_status st = do_file_remove(ref, f);
   if (st == VPMM_OK) counters_.live_files.fetch_sub(1);
   return st;
 }

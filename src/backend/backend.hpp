@@ -26,6 +26,16 @@ using PhysHandle = uint64_t;   // backend-defined physical allocation (never 0 w
 using EventHandle = uint64_t;  // backend-defined event (never 0 when valid)
 using Stream = vpmm_stream;    // backend-defined stream, nullptr = default
 using FileHandle = int64_t;    // an open backup file (a descriptor); -1 = none
+using DirHandle = int64_t;     // an open backup directory (a descriptor); -1 = none
+
+// A backup file's place: the directory it was made in (held open since
+// that directory was first named, so that a later chdir or a rename of the
+// directory changes nothing) and its name there. The file itself is the
+// descriptor file_create returned, kept open until the file is removed.
+struct FileRef {
+  DirHandle dir = -1;
+  std::string name;
+};
 
 // Optional abilities, each one read by the core where it matters. A backend
 // claims a bit only when it really has the ability:
@@ -60,8 +70,9 @@ enum class Op : int {
   event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
   copy, host_alloc, host_free, mem_info,
   stream_create, stream_destroy, device_sync, pageable_alloc, pageable_free,
-  file_create, file_open, file_write, file_read, file_close, file_remove, host_copy,
+  file_create, file_write, file_read, file_close, file_remove, host_copy,
   export_handle, import_handle,
+  dir_open, dir_close, dir_check,
   count_
 };
 const char* op_name(Op op);
@@ -94,6 +105,7 @@ struct BackendCounters {
   std::atomic<int64_t> live_host_buffers{0};
   std::atomic<int64_t> live_files{0};         // backup files created and not removed
   std::atomic<int64_t> live_file_handles{0};  // backup files open
+  std::atomic<int64_t> live_dir_handles{0};   // backup directories open
 };
 
 class Backend {
@@ -150,18 +162,30 @@ class Backend {
 
   // Backup files (the disk store): host file system calls, the same for
   // every backend (backend/backup_files.cpp), virtual so that a wrapper can
-  // fail them. file_create makes a new file of `size` bytes in `dir` (space
+  // fail them. dir_open opens a directory the process may create files in
+  // (a relative path is resolved now, against the working directory, once):
+  // INVALID_ARGUMENT when it does not exist, is no directory or may not be
+  // written, naming it. dir_check says whether an open directory was removed
+  // since. file_create makes a new file of `size` bytes in `dir` (space
   // allocated up front where the file system can, so that a full disk fails
-  // here, before a pause changes anything) and opens it; *path receives its
-  // name. Files are opened for direct I/O where the file system allows it
-  // (buffers, sizes and offsets aligned to 4 KiB), else buffered. A full
-  // disk is OUT_OF_MEMORY; other OS errors are BACKEND.
-  vpmm_status file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out);
-  vpmm_status file_open(const std::string& path, FileHandle* out);
+  // here, before a pause changes anything) and opens it; *ref receives its
+  // directory and name. Files are opened for direct I/O where the file
+  // system allows it (buffers, sizes and offsets aligned to 4 KiB), else
+  // buffered. A full disk is OUT_OF_MEMORY; other OS errors are BACKEND.
+  // The caller keeps the descriptor for every later transfer: a file is
+  // never opened again by its name, which whoever may write the directory
+  // could point elsewhere meanwhile. file_remove(ref, f) unlinks the name
+  // only while it still holds f's file; a name that holds anything else is
+  // left alone, and f's file, moved out of reach, is cut to nothing. It does
+  // not close f.
+  vpmm_status dir_open(const std::string& path, DirHandle* out);
+  vpmm_status dir_close(DirHandle d);
+  vpmm_status dir_check(DirHandle d, bool* removed);
+  vpmm_status file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out);
   vpmm_status file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
   vpmm_status file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
   vpmm_status file_close(FileHandle f);
-  vpmm_status file_remove(const std::string& path);
+  vpmm_status file_remove(const FileRef& ref, FileHandle f);
   // Host-to-host copy on a few threads (backend/host_copy.cpp): the CPU half
   // of a staged backup, between a pinned staging slot and mmap memory.
   vpmm_status host_copy(void* dst, const void* src, uint64_t size);
@@ -230,13 +254,14 @@ class Backend {
   virtual vpmm_status do_stream_destroy(Stream s) = 0;
   virtual vpmm_status do_device_sync() = 0;
   // Backup files: the host file system's, for every backend (backup_files.cpp).
-  virtual vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                                     FileHandle* out);
-  virtual vpmm_status do_file_open(const std::string& path, FileHandle* out);
+  virtual vpmm_status do_dir_open(const std::string& path, DirHandle* out);
+  virtual vpmm_status do_dir_close(DirHandle d);
+  virtual vpmm_status do_dir_check(DirHandle d, bool* removed);
+  virtual vpmm_status do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out);
   virtual vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
   virtual vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
   virtual vpmm_status do_file_close(FileHandle f);
-  virtual vpmm_status do_file_remove(const std::string& path);
+  virtual vpmm_status do_file_remove(const FileRef& ref, FileHandle f);
   virtual vpmm_status do_host_copy(void* dst, const void* src, uint64_t size);
   virtual vpmm_status do_device_id(uint8_t out[16]) = 0;
   virtual vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) = 0;

@@ -438,12 +438,20 @@ int32_t config_apply_env(vpmm_config* c) {
   return 0;
 }
 
+void config_init(vpmm_config* out, uint32_t size, bool env) {
+  vpmm_config c;
+  config_defaults(&c);
+  if (env) c.config_error = config_apply_env(&c);
+  c.struct_size = std::min<uint32_t>(size, sizeof c);
+  std::memcpy(out, &c, c.struct_size);
+}
+
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out) {
   config_defaults(out);
   if (!in) {
     out->config_error = config_apply_env(out);
   } else {
-    const uint32_t min_size = offsetof(vpmm_config, host_capacity) + sizeof(uint64_t);
+    const uint32_t min_size = kConfigMinSize;
     if (in->struct_size < min_size || in->struct_size > 65536)
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "%s: config->struct_size %u is not a vpmm_config size (expected %u; set it with "

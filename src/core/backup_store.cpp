@@ -33,6 +33,9 @@ BackupStores::~BackupStores() {
     live_.insert(b);
     release(b);
   }
+  for (const Dir& d : dirs_) retired_dirs_.push_back(d.fd);
+  for (DirHandle fd : retired_dirs_)
+    if (fd >= 0 && backend_.dir_close(fd) != VPMM_OK) backend_.dir_close(fd);
 }
 
 vpmm_status BackupStores::intern_dir(const char* call, const char* dir, uint32_t* id) {
@@ -45,22 +48,46 @@ vpmm_status BackupStores::intern_dir(const char* call, const char* dir, uint32_t
   std::string key(dir, n);
   auto it = dir_ids_.find(key);
   if (it != dir_ids_.end()) {
+    // Named again: the directory opened the first time, unless it was
+    // removed since (then the path is opened anew, as the caller means it now).
+    Dir& d = dirs_[it->second];
+    bool removed = false;
+    if (backend_.dir_check(d.fd, &removed) == VPMM_OK && removed) {
+      DirHandle fresh = -1;
+      retired_dirs_.reserve(retired_dirs_.size() + 1);  // may throw: before the directory is opened
+      vpmm_status st = backend_.dir_open(key, &fresh);
+      if (st != VPMM_OK) return fail_context(st, call);
+      // The old one stays open: the files made in it name it.
+      retired_dirs_.push_back(d.fd);
+      d.fd = fresh;
+    }
     *id = it->second;
     return VPMM_OK;
   }
   if (dirs_.size() > kMaxBackupDirs)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: more than %u distinct backup directories in one pool", call,
                 kMaxBackupDirs);
+  Dir d;
+  d.path = key;
+  dirs_.reserve(dirs_.size() + 1);  // may throw: before the directory is opened
+  dir_ids_.reserve(dir_ids_.size() + 1);
+  vpmm_status st = backend_.dir_open(key, &d.fd);
+  if (st != VPMM_OK) return fail_context(st, call);
   const uint32_t next = static_cast<uint32_t>(dirs_.size());
-  dirs_.push_back(key);
+  dirs_.push_back(d);
   try {
     dir_ids_.emplace(std::move(key), next);
   } catch (...) {
     dirs_.pop_back();
+    backend_.dir_close(d.fd);
     throw;
   }
   *id = next;
   return VPMM_OK;
+}
+
+std::string BackupStores::file_path(const Backup& b) const {
+  return b.dir < dirs_.size() ? dirs_[b.dir].path + "/" + b.file.name : b.file.name;
 }
 
 bool BackupStores::staged(const Backup& b) const {
@@ -100,11 +127,15 @@ vpmm_status BackupStores::acquire(uint32_t flags, uint64_t bytes, Backup** out) 
       if (d == 0 || d >= dirs_.size())
         return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
       FileHandle fh = -1;
-      st = backend_.file_create(dirs_[d], bytes, &b->path, &fh);
-      if (st == VPMM_OK) {
-        // Opened again for each transfer: a pool may hold thousands of
-        // backups, more than a process may keep open.
-        if (backend_.file_close(fh) != VPMM_OK) backend_.file_close(fh);
+      b->dir = d;
+      st = backend_.file_create(dirs_[d].fd, bytes, &b->file, &fh);
+      if (st != VPMM_OK) {
+        const std::string ctx = "disk backup in directory \"" + dirs_[d].path + "\"";
+        st = fail_context(st, ctx.c_str());
+      } else {
+        // Kept open until the backup goes: its name is only used to remove
+        // it (backend.hpp, file_create).
+        b->fd = fh;
         b->capacity = bytes;
         disk_bytes_ += bytes;
       }
@@ -131,7 +162,8 @@ void BackupStores::release(Backup* b) {
       mmap_bytes_ -= b->capacity;
       break;
     case Store::Disk:
-      if (backend_.file_remove(b->path) != VPMM_OK) backend_.file_remove(b->path);
+      if (backend_.file_remove(b->file, b->fd) != VPMM_OK) backend_.file_remove(b->file, b->fd);
+      if (backend_.file_close(b->fd) != VPMM_OK) backend_.file_close(b->fd);
       disk_bytes_ -= b->capacity;
       break;
   }

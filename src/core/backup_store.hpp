@@ -21,7 +21,12 @@
 //
 // The disk store's directory travels with the allocation's flags: the
 // directory is interned here and its id kept in the flags' top 16 bits, so
-// that malloc stores it with the flags and never looks at it.
+// that malloc stores it with the flags and never looks at it. Interning
+// opens it (the backend's dir_open): a directory that does not exist fails
+// the malloc that names it, and the path is resolved once, so a relative
+// one keeps naming the same directory after a chdir, and a renamed one is
+// followed. One that was removed is opened again when a later call names
+// its path.
 //
 // Owned by Backups; every call is made with the pool mutex held. No system
 // call: memory and files come from the backend.
@@ -60,7 +65,9 @@ struct Backup {
   uint64_t bytes = 0;        // the allocation's (region's) bytes
   void* host = nullptr;      // pinned, mmap: the buffer
   uint64_t capacity = 0;     // bytes of the buffer or file (>= bytes)
-  std::string path;          // disk: the file
+  uint32_t dir = 0;          // disk: the directory's id
+  FileRef file;              // disk: the file's place in that directory
+  FileHandle fd = -1;        // disk: the file, open while it exists (never reopened by name)
 };
 
 class BackupStores {
@@ -71,10 +78,14 @@ class BackupStores {
   BackupStores& operator=(const BackupStores&) = delete;
 
   // --- directories of the disk store ---
-  // The id of `dir` (interned if new; ids start at 1). INVALID_ARGUMENT for
-  // an empty or over-long path, or past kMaxBackupDirs distinct ones.
+  // The id of `dir` (interned if new; ids start at 1), the directory open.
+  // INVALID_ARGUMENT for an empty or over-long path, one that is no
+  // directory the process may create files in, or past kMaxBackupDirs
+  // distinct ones; nothing is interned then.
   vpmm_status intern_dir(const char* call, const char* dir, uint32_t* id);
-  const std::string& dir(uint32_t id) const { return dirs_[id]; }
+  const std::string& dir(uint32_t id) const { return dirs_[id].path; }
+  // "directory/name" of a disk backup's file, for messages.
+  std::string file_path(const Backup& b) const;
   // The pool's default directory for disk backups of allocations that name
   // none (0 = none).
   uint32_t default_dir() const { return default_dir_; }
@@ -113,7 +124,12 @@ class BackupStores {
 
   Backend& backend_;
   BackupBuffers& pinned_;
-  std::vector<std::string> dirs_{""};  // [0] = none
+  struct Dir {
+    std::string path;  // as first named (relative or not)
+    DirHandle fd = -1;
+  };
+  std::vector<Dir> dirs_{Dir()};  // [0] = none
+  std::vector<DirHandle> retired_dirs_;  // removed directories opened again: files still name them
   std::unordered_map<std::string, uint32_t> dir_ids_;
   uint32_t default_dir_ = 0;
   std::unordered_set<Backup*> live_;  // every backup not yet released (released at destruction)

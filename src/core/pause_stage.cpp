@@ -13,20 +13,15 @@ namespace {
 
 uint64_t chunks_of(uint64_t size, uint64_t chunk) { return (size + chunk - 1) / chunk; }
 
-// The store side of one chunk: into the backup (pause) or out of it (resume).
-vpmm_status store_write(Backend& b, Backup& bk, FileHandle fd, const char* src, uint64_t off, uint64_t len) {
-  if (bk.store == Store::Disk) return b.file_write(fd, src, len, off);
+// The store side of one chunk: into the backup (pause) or out of it
+// (resume). A disk backup's file is the descriptor it keeps.
+vpmm_status store_write(Backend& b, Backup& bk, const char* src, uint64_t off, uint64_t len) {
+  if (bk.store == Store::Disk) return b.file_write(bk.fd, src, len, off);
   return b.host_copy(static_cast<char*>(bk.host) + off, src, len);
 }
-vpmm_status store_read(Backend& b, Backup& bk, FileHandle fd, char* dst, uint64_t off, uint64_t len) {
-  if (bk.store == Store::Disk) return b.file_read(fd, dst, len, off);
+vpmm_status store_read(Backend& b, Backup& bk, char* dst, uint64_t off, uint64_t len) {
+  if (bk.store == Store::Disk) return b.file_read(bk.fd, dst, len, off);
   return b.host_copy(dst, static_cast<const char*>(bk.host) + off, len);
-}
-
-void close_file(Backend& b, FileHandle* fd) {
-  if (*fd < 0) return;
-  if (b.file_close(*fd) != VPMM_OK) b.file_close(*fd);
-  *fd = -1;
 }
 
 }  // namespace
@@ -110,7 +105,6 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
   const size_t n = slots.count();
   std::vector<bool> ok(targets_.size(), true);  // no failure so far
   std::vector<bool> queued(chunks.size(), false);
-  FileHandle fd = -1;  // the file of the target being drained
   size_t q = 0;        // next chunk to queue
   bool stop = false;   // a copy could not be queued: queue no more
   auto queue_ahead = [&](size_t drained) {
@@ -139,15 +133,8 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
         result->note(ws);
         break;
       }
-      if (ok[c.t] && c.off == 0 && t.backup->store == Store::Disk) {
-        vpmm_status os = b.file_open(t.backup->path, &fd);
-        if (os != VPMM_OK) {
-          result->note(fail_context(os, call_));
-          ok[c.t] = false;
-        }
-      }
       if (ok[c.t]) {
-        vpmm_status ss = store_write(b, *t.backup, fd, slots.slot(d % n), c.off, c.len);
+        vpmm_status ss = store_write(b, *t.backup, slots.slot(d % n), c.off, c.len);
         if (ss != VPMM_OK) {
           result->note(fail_context(ss, call_));
           ok[c.t] = false;
@@ -155,7 +142,6 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
       }
     }
     if (c.off + c.len == t.size) {  // the target's last chunk
-      close_file(b, &fd);
       if (ok[c.t] && queued[d]) {
         vpmm_status rs = ops_.release_paused_target(call_, t.va, t.backup);
         if (rs == VPMM_OK)
@@ -166,7 +152,6 @@ void StagedPause::run(FirstFailure* result, std::vector<bool>* released) {
     }
     queue_ahead(d + 1);
   }
-  close_file(b, &fd);
 }
 
 // ---------------------------------------------------------------------------
@@ -185,15 +170,12 @@ vpmm_status StagedResume::restore(const StagedTarget& t) {
   Backend& b = backups_.backend();
   const size_t n = slots_.count();
   const uint64_t chunk = slots_.bytes();
-  FileHandle fd = -1;
   vpmm_status st = VPMM_OK;
-  if (t.backup->store == Store::Disk && (st = b.file_open(t.backup->path, &fd)) != VPMM_OK)
-    return fail_context(st, call_);
   for (uint64_t off = 0; off < t.size && st == VPMM_OK; off += chunk, ++next_) {
     const uint64_t len = std::min(chunk, t.size - off);
     const size_t s = static_cast<size_t>(next_ % n);
     if ((st = slots_.wait(s)) != VPMM_OK) break;
-    if ((st = store_read(b, *t.backup, fd, slots_.slot(s), off, len)) != VPMM_OK) {
+    if ((st = store_read(b, *t.backup, slots_.slot(s), off, len)) != VPMM_OK) {
       st = fail_context(st, call_);
       break;
     }
@@ -203,7 +185,6 @@ vpmm_status StagedResume::restore(const StagedTarget& t) {
     }
     if ((st = slots_.mark(s)) != VPMM_OK) break;
   }
-  close_file(b, &fd);
   if (st != VPMM_OK) {
     // Copies of this target already queued must not land after its unmap.
     FirstFailure first;

@@ -749,7 +749,7 @@ vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
   if (b.store == Store::Disk)
     return fail(VPMM_ERR_UNSUPPORTED,
                 "vpmm_pool_backup_lookup: the backup of the allocation containing %p is the file %s "
-                "(disk store), which has no host address", ptr, b.path.c_str());
+                "(disk store), which has no host address", ptr, backups_->stores().file_path(b).c_str());
   // The same bytes vpmm_pool_lookup calls an allocation: not a page's
   // padding after it, nor a slab's free blocks.
   uint64_t base = it->first, size = it->second.requested;

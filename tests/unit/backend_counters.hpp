@@ -20,6 +20,7 @@ inline void check_counters_zero(const vpmm::Backend& b) {
   CHECK_EQ(c.live_host_buffers.load(), int64_t(0));
   CHECK_EQ(c.live_files.load(), int64_t(0));
   CHECK_EQ(c.live_file_handles.load(), int64_t(0));
+  CHECK_EQ(c.live_dir_handles.load(), int64_t(0));
 }
 
 }  // namespace vt

@@ -127,7 +127,7 @@ void scenario(int fail_kind, uint64_t nth, bool on_import) {
 
 TEST("a failed export leaves no descriptor and the pool as it was") {
   for (uint64_t nth = 1; nth <= 4; ++nth) scenario(static_cast<int>(Op::export_handle), nth, false);
-  vt::Held h = vt::held(getpid(), "vpmm-");
+  vt::Held h = vt::held_libvpmm(getpid());
   CHECK_MSG(h.none(), "%d memfds, %d mappings left", h.fds, h.maps);
 }
 
@@ -147,7 +147,7 @@ TEST("a failed prepared export reports the first failure and prepares the other 
 TEST("a failed import leaves nothing mapped, reserved or open on either side") {
   for (Op kind : {Op::reserve, Op::import_handle, Op::map, Op::set_access})
     for (uint64_t nth = 1; nth <= 4; ++nth) scenario(static_cast<int>(kind), nth, true);
-  vt::Held h = vt::held(getpid(), "vpmm-");
+  vt::Held h = vt::held_libvpmm(getpid());
   CHECK_MSG(h.none(), "%d memfds, %d mappings left", h.fds, h.maps);
 }
 

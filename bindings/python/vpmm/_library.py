@@ -160,6 +160,10 @@ version = sig("vpmm_version", cp)
 abi_version = sig("vpmm_abi_version", i32)
 config_init = sig("vpmm_config_init", None, P(Config))
 config_init_defaults = sig("vpmm_config_init_defaults", None, P(Config))
+# A configuration of this binding's size (libraries before it lack it: None).
+config_init_sized: Optional[Callable[..., int]] = (
+    sig("vpmm_config_init_sized", i32, P(Config), u32, u32) if hasattr(lib, "vpmm_config_init_sized") else None)
+CONFIG_DEFAULTS_ONLY = 1
 pool_create = sig("vpmm_pool_create", i32, P(Config), P(vp))
 pool_destroy = sig("vpmm_pool_destroy", i32, vp)
 pool_malloc_ex = sig("vpmm_pool_malloc_ex", i32, vp, u64, vp, P(AllocAttrs), P(vp))

@@ -199,7 +199,11 @@ class Pool:
         if backend not in BACKENDS:
             raise InvalidArgument(1, f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
         cfg = L.Config()
-        (L.config_init if use_env else L.config_init_defaults)(ctypes.byref(cfg))
+        if L.config_init_sized:  # the library writes no more than this binding's struct
+            L.check(L.config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg),
+                                        0 if use_env else L.CONFIG_DEFAULTS_ONLY))
+        else:
+            (L.config_init if use_env else L.config_init_defaults)(ctypes.byref(cfg))
         cfg.backend = BACKENDS[backend]
         for k, v in fields.items():
             if k not in L.field_names(L.Config):

@@ -219,12 +219,17 @@ vpmm_status FaultBackend::do_import_handle(int fd, uint64_t size, PhysHandle* ou
   VPMM_FAULT_FORWARD(Op::import_handle, import_handle(fd, size, out));
 }
 
-vpmm_status FaultBackend::do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                                         FileHandle* out) {
-  VPMM_FAULT_FORWARD(Op::file_create, file_create(dir, size, path, out));
+vpmm_status FaultBackend::do_dir_open(const std::string& path, DirHandle* out) {
+  VPMM_FAULT_FORWARD(Op::dir_open, dir_open(path, out));
 }
-vpmm_status FaultBackend::do_file_open(const std::string& path, FileHandle* out) {
-  VPMM_FAULT_FORWARD(Op::file_open, file_open(path, out));
+vpmm_status FaultBackend::do_dir_close(DirHandle d) {
+  VPMM_FAULT_FORWARD(Op::dir_close, dir_close(d));
+}
+vpmm_status FaultBackend::do_dir_check(DirHandle d, bool* removed) {
+  VPMM_FAULT_FORWARD(Op::dir_check, dir_check(d, removed));
+}
+vpmm_status FaultBackend::do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) {
+  VPMM_FAULT_FORWARD(Op::file_create, file_create(dir, size, ref, out));
 }
 vpmm_status FaultBackend::do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) {
   VPMM_FAULT_FORWARD(Op::file_write, file_write(f, src, size, offset));
@@ -235,8 +240,8 @@ vpmm_status FaultBackend::do_file_read(FileHandle f, void* dst, uint64_t size, u
 vpmm_status FaultBackend::do_file_close(FileHandle f) {
   VPMM_FAULT_FORWARD(Op::file_close, file_close(f));
 }
-vpmm_status FaultBackend::do_file_remove(const std::string& path) {
-  VPMM_FAULT_FORWARD(Op::file_remove, file_remove(path));
+vpmm_status FaultBackend::do_file_remove(const FileRef& ref, FileHandle f) {
+  VPMM_FAULT_FORWARD(Op::file_remove, file_remove(ref, f));
 }
 
 #undef VPMM_FAULT_FORWARD
@@ -250,14 +255,14 @@ bool live_counts_zero(const BackendCounters& c) {
   return c.live_handles.load() == 0 && c.live_handle_bytes.load() == 0 &&
          c.live_reservations.load() == 0 && c.live_mappings.load() == 0 &&
          c.live_events.load() == 0 && c.live_host_buffers.load() == 0 && c.live_files.load() == 0 &&
-         c.live_file_handles.load() == 0;
+         c.live_file_handles.load() == 0 && c.live_dir_handles.load() == 0;
 }
 
 std::string live_counts(const BackendCounters& c) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "handles %lld, handle_bytes %lld, reservations %lld, mappings %lld, events %lld, "
-                "host_buffers %lld, files %lld, open_files %lld",
+                "host_buffers %lld, files %lld, open_files %lld, open_dirs %lld",
                 static_cast<long long>(c.live_handles.load()),
                 static_cast<long long>(c.live_handle_bytes.load()),
                 static_cast<long long>(c.live_reservations.load()),
@@ -265,7 +270,8 @@ std::string live_counts(const BackendCounters& c) {
                 static_cast<long long>(c.live_events.load()),
                 static_cast<long long>(c.live_host_buffers.load()),
                 static_cast<long long>(c.live_files.load()),
-                static_cast<long long>(c.live_file_handles.load()));
+                static_cast<long long>(c.live_file_handles.load()),
+                static_cast<long long>(c.live_dir_handles.load()));
   return buf;
 }
 

@@ -191,13 +191,14 @@ class FaultBackend final : public Backend {
   vpmm_status do_stream_create(Stream* out) override;
   vpmm_status do_stream_destroy(Stream s) override;
   vpmm_status do_device_sync() override { return inner_->device_sync(); }  // not a fault point
-  vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path,
-                             FileHandle* out) override;
-  vpmm_status do_file_open(const std::string& path, FileHandle* out) override;
+  vpmm_status do_dir_open(const std::string& path, DirHandle* out) override;
+  vpmm_status do_dir_close(DirHandle d) override;
+  vpmm_status do_dir_check(DirHandle d, bool* removed) override;
+  vpmm_status do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) override;
   vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_close(FileHandle f) override;
-  vpmm_status do_file_remove(const std::string& path) override;
+  vpmm_status do_file_remove(const FileRef& ref, FileHandle f) override;
   // A memcpy cannot fail: forwarded (and counted by the inner backend), never failed.
   vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
     return inner_->host_copy(dst, src, size);

@@ -110,8 +110,9 @@ impl Config {
     /// applied (`vpmm_config_init`).
     pub fn from_env() -> Config {
         let mut raw = Config::zeroed();
-        // SAFETY: raw is a valid, writable vpmm_config.
-        unsafe { sys::vpmm_config_init(&mut raw) };
+        // SAFETY: raw is a valid, writable vpmm_config of the size passed: the
+        // library writes no more than that, whatever its own size.
+        unsafe { sys::vpmm_config_init_sized(&mut raw, size_of::<sys::vpmm_config>() as u32, 0) };
         Config { raw }
     }
 
@@ -121,7 +122,13 @@ impl Config {
     pub fn defaults() -> Config {
         let mut raw = Config::zeroed();
         // SAFETY: as above.
-        unsafe { sys::vpmm_config_init_defaults(&mut raw) };
+        unsafe {
+            sys::vpmm_config_init_sized(
+                &mut raw,
+                size_of::<sys::vpmm_config>() as u32,
+                sys::VPMM_CONFIG_DEFAULTS_ONLY,
+            )
+        };
         Config { raw }
     }
 
