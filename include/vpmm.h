@@ -1396,7 +1396,10 @@ VPMM_API vpmm_status vpmm_export_close(vpmm_pool* pool, vpmm_export* ex);
  * the call, whatever it returns). fds NULL with n_fds 0 takes them from the
  * exporting process with pidfd_getfd. The pool may be any pool of the
  * device the export is on (exportable or not). An export is imported at
- * most once per pool. *out is the caller's until vpmm_import_close.
+ * most once per pool. Handles an import of the pool already maps (a new
+ * export of the same memory) are not mapped again: the import uses that
+ * mapping (the same addresses; it stays until the last import using it
+ * closes). *out is the caller's until vpmm_import_close.
  * Errors: INVALID_ARGUMENT (null desc or out, bytes that are not a
  * descriptor of this version, n_fds differing from the descriptor's count,
  * file descriptors that are not its pages and handles, or that could be

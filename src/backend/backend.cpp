@@ -342,6 +342,10 @@ vpmm_status Backend::export_handle(PhysHandle h, uint64_t size, int* fd) {
   return do_export_handle(h, size, fd);
 }
 
+bool Backend::same_memory(PhysHandle imported, uint64_t size, int fd) {
+  return imported != 0 && fd >= 0 && size != 0 && do_same_memory(imported, size, fd);
+}
+
 vpmm_status Backend::import_handle(int fd, uint64_t size, PhysHandle* out) {
   count(Op::import_handle);
   if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s import_handle: out is NULL", name());

@@ -224,6 +224,11 @@ class Backend {
   // handle behaves like a created one: it maps whole, is released with
   // release(), and counts as a live handle until then.
   vpmm_status import_handle(int fd, uint64_t size, PhysHandle* out);
+  // True when fd (an export, as import_handle takes) is the very memory
+  // behind `imported` (a handle import_handle made): an importer that
+  // already maps it need not import and map it again. False when it cannot
+  // tell. Never a driver call.
+  bool same_memory(PhysHandle imported, uint64_t size, int fd);
 
   const BackendCounters& counters() const { return counters_; }
 
@@ -266,6 +271,7 @@ class Backend {
   virtual vpmm_status do_device_id(uint8_t out[16]) = 0;
   virtual vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) = 0;
   virtual vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) = 0;
+  virtual bool do_same_memory(PhysHandle, uint64_t, int) { return false; }
 
  private:
   void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }

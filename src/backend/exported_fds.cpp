@@ -2,6 +2,8 @@
 #include "backend/exported_fds.hpp"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,6 +77,34 @@ void ExportedFds::forget(PhysHandle h) {
   if (it == fds_.end()) return;
   close(it->second);
   fds_.erase(it);
+}
+
+ImportedFds::~ImportedFds() {
+  for (const auto& kv : fds_) close(kv.second);
+}
+
+void ImportedFds::keep(PhysHandle h, int fd) {
+  const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (d < 0) return;  // then it is never recognised: mapped again, as before
+  std::lock_guard<std::mutex> lk(mu_);
+  auto ins = fds_.emplace(h, d);
+  if (!ins.second) close(d);
+}
+
+void ImportedFds::forget(PhysHandle h) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = fds_.find(h);
+  if (it == fds_.end()) return;
+  close(it->second);
+  fds_.erase(it);
+}
+
+bool ImportedFds::same(PhysHandle h, int fd) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = fds_.find(h);
+  if (it == fds_.end()) return false;
+  const pid_t me = getpid();
+  return syscall(SYS_kcmp, me, me, KCMP_FILE, it->second, fd) == 0;
 }
 
 }  // namespace vpmm

@@ -54,4 +54,28 @@ class ExportedFds {
   std::unordered_map<PhysHandle, Flight> flights_;
 };
 
+// What a GPU backend imported its handles from: a duplicate of the
+// descriptor each was imported from, kept until the handle is released, so
+// that a later descriptor can be recognised as the same memory (the same
+// open file: kcmp KCMP_FILE), which lets an importer map it once. A driver's
+// descriptors carry no identity of their own (their inode may be the
+// device's, shared by every one): only the open file tells. Where kcmp is
+// refused (seccomp, an old kernel) nothing is the same. Costs one
+// descriptor per imported handle. Thread safe.
+class ImportedFds {
+ public:
+  ImportedFds() = default;
+  ImportedFds(const ImportedFds&) = delete;
+  ImportedFds& operator=(const ImportedFds&) = delete;
+  ~ImportedFds();
+
+  void keep(PhysHandle h, int fd);  // h was imported from fd (the caller's: duplicated)
+  void forget(PhysHandle h);        // h is released
+  bool same(PhysHandle h, int fd);  // fd is the open file h was imported from
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<PhysHandle, int> fds_;
+};
+
 }  // namespace vpmm

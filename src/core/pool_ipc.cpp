@@ -40,19 +40,33 @@ std::string hex16(const uint8_t id[16]) {
   return s;
 }
 
-// Unmaps and releases what an import mapped (best effort: an import that
-// cannot be undone has nothing left to retry with). Spans are reserved from
-// their va; handles map from there in order.
-void unmap_import(Backend& b, const std::vector<ImportSpan>& spans) {
-  for (const ImportSpan& s : spans) {
-    uint64_t va = s.va;
-    for (const Mapping& m : s.handles) {
+// Unmaps and releases spans no import uses any more (best effort: an import
+// that cannot be undone has nothing left to retry with). A span is reserved
+// from its va; its handles map from there in order.
+void unmap_spans(Backend& b, const std::vector<SpanRef>& spans) {
+  for (const SpanRef& s : spans) {
+    uint64_t va = s->va;
+    for (const Mapping& m : s->handles) {
       if (b.unmap(va, m.size) != VPMM_OK) (void)b.unmap(va, m.size);
       if (b.release(m.handle, m.size) != VPMM_OK) (void)b.release(m.handle, m.size);
       va += m.size;
     }
-    if (s.va && b.unreserve(s.va, s.size) != VPMM_OK) (void)b.unreserve(s.va, s.size);
+    if (s->va && b.unreserve(s->va, s->size) != VPMM_OK) (void)b.unreserve(s->va, s->size);
   }
+}
+
+// A mapped span whose handles are, one for one, the memory behind the
+// request's handles [first, first + n): already mapped here.
+SpanRef same_span(Backend& b, const std::vector<SpanRef>& spans, const ImportRequest& req, size_t first, size_t n) {
+  for (const SpanRef& s : spans) {
+    if (s->handles.size() != n) continue;
+    bool same = true;
+    for (size_t k = 0; k < n && same; ++k)
+      same = s->handles[k].size == req.handles[first + k].size &&
+             b.same_memory(s->handles[k].handle, s->handles[k].size, req.fds[first + k]);
+    if (same) return s;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -229,18 +243,42 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
                   "%s: this export is already imported into this pool (use that import, or close it first)",
                   call);
   }
+  // Spans other imports of this pool mapped, held until this import is
+  // made: a run of handles that are the same files is not mapped again.
+  std::vector<SpanRef> known;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    known = ipc_.take_spans();
+  }
   // The driver work runs without the pool's mutex: it touches only VA and
   // handles of this import.
   ImportRecord rec;
   rec.channel = ch;
   rec.nonce = req.nonce;
+  std::vector<SpanRef> fresh;  // mapped by this import
   std::vector<uint64_t> handle_va(req.handles.size());
+  // Gives back every span held: those this import maps, if it failed, or
+  // those it does not use, and unmaps what no import uses any more.
+  auto finish = [&](bool failed) {
+    std::vector<SpanRef> unmap;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const SpanRef& s : known)
+        if ((failed || std::find(rec.spans.begin(), rec.spans.end(), s) == rec.spans.end()) &&
+            IpcTables::release_span(s))
+          unmap.push_back(s);
+      if (failed) {
+        for (const SpanRef& s : fresh)
+          if (IpcTables::release_span(s)) unmap.push_back(s);
+        ipc_.drop_nonce(req.nonce);
+      }
+    }
+    unmap_spans(*backend_, unmap);
+  };
   auto undo = [&](vpmm_status failed) {
     FirstFailure first;
     first.note(failed);
-    unmap_import(*backend_, rec.spans);
-    std::lock_guard<std::mutex> lock(mu_);
-    ipc_.drop_nonce(req.nonce);
+    finish(true);
     return first.finish();
   };
   size_t i = 0;
@@ -249,13 +287,26 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
     uint64_t size = req.handles[i].size;
     while (j < req.handles.size() && req.handles[j].va == req.handles[j - 1].va + req.handles[j - 1].size)
       size += req.handles[j++].size;
-    ImportSpan span;
-    span.size = size;
-    if ((st = backend_->reserve(size, backend_->granularity(), &span.va)) != VPMM_OK)
+    if (SpanRef same = same_span(*backend_, known, req, i, j - i)) {
+      // Already mapped here by another import: the same memory (the files
+      // are), used as it is. Held: its pin becomes this import's.
+      if (std::find(rec.spans.begin(), rec.spans.end(), same) == rec.spans.end()) rec.spans.push_back(same);
+      uint64_t va = same->va;
+      for (size_t k = i; k < j; ++k) {
+        handle_va[k] = va;
+        va += req.handles[k].size;
+      }
+      rec.bytes += size;
+      i = j;
+      continue;
+    }
+    SpanRef s = std::make_shared<ImportSpan>();
+    s->size = size;
+    s->refs = 1;
+    if ((st = backend_->reserve(size, backend_->granularity(), &s->va)) != VPMM_OK)
       return undo(fail_context(st, call));
-    rec.spans.push_back(span);
-    ImportSpan& s = rec.spans.back();
-    uint64_t va = s.va;
+    fresh.push_back(s);
+    uint64_t va = s->va;
     for (size_t k = i; k < j; ++k) {
       Mapping m;
       m.size = req.handles[k].size;
@@ -267,11 +318,12 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
         (void)backend_->release(m.handle, m.size);
         return undo(first.finish());
       }
-      s.handles.push_back(m);
+      s->handles.push_back(m);
       handle_va[k] = va;
       va += m.size;
     }
-    if ((st = backend_->set_access(s.va, s.size)) != VPMM_OK) return undo(fail_context(st, call));
+    if ((st = backend_->set_access(s->va, s->size)) != VPMM_OK) return undo(fail_context(st, call));
+    rec.spans.push_back(s);
     rec.bytes += size;
     i = j;
   }
@@ -294,6 +346,7 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
     ptrs.push_back(handle_va[e.handle] + e.offset);
   }
   ch->attach();
+  finish(false);  // the spans held and not used go back
   std::lock_guard<std::mutex> lock(mu_);
   *id = ipc_.add_import(std::move(rec));
   *entry_ptrs = std::move(ptrs);
@@ -302,12 +355,13 @@ vpmm_status Pool::import_memory(const char* call, const ImportRequest& req, cons
 
 vpmm_status Pool::close_import(const char* call, uint64_t id) {
   ImportRecord rec;
+  std::vector<SpanRef> unmap;  // what no other import uses
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!ipc_.take_import(id, &rec))
+    if (!ipc_.take_import(id, &rec, &unmap))
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: import %" PRIu64 " is not open in this pool", call, id);
   }
-  unmap_import(*backend_, rec.spans);
+  unmap_spans(*backend_, unmap);
   rec.channel->detach();
   return VPMM_OK;
 }
@@ -319,10 +373,9 @@ void Pool::ipc_stats(vpmm_ipc_stats* out) {
 
 void Pool::close_ipc() {
   ipc_.close_all_exports();
-  for (ImportRecord& r : ipc_.take_all_imports()) {
-    unmap_import(*backend_, r.spans);
-    r.channel->detach();
-  }
+  std::vector<SpanRef> unmap;
+  for (ImportRecord& r : ipc_.take_all_imports(&unmap)) r.channel->detach();
+  unmap_spans(*backend_, unmap);
 }
 
 }  // namespace vpmm

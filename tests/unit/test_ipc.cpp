@@ -590,6 +590,54 @@ TEST("prepare_export: every handle of a tag's active allocations, racing pauses;
   CHECK(held_self().none());
 }
 
+TEST("an import of memory another import of the pool maps uses that mapping; after a resume it maps anew") {
+  vpmm_pool* pool = vt::ipc_host_pool(true);
+  void* a = malloc_tagged(pool, kBytes, "w");
+  void* b = malloc_tagged(pool, 2 * kIpcPage, "w");
+  fill(a, kBytes, kSeedA);
+  vpmm_pool* other = vt::ipc_host_pool(false);
+  auto import_of = [&](vpmm_export* ex, vpmm_import** imp) {
+    std::string d;
+    std::vector<int> fds;
+    CHECK_OK(vt::descriptor_of(ex, &d, &fds));
+    return vpmm_pool_import(other, d.data(), d.size(), fds.data(), fds.size(), imp);
+  };
+  vpmm_export *e1 = nullptr, *e2 = nullptr, *e3 = nullptr;
+  vpmm_import *i1 = nullptr, *i2 = nullptr, *i3 = nullptr;
+  CHECK_OK(vpmm_pool_export_tag(pool, "w", &e1));
+  CHECK_OK(import_of(e1, &i1));
+  const int maps = vt::held(getpid(), "vpmm-handle").maps;
+  // The same memory sent again (a new export): nothing mapped, the same addresses.
+  const void* both[] = {b, a};
+  CHECK_OK(vpmm_pool_export_many(pool, both, 2, &e2));
+  CHECK_OK(import_of(e2, &i2));
+  CHECK_EQ(vt::held(getpid(), "vpmm-handle").maps, maps);
+  CHECK(entry_of(i1, 0).ptr == entry_of(i2, 0).ptr && entry_of(i1, 1).ptr == entry_of(i2, 1).ptr);
+  CHECK_EQ(ipc_stats(other).imports, 2u);
+  CHECK_EQ(ipc_stats(other).imported_bytes, kBytes + 2 * kIpcPage);  // mapped once
+  // The first import closes: the second's mapping stays.
+  CHECK_OK(vpmm_import_close(other, i1));
+  CHECK(verify(entry_of(i2, 0).ptr, kBytes, kSeedA));
+  int32_t s = 0;
+  CHECK_OK(vpmm_import_state(i2, &s));
+  CHECK_EQ(s, VPMM_EXPORT_ACTIVE);
+  // After a pause and resume the memory is new: mapped anew.
+  CHECK_OK(vpmm_pool_pause(pool, "w"));
+  CHECK_OK(vpmm_pool_resume(pool, "w"));
+  CHECK_OK(vpmm_pool_export_tag(pool, "w", &e3));
+  CHECK_OK(import_of(e3, &i3));
+  CHECK(entry_of(i3, 0).ptr != entry_of(i2, 0).ptr);
+  CHECK(vt::held(getpid(), "vpmm-handle").maps > maps);
+  fill(a, kBytes, kSeedB);
+  CHECK(verify(entry_of(i3, 0).ptr, kBytes, kSeedB));
+  CHECK(verify(entry_of(i2, 0).ptr, kBytes, kSeedA));  // the old memory, kept by the import
+  for (vpmm_import* i : {i2, i3}) CHECK_OK(vpmm_import_close(other, i));
+  for (vpmm_export* e : {e1, e2, e3}) CHECK_OK(vpmm_export_close(pool, e));
+  CHECK_OK(vpmm_pool_destroy(other));
+  CHECK_OK(vpmm_pool_destroy(pool));
+  CHECK(held_self().none());
+}
+
 TEST("shared pages: an allocation sharing its handles exports them whole, the entry gives its bytes") {
   // large_rounding 512: untagged allocations share pages with neighbours.
   vpmm_pool* pool = vt::ipc_host_pool(true, 0, 512);

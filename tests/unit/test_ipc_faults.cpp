@@ -201,6 +201,35 @@ TEST("a GPU backend exports a handle once: later exports duplicate it, its relea
   CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before);  // the destructor closed handle 9's
 }
 
+// What a GPU backend remembers of its imports (backend/exported_fds.hpp):
+// a later descriptor of the same open file (a duplicate, what a kept export
+// hands out) is the same memory; another file (even of equal size) is not;
+// a released handle is nothing.
+TEST("a GPU backend recognises a descriptor of memory it already imported by its open file") {
+  const int before = vt::held(getpid(), "vpmm-handle").fds;
+  {
+    vpmm::ImportedFds imported;
+    const int exported = memfd_create("vpmm-handle", MFD_CLOEXEC);
+    const int other = memfd_create("vpmm-handle", MFD_CLOEXEC);
+    imported.keep(5, exported);
+    const int again = fcntl(exported, F_DUPFD_CLOEXEC, 0);  // the same export sent again
+    const bool kcmp_works = imported.same(5, again);
+    if (!kcmp_works) std::printf("  kcmp refused here: nothing is recognised (a fresh mapping each time)\n");
+    CHECK(!imported.same(5, other));
+    CHECK(!imported.same(6, again));
+    close(exported);  // the importer closes what it received; the kept duplicate stays
+    if (kcmp_works) CHECK(imported.same(5, again));
+    imported.forget(5);
+    CHECK(!imported.same(5, again));
+    for (int fd : {again, other}) close(fd);
+    const int seven = memfd_create("vpmm-handle", MFD_CLOEXEC);
+    imported.keep(7, seven);
+    close(seven);
+    CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before + 1);  // the kept duplicate
+  }
+  CHECK_EQ(vt::held(getpid(), "vpmm-handle").fds, before);  // closed by the destructor
+}
+
 }  // namespace
 
 TEST_MAIN()

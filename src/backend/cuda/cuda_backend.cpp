@@ -207,6 +207,7 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
 
   vpmm_status do_release(PhysHandle h, uint64_t size) override {
     exported_.forget(h);  // the exporter keeps no reference to memory it releases
+    imported_.forget(h);
     Scope sc = scope();
     if (vpmm_status st = sc.enter("cuMemRelease")) return st;
     CUresult r = d_->MemRelease(static_cast<CUmemGenericAllocationHandle>(h));
@@ -328,9 +329,12 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
       (void)d_->MemRelease(h);
       return fail(VPMM_ERR_BACKEND, "cuda cuMemImportFromShareableHandle(fd=%d): returned handle 0", fd);
     }
+    imported_.keep(static_cast<PhysHandle>(h), fd);
     *out = static_cast<PhysHandle>(h);
     return VPMM_OK;
   }
+
+  bool do_same_memory(PhysHandle h, uint64_t, int fd) override { return imported_.same(h, fd); }
 
   // Pinned host memory: anonymous huge-page-advised pages registered with
   // cuMemHostRegister where the driver has it, else cuMemHostAlloc. The first
@@ -407,6 +411,7 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   std::vector<CUmemAccessDesc> access_;  // this device, then each peer
   PinnedPages pinned_;  // backups pinned by registration (register_pages)
   ExportedFds exported_;  // each exported handle's descriptor, until its release
+  ImportedFds imported_;  // what each imported handle came from, until its release
 };
 
 // Status for a failed cuInit: the driver being absent, a stub, too old or

@@ -279,6 +279,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip release: handle 0x%llx (size %llu) is not live",
                   ull(h), ull(size));
     exported_.forget(h);  // the exporter keeps no reference to memory it releases
+    imported_.forget(h);
     if (it->second.maps > 0) {  // ROCR-Runtime#257: released at the last unmap
       it->second.release_pending = true;
       return VPMM_OK;
@@ -668,9 +669,12 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       (void)r_->MemRelease(h);
       return fail(VPMM_ERR_OUT_OF_MEMORY, "hip import_handle: out of host memory for the handle table");
     }
+    imported_.keep(u64(h), fd);
     *out = u64(h);
     return VPMM_OK;
   }
+
+  bool do_same_memory(PhysHandle h, uint64_t, int fd) override { return imported_.same(h, fd); }
 
   void* register_pages(uint64_t size) {
     if (r_->HostRegister == nullptr) return nullptr;
@@ -692,6 +696,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
   std::mutex mu_;
   std::unordered_map<PhysHandle, HandleRec> handles_;
   ExportedFds exported_;  // each exported handle's descriptor, until its release
+  ImportedFds imported_;  // what each imported handle came from, until its release
   std::map<uint64_t, MapRec> maps_;                  // va -> mapping, for set_access and unmap
   std::map<uint64_t, uint64_t> pieces_;              // VA recycling only: va -> reservation size
   PinnedPages pinned_;  // backups pinned by registration (register_pages)
