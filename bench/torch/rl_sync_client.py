@@ -320,7 +320,12 @@ def trainer(way, small, ctl_in, ctl_out):
             vt.release_shared()
         import gc
         gc.collect()
-        torch.cuda.empty_cache()
+        # Everything back to the driver, so the next round's model is new
+        # memory (a first send of handles never exported) for every way.
+        if vt is not None:
+            vt.empty_cache()
+        else:
+            torch.cuda.empty_cache()
         ctl_out.put(res)
 
 
