@@ -16,13 +16,7 @@ OUT=${OUT:-$PWD/gpu-memory-viz-out}
 BUILD=${BUILD:-build-gpu}
 . "$(dirname "$0")/gpu-common.sh"
 
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
-export PATH="$CUDA_HOME/bin:$PATH"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  boxed 120 meson setup "$BUILD" -Dgpu_tests=enabled -Dcuda=enabled -Dcuda-include-dir="$CUDA_HOME/include" \
-    > "$OUT/build.log" 2>&1
-fi
+gpu_meson_setup
 # Only what the test needs: the libraries, the vpmm command.
 boxed 240 ninja -C "$BUILD" -j "$JOBS" tools/vpmm libvpmm_history.so >> "$OUT/build.log" 2>&1
 say "build: exit $? ($(( $(date +%s) - START )) s)"
