@@ -16,7 +16,6 @@ What holds the format to what PyTorch's readers need:
   under a misspelt name otherwise, and fails);
 * `vpmm replay` and `vpmm plot` read the dumped file.
 Environment (meson sets it): VPMM_LIBRARY, VPMM_BACKEND=host, VPMM_TOOL."""
-import ctypes
 import os
 import pickle
 import pickletools

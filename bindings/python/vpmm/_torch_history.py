@@ -15,7 +15,6 @@ records its blocks in libvpmm's segments as usual; libvpmm adds which tag
 each segment has and what its pauses did."""
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch as _torch
@@ -126,4 +125,3 @@ def dump_snapshot(filename: str = "vpmm_snapshot.pickle") -> str:
 
 
 __all__ = ["record_memory_history", "memory_snapshot", "dump_snapshot", "entry_points"]
-del sys
