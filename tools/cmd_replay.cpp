@@ -98,8 +98,21 @@ void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t pea
               double(end.driver_ns - half.driver_ns) / 1e6);
 }
 
+// A libvpmm memory history (vpmm.torch after use_as_allocator()): its
+// segments are libvpmm's allocations, so there is no PyTorch side to show.
+void print_history_facts(const vtrace::SnapshotFacts& f, double load_ms) {
+  std::printf("  libvpmm history   device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
+              " OOM), %zu streams; read in %.0f ms\n",
+              f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
+  std::printf("  recorded          mapped peak %s while the job ran; its segments are libvpmm's allocations "
+              "(%" PRIu64 " at dump, %s), not memory PyTorch reserved\n",
+              f.vpmm_mapped_peak ? fmt_bytes(f.vpmm_mapped_peak).c_str() : "not recorded", f.segments,
+              fmt_bytes(f.reserved_at_dump).c_str());
+}
+
 // The PyTorch side of a snapshot replay, beside libvpmm's figures.
 void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, double load_ms) {
+  if (!f.reserved_is_pytorch) return print_history_facts(f, load_ms);
   std::printf("  pytorch snapshot  device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
               " OOM), %zu streams; read in %.0f ms\n",
               f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
@@ -177,9 +190,14 @@ bool reserved_after_events(const std::string& path, int device, uint64_t start, 
 // The answer a PyTorch user wants, three peaks side by side: what PyTorch's
 // allocator reserved (snapshots only), what libvpmm mapped replaying the same
 // allocations, and the live bytes, which no allocator can go below.
-void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved, uint64_t vpmm_mapped,
+void print_peaks(const std::string& path, bool snapshot, const vtrace::SnapshotFacts& facts, uint64_t vpmm_mapped,
                  uint64_t requested, bool heading) {
   if (heading) std::printf("%s\n", path.c_str());
+  // A libvpmm memory history has no PyTorch reservation to compare with,
+  // but the mapped peak libvpmm recorded while the job ran.
+  const bool history = snapshot && !facts.reserved_is_pytorch;
+  const uint64_t torch_reserved = history ? 0 : facts.reserved_peak;
+  if (history) snapshot = false;
   const uint64_t base = snapshot && torch_reserved ? torch_reserved : 0;
   auto row = [&](const char* what, uint64_t v, const char* note) {
     if (base)
@@ -189,6 +207,8 @@ void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved
   };
   std::printf("  peaks%s\n", base ? "                        bytes   / PyTorch" : "");
   if (snapshot) row("PyTorch reserved", torch_reserved, "what PyTorch's allocator held (segment events)");
+  if (history && facts.vpmm_mapped_peak)
+    row("libvpmm mapped, run", facts.vpmm_mapped_peak, "what libvpmm held while the job ran (its history)");
   row("libvpmm mapped", vpmm_mapped, "what libvpmm would map (this replay)");
   row("requested", requested, "bytes alive at once, as asked for: no allocator maps less");
   if (base) {
@@ -273,8 +293,9 @@ bool load_input(const std::string& path, int device, bool want_timeline, Input* 
     return false;
   }
   if (!refuse_empty(path, *in)) return false;
-  // PyTorch's reserved bytes per op, for the timeline.
-  if (in->snapshot && want_timeline) {
+  // PyTorch's reserved bytes per op, for the timeline (a libvpmm memory
+  // history has none: its segments are libvpmm's allocations).
+  if (in->snapshot && want_timeline && in->facts.reserved_is_pytorch) {
     if (!reserved_after_events(path, in->facts.device, in->facts.reserved_at_start, &in->torch_reserved, &err)) {
       std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
       return false;
@@ -482,7 +503,7 @@ class TraceReplay {
   void write_row(size_t op) {
     vpmm_stats s = stats_of(pool_);
     std::string torch;
-    if (in_.snapshot) {
+    if (in_.snapshot && in_.facts.reserved_is_pytorch) {
       // Pre-live allocations come first, made of events anywhere in the
       // ring: PyTorch held its start figure then. After them, op `op` ran at
       // its event, and the row shows PyTorch's bytes after that event.
@@ -504,7 +525,7 @@ class TraceReplay {
     if (in_.snapshot && in_.facts.devices > 1)
       heading += " (device " + std::to_string(in_.facts.device) + " of " + std::to_string(in_.facts.devices) +
                  "; --device picks another)";
-    print_peaks(heading, in_.snapshot, in_.facts.reserved_peak, end_.peak_mapped_bytes, res_.peak_requested, true);
+    print_peaks(heading, in_.snapshot, in_.facts, end_.peak_mapped_bytes, res_.peak_requested, true);
   }
 
   // The whole report: the pool, the ops, the peaks, the end state, the
@@ -518,7 +539,8 @@ class TraceReplay {
                 fmt_bytes(eff_.va_size).c_str(), eff_.initial_pages,
                 eff_.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff_.max_handle_size ? fmt_bytes(eff_.max_handle_size).c_str() : "scaled",
                 eff_.large_rounding >= page_ ? "whole pages" : fmt_bytes(eff_.large_rounding).c_str(),
-                in_.snapshot ? ", PyTorch snapshot"
+                in_.snapshot ? (in_.facts.reserved_is_pytorch ? ", PyTorch snapshot"
+                                                              : ", libvpmm memory history (PyTorch snapshot format)")
                 : trace_.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     if (!header_flags_.empty())
       std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags_.c_str());
@@ -549,7 +571,7 @@ class TraceReplay {
     print_remapping(s, at_half_, res_.peak_requested);
     std::printf("  layout            %s\n", layout_.c_str());
     if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
-    print_peaks(path_, in_.snapshot, in_.facts.reserved_peak, s.peak_mapped_bytes, res_.peak_requested, false);
+    print_peaks(path_, in_.snapshot, in_.facts, s.peak_mapped_bytes, res_.peak_requested, false);
   }
 
   // --expect-*: each a failure with its reason, the first one only.

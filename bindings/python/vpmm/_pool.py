@@ -33,6 +33,15 @@ _RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
 _OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
 _NO_TIMEOUT = (1 << 64) - 1
 
+# Observers of tag scopes and pauses, for vpmm.torch's memory history
+# (vpmm/_snapshot.py registers them; nothing else does). A scope observer is
+# called with (tag, backup store or None) when vpmm.region opens a scope and
+# returns what to call when it closes; a pause observer is called with
+# (pool, "pause" or "resume", tag) before the call and returns what to call
+# with its result (whether anything changed) after it succeeded.
+scope_observers: List[Callable[[Optional[str], Optional[str]], Callable[[], None]]] = []
+pause_observers: List[Callable[[Any, str, Optional[str]], Callable[[bool], None]]] = []
+
 Stream = Optional[int]
 """A stream handle as an integer (cudaStream_t, torch.cuda.Stream.cuda_stream,
 a host stream); None or 0 is the backend's default stream."""
@@ -353,11 +362,14 @@ class Pool:
         unmaps only; the others are copied as usual. The declaration is not
         checked: bytes written since the resume are lost (vpmm_pool_pause_flags)."""
         n = L.u64()
+        after = [o(self, "pause", tag) for o in pause_observers]
         if unchanged:
             fn = _needs(L.pool_pause_flags, "vpmm_pool_pause_flags (pause(unchanged=True))")
             L.check(fn(self._handle(), _tag(tag), _PAUSE_BACKUP_UNCHANGED, ctypes.byref(n)))
         else:
             L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        for a in after:
+            a(n.value > 0)
         return n.value > 0
 
     def set_backup_dir(self, path: Optional[PathArg]) -> None:
@@ -382,11 +394,14 @@ class Pool:
         backups of allocations made without retain_backup
         (vpmm_pool_resume_flags)."""
         n = L.u64()
+        after = [o(self, "resume", tag) for o in pause_observers]
         if retain_backup:
             fn = _needs(L.pool_resume_flags, "vpmm_pool_resume_flags (resume(retain_backup=True))")
             L.check(fn(self._handle(), _tag(tag), _RESUME_RETAIN_BACKUP, ctypes.byref(n)))
         else:
             L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        for a in after:
+            a(n.value > 0)
         return n.value > 0
 
     def prepare_backups(self, tag: Optional[str] = None) -> int:
@@ -649,9 +664,13 @@ def region(tag: Optional[str], host_backup: bool = False, *, backup_store: Optio
         L.check(_needs(L.tag_scope_push_ex, "vpmm_tag_scope_push_ex (backup stores)")(ctypes.byref(attrs)))
     else:
         L.check(L.region_push(_tag(tag), flags))
+    store = (backup_store or "pinned") if host_backup else None
+    closers = [o(tag, store) for o in scope_observers]
     try:
         yield
     finally:
+        for close_scope in reversed(closers):
+            close_scope()
         L.check(L.region_pop())
 
 

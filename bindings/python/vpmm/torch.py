@@ -46,10 +46,11 @@ except ImportError as _e:  # the binding itself needs no framework
         "vpmm.torch needs PyTorch, which is not installed (import torch failed: "
         f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
 
-from . import _library
 from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
 from ._torch_ipc import (SharedTensor, SharedTensors, close, current, install_reductions, open, open_many,
                          opened, owns, release_shared, share, share_many)
+from ._torch_history import dump_snapshot, memory_snapshot, record_memory_history
+from . import _torch_history
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
@@ -58,7 +59,9 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
            # sharing tensors with other processes (docs/ipc.md)
            "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
            "current", "release_shared", "install_reductions", "owns", "prepare_share",
-           "prepare_share_in_background"]
+           "prepare_share_in_background",
+           # memory history and snapshots in PyTorch's format (docs/python.md)
+           "record_memory_history", "memory_snapshot", "dump_snapshot"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
@@ -86,12 +89,12 @@ def _device_index(device: Any = None) -> int:
 
 def pluggable_allocator() -> Any:
     """The CUDAPluggableAllocator over vpmm_torch_malloc / vpmm_torch_free
-    (created once per process)."""
+    (created once per process), through libvpmm_history.so's recording
+    entry points where that library is there (:func:`record_memory_history`)."""
     global _pluggable
     with _lock:
         if _pluggable is None:
-            _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(
-                _library.path, "vpmm_torch_malloc", "vpmm_torch_free")
+            _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(*_torch_history.entry_points())
         return _pluggable
 
 
