@@ -51,7 +51,7 @@ status=0
 for f in "${files[@]}"; do
   out=$("$vpmm" replay --backend "$backend" --summary --policy "$policies" "$f" 2>&1)
   [ $? -eq 0 ] || status=1
-  # The comparison --policy prints after the runs (one policy: run it twice).
+  # The comparison --policy prints after the runs.
   rows=$(printf '%s\n' "$out" | awk '/: placement policies$/ {t = 1; next} t && /^    [a-z]/ && !/^    policy/ {print}')
   if [ -z "$rows" ]; then
     printf '%-26s %s\n' "$(basename "$f")" "replay failed: $(printf '%s\n' "$out" | grep -m1 'vpmm replay')"
