@@ -34,6 +34,7 @@
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
 #include "core/tags.hpp"
+#include "core/view_gate.hpp"
 #include "core/views.hpp"
 
 namespace vpmm {
@@ -410,6 +411,7 @@ class Pool final : private SlabSource, private HandleOps {
   std::vector<std::pair<uint64_t, PhysHandle>> dropped_;
   // Homes claimed Lent by view mallocs still in flight (not yet in a view).
   uint64_t lent_in_flight_ = 0;
+  ViewGate view_gate_;  // views only while large requests look like a loop's
 };
 
 }  // namespace vpmm

@@ -357,6 +357,48 @@ TEST("memory freed on another stream with work still queued: the view takes it a
   CHECK_OK(vpmm_host_stream_destroy(b));
 }
 
+// Churn (view_gate.hpp): large requests of sizes that never come back, one
+// every few mallocs, beside enough free memory. Views stop after the first
+// window of ViewGate::kWindow page-level mallocs and Phase 2 serves the rest;
+// a loop whose view-sized requests are rare keeps reusing its views.
+TEST("churn of large sizes turns views off; a loop's rare large requests keep them") {
+  auto run = [](bool churn) {
+    vt::HostPoolSpec spec;
+    spec.page = kPage;
+    spec.va_pages = 1 << 14;
+    spec.capacity = 1ull << 30;
+    spec.remap_slack = -1;
+    spec.view_min_size = 4 * kPage;
+    vpmm_pool* p = vt::make_host_pool(spec);
+    CHECK(p != nullptr);
+    std::vector<void*> window(32, nullptr);
+    uint64_t rng = 7, views_at_third = 0, reuse_at_third = 0;
+    const uint32_t n = 4 * 4096;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i == 3 * 4096) {
+        views_at_third = vt::stats(p).n_view_malloc;
+        reuse_at_third = vt::stats(p).n_view_reuse;
+      }
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      void*& slot = window[i % window.size()];
+      if (slot) CHECK_OK(vpmm_pool_free(p, slot, nullptr));
+      uint64_t pages = 1;
+      if (churn) pages = 1 + (rng >> 33) % 12;                        // a third of them view-sized
+      else if (i % 1024 < 6) pages = 4 + 3 * (i % 1024);             // six sizes, once a round
+      slot = take(p, pages * kPage - (rng >> 40) % 1024);
+    }
+    const vpmm_stats s = vt::stats(p);
+    CHECK_OK(vpmm_pool_check(p));
+    vpmm_pool_destroy(p);
+    return std::make_pair(s.n_view_malloc - views_at_third, s.n_view_reuse - reuse_at_third);
+  };
+  const auto churned = run(true);
+  CHECK_EQ(churned.first, uint64_t{0});  // the last window made no view
+  const auto looped = run(false);
+  CHECK(looped.first > 0);               // the loop's rounds still take views
+  CHECK_EQ(looped.second, looped.first);  // and find them as they left them
+}
+
 TEST("a growing request beside too little free memory: the view grows the rest in pages") {
   vpmm_pool* p = pool();
   scattered(p);
