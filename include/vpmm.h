@@ -335,11 +335,13 @@ typedef struct vpmm_config {
                             * meanwhile (counted in bytes_remapped). So a training loop's largest
                             * tensors stop moving pages once the loop has been seen. A view's
                             * pointer lies outside the pool's chunks; views hold VA only, no
-                            * memory of their own; a pool holds at most 32 (live and idle), and
-                            * vpmm_pool_trim gives the idle ones back. 0 (default) or VPMM_VIEWS_OFF = no views; 64
-                            * MiB is the suggested size: it settles snapshot replays, but a live
-                            * MoE client with side streams peaked higher with it (docs/handles.md,
-                            * "Views", measured). Rounded up to page_size.
+                             * memory of their own; a pool holds at most 32 (live and idle), and
+                             * vpmm_pool_trim gives the idle ones back. Memory another stream freed
+                             * while its work is still queued is taken too: the caller's stream
+                             * then waits for that work on the GPU (the CPU never blocks). 0
+                             * (default) = 64 MiB; VPMM_VIEWS_OFF = no views, the page-moving policy
+                             * of earlier versions (docs/handles.md, "Placement that learns the
+                             * loop", has both measured). Rounded up to page_size.
                             * Pools with exportable = 1 make no views. env VPMM_VIEW_MIN_SIZE
                             * ("256M", or "off"). See docs/handles.md ("Views"). */
 } vpmm_config;

@@ -70,7 +70,7 @@ core_rank() {
   case "$1" in
     layout) echo 0 ;;
     regions|tags|capacity|backup) echo 1 ;;
-    small|backup_store|ipc|views) echo 2 ;;
+    small|backup_store|ipc|views|view_gate) echo 2 ;;
     backups) echo 3 ;;
     pause_pipeline|pause_stage) echo 4 ;;
     pool|defrag|pause|pool_capacity|stats|pool_ipc|pool_views) echo 5 ;;

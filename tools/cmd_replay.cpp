@@ -313,6 +313,11 @@ bool pool_config(const std::string& path, const ReplayOpts& o, const Input& in, 
                  uint64_t* page) {
   vpmm_config_init(c);
   if (o.backend >= 0) c->backend = o.backend;
+  PolicySettings policy;
+  if (!o.policy.empty() && policy_settings(o.policy, &policy)) {
+    c->view_min_size = policy.view_min_size;
+    c->remap_slack = policy.remap_slack;
+  }
   if (o.page_size.set) c->page_size = o.page_size.value;
   // When neither option nor environment fixes the page size, ask a probe
   // pool of the same backend what its default is.
@@ -412,16 +417,29 @@ class TraceReplay {
 
   // The report (the peaks table alone with --summary), the expectations,
   // --release-all and --dump, then the streams and the pool closed.
-  int finish() {
+  int finish(PolicyRow* row) {
     end_ = stats_of(pool_);
     layout_ = layout_of(pool_);
+    if (row) fill_row(row);
     if (!o_.quiet && o_.summary) print_summary();
     else if (!o_.quiet) print_report();
     check_expectations();
     if (rc_ == 0 && o_.release_all) release_all();
     if (o_.dump) print_dump();
     close();
+    if (row) row->ok = rc_ == 0;
     return rc_;
+  }
+
+  // --policy's comparison row of this replay.
+  void fill_row(PolicyRow* row) const {
+    row->peak_ratio = res_.peak_requested ? double(end_.peak_mapped_bytes) / double(res_.peak_requested) : 0.0;
+    row->steady_remap = steady_remap_share(end_, at_half_, res_.peak_requested);
+    row->steady_driver_calls = end_.driver_calls - at_half_.driver_calls;
+    row->steady_handles = end_.handles_created - at_half_.handles_created;
+    row->steady_views = end_.n_view_malloc - at_half_.n_view_malloc;
+    row->steady_view_reuse = end_.n_view_reuse - at_half_.n_view_reuse;
+    row->views = end_.n_views;
   }
 
  private:
@@ -544,6 +562,11 @@ class TraceReplay {
                 : trace_.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     if (!header_flags_.empty())
       std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags_.c_str());
+    std::printf("  placement         %s, remap slack %s%s%s\n",
+                eff_.view_min_size == VPMM_VIEWS_OFF ? "views off"
+                                                     : ("views from " + fmt_bytes(eff_.view_min_size)).c_str(),
+                eff_.remap_slack < 0 ? "exact" : std::to_string(eff_.remap_slack).substr(0, 5).c_str(),
+                o_.policy.empty() ? "" : " (--policy ", o_.policy.empty() ? "" : (o_.policy + ")").c_str());
     std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
                 " syncs; %zu streams)%s\n",
                 res_.ops_done, trace_.ops.size(), res_.mallocs, res_.frees, res_.syncs, sum_.streams.size(),
@@ -673,8 +696,9 @@ class TraceReplay {
   int rc_ = 0;
 };
 
-// One trace on one fresh pool. Returns 0, or 1 after printing why not.
-int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
+// One trace on one fresh pool. Returns 0, or 1 after printing why not; with
+// a row, fills in what --policy compares.
+int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline, PolicyRow* row) {
   Input in;
   if (!load_input(path, cmdline.device, timeline != nullptr, &in)) return 1;
   ReplayOpts o = cmdline;
@@ -692,7 +716,24 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   TraceReplay r(path, o, header_flags, in, sum, timeline);
   if (!r.open(c)) return 1;
   r.run();
-  return r.finish();
+  return r.finish(row);
+}
+
+// --policy's comparison of one trace: a row per policy, in the order given.
+void print_policies(const std::string& path, const std::vector<PolicyRow>& rows) {
+  std::printf("%s: placement policies\n", path.c_str());
+  std::printf("    %-8s %10s %18s %20s %18s %18s\n", "policy", "peak/req", "2nd-half remapped",
+              "2nd-half drv calls", "2nd-half handles", "2nd-half views");
+  for (const PolicyRow& r : rows) {
+    if (!r.ok) {
+      std::printf("    %-8s failed (see above)\n", r.policy.c_str());
+      continue;
+    }
+    char views[64];
+    std::snprintf(views, sizeof views, "%" PRIu64 " (%" PRIu64 " free)", r.steady_views, r.steady_view_reuse);
+    std::printf("    %-8s %10.3f %17.1f%% %20" PRIu64 " %18" PRIu64 " %18s\n", r.policy.c_str(), r.peak_ratio,
+                100.0 * r.steady_remap, r.steady_driver_calls, r.steady_handles, views);
+  }
 }
 
 }  // namespace
@@ -730,7 +771,24 @@ int cmd_replay(int argc, char** argv) {
   for (size_t i = 0; i < o.traces.size(); ++i) {
     if (i && !o.quiet) std::printf("\n");
     std::fflush(stdout);  // ahead of a later trace's message on stderr
-    rc |= replay_one(o.traces[i], o, tl);
+    if (o.policies.empty()) {
+      rc |= replay_one(o.traces[i], o, tl, nullptr);
+      continue;
+    }
+    std::vector<PolicyRow> rows;
+    for (size_t k = 0; k < o.policies.size(); ++k) {
+      ReplayOpts one = o;
+      one.policy = o.policies[k];
+      if (k && !o.quiet) std::printf("\n");
+      std::fflush(stdout);
+      rows.emplace_back();
+      rows.back().policy = one.policy;
+      rc |= replay_one(o.traces[i], one, tl, &rows.back());
+    }
+    if (!o.quiet) {
+      std::printf("\n");
+      print_policies(o.traces[i], rows);
+    }
   }
   if (tl && std::fclose(tl) != 0) {
     std::fprintf(stderr, "vpmm replay: writing %s failed\n", o.timeline.c_str());

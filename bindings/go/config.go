@@ -44,7 +44,7 @@ type Config struct {
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 	RemapSlack          float64 // how far past the bytes asked for a malloc grows instead of remapping (0 = 0.015; negative = page-exact); env VPMM_REMAP_SLACK
 	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
-	ViewMinSize         uint64  // smallest untagged request a view may serve (0 or ViewsOff = none; 64 MiB suggested); env VPMM_VIEW_MIN_SIZE
+	ViewMinSize         uint64  // smallest untagged request a view may serve (0 = 64 MiB, ViewsOff = none); env VPMM_VIEW_MIN_SIZE
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.

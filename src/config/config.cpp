@@ -210,13 +210,13 @@ void show_remap_slack(const PoolOptions& o, int32_t, vpmm_config* c) {
 }
 
 vpmm_status resolve_view_min_size(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-  // Off unless asked for (defaults.hpp, kSuggestedViewMinSize, says why).
+  // 0 is the default size (defaults.hpp, kDefaultViewMinSize, says why).
   // Exported memory is found by the region map's address: views stay out of
   // exportable pools.
-  if (c.view_min_size == 0 || c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+  if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
     o->view_min_size = 0;
   } else {
-    const uint64_t want = c.view_min_size;
+    const uint64_t want = c.view_min_size ? c.view_min_size : kDefaultViewMinSize;
     o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
   }
   return VPMM_OK;

@@ -344,7 +344,11 @@ vpmm_status Pool::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requ
     r = best_fit_completed_other(bytes, s, exact);
     if (r != m_.end()) ++c_.n_cross_stream_reuse;
   }
-  if (r == m_.end() && view_va && view_eligible(bytes, kind, a)) {
+  // What the view gate watches: view-sized requests that no free region fits
+  // although the free bytes would hold them (churn, not a loop: view_gate.hpp).
+  if (kind == Kind::Live && opt_.view_min_size)
+    view_gate_.note(r == m_.end() && a.tag == 0 && bytes >= opt_.view_min_size && m_.totals().free >= bytes);
+  if (r == m_.end() && view_va && view_eligible(bytes, kind, a) && view_gate_.open()) {
     vpmm_status st = view_malloc(bytes, s, requested, a, window, view_va, &ops);
     if (st == VPMM_OK) {
       *out = m_.end();

@@ -34,6 +34,7 @@
 #include "core/pause_pipeline.hpp"
 #include "core/small.hpp"
 #include "core/tags.hpp"
+#include "core/view_gate.hpp"
 #include "core/views.hpp"
 
 namespace vpmm {
@@ -296,14 +297,16 @@ class Pool final : private SlabSource, private HandleOps {
   vpmm_status view_malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
                           uint64_t* out, size_t* handle_ops);
   vpmm_status plan_view(ViewTransit* t);
+  vpmm_status wait_for_view(ViewTransit* t);  // GPU-side waits for pending foreign homes
   void claim_view(ViewTransit* t);
   vpmm_status map_view(ViewTransit* t);  // touches only t and the backend; undoes itself on failure
   vpmm_status map_view_steps(ViewTransit* t);
   void commit_view(ViewTransit* t, const Attrs& a, uint64_t requested);
   void abandon_view(ViewTransit* t);
   void free_view(View& v, Stream s);
-  // Whether a slot's handle lies whole in a free region at its home.
-  bool usable_by(Region& r, Stream s);
+  // Whether a view on stream s may take free region r (*pending: only after
+  // a GPU-side wait); whether a slot's handle lies whole in such a region.
+  bool usable_by(Region& r, Stream s, bool* pending = nullptr);
   bool home_free(const ViewSlot& slot, Stream s);
   vpmm_status view_idle_done(View& v, bool* done);
   static uint64_t slot_offset(const std::vector<ViewSlot>& slots, size_t i);
@@ -408,6 +411,7 @@ class Pool final : private SlabSource, private HandleOps {
   std::vector<std::pair<uint64_t, PhysHandle>> dropped_;
   // Homes claimed Lent by view mallocs still in flight (not yet in a view).
   uint64_t lent_in_flight_ = 0;
+  ViewGate view_gate_;  // views only while large requests look like a loop's
 };
 
 }  // namespace vpmm

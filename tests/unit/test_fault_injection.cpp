@@ -1242,6 +1242,22 @@ std::vector<Scenario> scenarios() {
       return VPMM_OK;
     };
     add(s);
+    s.destroys_pool = false;
+    // The pieces freed on a held stream: the view on another stream records
+    // that stream's event and waits for it on the GPU (event_record,
+    // stream_wait) before it claims anything.
+    s.name = "v6 a view of memory another stream freed with work still queued";
+    s.setup = [](Ctx& c) {
+      Stream a = c.stream(0);
+      for (int i = 0; i < 3; ++i) {
+        CHECK_OK(c.alloc(2 * kPage, a));
+        CHECK_OK(c.alloc(kPage, a));
+      }
+      c.hold(a);
+      for (int i = 2; i >= 0; --i) CHECK_OK(c.release(static_cast<size_t>(2 * i), a));
+    };
+    s.op = [](Ctx& c) { return c.alloc(6 * kPage, c.stream(1)); };
+    add(s);
   }
   return v;
 }

@@ -210,8 +210,8 @@ impl Config {
         /// Env `VPMM_EXPORTABLE`.
         exportable: u64;
         /// Smallest untagged request a view may serve: free handles mapped
-        /// where they lie at a VA of its own instead of moved (0 or
-        /// `VIEWS_OFF` = no views; 64 MiB suggested). Env `VPMM_VIEW_MIN_SIZE`.
+        /// where they lie at a VA of its own instead of moved (0 = 64 MiB,
+        /// `VIEWS_OFF` = no views). Env `VPMM_VIEW_MIN_SIZE`.
         view_min_size: u64;
     }
 }
