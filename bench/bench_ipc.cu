@@ -8,14 +8,18 @@
 //  3. weight sync of 4 GiB: a device-to-device copy in one process, against
 //     the rollout process copying from an import (100 updates through one
 //     import), and against sharing anew every update (export, send, import,
-//     copy, close: 20 updates).
-// Prints "IPC key value" lines (collected by scripts/gpu-ipc.sh); medians.
+//     copy, close: 20 updates);
+//  4. exports: what a send of 128 handles costs, by driver call and through
+//     the pool (vpmm_pool_export_many), first, again, after a pause/resume,
+//     and after a pause/resume with the exports prepared ahead.
+// `bench_ipc handles|pools|sync|exports` runs one part. Prints "IPC key value" lines (collected by scripts/gpu-ipc.sh); medians.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -242,6 +246,115 @@ void weight_sync() {
   CK(vpmm_pool_destroy(pool));
 }
 
+// Where the time of sending N handles goes (the colocated RL sync sends a
+// model of ~115 tagged allocations, a handle each): the driver's first export
+// of a handle, a second export of the same handle, the same N first exports
+// from 4 threads at once, and the pool's one-export-for-all path
+// (vpmm_pool_export_many) first, again (the backend keeps each handle's
+// descriptor), and after a pause/resume (new handles), each sent to and
+// imported by a second process.
+void exports() {
+  constexpr int kN = 128;
+  CUmemAllocationProp prop;
+  std::memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  for (uint64_t size : {2 * MiB, 32 * MiB}) {
+    std::vector<CUmemGenericAllocationHandle> hs(kN);
+    for (auto& h : hs) CK(cuMemCreate(&h, size, &prop, 0));
+    std::vector<double> first, again;
+    std::vector<int> fds;
+    double t0 = now_us();
+    for (auto h : hs) {
+      int fd = -1;
+      double e0 = now_us();
+      CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      first.push_back(now_us() - e0);
+      fds.push_back(fd);
+    }
+    const double serial = now_us() - t0;
+    for (auto h : hs) {
+      int fd = -1;
+      double e0 = now_us();
+      CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      again.push_back(now_us() - e0);
+      fds.push_back(fd);
+    }
+    for (int fd : fds) close(fd);
+    for (auto h : hs) CK(cuMemRelease(h));
+    // The same count of fresh handles exported from 4 threads at once.
+    for (auto& h : hs) CK(cuMemCreate(&h, size, &prop, 0));
+    std::vector<int> pfds(kN, -1);
+    CUcontext ctx = nullptr;
+    CK(cuCtxGetCurrent(&ctx));
+    double p0 = now_us();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&, t] {
+        cuCtxSetCurrent(ctx);
+        for (int i = t; i < kN; i += 4)
+          cuMemExportToShareableHandle(&pfds[i], hs[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      });
+    for (auto& t : ts) t.join();
+    const double parallel = now_us() - p0;
+    for (int fd : pfds)
+      if (fd >= 0) close(fd);
+    for (auto h : hs) CK(cuMemRelease(h));
+    const unsigned long long mib = size / MiB;
+    std::printf("IPC export_first_us_%lluM %.1f\nIPC export_again_us_%lluM %.1f\n"
+                "IPC export_%d_serial_ms_%lluM %.2f\nIPC export_%d_4threads_ms_%lluM %.2f\n",
+                mib, median(first), mib, median(again), kN, mib, serial / 1000, kN, mib, parallel / 1000);
+  }
+  // The pool: kN tagged allocations of 12 MiB (a model's weights), one
+  // export for all, sent to and imported by a second process.
+  vpmm_pool* pool = pool_of(true);
+  std::vector<const void*> ptrs;
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = "weights";
+  a.flags = VPMM_ALLOC_HOST_BACKUP;
+  for (int i = 0; i < kN; ++i) {
+    void* p = nullptr;
+    CK(vpmm_pool_malloc_ex(pool, 12 * MiB, nullptr, &a, &p));
+    ptrs.push_back(p);
+  }
+  vt::Child ch = vt::spawn_child();
+  auto one = [&](const char* what) {
+    vpmm_export* ex = nullptr;
+    double t0 = now_us();
+    CK(vpmm_pool_export_many(pool, ptrs.data(), ptrs.size(), &ex));
+    double t1 = now_us();
+    int64_t i = -1, st = -1;
+    CK(gt::send_to(ch, ex, &i));
+    double t2 = now_us();
+    std::printf("IPC pool_export_many_%d_%s_ms %.2f\nIPC pool_send_import_%d_%s_ms %.2f\n", kN, what,
+                (t1 - t0) / 1000, kN, what, (t2 - t1) / 1000);
+    ch.ask('C', i, 0, &st);
+    CK(vpmm_export_close(pool, ex));
+  };
+  one("first");
+  one("again");
+  CK(vpmm_pool_pause(pool, "weights"));
+  CK(vpmm_pool_resume(pool, "weights"));
+  one("after_resume");
+  // After a resume again, the exports prepared ahead (what a trainer does on
+  // a thread of its own while it trains): the send then duplicates.
+  CK(vpmm_pool_pause(pool, "weights"));
+  CK(vpmm_pool_resume(pool, "weights"));
+  uint64_t prepared = 0;
+  double p0 = now_us();
+  CK(vpmm_pool_prepare_export(pool, "weights", &prepared));
+  std::printf("IPC pool_prepare_export_%d_ms %.2f (%llu handles)\n", kN, (now_us() - p0) / 1000,
+              static_cast<unsigned long long>(prepared));
+  one("prepared");
+  ch.quit();
+  for (const void* p : ptrs) CK(vpmm_pool_free(pool, const_cast<void*>(p), nullptr));
+  CK(vpmm_pool_destroy(pool));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -252,5 +365,6 @@ int main(int argc, char** argv) {
   if (!*only || std::strstr(only, "handles")) handles();
   if (!*only || std::strstr(only, "pools")) pools();
   if (!*only || std::strstr(only, "sync")) weight_sync();
+  if (!*only || std::strstr(only, "exports")) exports();
   return 0;
 }

@@ -14,12 +14,22 @@
 // or reservation handle must be refused by every call that takes one (never
 // act on an object made since), and no new handle may take a stale one's
 // value; backup pauses (the pool's own copy stream) keep working.
+// Configurations of every older size (case 29) get no byte written past
+// them. A disk
+// backup's directory is attacked between its pause and resume (case 28:
+// disk_under_attack says what and what must hold).
 //
 // For every call: the status is one the function documents, an error leaves
-// a message and the out-parameters untouched, and both pools still pass
+// a message and the out-parameters untouched (a failed vpmm_pool_create's
+// *out NULL, as vpmm.h says), and both pools still pass
 // vpmm_pool_check with their allocation counts unchanged by a failed call.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "fuzz_common.hpp"
@@ -156,6 +166,119 @@ Counts counts(vpmm_pool* p) {
   return {s.n_live, s.requested_bytes, s.n_malloc, s.n_free, s.n_pause, s.n_resume};
 }
 bool same(const Counts& a, const Counts& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// A disk-backed allocation in a directory named one of four ways (absolute,
+// relative after a chdir, missing, a plain file), paused, attacked between
+// the pause and the resume as whoever may write the directory would attack
+// it (the backup file swapped for a symbolic link to a victim or a file of
+// its own, removed, moved; the directory renamed; the process's working
+// directory changed), resumed, freed. The malloc fails with
+// INVALID_ARGUMENT exactly for the missing and plain-file directories; the
+// resume restores the allocation's own bytes; the victim keeps its bytes;
+// nothing of the pool's keeps bytes once freed. Everything the attack
+// changed is put back, the working directory included.
+vpmm_status disk_under_attack(fz::Reader& in, vpmm_pool* p) {
+  static const std::string base = [] {
+    char t[] = "/tmp/vpmm-fuzz-dir-XXXXXX";
+    std::string b = mkdtemp(t) ? t : "/tmp";
+    mkdir((b + "/d").c_str(), 0700);
+    FILE* f = std::fopen((b + "/victim").c_str(), "w");
+    if (f) {
+      std::fputs("victim", f);
+      std::fclose(f);
+    }
+    return b;
+  }();
+  auto victim_ok = [] {
+    char buf[16] = {};
+    FILE* f = std::fopen((base + "/victim").c_str(), "r");
+    if (!f) return false;
+    const size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    return n == 6 && std::memcmp(buf, "victim", 6) == 0;
+  };
+  char cwd[4096];
+  FZ_CHECK(getcwd(cwd, sizeof cwd) != nullptr, "getcwd");
+  const int how = in.u8() % 4;
+  std::string dir = how == 1 ? "d" : base + (how == 0 ? "/d" : how == 2 ? "/missing" : "/victim");
+  if (how == 1) FZ_CHECK(chdir(base.c_str()) == 0, "chdir");
+  vpmm_alloc_attrs a;
+  std::memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.tag = "dk";
+  a.flags = VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_DISK;
+  a.backup_dir = dir.c_str();
+  void* q = reinterpret_cast<void*>(kSentinel);
+  const uint64_t bytes = 64 + in.u16() % (96 << 10);
+  vpmm_status st = vpmm_pool_malloc_ex(p, bytes, nullptr, &a, &q);
+  if (how >= 2) {
+    FZ_CHECK(st == VPMM_ERR_INVALID_ARGUMENT && q == reinterpret_cast<void*>(kSentinel),
+             "disk malloc in a directory that is not one -> %d", st);
+    FZ_CHECK(chdir(cwd) == 0, "chdir back");
+    return st;
+  }
+  if (st != VPMM_OK) {  // out of memory: the pool is small
+    FZ_CHECK(chdir(cwd) == 0, "chdir back");
+    return st;
+  }
+  std::memset(q, 0x6b, 64);
+  st = vpmm_pool_pause(p, "dk");
+  FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_OUT_OF_MEMORY, "disk pause -> %d", st);
+  const std::string d = base + "/d";
+  std::string file;
+  if (DIR* dd = opendir(d.c_str())) {
+    while (dirent* e = readdir(dd))
+      if (std::strncmp(e->d_name, "vpmm-backup-", 12) == 0) file = d + "/" + e->d_name;
+    closedir(dd);
+  }
+  const int attack = in.u8() % 6;
+  bool renamed = false;
+  if (!file.empty()) {
+    switch (attack) {
+      case 0:
+        rename(file.c_str(), (d + "/moved").c_str());
+        FZ_CHECK(symlink((base + "/victim").c_str(), file.c_str()) == 0, "symlink");
+        break;
+      case 1:
+        rename(file.c_str(), (d + "/moved").c_str());
+        if (FILE* f = std::fopen(file.c_str(), "w")) {
+          std::fputs("ZZZZZZZZ", f);
+          std::fclose(f);
+        }
+        break;
+      case 2: unlink(file.c_str()); break;
+      case 3: renamed = rename(d.c_str(), (base + "/d2").c_str()) == 0; break;
+      default: FZ_CHECK(chdir("/") == 0, "chdir"); break;
+    }
+  }
+  FZ_CHECK(vpmm_pool_resume(p, "dk") == VPMM_OK, "resume after attack %d", attack);
+  for (int i = 0; i < 64; ++i)
+    FZ_CHECK(static_cast<unsigned char*>(q)[i] == 0x6b, "byte %d of a disk backup changed (attack %d)", i, attack);
+  if (in.u8() & 1) {  // a second pause writes into the pool's own file, wherever it is
+    st = vpmm_pool_pause(p, "dk");
+    FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_OUT_OF_MEMORY, "second disk pause -> %d", st);
+    FZ_CHECK(vpmm_pool_resume(p, "dk") == VPMM_OK, "second resume");
+    FZ_CHECK(static_cast<unsigned char*>(q)[0] == 0x6b, "second resume lost the bytes");
+  }
+  FZ_CHECK(vpmm_pool_free(p, q, nullptr) == VPMM_OK, "free");
+  FZ_CHECK(victim_ok(), "the victim file changed (attack %d)", attack);
+  // Put everything back: no file of the pool's keeps bytes.
+  if (renamed) FZ_CHECK(rename((base + "/d2").c_str(), d.c_str()) == 0, "rename back");
+  FZ_CHECK(chdir(cwd) == 0, "chdir back");
+  if (DIR* dd = opendir(d.c_str())) {
+    std::vector<std::string> left;
+    while (dirent* e = readdir(dd))
+      if (e->d_name[0] != '.') left.push_back(d + "/" + e->d_name);
+    closedir(dd);
+    for (const std::string& f : left) {
+      struct stat sb;
+      const bool pools = lstat(f.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && f == d + "/moved";
+      FZ_CHECK(!pools || sb.st_size == 0, "the pool's moved file kept %lld bytes", (long long)sb.st_size);
+      unlink(f.c_str());
+    }
+  }
+  return VPMM_OK;
+}
 
 }  // namespace
 
@@ -504,11 +627,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         cfg->va_size = cfg->page_size * 16;
         if (in.u8() & 1) cfg->struct_size = in.u32() % 70000;
         vpmm_pool* np = reinterpret_cast<vpmm_pool*>(kSentinel);
-        st = vpmm_pool_create((in.u8() % 8) ? cfg : nullptr, (in.u8() % 8) ? &np : nullptr);
+        const vpmm_config* arg = (in.u8() % 8) ? cfg : nullptr;
+        const bool with_out = (in.u8() % 8) != 0;
+        st = vpmm_pool_create(arg, with_out ? &np : nullptr);
         FZ_CHECK(one_of(st, {VPMM_OK, A, VPMM_ERR_UNSUPPORTED, VPMM_ERR_OUT_OF_MEMORY, VPMM_ERR_BACKEND}),
                  "create -> %d", st);
         if (st == VPMM_OK) FZ_CHECK(vpmm_pool_destroy(np) == VPMM_OK, "destroy");
-        else FZ_CHECK(np == reinterpret_cast<vpmm_pool*>(kSentinel), "create wrote *out on error");
+        else if (with_out) FZ_CHECK(np == nullptr, "a failed create left *out set (vpmm.h: NULL)");
         break;
       }
       case 25:  // destroy of NULL or of the destroyed pool
@@ -570,6 +695,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           FZ_CHECK(vpmm_pool_free(w.p[k], q, nullptr) == VPMM_OK, "free");
         }
         st = VPMM_OK;
+        break;
+      }
+      case 29: {  // a configuration of any size: nothing written past it
+        const uint32_t n = (in.u8() & 1) ? 112 + 8 * (in.u8() % 7) : in.u32() % 70000;
+        std::memset(g_buf, 0xab, sizeof(vpmm_config) + 64);
+        const int which = in.u8() % 3;
+        uint32_t wrote = 0;
+        if (which == 2) {
+          st = vpmm_config_init_sized(reinterpret_cast<vpmm_config*>(g_buf), n, in.u8() & 1);
+          FZ_CHECK(one_of(st, {VPMM_OK, A}), "config_init_sized -> %d", st);
+          FZ_CHECK((st == VPMM_OK) == (n >= 48 && n <= 65536), "config_init_sized(%u) -> %d", n, st);
+          wrote = st == VPMM_OK ? (n < sizeof(vpmm_config) ? n : sizeof(vpmm_config)) : 0;
+        } else {
+          reinterpret_cast<vpmm_config*>(g_buf)->struct_size = n;
+          (which ? vpmm_config_init : vpmm_config_init_defaults)(reinterpret_cast<vpmm_config*>(g_buf));
+          const bool older = n >= 112 && n < sizeof(vpmm_config) && n % 8 == 0;
+          wrote = older ? n : sizeof(vpmm_config);
+          st = VPMM_OK;
+        }
+        if (wrote) FZ_CHECK(reinterpret_cast<vpmm_config*>(g_buf)->struct_size == wrote, "config struct_size");
+        for (size_t i = wrote; i < sizeof(vpmm_config) + 64; ++i)
+          FZ_CHECK(g_buf[i] == 0xab, "config init wrote byte %zu past %u", i, wrote);
+        break;
+      }
+      case 28: {  // a disk backup while its directory is under attack
+        st = disk_under_attack(in, w.p[in.u8() % 2]);
         break;
       }
       default: {  // free a pool allocation correctly (keeps the pools from filling up)

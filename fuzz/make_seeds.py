@@ -144,3 +144,34 @@ put("fuzz_config", "trace_bad", bytes([2, 3]) + b"010" + b"malloc a 0\nfree b\nm
 # A line of only separators once broke the trace parser; it is now rejected
 # with "a line of separators only" (FILE:LINE). Kept as a regression seed.
 put("fuzz_config", "trace_separator_only_line", bytes([2, 0]) + b",\n")
+
+# ---- fuzz_ipc: op byte (% 14, fuzz_ipc.cpp's switch), then the op's bytes.
+# alloc: kind (0 tagged, 1 untagged, 2 small), u16 size; free: index;
+# export: how (0 one, 1 many, 2 tag), [count,] (index, u16 offset) per pointer;
+# receive: export; attack: received, kind (% 12), descriptor, its bytes;
+# import: received, pool, pidfd (0 of 4); pause/resume/trim: k [, u16].
+I_ALLOC, I_FREE, I_EXPORT, I_RECV, I_ATTACK, I_IMPORT, I_CLOSE_IMP, I_PAUSE, I_CLOSE_EXP, I_SEND = \
+    0, 2, 3, 4, 5, 8, 9, 10, 11, 12
+
+
+def ipc_alloc(kind, size):
+    return bytes([I_ALLOC, kind]) + u16(size)
+
+
+base = ipc_alloc(0, 0x6000) + ipc_alloc(1, 0x4000) + ipc_alloc(2, 300) + ipc_alloc(2, 300)
+one = bytes([I_EXPORT, 0, 0]) + u16(8)
+many = bytes([I_EXPORT, 1, 3, 0]) + u16(0) + bytes([1]) + u16(64) + bytes([2]) + u16(4)
+tag = bytes([I_EXPORT, 2])
+recv0 = bytes([I_RECV, 0])
+imp = bytes([I_IMPORT, 0, 0, 1])
+put("fuzz_ipc", "truncate_then_free", base + one + recv0 + imp + bytes([I_ATTACK, 0, 0, 0]) + u16(0)
+    + bytes([I_FREE, 0, I_PAUSE, 2]) + u16(0))
+put("fuzz_ipc", "write_state_word", base + one + recv0 + imp + bytes([I_FREE, 0])
+    + bytes([I_ATTACK, 0, 3, 0, 1]) + bytes([I_ATTACK, 0, 4, 0]) + (1).to_bytes(8, "little") + bytes([3]))
+put("fuzz_ipc", "many_pause_resume", base + many + recv0 + imp + bytes([I_PAUSE, 0, I_PAUSE, 1]) + recv0
+    + bytes([I_IMPORT, 1, 1, 0]))
+put("fuzz_ipc", "tag_slab_trim", base + tag + recv0 + imp + bytes([I_FREE, 2, I_FREE, 2, I_PAUSE, 2]) + u16(0))
+put("fuzz_ipc", "mangled_descriptor", base + one + recv0 + bytes([I_ATTACK, 0, 10, 0, 0]) + u16(40)
+    + bytes([1]) + imp + bytes([I_ATTACK, 0, 9, 1, 2]) + imp + bytes([I_ATTACK, 0, 11, 0, 1]) + imp)
+put("fuzz_ipc", "locks_seals_flags", base + one + recv0 + bytes([I_ATTACK, 0, 6, 0, 40]) + bytes(range(80))
+    + bytes([I_ATTACK, 0, 5, 1, 0x1f, I_ATTACK, 0, 7, 2]) + imp + bytes([I_SEND, 0, 63, I_CLOSE_EXP, 0]))

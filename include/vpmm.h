@@ -335,11 +335,13 @@ typedef struct vpmm_config {
                             * meanwhile (counted in bytes_remapped). So a training loop's largest
                             * tensors stop moving pages once the loop has been seen. A view's
                             * pointer lies outside the pool's chunks; views hold VA only, no
-                            * memory of their own; a pool holds at most 32 (live and idle), and
-                            * vpmm_pool_trim gives the idle ones back. 0 (default) or VPMM_VIEWS_OFF = no views; 64
-                            * MiB is the suggested size: it settles snapshot replays, but a live
-                            * MoE client with side streams peaked higher with it (docs/handles.md,
-                            * "Views", measured). Rounded up to page_size.
+                             * memory of their own; a pool holds at most 32 (live and idle), and
+                             * vpmm_pool_trim gives the idle ones back. Memory another stream freed
+                             * while its work is still queued is taken too: the caller's stream
+                             * then waits for that work on the GPU (the CPU never blocks). 0
+                             * (default) = 64 MiB; VPMM_VIEWS_OFF = no views, the page-moving policy
+                             * of earlier versions (docs/handles.md, "Placement that learns the
+                             * loop", has both measured). Rounded up to page_size.
                             * Pools with exportable = 1 make no views. env VPMM_VIEW_MIN_SIZE
                             * ("256M", or "off"). See docs/handles.md ("Views"). */
 } vpmm_config;
@@ -349,22 +351,48 @@ typedef struct vpmm_config {
  * suffix (powers of 1024). A malformed variable is not silently ignored: it is
  * recorded in config->config_error and vpmm_pool_create then fails with
  * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
+ * Bytes written: sizeof(vpmm_config) as this library has it, unless
+ * config->struct_size already holds the size of an earlier vpmm_config (112,
+ * 120, 128, 136, 144 or 152 bytes: a program built against an older header
+ * that sets it first), then only that many. New code that wants no guess
+ * passes its size to vpmm_config_init_sized. Sets struct_size.
  * NULL config is ignored. Thread safe (reads the environment). */
 VPMM_API void vpmm_config_init(vpmm_config* config);
 
 /* Fill *config with the defaults only, ignoring the environment: for callers
  * that must not be steered by VPMM_* variables (libraries embedding a pool,
- * tests, bindings that take options of their own). Sets struct_size.
+ * tests, bindings that take options of their own). Writes the bytes
+ * vpmm_config_init would; sets struct_size.
  * NULL config is ignored. Thread safe. */
 VPMM_API void vpmm_config_init_defaults(vpmm_config* config);
 
+/* Flags of vpmm_config_init_sized. */
+#define VPMM_CONFIG_DEFAULTS_ONLY 1u /* ignore the environment (as vpmm_config_init_defaults) */
+
+/* vpmm_config_init (flags 0) or vpmm_config_init_defaults
+ * (VPMM_CONFIG_DEFAULTS_ONLY) for a caller whose vpmm_config is struct_size
+ * bytes (pass sizeof(vpmm_config) as the caller compiled it): writes
+ * min(struct_size, the library's sizeof) bytes and sets config->struct_size
+ * to that; nothing past it is touched, whatever config held before. A
+ * program built against an older header gets the fields it knows;
+ * vpmm_pool_create gives the others their defaults (their VPMM_* variables
+ * do not reach such a config: pass NULL to vpmm_pool_create for those).
+ * Errors: INVALID_ARGUMENT (NULL config, struct_size below 48 or over 65536,
+ * unknown flags; nothing written). Thread safe (reads the environment). */
+VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct_size, uint32_t flags);
+
 /* Create a pool. config may be NULL (= vpmm_config_init: environment
  * applies). The config is copied; the caller keeps ownership of it. On
- * success *out owns the pool, to be released with vpmm_pool_destroy.
+ * success *out owns the pool, to be released with vpmm_pool_destroy; on
+ * any error *out is set to NULL (unlike other out-parameters, which errors
+ * leave untouched), so a program that skips the check fails on NULL, never
+ * on an uninitialised pointer: check the status and print vpmm_last_error().
  * Errors: INVALID_ARGUMENT (null out, struct_size too small, bad field,
  * malformed environment variable, device out of range, a peer device that
  * does not exist or is the pool's own), UNSUPPORTED (backend not built, no
- * usable device, a device without VMM support, peer_devices on a backend
+ * usable device, a device without VMM support, CUDA or HIP in a statically
+ * linked program, which cannot load their runtimes: 'auto' takes the host
+ * backend there; peer_devices on a backend
  * without peer access (host, HIP) or between devices without a P2P path),
  * OUT_OF_MEMORY (initial_pages or the VA could not be had), BACKEND (the
  * driver failed). Thread safe. */
@@ -412,8 +440,10 @@ typedef struct vpmm_alloc_attrs {
   const char* tag;      /* NULL or "" = untagged (not pausable); copied, at most 63 bytes */
   vpmm_reservation* reservation; /* charge the allocation to this reservation (NULL = none) */
   const char* backup_dir; /* VPMM_ALLOC_BACKUP_DISK: an existing directory for the backup file
-                           * (copied, at most 4095 bytes; relative paths are taken from the
-                           * working directory at each pause). NULL = the pool's default.
+                           * (copied, at most 4095 bytes). The pool opens it at the first
+                           * call that names it and keeps it open: a relative path means the
+                           * working directory of that call, and a later chdir or a rename of
+                           * the directory changes nothing. NULL = the pool's default.
                            * Ignored without VPMM_ALLOC_BACKUP_DISK. */
 } vpmm_alloc_attrs;
 
@@ -443,7 +473,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * backup store flags and directory are fixed for the allocation's life: a
  * disk-backed allocation without attrs->backup_dir takes the pool's
  * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR;
- * the directory is only used (and checked) at pause. A tagged
+ * the malloc checks that the directory exists and the process may create
+ * files in it (nothing is allocated otherwise); the files are made at the
+ * first pause. A tagged
  * allocation owns whole physical handles (one handle for its shortfall when
  * it grows the pool), so pausing it releases exactly its memory; small
  * tagged requests share slabs of the same tag only. An allocation charged to
@@ -454,8 +486,9 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * unknown or released reservation, a store or retain flag without
  * VPMM_ALLOC_HOST_BACKUP, both store flags, or a tagged
  * VPMM_ALLOC_BACKUP_DISK allocation with no directory anywhere (none in
- * attrs, the pool or VPMM_BACKUP_DIR) or an empty or over-long one. Thread
- * safe. */
+ * attrs, the pool or VPMM_BACKUP_DIR), an empty or over-long one, or one
+ * that does not exist, is no directory or may not be written (the message
+ * names it). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                          const vpmm_alloc_attrs* attrs, void** out);
 
@@ -586,7 +619,7 @@ VPMM_API vpmm_status vpmm_region_pop(void);
  * that tag is paused), UNSUPPORTED (backups asked of a backend that cannot
  * copy device memory to the host: nothing is paused), BACKEND (a wait, copy,
  * file write or unmap failed; or a backup file could not be created, e.g.
- * a missing or unwritable directory: then nothing is paused). After BACKEND
+ * a directory removed since the malloc: then nothing is paused). After BACKEND
  * every allocation is either paused with a complete backup or still active
  * with its bytes intact (vpmm_pool_tag_stats says how many of each); calling
  * again pauses the rest. Thread safe; blocks the calling thread (and other
@@ -616,7 +649,12 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
  *                           allocation is freed or the pool destroyed; written
  *                           and read in large chunks (direct I/O where the file
  *                           system allows it) through the staging slots. A
- *                           process that dies leaves its files behind.
+ *                           process that dies leaves its files behind. Each
+ *                           file stays open in the pool from its first pause
+ *                           until the allocation is freed (one descriptor per
+ *                           disk-backed allocation that paused) and is never
+ *                           opened again by its name: a link or file put at its
+ *                           name is never written, loaded or removed.
  * With VPMM_ALLOC_RETAIN_BACKUP the backup outlives the resume: it stays
  * with the active allocation, holding its bytes as of the last pause
  * (vpmm_pool_backup_lookup still finds it), and the next pause writes into
@@ -650,9 +688,14 @@ VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uin
 /* The directory where VPMM_ALLOC_BACKUP_DISK allocations made from now on
  * without attrs->backup_dir keep their backup files (copied; NULL or ""
  * = none: VPMM_BACKUP_DIR, else such a malloc fails). Allocations made
- * before keep theirs. The directory must exist when a pause writes there;
- * it is not checked here. Errors: INVALID_ARGUMENT (longer than 4095
- * bytes, more than 65535 distinct directories in the pool). Thread safe. */
+ * before keep theirs. The directory must exist, and the process be able to
+ * create files in it: it is opened here and kept open (a relative path
+ * means today's working directory; a later chdir changes nothing). A path
+ * whose directory was removed since the pool opened it is opened anew when
+ * named again (here or in attrs->backup_dir). Errors: INVALID_ARGUMENT
+ * (longer than 4095 bytes, no such directory, not one the process may
+ * create files in, more than 65535 distinct directories in the pool).
+ * Thread safe. */
 VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
 
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
@@ -1262,6 +1305,36 @@ VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_exp
  * active), and those of vpmm_pool_export. Thread safe. */
 VPMM_API vpmm_status vpmm_pool_export_tag(vpmm_pool* pool, const char* tag, vpmm_export** out);
 
+/* Export the live allocations containing ptrs[0..n) (interior pointers
+ * allowed) as one export: one status page, one descriptor and one round
+ * trip for all of them, the handles of each shared once (what a weight sync
+ * of many tensors wants: vpmm.torch.share_many). Entries: one per distinct
+ * allocation, in address order, however many pointers fall in it. Freeing
+ * or pausing any of them ends the export (FREED, PAUSED), as for
+ * vpmm_pool_export. The pointers may name allocations and small blocks of
+ * any tag. Errors: INVALID_ARGUMENT (null pool or out, null ptrs, n 0 or
+ * above 2^24, a NULL pointer in ptrs: the message names its index), and
+ * those of vpmm_pool_export naming the pointer's index. Thread safe. */
+VPMM_API vpmm_status vpmm_pool_export_many(vpmm_pool* pool, const void* const* ptrs, size_t n, vpmm_export** out);
+
+/* Do now, for every physical handle of tag's active allocations (NULL:
+ * every tagged one), what exporting it would pay the driver for, so that a
+ * later vpmm_pool_export / _export_many / _export_tag of them costs a
+ * descriptor duplicate per handle: CUDA and HIP export each handle once
+ * (cuMemExportToShareableHandle, hundreds of microseconds a handle) and keep
+ * the descriptor until the handle is released; the host backend has nothing
+ * to prepare. A trainer calls it after a resume, on a thread of its own
+ * while it trains, so that the weight sync that follows does not wait for
+ * the driver: the driver calls run without the pool's lock (mallocs, frees
+ * and pauses on other threads go on; a handle paused meanwhile is skipped).
+ * Prepared descriptors are no export: nothing is shared until one is made.
+ * *n_handles (may be NULL): the handles prepared. Errors: INVALID_ARGUMENT
+ * (null pool, a tag never used, too long), WRONG_STATE (nothing with the tag
+ * is active), UNSUPPORTED (the pool is not exportable), OUT_OF_MEMORY (file
+ * descriptors), BACKEND (the first driver failure; the other handles are
+ * still prepared). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_prepare_export(vpmm_pool* pool, const char* tag, uint64_t* n_handles);
+
 /* Entry `index` of an export, in address order (out->struct_size must be
  * set; at most that many bytes are written; ptr = exporter_ptr).
  * Errors: INVALID_ARGUMENT (null or closed export, null out, bad
@@ -1325,7 +1398,10 @@ VPMM_API vpmm_status vpmm_export_close(vpmm_pool* pool, vpmm_export* ex);
  * the call, whatever it returns). fds NULL with n_fds 0 takes them from the
  * exporting process with pidfd_getfd. The pool may be any pool of the
  * device the export is on (exportable or not). An export is imported at
- * most once per pool. *out is the caller's until vpmm_import_close.
+ * most once per pool. Handles an import of the pool already maps (a new
+ * export of the same memory) are not mapped again: the import uses that
+ * mapping (the same addresses; it stays until the last import using it
+ * closes). *out is the caller's until vpmm_import_close.
  * Errors: INVALID_ARGUMENT (null desc or out, bytes that are not a
  * descriptor of this version, n_fds differing from the descriptor's count,
  * file descriptors that are not its pages and handles, or that could be

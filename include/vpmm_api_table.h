@@ -145,6 +145,11 @@ typedef struct vpmm_api {
   vpmm_status (*pool_ipc_stats)(vpmm_pool* pool, vpmm_ipc_stats* stats);
   /* retained backups chosen at resume */
   vpmm_status (*pool_resume_flags)(vpmm_pool* pool, const char* tag, uint32_t flags, uint64_t* n_changed);
+  /* one export of many allocations */
+  vpmm_status (*pool_export_many)(vpmm_pool* pool, const void* const* ptrs, size_t n, vpmm_export** out);
+  vpmm_status (*pool_prepare_export)(vpmm_pool* pool, const char* tag, uint64_t* n_handles);
+  /* a configuration of the caller's size */
+  vpmm_status (*config_init_sized)(vpmm_config* config, uint32_t struct_size, uint32_t flags);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

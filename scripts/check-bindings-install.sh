@@ -71,6 +71,7 @@ echo "ok: the installed vpmm command runs ($("${run[@]}" "$tool" version))"
 mkdir "$work/cuse"
 cat > "$work/cuse/main.c" <<'C'
 #include <stdio.h>
+#include <string.h>
 #include <vpmm.h>
 int main(void) {
   vpmm_config cfg;
@@ -78,7 +79,11 @@ int main(void) {
   cfg.backend = VPMM_BACKEND_HOST;
   vpmm_pool* pool = NULL;
   if (vpmm_pool_create(&cfg, &pool) != VPMM_OK) { fprintf(stderr, "%s\n", vpmm_last_error()); return 1; }
-  vpmm_alloc_attrs a = {sizeof a, VPMM_ALLOC_HOST_BACKUP, "weights", NULL, NULL};
+  vpmm_alloc_attrs a; /* zeroed, then set: the struct only grows */
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.flags = VPMM_ALLOC_HOST_BACKUP;
+  a.tag = "weights";
   void* p = NULL;
   if (vpmm_pool_malloc_ex(pool, 4u << 20, NULL, &a, &p) != VPMM_OK ||
       vpmm_pool_pause(pool, "weights") != VPMM_OK || vpmm_pool_resume(pool, "weights") != VPMM_OK ||

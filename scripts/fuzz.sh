@@ -26,7 +26,9 @@
 # to every exported function), fuzz_config (VPMM_* environment, config fields
 # and, when tools/trace.hpp exists, the trace parser), fuzz_snapshot (the
 # pickle reader and PyTorch memory snapshots as traces, tools/pickle.hpp and
-# tools/snapshot.hpp). Run all at once, the targets share the time three
+# tools/snapshot.hpp), fuzz_ipc (exports and imports under a hostile
+# importer: mangled descriptors, file descriptor games, the exporter's frees,
+# pauses and unread sends). Run all at once, the targets share the time three
 # targets had before fuzz_snapshot came (3 x FUZZ_TIME), so a CI budget stays
 # what it was. Seeds: fuzz/corpus/<t>/
 # (read only); inputs libFuzzer finds go to build-fuzz/corpus/<t>/, crashes to
@@ -37,7 +39,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${FUZZ_BUILD:-$ROOT/build-fuzz}
 RBUILD=${FUZZ_RELEASE_BUILD:-$ROOT/build-fuzz-release}
-ALL_TARGETS=(fuzz_ops fuzz_api fuzz_config fuzz_snapshot)
+ALL_TARGETS=(fuzz_ops fuzz_api fuzz_config fuzz_snapshot fuzz_ipc)
 
 build_only=0
 mode=libfuzzer

@@ -20,3 +20,15 @@ boxed() {
   if (( want < 5 )); then echo "(skipped: out of time)"; return 124; fi
   timeout --kill-after=5 "$want" "$@"
 }
+# gpu_meson_setup: nvcc's CUDA on PATH (CUDA_HOME from nvcc's place unless
+# set) and, where $BUILD has no build.ninja yet, `meson setup` of it with the
+# GPU suite and the CUDA backend, logged to $OUT/build.log.
+gpu_meson_setup() {
+  NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+  export PATH="$CUDA_HOME/bin:$PATH"
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    boxed 120 meson setup "$BUILD" -Dgpu_tests=enabled -Dcuda=enabled -Dcuda-include-dir="$CUDA_HOME/include" \
+      > "$OUT/build.log" 2>&1
+  fi
+}

@@ -16,8 +16,26 @@
 #   over every GPU test program. Every step is time-boxed so the whole run
 #   stays under DEADLINE seconds and the logs always come back.
 #
-# Usage: scripts/gpu-run.sh [--quick] [--no-bench] [--no-sanitizer] [--no-torch]
+# Usage: scripts/gpu-run.sh [--lane=quick|long|multi|all] [--unit] [--sanitizer]
+#                           [--quick] [--no-bench] [--no-sanitizer] [--no-torch]
 #                           [--no-real | --real-only]
+#   --lane=L     run one lane of the GPU suite (tests/gpu/meson.build says which
+#                test is in which) and nothing else (no benchmarks, workloads or
+#                sanitizer unless asked):
+#                  quick  builds only what suite gpu-quick needs and runs it: the
+#                         CUDA programs of the pool (DEADLINE 230: one device
+#                         call with time to spare);
+#                  long   builds everything, runs suite gpu-long: the frameworks
+#                         and the GiB-moving programs (DEADLINE 560);
+#                  multi  builds what suite gpu-multi needs and runs it: the
+#                         two-GPU tests (gpu_multi_device, gpu_py_nccl_pause),
+#                         on a machine with two GPUs (DEADLINE 300);
+#                  all    (default) everything below, suite gpu whole.
+#                A second lane on the same machine reuses the build (ninja
+#                rebuilds nothing). GPU_TESTS="gpu_x gpu_y" runs those tests
+#                instead of the lane's suite (a lane cut short, rerun in part).
+#   --unit       also the unit suite (always run by --lane=all)
+#   --sanitizer  also compute-sanitizer over the lane's CUDA programs
 #   --no-real    skip the real workloads (clients and replays)
 #   --real-only  only the real workloads (no bench_vpmm, bench_pause_resume,
 #                bench_torch): with SKIP_TESTS=1 and --no-sanitizer, the
@@ -40,10 +58,12 @@
 # benchmarks and the sanitizer are reported in summary.txt, not gated).
 set -u
 START=$(date +%s)
-DEADLINE=${DEADLINE:-540}
-QUICK=""; BENCH=1; SAN=1; TORCH=1; WORKLOADS=1; MICRO=1
+QUICK=""; BENCH=1; SAN=1; TORCH=1; WORKLOADS=1; MICRO=1; LANE=all; UNIT=1; SAN_ASKED=0
 for a in "$@"; do
   case "$a" in
+    --lane=quick|--lane=long|--lane=multi|--lane=all) LANE=${a#--lane=} ;;
+    --unit) UNIT=2 ;;
+    --sanitizer) SAN_ASKED=1 ;;
     --quick) QUICK="--quick" ;;
     --no-bench) BENCH=0 ;;
     --no-sanitizer) SAN=0 ;;
@@ -53,6 +73,18 @@ for a in "$@"; do
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
+# A lane runs its suite and nothing else unless asked.
+case "$LANE" in
+  quick) SUITE=gpu-quick; DEFAULT_DEADLINE=230; TEST_BOX=170 ;;
+  long) SUITE=gpu-long; DEFAULT_DEADLINE=560; TEST_BOX=480 ;;
+  multi) SUITE=gpu-multi; DEFAULT_DEADLINE=300; TEST_BOX=240 ;;
+  *) SUITE=gpu; DEFAULT_DEADLINE=540; TEST_BOX=360 ;;
+esac
+if [ "$LANE" != all ]; then
+  BENCH=0; WORKLOADS=0; SAN=$SAN_ASKED
+  (( UNIT == 2 )) || UNIT=0
+fi
+DEADLINE=${DEADLINE:-$DEFAULT_DEADLINE}
 OUT=${OUT:-$PWD/gpu-out}
 BUILD=${BUILD:-build-gpu}
 BOX_RESERVE=15
@@ -120,14 +152,29 @@ if (( ${#MESON[@]} )); then
       -Dcuda-include-dir="$CUDA_HOME/include" >> "$OUT/build.log" 2>&1 || rm -rf "$BUILD"
   fi
   if [ -f "$BUILD/build.ninja" ]; then
+    # The quick and multi lanes build only what their suite runs (the GPU
+    # programs of the lane, the library, the interposer, the conformance
+    # program); long and all build everything.
+    LIBS=(libvpmm.so.1.0.0 libvpmm_preload.so)
+    case "$LANE" in
+      quick) TARGETS=("${LIBS[@]}" tests/conformance/test_backend_contract tests/gpu/test_gpu_cuda_backend
+                      tests/gpu/test_gpu_preload_cuda)
+             for t in walkthrough streams zombie growth small oom split_handle pause_resume copies views; do
+               TARGETS+=("tests/gpu/test_gpu_$t"); done
+             NEED=(libvpmm.so tests/gpu/test_gpu_walkthrough tests/gpu/test_gpu_pause_resume) ;;
+      multi) TARGETS=("${LIBS[@]}" tests/gpu/test_gpu_multi_device)
+             NEED=(libvpmm.so tests/gpu/test_gpu_multi_device) ;;
+      long) TARGETS=(); NEED=(libvpmm.so tests/gpu/test_gpu_backup_stores tests/gpu/test_gpu_ipc) ;;
+      *) TARGETS=(); NEED=(libvpmm.so tests/gpu/test_gpu_walkthrough tests/gpu/test_gpu_streams
+                           tests/gpu/test_gpu_zombie tests/gpu/test_gpu_growth tests/gpu/test_gpu_small
+                           tests/gpu/test_gpu_oom bench/bench_vpmm) ;;
+    esac
     # -k 0: a broken target elsewhere (another engineer's test) must not stop
     # the GPU programs; what matters is that they and the library got built.
-    boxed 300 ninja -C "$BUILD" -k 0 -j "$JOBS" >> "$OUT/build.log" 2>&1 \
+    boxed 300 ninja -C "$BUILD" -k 0 -j "$JOBS" ${TARGETS[@]+"${TARGETS[@]}"} >> "$OUT/build.log" 2>&1 \
       || say "build: some targets failed: $(grep -c '^FAILED' "$OUT/build.log") (see build.log)"
     BUILD_OK=1
-    for f in libvpmm.so tests/gpu/test_gpu_walkthrough tests/gpu/test_gpu_streams \
-             tests/gpu/test_gpu_zombie tests/gpu/test_gpu_growth tests/gpu/test_gpu_small \
-             tests/gpu/test_gpu_oom bench/bench_vpmm; do
+    for f in "${NEED[@]}"; do
       [ -e "$BUILD/$f" ] || { BUILD_OK=0; say "build: missing $f"; }
     done
   else
@@ -138,7 +185,11 @@ if (( ${#MESON[@]} )); then
 else
   plain_build
 fi
-say "build: $( (( BUILD_OK )) && echo ok || echo FAILED) ($(( $(date +%s) - START )) s)"
+say "build: $( (( BUILD_OK )) && echo ok || echo FAILED) ($(( $(date +%s) - START )) s, lane $LANE)"
+if [ "$LANE" = multi ]; then
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  say "GPUs: ${NGPU:-0}$( (( ${NGPU:-0} < 2 )) && echo ' (gpu-multi needs two: its tests will SKIP)')"
+fi
 if (( ! BUILD_OK )); then tail -60 "$OUT/build.log"; fi
 
 # ------------------------------------------------------------------ tests
@@ -146,12 +197,21 @@ TESTS_OK=0
 if (( BUILD_OK )) && [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (tests ran in an earlier call)
   {
     if (( ${#MESON[@]} )); then
-      # ~320 s in all: the PyTorch/CuPy/JAX tests take ~230 s of it (a 240 s box
-      # cut the last three off on 2026-11-25).
-      boxed 360 "${MESON[@]}" test -C "$BUILD" --suite gpu -v --no-rebuild
+      # The whole suite took ~9 min on an H200 (2026-11-27); its lanes fit a
+      # call each (tests/gpu/meson.build). GPU_TESTS names tests instead.
+      if [ -n "${GPU_TESTS:-}" ]; then
+        # shellcheck disable=SC2086
+        boxed "$TEST_BOX" "${MESON[@]}" test -C "$BUILD" -v --no-rebuild $GPU_TESTS
+      else
+        boxed "$TEST_BOX" "${MESON[@]}" test -C "$BUILD" --suite "$SUITE" -v --no-rebuild
+      fi
       echo "meson test --suite gpu: exit $?"
-      boxed 120 "${MESON[@]}" test -C "$BUILD" --suite unit --no-rebuild --print-errorlogs
-      echo "meson test --suite unit: exit $?"
+      if (( UNIT )); then
+        boxed 120 "${MESON[@]}" test -C "$BUILD" --suite unit --no-rebuild --print-errorlogs
+        echo "meson test --suite unit: exit $?"
+      else
+        echo "meson test --suite unit: exit 0 (not run in lane $LANE; --unit runs it)"
+      fi
     else
       rcs=0
       for t in "$BUILD"/tests/gpu/test_gpu_*; do
@@ -288,7 +348,10 @@ fi
 # ------------------------------------------------------------------ compute-sanitizer
 if (( BUILD_OK && SAN )) && command -v compute-sanitizer >/dev/null 2>&1; then
   : > "$OUT/sanitizer.log"
-  for t in cuda_backend walkthrough streams zombie growth small split_handle oom pause_resume; do
+  SAN_PROGRAMS=(cuda_backend walkthrough streams zombie growth small split_handle oom pause_resume)
+  [ "$LANE" = multi ] && SAN_PROGRAMS=(multi_device)
+  [ "$LANE" = long ] && SAN_PROGRAMS=(backup_stores)
+  for t in "${SAN_PROGRAMS[@]}"; do
     exe="$BUILD/tests/gpu/test_gpu_$t"
     [ -x "$exe" ] || continue
     one=$(mktemp "${TMPDIR:-/tmp}/vpmm-san-$t.XXXXXX")  # not under OUT: at most 8 files there

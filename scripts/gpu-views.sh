@@ -21,13 +21,7 @@ ROUNDS=${ROUNDS:-3}
 VIEWS_TESTS=${VIEWS_TESTS:-"gpu_views gpu_jax_ffi gpu_estimate_torch gpu_preload_torch gpu_preload_cuda"}
 . "$(dirname "$0")/gpu-common.sh"
 
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
-export PATH="$CUDA_HOME/bin:$PATH"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  boxed 120 meson setup "$BUILD" -Dgpu_tests=enabled -Dcuda=enabled -Dcuda-include-dir="$CUDA_HOME/include" \
-    > "$OUT/build.log" 2>&1
-fi
+gpu_meson_setup
 boxed 240 ninja -C "$BUILD" -k 0 -j "$JOBS" >> "$OUT/build.log" 2>&1
 say "build: exit $? ($(( $(date +%s) - START )) s)"
 

@@ -22,6 +22,7 @@
 #   preload/  a library of its own (libvpmm_preload.so) linked against
 #             libvpmm.so, whose internal symbols are hidden: public headers and
 #             its own headers only, or it would not link
+#   history/  the same for libvpmm_history.so (the PyTorch hooks' history)
 # Usage: check_layering.sh SOURCE_ROOT. Prints every violation; exits 1 if any.
 root=${1:-.}
 src="$root/src"
@@ -56,8 +57,8 @@ report "src/ipc/ includes more than common/, ipc/ and core/share/channels.hpp" "
 report "src/core/ includes a backend's internals (backend/backend.hpp and backend/host_services.hpp are the doors)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/' | grep -vE '"backend/(backend|host_services)\.hpp"')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 
-# hooks/ and preload/: every quoted include is a public header or their own.
-for top in hooks preload; do
+# hooks/, preload/ and history/: every quoted include is a public header or their own.
+for top in hooks preload history; do
   report "src/$top/ includes a library header other than vpmm*.h and $top/" \
     "$(scan "$src/$top" '#[[:space:]]*include[[:space:]]*["<]' | grep -vE "#[[:space:]]*include[[:space:]]*(<[^/\">]*>|<(sys|linux|bits)/[a-z_]+\.h>|\"vpmm[a-z_]*\.h\"|\"$top/[a-z_]+\.h(pp)?\")")"
 done

@@ -98,8 +98,21 @@ void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t pea
               double(end.driver_ns - half.driver_ns) / 1e6);
 }
 
+// A libvpmm memory history (vpmm.torch after use_as_allocator()): its
+// segments are libvpmm's allocations, so there is no PyTorch side to show.
+void print_history_facts(const vtrace::SnapshotFacts& f, double load_ms) {
+  std::printf("  libvpmm history   device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
+              " OOM), %zu streams; read in %.0f ms\n",
+              f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
+  std::printf("  recorded          mapped peak %s while the job ran; its segments are libvpmm's allocations "
+              "(%" PRIu64 " at dump, %s), not memory PyTorch reserved\n",
+              f.vpmm_mapped_peak ? fmt_bytes(f.vpmm_mapped_peak).c_str() : "not recorded", f.segments,
+              fmt_bytes(f.reserved_at_dump).c_str());
+}
+
 // The PyTorch side of a snapshot replay, beside libvpmm's figures.
 void print_snapshot_facts(const vtrace::SnapshotFacts& f, uint64_t peak_mapped, double load_ms) {
+  if (!f.reserved_is_pytorch) return print_history_facts(f, load_ms);
   std::printf("  pytorch snapshot  device %d (of %zu in device_traces): %" PRIu64 " events (%" PRIu64
               " OOM), %zu streams; read in %.0f ms\n",
               f.device, f.devices, f.events, f.ooms, f.stream_handles.size(), load_ms);
@@ -177,9 +190,14 @@ bool reserved_after_events(const std::string& path, int device, uint64_t start, 
 // The answer a PyTorch user wants, three peaks side by side: what PyTorch's
 // allocator reserved (snapshots only), what libvpmm mapped replaying the same
 // allocations, and the live bytes, which no allocator can go below.
-void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved, uint64_t vpmm_mapped,
+void print_peaks(const std::string& path, bool snapshot, const vtrace::SnapshotFacts& facts, uint64_t vpmm_mapped,
                  uint64_t requested, bool heading) {
   if (heading) std::printf("%s\n", path.c_str());
+  // A libvpmm memory history has no PyTorch reservation to compare with,
+  // but the mapped peak libvpmm recorded while the job ran.
+  const bool history = snapshot && !facts.reserved_is_pytorch;
+  const uint64_t torch_reserved = history ? 0 : facts.reserved_peak;
+  if (history) snapshot = false;
   const uint64_t base = snapshot && torch_reserved ? torch_reserved : 0;
   auto row = [&](const char* what, uint64_t v, const char* note) {
     if (base)
@@ -189,6 +207,8 @@ void print_peaks(const std::string& path, bool snapshot, uint64_t torch_reserved
   };
   std::printf("  peaks%s\n", base ? "                        bytes   / PyTorch" : "");
   if (snapshot) row("PyTorch reserved", torch_reserved, "what PyTorch's allocator held (segment events)");
+  if (history && facts.vpmm_mapped_peak)
+    row("libvpmm mapped, run", facts.vpmm_mapped_peak, "what libvpmm held while the job ran (its history)");
   row("libvpmm mapped", vpmm_mapped, "what libvpmm would map (this replay)");
   row("requested", requested, "bytes alive at once, as asked for: no allocator maps less");
   if (base) {
@@ -273,8 +293,9 @@ bool load_input(const std::string& path, int device, bool want_timeline, Input* 
     return false;
   }
   if (!refuse_empty(path, *in)) return false;
-  // PyTorch's reserved bytes per op, for the timeline.
-  if (in->snapshot && want_timeline) {
+  // PyTorch's reserved bytes per op, for the timeline (a libvpmm memory
+  // history has none: its segments are libvpmm's allocations).
+  if (in->snapshot && want_timeline && in->facts.reserved_is_pytorch) {
     if (!reserved_after_events(path, in->facts.device, in->facts.reserved_at_start, &in->torch_reserved, &err)) {
       std::fprintf(stderr, "vpmm replay: %s\n", printable(err).c_str());
       return false;
@@ -292,6 +313,11 @@ bool pool_config(const std::string& path, const ReplayOpts& o, const Input& in, 
                  uint64_t* page) {
   vpmm_config_init(c);
   if (o.backend >= 0) c->backend = o.backend;
+  PolicySettings policy;
+  if (!o.policy.empty() && policy_settings(o.policy, &policy)) {
+    c->view_min_size = policy.view_min_size;
+    c->remap_slack = policy.remap_slack;
+  }
   if (o.page_size.set) c->page_size = o.page_size.value;
   // When neither option nor environment fixes the page size, ask a probe
   // pool of the same backend what its default is.
@@ -391,16 +417,29 @@ class TraceReplay {
 
   // The report (the peaks table alone with --summary), the expectations,
   // --release-all and --dump, then the streams and the pool closed.
-  int finish() {
+  int finish(PolicyRow* row) {
     end_ = stats_of(pool_);
     layout_ = layout_of(pool_);
+    if (row) fill_row(row);
     if (!o_.quiet && o_.summary) print_summary();
     else if (!o_.quiet) print_report();
     check_expectations();
     if (rc_ == 0 && o_.release_all) release_all();
     if (o_.dump) print_dump();
     close();
+    if (row) row->ok = rc_ == 0;
     return rc_;
+  }
+
+  // --policy's comparison row of this replay.
+  void fill_row(PolicyRow* row) const {
+    row->peak_ratio = res_.peak_requested ? double(end_.peak_mapped_bytes) / double(res_.peak_requested) : 0.0;
+    row->steady_remap = steady_remap_share(end_, at_half_, res_.peak_requested);
+    row->steady_driver_calls = end_.driver_calls - at_half_.driver_calls;
+    row->steady_handles = end_.handles_created - at_half_.handles_created;
+    row->steady_views = end_.n_view_malloc - at_half_.n_view_malloc;
+    row->steady_view_reuse = end_.n_view_reuse - at_half_.n_view_reuse;
+    row->views = end_.n_views;
   }
 
  private:
@@ -482,7 +521,7 @@ class TraceReplay {
   void write_row(size_t op) {
     vpmm_stats s = stats_of(pool_);
     std::string torch;
-    if (in_.snapshot) {
+    if (in_.snapshot && in_.facts.reserved_is_pytorch) {
       // Pre-live allocations come first, made of events anywhere in the
       // ring: PyTorch held its start figure then. After them, op `op` ran at
       // its event, and the row shows PyTorch's bytes after that event.
@@ -504,7 +543,7 @@ class TraceReplay {
     if (in_.snapshot && in_.facts.devices > 1)
       heading += " (device " + std::to_string(in_.facts.device) + " of " + std::to_string(in_.facts.devices) +
                  "; --device picks another)";
-    print_peaks(heading, in_.snapshot, in_.facts.reserved_peak, end_.peak_mapped_bytes, res_.peak_requested, true);
+    print_peaks(heading, in_.snapshot, in_.facts, end_.peak_mapped_bytes, res_.peak_requested, true);
   }
 
   // The whole report: the pool, the ops, the peaks, the end state, the
@@ -518,10 +557,16 @@ class TraceReplay {
                 fmt_bytes(eff_.va_size).c_str(), eff_.initial_pages,
                 eff_.max_handle_size == VPMM_HANDLE_SIZE_UNLIMITED ? "unlimited" : eff_.max_handle_size ? fmt_bytes(eff_.max_handle_size).c_str() : "scaled",
                 eff_.large_rounding >= page_ ? "whole pages" : fmt_bytes(eff_.large_rounding).c_str(),
-                in_.snapshot ? ", PyTorch snapshot"
+                in_.snapshot ? (in_.facts.reserved_is_pytorch ? ", PyTorch snapshot"
+                                                              : ", libvpmm memory history (PyTorch snapshot format)")
                 : trace_.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     if (!header_flags_.empty())
       std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags_.c_str());
+    std::printf("  placement         %s, remap slack %s%s%s\n",
+                eff_.view_min_size == VPMM_VIEWS_OFF ? "views off"
+                                                     : ("views from " + fmt_bytes(eff_.view_min_size)).c_str(),
+                eff_.remap_slack < 0 ? "exact" : std::to_string(eff_.remap_slack).substr(0, 5).c_str(),
+                o_.policy.empty() ? "" : " (--policy ", o_.policy.empty() ? "" : (o_.policy + ")").c_str());
     std::printf("  ops               %zu of %zu (%" PRIu64 " mallocs, %" PRIu64 " frees, %" PRIu64
                 " syncs; %zu streams)%s\n",
                 res_.ops_done, trace_.ops.size(), res_.mallocs, res_.frees, res_.syncs, sum_.streams.size(),
@@ -549,7 +594,7 @@ class TraceReplay {
     print_remapping(s, at_half_, res_.peak_requested);
     std::printf("  layout            %s\n", layout_.c_str());
     if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
-    print_peaks(path_, in_.snapshot, in_.facts.reserved_peak, s.peak_mapped_bytes, res_.peak_requested, false);
+    print_peaks(path_, in_.snapshot, in_.facts, s.peak_mapped_bytes, res_.peak_requested, false);
   }
 
   // --expect-*: each a failure with its reason, the first one only.
@@ -651,8 +696,9 @@ class TraceReplay {
   int rc_ = 0;
 };
 
-// One trace on one fresh pool. Returns 0, or 1 after printing why not.
-int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline) {
+// One trace on one fresh pool. Returns 0, or 1 after printing why not; with
+// a row, fills in what --policy compares.
+int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* timeline, PolicyRow* row) {
   Input in;
   if (!load_input(path, cmdline.device, timeline != nullptr, &in)) return 1;
   ReplayOpts o = cmdline;
@@ -670,7 +716,24 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
   TraceReplay r(path, o, header_flags, in, sum, timeline);
   if (!r.open(c)) return 1;
   r.run();
-  return r.finish();
+  return r.finish(row);
+}
+
+// --policy's comparison of one trace: a row per policy, in the order given.
+void print_policies(const std::string& path, const std::vector<PolicyRow>& rows) {
+  std::printf("%s: placement policies\n", path.c_str());
+  std::printf("    %-8s %10s %18s %20s %18s %18s\n", "policy", "peak/req", "2nd-half remapped",
+              "2nd-half drv calls", "2nd-half handles", "2nd-half views");
+  for (const PolicyRow& r : rows) {
+    if (!r.ok) {
+      std::printf("    %-8s failed (see above)\n", r.policy.c_str());
+      continue;
+    }
+    char views[64];
+    std::snprintf(views, sizeof views, "%" PRIu64 " (%" PRIu64 " free)", r.steady_views, r.steady_view_reuse);
+    std::printf("    %-8s %10.3f %17.1f%% %20" PRIu64 " %18" PRIu64 " %18s\n", r.policy.c_str(), r.peak_ratio,
+                100.0 * r.steady_remap, r.steady_driver_calls, r.steady_handles, views);
+  }
 }
 
 }  // namespace
@@ -708,7 +771,24 @@ int cmd_replay(int argc, char** argv) {
   for (size_t i = 0; i < o.traces.size(); ++i) {
     if (i && !o.quiet) std::printf("\n");
     std::fflush(stdout);  // ahead of a later trace's message on stderr
-    rc |= replay_one(o.traces[i], o, tl);
+    if (o.policies.empty()) {
+      rc |= replay_one(o.traces[i], o, tl, nullptr);
+      continue;
+    }
+    std::vector<PolicyRow> rows;
+    for (size_t k = 0; k < o.policies.size(); ++k) {
+      ReplayOpts one = o;
+      one.policy = o.policies[k];
+      if (k && !o.quiet) std::printf("\n");
+      std::fflush(stdout);
+      rows.emplace_back();
+      rows.back().policy = one.policy;
+      rc |= replay_one(o.traces[i], one, tl, &rows.back());
+    }
+    if (!o.quiet) {
+      std::printf("\n");
+      print_policies(o.traces[i], rows);
+    }
   }
   if (tl && std::fclose(tl) != 0) {
     std::fprintf(stderr, "vpmm replay: writing %s failed\n", o.timeline.c_str());

@@ -54,6 +54,10 @@ const char* const kReplayHelp =
     "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
     "                            what stays mapped (empty_cache() after freeing everything)\n"
     "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
+    "  --policy NAME[,NAME...]   replay under each placement policy in turn and compare them\n"
+    "                            (peak ratio, second-half remapping, driver calls, handles):\n"
+    "                            views (the default), remap (views off: pages move, the\n"
+    "                            default before views), exact (remap, and no remap slack)\n"
     "  --verbose                 print every op with the layout after it\n"
     "  --log-remaps              print a line for every op that remapped pages or grew the pool:\n"
     "                            its size, what it moved and created, the free memory before it\n"
@@ -69,6 +73,18 @@ const char* const kReplayHelp =
     "Exit status: 0 success, 1 failure (malformed trace, allocation failure, check or\n"
     "expectation failed), 2 usage error.\n";
 
+
+const char* const kPolicyHelp = "views, remap or exact";
+
+// The policies are settings of the pool's own options, so a program gets any
+// of them from the environment (VPMM_VIEW_MIN_SIZE, VPMM_REMAP_SLACK).
+bool policy_settings(const std::string& name, PolicySettings* out) {
+  if (name == "views") *out = {0, 0.0};  // the defaults: views from 64 MiB, slack 0.015
+  else if (name == "remap") *out = {VPMM_VIEWS_OFF, 0.0};
+  else if (name == "exact") *out = {VPMM_VIEWS_OFF, -1.0};
+  else return false;
+  return true;
+}
 
 int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
   auto size_opt = [&](SizeOpt* s) {
@@ -133,6 +149,18 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
     o.device = std::atoi(val.c_str());
   } else if (n == "--timeline") {
     o.timeline = val;
+  } else if (n == "--policy") {
+    o.policies.clear();
+    size_t at = 0;
+    while (at <= val.size()) {
+      size_t comma = val.find(',', at);
+      if (comma == std::string::npos) comma = val.size();
+      const std::string name = val.substr(at, comma - at);
+      PolicySettings ps;
+      if (!policy_settings(name, &ps)) return usage_error("--policy: unknown policy '" + name + "' (" + kPolicyHelp + ")");
+      o.policies.push_back(name);
+      at = comma + 1;
+    }
   } else if (n == "--expect-layout") {
     o.expect_layout = val;
     o.expect_layout_set = true;

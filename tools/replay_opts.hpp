@@ -46,8 +46,32 @@ struct ReplayOpts {
   bool expect_steady_set = false;
   double expect_max_steady_remap = 0;  // fail when second-half remapped / peak requested exceeds it
   int device = -1;              // snapshots: the device to replay (-1: most events)
+  // Placement policies (--policy): each trace is replayed once per name, in
+  // order; empty: the pool's configuration as the environment leaves it.
+  std::vector<std::string> policies;
+  std::string policy;  // the one this replay runs (set per run by cmd_replay)
   std::vector<std::string> traces;
 };
+
+// What one replay under one policy came to: a row of --policy's comparison.
+struct PolicyRow {
+  std::string policy;
+  bool ok = false;                 // replayed to the end, every expectation met
+  double peak_ratio = 0;           // peak mapped / peak requested
+  double steady_remap = 0;         // second-half remapped bytes / peak requested
+  uint64_t steady_driver_calls = 0, steady_handles = 0;  // driver calls, handles created: second half
+  uint64_t steady_views = 0, steady_view_reuse = 0;      // view mallocs, of them with no driver call
+  uint64_t views = 0;              // views at the end
+};
+
+// The placement policies --policy names, with what each sets (kPolicyHelp).
+// Returns false for an unknown name.
+struct PolicySettings {
+  uint64_t view_min_size;  // vpmm_config.view_min_size
+  double remap_slack;      // vpmm_config.remap_slack
+};
+bool policy_settings(const std::string& name, PolicySettings* out);
+extern const char* const kPolicyHelp;
 
 
 // One option at the cursor (a.take_option() done). Returns 0 when taken,

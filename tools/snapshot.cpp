@@ -60,6 +60,7 @@ class Converter {
   bool run(const Value& root, Trace* out, SnapshotFacts* facts, std::string* err);
 
  private:
+  void read_vpmm_facts(const Value& root);
   bool fail(const std::string& what) {
     err_ = name_ + ": " + what;
     return false;
@@ -436,6 +437,21 @@ bool Converter::pick_device(const Value* traces, const Value* segments) {
   return true;
 }
 
+// What vpmm.torch adds under the top-level "vpmm" key (bindings/python/
+// vpmm/_snapshot.py): whether the segments are PyTorch's reservations, and
+// per device the mapped peak libvpmm recorded. Anything else is ignored, and
+// a file without the key is PyTorch's own.
+void Converter::read_vpmm_facts(const Value& root) {
+  Value v, flag, devices, dev, peak;
+  if (!root.find("vpmm", &v) || !v.is(Kind::kDict)) return;
+  if (v.find("pytorch_reserved", &flag) && flag.is(Kind::kBool)) facts_.reserved_is_pytorch = flag.as_bool();
+  if (v.find("devices", &devices) && static_cast<size_t>(facts_.device) < devices.items().size()) {
+    dev = devices.items()[facts_.device];
+    if (dev.find("mapped_peak_recorded", &peak) && peak.is(Kind::kInt) && peak.as_int() > 0)
+      facts_.vpmm_mapped_peak = static_cast<uint64_t>(peak.as_int());
+  }
+}
+
 bool Converter::run(const Value& root, Trace* out, SnapshotFacts* facts, std::string* err) {
   bool ok = true;
   Value traces, segments;
@@ -458,6 +474,7 @@ bool Converter::run(const Value& root, Trace* out, SnapshotFacts* facts, std::st
   facts_.stream_handles.push_back(0);
   trace_.name = name_;
   if (ok) ok = pick_device(has_traces ? &traces : nullptr, has_segments ? &segments : nullptr);
+  if (ok && root.is(Kind::kDict)) read_vpmm_facts(root);
   if (ok && has_traces && static_cast<size_t>(facts_.device) < traces.items().size())
     ok = convert_events(traces.items()[facts_.device]);
   if (ok && has_segments) ok = convert_segments(segments);

@@ -79,6 +79,12 @@ struct SnapshotFacts {
   uint64_t reserved_peak = 0;      // PyTorch's reserved bytes at their highest
   uint64_t allocated_peak = 0;     // live requested bytes at their highest (pre-live included)
   std::vector<int64_t> stream_handles;  // [k]: the cudaStream_t of trace stream k ([0] = 0)
+  // A libvpmm memory history (vpmm.torch after use_as_allocator(), its
+  // top-level "vpmm" dict saying pytorch_reserved False): the segments are
+  // libvpmm's allocations, not what PyTorch's allocator reserved, and the
+  // mapped peak libvpmm recorded while the job ran comes with it.
+  bool reserved_is_pytorch = true;
+  uint64_t vpmm_mapped_peak = 0;
   uint64_t visits = 0;   // dicts looked at, against SnapshotOptions::max_visits
 };
 

@@ -44,7 +44,7 @@ type Config struct {
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 	RemapSlack          float64 // how far past the bytes asked for a malloc grows instead of remapping (0 = 0.015; negative = page-exact); env VPMM_REMAP_SLACK
 	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
-	ViewMinSize         uint64  // smallest untagged request a view may serve (0 or ViewsOff = none; 64 MiB suggested); env VPMM_VIEW_MIN_SIZE
+	ViewMinSize         uint64  // smallest untagged request a view may serve (0 = 64 MiB, ViewsOff = none); env VPMM_VIEW_MIN_SIZE
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -52,20 +52,20 @@ type Config struct {
 }
 
 // DefaultConfig is the library's defaults, ignoring the environment
-// (vpmm_config_init_defaults).
+// (vpmm_config_init_sized with VPMM_CONFIG_DEFAULTS_ONLY: the library writes
+// no more than the struct this package was built with).
 func DefaultConfig() Config {
 	var c C.vpmm_config
-	C.vpmm_config_init_defaults(&c)
+	C.vpmm_config_init_sized(&c, C.uint32_t(C.sizeof_vpmm_config), C.VPMM_CONFIG_DEFAULTS_ONLY)
 	return configFromC(&c)
 }
 
 // ConfigFromEnv is the library's defaults with the VPMM_* environment
-// variables applied (vpmm_config_init). A malformed variable makes NewPool
-// fail with ErrInvalidArgument naming it.
+// variables applied (vpmm_config_init_sized). A malformed variable makes
+// NewPool fail with ErrInvalidArgument naming it.
 func ConfigFromEnv() Config {
 	var c C.vpmm_config
-	c.struct_size = C.uint32_t(C.sizeof_vpmm_config)
-	C.vpmm_config_init(&c)
+	C.vpmm_config_init_sized(&c, C.uint32_t(C.sizeof_vpmm_config), 0)
 	return configFromC(&c)
 }
 
@@ -97,8 +97,7 @@ func configFromC(c *C.vpmm_config) Config {
 
 func (cfg *Config) toC() C.vpmm_config {
 	var c C.vpmm_config
-	C.vpmm_config_init_defaults(&c)
-	c.struct_size = C.uint32_t(C.sizeof_vpmm_config)
+	C.vpmm_config_init_sized(&c, C.uint32_t(C.sizeof_vpmm_config), C.VPMM_CONFIG_DEFAULTS_ONLY)
 	c.backend = C.int32_t(cfg.Backend)
 	c.device = C.int32_t(cfg.Device)
 	c.config_error = C.int32_t(cfg.configError)

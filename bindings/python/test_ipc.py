@@ -48,6 +48,10 @@ CHILD = textwrap.dedent(r"""
             elif c["op"] == "write":
                 imp = imports[c["index"]]
                 ctypes.memset(imp.ptr, c["value"], imp.size)
+            elif c["op"] == "bytes_at":  # n bytes at the exporter's address p, through the import
+                imp = imports[c["index"]]
+                out["bytes"] = ctypes.string_at(imp.translate(c["ptr"]), c["n"]).hex()
+                out["entries"] = len(imp.entries)
             elif c["op"] == "state":
                 out["state"] = imports[c["index"]].state
             elif c["op"] == "close":
@@ -189,6 +193,69 @@ class IpcTest(unittest.TestCase):
             child.close()
             a.close()
             b.close()
+        self.pool.free(p)
+
+    def test_export_many_one_handle_for_all(self):
+        ps = [self.weights(0x50 + i) for i in range(3)]
+        small = self.pool.malloc(3000)
+        ctypes.memset(small, 0x77, 3000)
+        # Two pointers into one allocation give one entry.
+        ex = self.pool.export_many([ps[2], ps[0], ps[0] + 100, small, ps[1]])
+        self.assertEqual(len(ex.entries), 4)
+        self.assertEqual([e.exporter_ptr for e in ex.entries], sorted(ps + [small]))
+        child = Child({"VPMM_IPC_TRANSPORT": "socket"})
+        try:
+            r = child.open(ex.handle())
+            self.assertNotIn("error", r, r)
+            for i, p in enumerate(ps):
+                got = child.ask(op="bytes_at", index=r["index"], ptr=p + 8, n=64)
+                self.assertEqual(bytes.fromhex(got["bytes"]), bytes([0x50 + i]) * 64)
+                self.assertEqual(got["entries"], 4)
+            got = child.ask(op="bytes_at", index=r["index"], ptr=small, n=3000)
+            self.assertEqual(bytes.fromhex(got["bytes"]), b"\x77" * 3000)
+            self.assertEqual(ex.imports, 1)
+            self.pool.free(ps[1])  # any of them freed ends it
+            self.assertEqual(child.ask(op="state", index=r["index"])["state"], "freed")
+            child.ask(op="close", index=r["index"])
+        finally:
+            child.close()
+            ex.close()
+        with self.assertRaises(vpmm.UnknownPointer):
+            self.pool.export_many([ps[0], 12345])
+
+    def test_descriptor_server_survives_hostile_clients(self):
+        """Peers of the exporter's descriptor socket that send garbage, send
+        nothing, ask and never read, or hang up: honest importers are
+        still served."""
+        p = self.weights(0x66)
+        with self.pool.export(p) as ex:
+            h = ex.handle()
+            peers = []
+            for what in ("garbage", "silent", "no_read", "hang_up", "short"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(h.address)
+                if what == "garbage":
+                    s.sendall(os.urandom(8))
+                    self.assertEqual(s.recv(1), b"\x01")  # refused, says why
+                elif what == "no_read":
+                    s.sendall(h.nonce)  # answered into a socket nobody reads
+                elif what == "short":
+                    s.sendall(h.nonce[:3])
+                elif what == "hang_up":
+                    s.sendall(h.nonce)
+                    s.close()
+                    continue
+                peers.append(s)
+            child = Child({"VPMM_IPC_TRANSPORT": "socket"})
+            try:
+                r = child.open(h)
+                self.assertNotIn("error", r, r)
+                self.assertEqual(bytes.fromhex(child.ask(op="read", index=r["index"])["bytes"]), pattern(0x66))
+                child.ask(op="close", index=r["index"])
+            finally:
+                child.close()
+                for s in peers:
+                    s.close()
         self.pool.free(p)
 
     def test_misuse(self):

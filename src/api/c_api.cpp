@@ -57,19 +57,48 @@ VPMM_API size_t vpmm_last_error_copy(char* buf, size_t capacity) {
   return len;
 }
 
+namespace {
+// The bytes vpmm_config_init(_defaults) may write: struct_size when the
+// caller set it to the size of an earlier layout (a program built against
+// an older header that sets it first), else today's struct. Reading the
+// field of a struct the caller did not initialise is what the header allows
+// it to do; vpmm_config_init_sized needs no guess.
+uint32_t config_bytes(const vpmm_config* config) {
+  for (uint32_t n : vpmm::kConfigOlderSizes)
+    if (config->struct_size == n) return n;
+  return sizeof *config;
+}
+}  // namespace
+
 VPMM_API void vpmm_config_init(vpmm_config* config) {
   if (!config) return;
-  vpmm::config_defaults(config);
-  config->config_error = vpmm::config_apply_env(config);
+  vpmm::config_init(config, config_bytes(config), true);
 }
 
 VPMM_API void vpmm_config_init_defaults(vpmm_config* config) {
   if (!config) return;
-  vpmm::config_defaults(config);
+  vpmm::config_init(config, config_bytes(config), false);
+}
+
+VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct_size, uint32_t flags) {
+  const char* call = "vpmm_config_init_sized";
+  if (!config) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config is NULL", call);
+  if (struct_size < vpmm::kConfigMinSize || struct_size > 65536)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: struct_size %u is not a vpmm_config size (%u to 65536; pass sizeof(vpmm_config))", call,
+                      struct_size, vpmm::kConfigMinSize);
+  if (flags & ~uint32_t{VPMM_CONFIG_DEFAULTS_ONLY})
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", call, flags);
+  vpmm::config_init(config, struct_size, !(flags & VPMM_CONFIG_DEFAULTS_ONLY));
+  return VPMM_OK;
 }
 
 VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
   const char* call = "vpmm_pool_create";
+  // A constructor's out-parameter is NULL on failure (the exception to the
+  // header's "out-parameters untouched on error"): a caller that skips the
+  // status check then fails on NULL, not on an uninitialised pointer.
+  if (out) *out = nullptr;
   return guarded(call, [&]() -> vpmm_status {
     VPMM_CHECK_NONNULL(call, out);
     vpmm_config c;

@@ -105,11 +105,15 @@ void keep_closed_shell(T* shell) {
   g_closed->push_back(shell);
 }
 
-vpmm_status export_with(const char* call, vpmm_pool* pool, const void* ptr, const char* tag, bool by_tag,
-                        vpmm_export** out) {
+// An export of the allocations holding ptrs[0..n), or (by_tag) of a tag.
+vpmm_status export_with(const char* call, vpmm_pool* pool, const void* const* ptrs, size_t n, const char* tag,
+                        bool by_tag, vpmm_export** out) {
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, out);
-  if (!by_tag && !ptr) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: ptr is NULL", call);
+  for (size_t i = 0; i < n; ++i)
+    if (!ptrs[i])
+      return n == 1 ? vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: ptr is NULL", call)
+                    : vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: ptrs[%zu] is NULL", call, i);
   if (by_tag && tag && strnlen(tag, VPMM_TAG_MAX_BYTES + 1) > VPMM_TAG_MAX_BYTES)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.20s...\" is longer than %d bytes", call, tag,
                       VPMM_TAG_MAX_BYTES);
@@ -119,7 +123,8 @@ vpmm_status export_with(const char* call, vpmm_pool* pool, const void* ptr, cons
     if (st != VPMM_OK) return st;
     auto channel = std::make_shared<vpmm::ipc::Exporter>(std::move(page));
     std::unique_ptr<vpmm_export> ex(new vpmm_export);
-    st = pool->pool->export_memory(call, ptr, tag, by_tag, channel, &ex->layout, &ex->id);
+    st = pool->pool->export_memory(call, std::vector<const void*>(ptrs, ptrs + n), tag, by_tag, channel,
+                                   &ex->layout, &ex->id);
     if (st != VPMM_OK) return st;
     ex->pool = pool;
     ex->channel = std::move(channel);
@@ -158,11 +163,30 @@ vpmm_status import_fds(const char* call, const vpmm::ipc::Descriptor& d, const i
 extern "C" {
 
 VPMM_API vpmm_status vpmm_pool_export(vpmm_pool* pool, const void* ptr, vpmm_export** out) {
-  return export_with("vpmm_pool_export", pool, ptr, nullptr, false, out);
+  return export_with("vpmm_pool_export", pool, &ptr, 1, nullptr, false, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_export_tag(vpmm_pool* pool, const char* tag, vpmm_export** out) {
-  return export_with("vpmm_pool_export_tag", pool, nullptr, tag, true, out);
+  return export_with("vpmm_pool_export_tag", pool, nullptr, 0, tag, true, out);
+}
+
+VPMM_API vpmm_status vpmm_pool_export_many(vpmm_pool* pool, const void* const* ptrs, size_t n, vpmm_export** out) {
+  const char* call = "vpmm_pool_export_many";
+  VPMM_CHECK_POOL(call, pool);
+  if (n == 0) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: n is 0 (nothing to export)", call);
+  VPMM_CHECK_NONNULL(call, ptrs);
+  if (n > (size_t(1) << 24))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: n %zu is more pointers than a descriptor holds", call, n);
+  return export_with(call, pool, ptrs, n, nullptr, false, out);
+}
+
+VPMM_API vpmm_status vpmm_pool_prepare_export(vpmm_pool* pool, const char* tag, uint64_t* n_handles) {
+  const char* call = "vpmm_pool_prepare_export";
+  VPMM_CHECK_POOL(call, pool);
+  if (tag && strnlen(tag, VPMM_TAG_MAX_BYTES + 1) > VPMM_TAG_MAX_BYTES)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tag \"%.20s...\" is longer than %d bytes", call, tag,
+                      VPMM_TAG_MAX_BYTES);
+  return guarded(call, [&] { return pool->pool->prepare_export(call, tag, n_handles); });
 }
 
 VPMM_API vpmm_status vpmm_export_entry(const vpmm_export* ex, size_t index, vpmm_ipc_entry* out) {

@@ -253,6 +253,9 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, ipc_recv),
     VPMM_F_(vpmm_api, PTR, pool_ipc_stats),
     VPMM_F_(vpmm_api, PTR, pool_resume_flags),
+    VPMM_F_(vpmm_api, PTR, pool_export_many),
+    VPMM_F_(vpmm_api, PTR, pool_prepare_export),
+    VPMM_F_(vpmm_api, PTR, config_init_sized),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

@@ -15,8 +15,8 @@ const char* op_name(Op op) {
       "event_record", "event_query", "event_destroy", "stream_wait", "event_sync", "stream_sync",
       "copy", "host_alloc", "host_free", "mem_info",
       "stream_create", "stream_destroy", "device_sync", "pageable_alloc", "pageable_free",
-      "file_create", "file_open", "file_write", "file_read", "file_close", "file_remove", "host_copy",
-      "export_handle", "import_handle"};
+      "file_create", "file_write", "file_read", "file_close", "file_remove", "host_copy",
+      "export_handle", "import_handle", "dir_open", "dir_close", "dir_check"};
   static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(Op::count_),
                 "one name per Op");
   int i = static_cast<int>(op);
@@ -245,7 +245,6 @@ vpmm_status Backend::device_id(uint8_t out[16]) {
 
 vpmm_status Backend::export_handle(PhysHandle h, uint64_t size, int* fd) {
   count(Op::export_handle);
-  if (fd == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s export_handle: fd is NULL", name());
   if (!(capabilities() & kCapExport))
     return fail(VPMM_ERR_UNSUPPORTED,
                 "%s export_handle: this backend's handles are not exportable (a pool made with "
@@ -255,6 +254,10 @@ vpmm_status Backend::export_handle(PhysHandle h, uint64_t size, int* fd) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s export_handle: handle %llu of %llu bytes is not a handle",
                 name(), (unsigned long long)h, (unsigned long long)size);
   return do_export_handle(h, size, fd);
+}
+
+bool Backend::same_memory(PhysHandle imported, uint64_t size, int fd) {
+  return imported != 0 && fd >= 0 && size != 0 && do_same_memory(imported, size, fd);
 }
 
 vpmm_status Backend::import_handle(int fd, uint64_t size, PhysHandle* out) {

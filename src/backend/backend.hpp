@@ -65,8 +65,9 @@ enum class Op : int {
   event_record, event_query, event_destroy, stream_wait, event_sync, stream_sync,
   copy, host_alloc, host_free, mem_info,
   stream_create, stream_destroy, device_sync, pageable_alloc, pageable_free,
-  file_create, file_open, file_write, file_read, file_close, file_remove, host_copy,
+  file_create, file_write, file_read, file_close, file_remove, host_copy,
   export_handle, import_handle,
+  dir_open, dir_close, dir_check,
   count_
 };
 const char* op_name(Op op);
@@ -173,12 +174,21 @@ class Backend {
   // backend while it was exportable: kCapExport), owned by the caller. It
   // refers to the physical memory, not to a mapping: the memory lives while
   // the descriptor, any handle imported from it or any mapping exists.
+  // With fd NULL, an export prepared ahead: the backend does what a later
+  // export of h would pay for now (the driver's export, kept until h is
+  // released) and hands nothing out. May run while another thread releases
+  // h: the export then fails, or keeps nothing (WRONG_STATE).
   vpmm_status export_handle(PhysHandle h, uint64_t size, int* fd);
   // A handle of this backend for the `size` bytes of physical memory behind
   // fd (an export, usually of another process). fd stays the caller's. The
   // handle behaves like a created one: it maps whole, is released with
   // release(), and counts as a live handle until then.
   vpmm_status import_handle(int fd, uint64_t size, PhysHandle* out);
+  // True when fd (an export, as import_handle takes) is the very memory
+  // behind `imported` (a handle import_handle made): an importer that
+  // already maps it need not import and map it again. False when it cannot
+  // tell. Never a driver call.
+  bool same_memory(PhysHandle imported, uint64_t size, int fd);
 
   const BackendCounters& counters() const { return counters_; }
 
@@ -209,6 +219,7 @@ class Backend {
   virtual vpmm_status do_device_id(uint8_t out[16]) = 0;
   virtual vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) = 0;
   virtual vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) = 0;
+  virtual bool do_same_memory(PhysHandle, uint64_t, int) { return false; }
 
  private:
   void count(Op op) { counters_.calls[static_cast<int>(op)].fetch_add(1, std::memory_order_relaxed); }

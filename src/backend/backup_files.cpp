@@ -1,5 +1,5 @@
 // Backup files of the disk store: the host file system calls behind
-// HostServices::file_* (see host_services.hpp), the same for every backend. A GPU backend
+// HostServices::dir_* and file_* (see host_services.hpp), the same for every backend. A GPU backend
 // moves the bytes between the device and a pinned bounce buffer; these calls
 // move them between that buffer and the file, with large sequential I/O.
 //
@@ -9,13 +9,30 @@
 // tmpfs refuses O_DIRECT at open; a request the file system refuses for
 // alignment turns the descriptor buffered and is retried, so direct I/O is
 // never a reason to fail.
+//
+// Names are resolved once. A backup directory is opened when the pool first
+// meets it (O_PATH: no read access needed) and every file is made and
+// removed relative to that descriptor (openat, unlinkat): a relative path
+// means the working directory of that moment, and a later chdir, or a
+// rename of the directory, changes nothing. Files are made with O_EXCL and
+// mode 0600 under a random name.
+//
+// A file is never opened again by its name: whoever may write the directory
+// could put something else there between two pauses (a symbolic link to any
+// file the process may write, and the next pause would write model weights
+// into it; a file of their own, and the resume would load it as the
+// allocation's bytes). The descriptor file_create returns is the file for
+// its whole life, and since it stays open the file's inode cannot be
+// reused: a remove compares the name's inode with the descriptor's and
+// unlinks only a match.
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "backend/host_io.hpp"
 #include "common/status.hpp"
@@ -45,62 +62,107 @@ bool is_direct(int fd) {
   return fl >= 0 && (fl & O_DIRECT);
 }
 
-int open_direct_or_buffered(const char* path) {
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
-  if (fd < 0 && errno == EINVAL) fd = open(path, O_RDWR | O_CLOEXEC);
-  return fd;
+// "vpmm-backup-" and six characters of [A-Za-z0-9], as mkostemp makes them
+// (mkostemp takes a path, not a directory descriptor).
+std::string random_name() {
+  static const char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char r[6];
+  if (getrandom(r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
+    uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                 (static_cast<uint64_t>(getpid()) << 32);
+    for (unsigned char& c : r) {
+      t = t * 6364136223846793005ull + 1442695040888963407ull;
+      c = static_cast<unsigned char>(t >> 56);
+    }
+  }
+  std::string name = "vpmm-backup-";
+  for (unsigned char c : r) name += kChars[c % (sizeof kChars - 1)];
+  return name;
 }
 
 }  // namespace
 
-vpmm_status host_io::file_create(const std::string& dir, uint64_t size, std::string* path,
-                                    FileHandle* out) {
-  std::string name = dir;
-  if (name.empty()) return fail(VPMM_ERR_INVALID_ARGUMENT, "backup file: the directory is empty");
-  if (name.back() != '/') name += '/';
-  name += "vpmm-backup-XXXXXX";
-  std::vector<char> tmpl(name.begin(), name.end());
-  tmpl.push_back('\0');
-  int fd = mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    return fail(file_status(err), "backup file in directory \"%s\": cannot create a file: %s", dir.c_str(),
-                std::strerror(err));
-  }
-  // The space is taken now, so that a full disk fails the pause before it
-  // changes anything; a file system without fallocate gets a sparse file.
-  int err = posix_fallocate(fd, 0, static_cast<off_t>(size));
-  if (err == EOPNOTSUPP || err == EINVAL)
-    err = ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
-  if (err != 0) {
-    unlink(tmpl.data());
-    close(fd);
-    return fail(file_status(err), "backup file %s: cannot reserve %llu bytes: %s", tmpl.data(), ull(size),
-                std::strerror(err));
-  }
-  close(fd);
-  fd = open_direct_or_buffered(tmpl.data());
-  if (fd < 0) {
+vpmm_status host_io::dir_open(const std::string& path, DirHandle* out) {
+  if (path.empty()) return fail(VPMM_ERR_INVALID_ARGUMENT, "backup directory: the path is empty");
+  int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int err = fd < 0 ? errno : 0;
+  // Files are made in it: it must be writable and searchable (as the
+  // process's effective ids, which make the files).
+  if (fd >= 0 && faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
     err = errno;
-    unlink(tmpl.data());
-    return fail(file_status(err), "backup file %s: cannot open it: %s", tmpl.data(), std::strerror(err));
-  }
-  try {
-    path->assign(tmpl.data());
-  } catch (...) {
-    unlink(tmpl.data());
     close(fd);
-    throw;
+    fd = -1;
+  }
+  if (fd < 0) {
+    const bool callers = err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM || err == ELOOP ||
+                         err == ENAMETOOLONG || err == EROFS;
+    return fail(callers ? VPMM_ERR_INVALID_ARGUMENT : err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND,
+                "backup directory \"%s\": %s%s", path.c_str(), std::strerror(err),
+                err == ENOENT ? " (it must exist: the pool makes files in it, not directories)"
+                : err == EACCES || err == EROFS ? " (the process may not create files in it)"
+                                                : "");
   }
   *out = fd;
   return VPMM_OK;
 }
 
-vpmm_status host_io::file_open(const std::string& path, FileHandle* out) {
-  int fd = open_direct_or_buffered(path.c_str());
-  if (fd < 0) {
+vpmm_status host_io::dir_close(DirHandle d) {
+  if (close(static_cast<int>(d)) != 0 && errno == EBADF)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "backup directory: descriptor %lld is not open",
+                static_cast<long long>(d));
+  return VPMM_OK;
+}
+
+vpmm_status host_io::dir_check(DirHandle d, bool* removed) {
+  struct stat st;
+  if (fstat(static_cast<int>(d), &st) != 0) {
     int err = errno;
-    return fail(file_status(err), "backup file %s: cannot open it: %s", path.c_str(), std::strerror(err));
+    return fail(VPMM_ERR_BACKEND, "backup directory (descriptor %lld): %s", static_cast<long long>(d),
+                std::strerror(err));
+  }
+  *removed = st.st_nlink == 0;
+  return VPMM_OK;
+}
+
+vpmm_status host_io::file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) {
+  const int dfd = static_cast<int>(dir);
+  std::string name;
+  int fd = -1, err = EEXIST;
+  for (int tries = 0; fd < 0 && err == EEXIST && tries < 100; ++tries) {
+    name = random_name();
+    fd = openat(dfd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    err = fd < 0 ? errno : 0;
+  }
+  if (fd < 0) {
+    // A directory removed since it was opened: ENOENT. Too many open files:
+    // each disk backup keeps its file open while it exists.
+    return fail(file_status(err), "cannot create a file: %s%s", std::strerror(err),
+                err == EMFILE || err == ENFILE
+                    ? " (each disk backup keeps its file open: raise the limit, e.g. ulimit -n)"
+                    : "");
+  }
+  // The space is taken now, so that a full disk fails the pause before it
+  // changes anything; a file system without fallocate gets a sparse file.
+  err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (err == EOPNOTSUPP || err == EINVAL)
+    err = ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
+  if (err != 0) {
+    unlinkat(dfd, name.c_str(), 0);
+    close(fd);
+    return fail(file_status(err), "backup file %s: cannot reserve %llu bytes: %s", name.c_str(), ull(size),
+                std::strerror(err));
+  }
+  // Direct I/O on the descriptor just made (never a reopen by name);
+  // refused (tmpfs), it stays buffered.
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl | O_DIRECT);
+  try {
+    ref->dir = dir;
+    ref->name = name;
+  } catch (...) {
+    unlinkat(dfd, name.c_str(), 0);
+    close(fd);
+    throw;
   }
   *out = fd;
   return VPMM_OK;
@@ -157,10 +219,30 @@ vpmm_status host_io::file_close(FileHandle f) {
   return VPMM_OK;
 }
 
-vpmm_status host_io::file_remove(const std::string& path) {
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+vpmm_status host_io::file_remove(const FileRef& ref, FileHandle f) {
+  const int fd = static_cast<int>(f);
+  struct stat mine, there;
+  if (fstat(fd, &mine) != 0) {
     int err = errno;
-    return fail(VPMM_ERR_BACKEND, "backup file %s: cannot remove it: %s", path.c_str(), std::strerror(err));
+    return fail(err == EBADF ? VPMM_ERR_INVALID_ARGUMENT : VPMM_ERR_BACKEND,
+                "backup file %s (descriptor %d): %s", ref.name.c_str(), fd, std::strerror(err));
+  }
+  const bool at_name = fstatat(static_cast<int>(ref.dir), ref.name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+                       there.st_dev == mine.st_dev && there.st_ino == mine.st_ino;
+  if (!at_name) {
+    // Moved or removed by someone else, and something else (or nothing) put
+    // at its name: that is not the pool's to remove. The file itself, which
+    // may still be reachable where it was moved, keeps no bytes.
+    if (ftruncate(fd, 0) != 0 && errno != EINVAL) {
+      int err = errno;
+      return fail(VPMM_ERR_BACKEND, "backup file %s (moved away): cannot empty it: %s", ref.name.c_str(),
+                  std::strerror(err));
+    }
+    return VPMM_OK;
+  }
+  if (unlinkat(static_cast<int>(ref.dir), ref.name.c_str(), 0) != 0 && errno != ENOENT) {
+    int err = errno;
+    return fail(VPMM_ERR_BACKEND, "backup file %s: cannot remove it: %s", ref.name.c_str(), std::strerror(err));
   }
   return VPMM_OK;
 }

@@ -8,17 +8,19 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/backend.hpp"
+#include "backend/host_services.hpp"
 
 namespace vpmm {
 namespace host_io {
 
-vpmm_status file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out);
-vpmm_status file_open(const std::string& path, FileHandle* out);
+vpmm_status dir_open(const std::string& path, DirHandle* out);
+vpmm_status dir_close(DirHandle d);
+vpmm_status dir_check(DirHandle d, bool* removed);
+vpmm_status file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out);
 vpmm_status file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset);
 vpmm_status file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset);
 vpmm_status file_close(FileHandle f);
-vpmm_status file_remove(const std::string& path);
+vpmm_status file_remove(const FileRef& ref, FileHandle f);
 vpmm_status copy(void* dst, const void* src, uint64_t size);
 
 }  // namespace host_io

@@ -31,23 +31,36 @@ vpmm_status HostServices::host_free_pageable(void* p, uint64_t size) {
   return st;
 }
 
-vpmm_status HostServices::file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out) {
+vpmm_status HostServices::dir_open(const std::string& path, DirHandle* out) {
+  count(Op::dir_open);
+  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "dir_open: out is NULL");
+  vpmm_status st = do_dir_open(path, out);
+  if (st == VPMM_OK) counters_.live_dir_handles.fetch_add(1);
+  return st;
+}
+
+vpmm_status HostServices::dir_close(DirHandle d) {
+  count(Op::dir_close);
+  vpmm_status st = do_dir_close(d);
+  if (st == VPMM_OK) counters_.live_dir_handles.fetch_sub(1);
+  return st;
+}
+
+vpmm_status HostServices::dir_check(DirHandle d, bool* removed) {
+  count(Op::dir_check);
+  if (removed == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "dir_check: removed is NULL");
+  return do_dir_check(d, removed);
+}
+
+vpmm_status HostServices::file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) {
   count(Op::file_create);
-  if (path == nullptr || out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "file_create: path or out is NULL");
+  if (ref == nullptr || out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "file_create: ref or out is NULL");
   if (size == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "file_create: size 0 is not allowed");
-  vpmm_status st = do_file_create(dir, size, path, out);
+  vpmm_status st = do_file_create(dir, size, ref, out);
   if (st == VPMM_OK) {
     counters_.live_files.fetch_add(1);
     counters_.live_file_handles.fetch_add(1);
   }
-  return st;
-}
-
-vpmm_status HostServices::file_open(const std::string& path, FileHandle* out) {
-  count(Op::file_open);
-  if (out == nullptr) return fail(VPMM_ERR_INVALID_ARGUMENT, "file_open: out is NULL");
-  vpmm_status st = do_file_open(path, out);
-  if (st == VPMM_OK) counters_.live_file_handles.fetch_add(1);
   return st;
 }
 
@@ -70,9 +83,9 @@ vpmm_status HostServices::file_close(FileHandle f) {
   return st;
 }
 
-vpmm_status HostServices::file_remove(const std::string& path) {
+vpmm_status HostServices::file_remove(const FileRef& ref, FileHandle f) {
   count(Op::file_remove);
-  vpmm_status st = do_file_remove(path);
+  vpmm_status st = do_file_remove(ref, f);
   if (st == VPMM_OK) counters_.live_files.fetch_sub(1);
   return st;
 }
@@ -130,10 +143,12 @@ class SystemHostServices final : public HostServices {
     pageable_.erase(it);
     return VPMM_OK;
   }
-  vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out) override {
-    return host_io::file_create(dir, size, path, out);
+  vpmm_status do_dir_open(const std::string& path, DirHandle* out) override { return host_io::dir_open(path, out); }
+  vpmm_status do_dir_close(DirHandle d) override { return host_io::dir_close(d); }
+  vpmm_status do_dir_check(DirHandle d, bool* removed) override { return host_io::dir_check(d, removed); }
+  vpmm_status do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) override {
+    return host_io::file_create(dir, size, ref, out);
   }
-  vpmm_status do_file_open(const std::string& path, FileHandle* out) override { return host_io::file_open(path, out); }
   vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override {
     return host_io::file_write(f, src, size, offset);
   }
@@ -141,7 +156,7 @@ class SystemHostServices final : public HostServices {
     return host_io::file_read(f, dst, size, offset);
   }
   vpmm_status do_file_close(FileHandle f) override { return host_io::file_close(f); }
-  vpmm_status do_file_remove(const std::string& path) override { return host_io::file_remove(path); }
+  vpmm_status do_file_remove(const FileRef& ref, FileHandle f) override { return host_io::file_remove(ref, f); }
   vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
     return host_io::copy(dst, src, size);
   }

@@ -210,13 +210,13 @@ void show_remap_slack(const PoolOptions& o, int32_t, vpmm_config* c) {
 }
 
 vpmm_status resolve_view_min_size(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
-  // Off unless asked for (defaults.hpp, kSuggestedViewMinSize, says why).
+  // 0 is the default size (defaults.hpp, kDefaultViewMinSize, says why).
   // Exported memory is found by the region map's address: views stay out of
   // exportable pools.
-  if (c.view_min_size == 0 || c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+  if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
     o->view_min_size = 0;
   } else {
-    const uint64_t want = c.view_min_size;
+    const uint64_t want = c.view_min_size ? c.view_min_size : kDefaultViewMinSize;
     o->view_min_size = std::max(o->page_size, (want + o->page_size - 1) / o->page_size * o->page_size);
   }
   return VPMM_OK;
@@ -438,12 +438,20 @@ int32_t config_apply_env(vpmm_config* c) {
   return 0;
 }
 
+void config_init(vpmm_config* out, uint32_t size, bool env) {
+  vpmm_config c;
+  config_defaults(&c);
+  if (env) c.config_error = config_apply_env(&c);
+  c.struct_size = std::min<uint32_t>(size, sizeof c);
+  std::memcpy(out, &c, c.struct_size);
+}
+
 vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* out) {
   config_defaults(out);
   if (!in) {
     out->config_error = config_apply_env(out);
   } else {
-    const uint32_t min_size = offsetof(vpmm_config, host_capacity) + sizeof(uint64_t);
+    const uint32_t min_size = kConfigMinSize;
     if (in->struct_size < min_size || in->struct_size > 65536)
       return fail(VPMM_ERR_INVALID_ARGUMENT,
                   "%s: config->struct_size %u is not a vpmm_config size (expected %u; set it with "

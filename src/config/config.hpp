@@ -13,6 +13,7 @@
 // vpmm_config.config_error is an entry's index + 1.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -56,6 +57,17 @@ const OptionDef* find_option(const char* name, uint32_t* index);
 void config_defaults(vpmm_config* c);
 // Applies the environment; returns 0 or index+1 of the first malformed variable.
 int32_t config_apply_env(vpmm_config* c);
+// The smallest vpmm_config the library reads (the fields up to host_capacity).
+constexpr uint32_t kConfigMinSize = offsetof(vpmm_config, host_capacity) + sizeof(uint64_t);
+// Every size vpmm_config has had since ABI 1, today's excluded (include/
+// vpmm.h's history): a caller built against an older header that sets
+// struct_size to one of these before vpmm_config_init(_defaults) gets only
+// that many bytes written. When the struct grows, its old size joins them.
+constexpr uint32_t kConfigOlderSizes[] = {112, 120, 128, 136, 144, 152};
+static_assert(sizeof(vpmm_config) == 160, "vpmm_config grew: append 160 to kConfigOlderSizes");
+// Fills the first `size` bytes of *out (at most sizeof(vpmm_config)) with
+// the defaults, and the environment when `env`; struct_size = that size.
+void config_init(vpmm_config* out, uint32_t size, bool env);
 
 // Parses "123", "0x1000", "4K", "2M", "1G", "8T" (powers of 1024). False on
 // junk, overflow or a negative number.

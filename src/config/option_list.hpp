@@ -59,7 +59,7 @@
 // No include guard: it is meant to be included once per expansion.
 
 VPMM_FIELD_OPTION(backend, "VPMM_BACKEND", BACKEND, parse_backend, "auto",
-                  "auto|cuda|hip|host: auto picks CUDA when a GPU is usable, else host",
+                  "auto|cuda|hip|host: auto picks CUDA, else HIP, when a GPU is usable, else host",
                   check_backend, nullptr, show_backend)
 VPMM_FIELD_OPTION(device, "VPMM_DEVICE", INT32, parse_int, "0",
                   "device ordinal (ignored by the host backend)", check_device, nullptr, nullptr)

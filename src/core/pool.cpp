@@ -269,10 +269,14 @@ void Pool::report_pressure(int transition, uint64_t mapped) {
 // Exports and imports
 // ---------------------------------------------------------------------------
 
-vpmm_status Pool::export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+vpmm_status Pool::export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                                 const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return sharer_.export_memory(call, ptr, tag, by_tag, ch, layout, id);
+  return sharer_.export_memory(call, ptrs, tag, by_tag, ch, layout, id);
+}
+
+vpmm_status Pool::prepare_export(const char* call, const char* tag, uint64_t* n_handles) {
+  return sharer_.prepare_export(call, tag, n_handles);  // exports without the mutex
 }
 
 vpmm_status Pool::close_export(const char* call, uint64_t id) {

@@ -102,6 +102,12 @@ static void test_host_pool(const vpmm_api* api) {
   vpmm_stream s = NULL;
 
   api->config_init_defaults(&c);
+  /* The sized init, through the table: this program's struct, defaults only. */
+  if (VPMM_API_HAS(api, config_init_sized)) {
+    CHECK_OK(api->config_init_sized(&c, (uint32_t)sizeof c, VPMM_CONFIG_DEFAULTS_ONLY));
+    CHECK(c.struct_size == sizeof c && c.backend == VPMM_BACKEND_AUTO);
+    CHECK(api->config_init_sized(&c, 4, 0) == VPMM_ERR_INVALID_ARGUMENT);
+  }
   c.backend = VPMM_BACKEND_HOST;
   c.host_capacity = 64u << 20;
   CHECK_OK(api->pool_create(&c, &pool));

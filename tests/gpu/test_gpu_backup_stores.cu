@@ -225,14 +225,19 @@ GPU_TEST("retained backups: readable after the resume; an unchanged re-pause cop
   }
 }
 
-GPU_TEST("disk store: a missing directory fails the pause with BACKEND and leaves everything active") {
+GPU_TEST("disk store: a missing directory fails the malloc; one removed since, the pause, leaving everything active") {
   TempDir dir;
   vpmm_pool* p = cuda_pool();
   CHECK(p != nullptr);
   if (!p) return;
   const std::string missing = dir.path + "/missing";
+  CHECK(tagged(p, 64 * MiB, "w", kDisk, missing.c_str()) == nullptr);  // issue 36 item 6: at the malloc
+  CHECK(std::strstr(vpmm_last_error(), missing.c_str()) != nullptr);
+  CHECK_EQ(stats(p).n_live, uint64_t{0});
+  CHECK_EQ(mkdir(missing.c_str(), 0700), 0);
   void* a = tagged(p, 64 * MiB, "w", kMmap);
   void* b = tagged(p, 64 * MiB, "w", kDisk, missing.c_str());
+  CHECK_EQ(rmdir(missing.c_str()), 0);  // removed after the malloc opened it
   CHECK(a && b);
   if (!a || !b) return;
   fill(a, 64 * MiB, 1, nullptr);

@@ -41,6 +41,13 @@ uint64_t device_free() {
   return f;
 }
 
+// What the pool controls is asserted exactly (its mapped bytes and handles);
+// the driver's own free count is only asked to move by as much give or take
+// this: the driver keeps bookkeeping of its own in device memory and moves
+// it as it likes between two readings (seen: a pause that released 1026 MiB
+// showed 1022 MiB more free on a two-GPU H200, issue 35 item 15).
+constexpr uint64_t kDriverSlack = 32 * MiB;
+
 }  // namespace
 
 GPU_TEST("pause with backup: driver sees the memory free; resume restores bytes at the same VA") {
@@ -54,19 +61,26 @@ GPU_TEST("pause with backup: driver sees the memory free; resume restores bytes 
   fill(small, 4096, 99, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   Counters bad(8);
+  const uint64_t paused = 1024 * MiB + 2 * MiB;  // four 256 MiB handles and the small-object page
   for (int cycle = 0; cycle < 3; ++cycle) {
+    const vpmm_stats s0 = stats(p);
     uint64_t before = device_free();
     CHECK_OK(vpmm_pool_pause(p, "weights"));
     uint64_t after = device_free();
-    // compute-sanitizer keeps its own device allocations, which moves the
-    // driver's free count: the memory check is made in plain runs only.
-    if (!under_sanitizer())
-      CHECK_MSG(after >= before + 1024 * MiB, "cycle %d: free grew by %llu MiB only", cycle,
-                (unsigned long long)((after - before) >> 20));
-    CHECK_EQ(stats(p).paused_bytes, 1024 * MiB + 2 * MiB);
+    // The pool: exactly the paused bytes unmapped and their handles released.
+    const vpmm_stats s1 = stats(p);
+    CHECK_EQ(s1.paused_bytes, paused);
+    CHECK_EQ(s0.mapped_bytes - s1.mapped_bytes, paused);
+    CHECK(s1.handles < s0.handles);  // their handles released, not only unmapped
     CHECK(check_pool(p, "paused"));
+    // The driver: that much more free, within its own slack. compute-sanitizer
+    // keeps device allocations of its own that move the count too: plain runs only.
+    if (!under_sanitizer())
+      CHECK_MSG(after + kDriverSlack >= before + paused, "cycle %d: free grew by %llu MiB for %llu MiB released",
+                cycle, (unsigned long long)((after - before) >> 20), (unsigned long long)(paused >> 20));
     CHECK_OK(vpmm_pool_resume(p, "weights"));
-    if (!under_sanitizer()) CHECK(device_free() + 1000 * MiB <= after);
+    CHECK_EQ(stats(p).mapped_bytes, s0.mapped_bytes);
+    if (!under_sanitizer()) CHECK(device_free() + paused <= after + kDriverSlack);
     for (size_t i = 0; i < w.size(); ++i) verify(w[i], 256 * MiB, 10 + i, bad.d + i, nullptr);
     verify(small, 4096, 99, bad.d + 7, nullptr);
     CUDA_OK(cudaDeviceSynchronize());
@@ -85,8 +99,10 @@ GPU_TEST("pause without backup releases memory; resumed memory is usable; free w
   void* kv = tagged(p, 512 * MiB, "kv", 0);
   void* gone = tagged(p, 128 * MiB, "kv", 0);
   uint64_t before = device_free();
+  const uint64_t mapped = stats(p).mapped_bytes;
   CHECK_OK(vpmm_pool_pause(p, "kv"));
-  if (!under_sanitizer()) CHECK(device_free() >= before + 640 * MiB);
+  CHECK_EQ(mapped - stats(p).mapped_bytes, 640 * MiB);
+  if (!under_sanitizer()) CHECK(device_free() + kDriverSlack >= before + 640 * MiB);
   CHECK_OK(vpmm_pool_free(p, gone, nullptr));  // VA returned, nothing to restore
   CHECK_EQ(stats(p).paused_bytes, 512 * MiB);
   CHECK_OK(vpmm_pool_resume(p, "kv"));

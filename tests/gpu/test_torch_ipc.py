@@ -3,7 +3,8 @@ a probe of what PyTorch's own CUDA IPC does with libvpmm memory (under
 vpmm.torch.pool() and under use_as_allocator()), vpmm.torch.share/open with
 a pause and resume of the sender's tag, torch.multiprocessing queues with
 vpmm.torch.install_reductions (vpmm tensors and ordinary ones in one queue),
-and a weight-sync loop of 100 updates against a copy in one process.
+a state dict through a queue as one export (share_many / open_many), and a
+weight-sync loop of 100 updates against a copy in one process.
 Each case runs in a process of its own (pyharness); receivers are spawned
 processes. Exits 77 without torch or a CUDA device.
 
@@ -82,6 +83,27 @@ def _receiver_sync(q_in, q_out, n_updates):
         q_out.put(u)
     q_out.put({"copy_s": copy_s, "bad": bad})
     vt.close(w)
+
+
+def _receiver_state_dict(q_in, q_out):
+    import torch
+    torch.cuda.set_device(0)
+    import vpmm.torch as vt
+    import gc
+    for _ in range(2):  # the first send, then a send after a pause/resume of the sender
+        sd = q_in.get()
+        r = {"sums": {k: v.double().sum().item() for k, v in sd.items()}, "keys": list(sd.keys()),
+             "metadata": getattr(sd, "_metadata", None) is not None,
+             "imports": vt.default_pool(0).ipc_stats()["imports"]}
+        del sd  # its import closes (after a device synchronisation) before the next send
+        gc.collect()
+        r["imports_after"] = vt.default_pool(0).ipc_stats()["imports"]
+        q_out.put(r)
+    shared, expected = q_in.get()  # share_many: views, dtypes, an empty tensor
+    got = vt.open_many(shared)
+    q_out.put([g.shape == e.shape and g.dtype == e.dtype and torch.equal(g.cpu(), e) for g, e in zip(got, expected)])
+    del got
+    q_in.get()
 
 
 def _spawn(target, *args):
@@ -195,6 +217,59 @@ def multiprocessing_queue_with_reductions():
     print("a vpmm tensor and a PyTorch tensor through one torch.multiprocessing queue")
 
 
+def share_many_and_state_dicts():
+    """A model's state dict through a torch.multiprocessing queue after
+    install_reductions(): one export and one import for all its libvpmm
+    tensors (not one per tensor), values and order intact, the other
+    tensors (PyTorch's allocator) and _metadata beside them; share_many /
+    open_many directly, views and dtypes included."""
+    _exportable()
+    import torch
+    import vpmm.torch as vt
+    vt.install_reductions()
+    with vt.pool("weights", host_backup=True):
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024),
+                                    torch.nn.LayerNorm(1024)).cuda().to(torch.bfloat16)
+    extra = torch.arange(10.0, device="cuda")  # PyTorch's own allocator
+    sd = model.state_dict()
+    sd["extra"] = extra
+    assert isinstance(sd, __import__("collections").OrderedDict) and hasattr(sd, "_metadata")
+    want = {k: v.double().sum().item() for k, v in sd.items()}
+    before = vt.default_pool(0).ipc_stats()["n_exports"]
+    p, q_in, q_out = _spawn(_receiver_state_dict)
+    for rnd in range(2):
+        q_in.put(sd)
+        r = q_out.get(timeout=120)
+        assert r["keys"] == list(sd.keys()), r
+        assert r["metadata"], "state_dict()'s _metadata was lost"
+        for k, v in want.items():
+            assert abs(r["sums"][k] - v) <= 1e-3 * max(1.0, abs(v)), (k, r["sums"][k], v)
+        assert r["imports"] == 1, f"the receiver made {r['imports']} imports for one state dict"
+        assert r["imports_after"] == 0, "the import outlived the state dict's tensors"
+        if rnd == 0:
+            assert vt.pause("weights") and vt.resume("weights")
+            sd = model.state_dict()
+            sd["extra"] = extra
+    made = vt.default_pool(0).ipc_stats()["n_exports"] - before
+    assert made == 2, f"{made} exports for two sends of a state dict"
+    # share_many / open_many: dtypes, views, an empty tensor, in order.
+    with vt.pool("weights"):
+        a = torch.randn(300, 500, device="cuda")
+        b = torch.arange(1000, dtype=torch.int64, device="cuda")
+        c = torch.randn(77, dtype=torch.bfloat16, device="cuda")
+    ts = [a, a.t()[5:50], b[3::7], torch.empty(0, device="cuda"), c[1:], a[1]]
+    torch.cuda.synchronize()
+    q_in.put((vt.share_many(ts), [t.cpu() for t in ts]))
+    r = q_out.get(timeout=120)
+    assert r == [True] * len(ts), r
+    q_in.put("done")
+    p.join(60)
+    assert p.exitcode == 0, p.exitcode
+    vt.release_shared()
+    print(f"state dict of {len(want)} tensors: one export and one import per send, twice (after a "
+          "pause/resume); share_many pickles")
+
+
 def weight_sync_loop():
     _exportable()
     import torch
@@ -229,6 +304,7 @@ CASES = {
     "probe_torch_reducer_pluggable": probe_torch_reducer_pluggable,
     "share_open_pause_resume": share_open_pause_resume,
     "multiprocessing_queue_with_reductions": multiprocessing_queue_with_reductions,
+    "share_many_and_state_dicts": share_many_and_state_dicts,
     "weight_sync_loop": weight_sync_loop,
 }
 

@@ -66,13 +66,13 @@ echo "built $(basename "$whl") in $((SECONDS - start)) s"
 "$vpy" - "$whl" "$src/bindings/python/vpmm" <<'PY'
 import os, sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-want = {"vpmm/libvpmm.so.1", "vpmm/libvpmm_preload.so", "vpmm/bin/vpmm"}
+want = {"vpmm/libvpmm.so.1", "vpmm/libvpmm_preload.so", "vpmm/libvpmm_history.so", "vpmm/bin/vpmm"}
 want |= {"vpmm/" + f for f in os.listdir(sys.argv[2]) if f.endswith(".py") or f == "py.typed"}
 missing = sorted(want - names)
 assert not missing, f"missing from the wheel: {missing} (list new modules in bindings/python/wheel/meson.build)"
 extra = sorted(n for n in names if not n.startswith(("vpmm/", "vpmm-")))
 assert not extra, f"the wheel holds files outside the package: {extra}"
-print(f"wheel: {len(names)} files, library, preload library, vpmm command and every module")
+print(f"wheel: {len(names)} files, library, preload and history libraries, vpmm command and every module")
 PY
 
 "${pipi[@]}" install --no-deps "$whl" > "$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }

@@ -51,6 +51,12 @@ CASES = {
     "plot_two_traces": (["replay", "--backend", "host", "--quiet", "--timeline", "@WORK/t.csv",
                          "traces/walkthrough_b.trace", "traces/growth.trace", "@PLOT", "@WORK/t.csv", "-o",
                          "@WORK/t.svg"], ["t.svg"]),
+    # A libvpmm memory history (vpmm.torch's snapshot after use_as_allocator(),
+    # made by bindings/python/vpmm/_snapshot.py on the host backend): no
+    # PyTorch reservation, the mapped peak the run recorded instead.
+    "replay_vpmm_history": (["replay", "--backend", "host", "--check", "--timeline", "@WORK/h.csv",
+                             "tests/data/vpmm_history_snapshot.pickle", "@PLOT", "@WORK/h.csv", "-o",
+                             "@WORK/h.svg"], []),
     "replay_text_named_pickle": (["replay", "--backend", "host", "@WORK/junk.pickle.gz"], []),
     "replay_gzipped_text": (["replay", "--backend", "host", "@WORK/text.pickle.gz"], []),
     "replay_help": (["replay", "--help"], []),

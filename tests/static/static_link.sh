@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build into a scratch DESTDIR, then links static_c.c with
 # `pkg-config --static --cflags --libs vpmm` and -static (so libvpmm.a, not
-# libvpmm.so, is what resolves -lvpmm) and runs it.
+# libvpmm.so, is what resolves -lvpmm) and runs it; then static_auto.c, the
+# default backend and CUDA/HIP by name in a static program (which must be
+# told it cannot load a GPU runtime, never crash where one is installed).
 # Usage: static_link.sh BUILD_DIR SOURCE_DIR CC [CC ARGS...]
 set -euo pipefail
 build=$1
@@ -22,3 +24,13 @@ echo "pkg-config --static --cflags --libs vpmm: $flags"
   cat "$tmp/link.log"; exit 1; }
 grep -v "dlopen\|statically linked\|in function" "$tmp/link.log" || true
 "$tmp/static_c"
+# The default backend and the GPU backends by name: a static program cannot
+# load a vendor runtime, and must be told so instead of crashing where one
+# is installed (VPMM_HIP_LIBRARY, when set, names one that exists).
+"${cc[@]}" -static -o "$tmp/static_auto" "$src/static_auto.c" $flags 2> "$tmp/link.log" || {
+  cat "$tmp/link.log"; exit 1; }
+env -u VPMM_BACKEND "$tmp/static_auto"
+for lib in /usr/lib/x86_64-linux-gnu/libamdhip64.so.5 /opt/rocm/lib/libamdhip64.so; do
+  [ -e "$lib" ] && env -u VPMM_BACKEND VPMM_HIP_LIBRARY="$lib" "$tmp/static_auto"
+done
+echo "PASS"

@@ -203,6 +203,7 @@ class FaultBackend final : public Backend {
   vpmm_status do_device_id(uint8_t out[16]) override { return inner_->device_id(out); }  // a fact
   vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
+  bool do_same_memory(PhysHandle h, uint64_t size, int fd) override { return inner_->same_memory(h, size, fd); }
 
  private:
   std::shared_ptr<Backend> inner_;

@@ -32,12 +32,14 @@ class FaultHostServices final : public HostServices {
  protected:
   vpmm_status do_host_alloc_pageable(uint64_t size, void** out) override;
   vpmm_status do_host_free_pageable(void* p, uint64_t size) override;
-  vpmm_status do_file_create(const std::string& dir, uint64_t size, std::string* path, FileHandle* out) override;
-  vpmm_status do_file_open(const std::string& path, FileHandle* out) override;
+  vpmm_status do_dir_open(const std::string& path, DirHandle* out) override;
+  vpmm_status do_dir_close(DirHandle d) override;
+  vpmm_status do_dir_check(DirHandle d, bool* removed) override;
+  vpmm_status do_file_create(DirHandle dir, uint64_t size, FileRef* ref, FileHandle* out) override;
   vpmm_status do_file_write(FileHandle f, const void* src, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_read(FileHandle f, void* dst, uint64_t size, uint64_t offset) override;
   vpmm_status do_file_close(FileHandle f) override;
-  vpmm_status do_file_remove(const std::string& path) override;
+  vpmm_status do_file_remove(const FileRef& ref, FileHandle f) override;
   vpmm_status do_host_copy(void* dst, const void* src, uint64_t size) override {
     return inner_->host_copy(dst, src, size);
   }
@@ -49,7 +51,7 @@ class FaultHostServices final : public HostServices {
 
 // True when every live-object counter of `c` is zero (nothing leaked).
 bool live_counts_zero(const HostCounters& c);
-// "pageable 0, files 0, open_files 0".
+// "pageable 0, files 0, open_files 0, open_dirs 0".
 std::string live_counts(const HostCounters& c);
 
 }  // namespace vpmm

@@ -27,6 +27,7 @@ inline void check_counters_zero(const vpmm::HostServices& h) {
   CHECK_EQ(c.live_pageable.load(), int64_t(0));
   CHECK_EQ(c.live_files.load(), int64_t(0));
   CHECK_EQ(c.live_file_handles.load(), int64_t(0));
+  CHECK_EQ(c.live_dir_handles.load(), int64_t(0));
 }
 
 }  // namespace vt

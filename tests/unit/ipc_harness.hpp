@@ -108,13 +108,43 @@ inline vpmm_status recv_descriptor(int sock, std::string* desc, std::vector<int>
   return vpmm_ipc_recv(sock, &(*desc)[0], size, &size, fds->empty() ? nullptr : fds->data(), n, &n);
 }
 
-// File descriptors and mappings of process `pid` on memfds whose name
-// contains `name` ("vpmm-handle", "vpmm-export").
+// File descriptors and mappings of process `pid` on memfds named exactly
+// `name` ("vpmm-handle", "vpmm-export"): /proc shows a memfd as
+// "/memfd:NAME (deleted)". Only that is counted, never a file whose path
+// merely contains the name (the test binary or the library in a build
+// directory under libvpmm-1.0/, say).
 struct Held {
   int fds = 0;
   int maps = 0;
   bool none() const { return fds == 0 && maps == 0; }
 };
+
+// Whether `text` names the memfd `name`: "/memfd:NAME" then the end, a space
+// (" (deleted)") or a newline (a maps line).
+inline bool names_memfd(const char* text, const char* name) {
+  const std::string needle = std::string("/memfd:") + name;
+  for (const char* p = std::strstr(text, needle.c_str()); p; p = std::strstr(p + 1, needle.c_str())) {
+    const char end = p[needle.size()];
+    if (end == '\0' || end == ' ' || end == '\n') return true;
+  }
+  return false;
+}
+
+// The memfds libvpmm makes on the host backend: pool memory, exportable
+// handles, export status pages (host_backend.cpp, host_ipc.cpp, status_page.cpp).
+constexpr const char* kLibvpmmMemfds[] = {"vpmm-host", "vpmm-handle", "vpmm-export"};
+
+inline Held held(pid_t pid, const char* name);
+// Everything of libvpmm's that process `pid` holds.
+inline Held held_libvpmm(pid_t pid) {
+  Held sum;
+  for (const char* n : kLibvpmmMemfds) {
+    Held h = held(pid, n);
+    sum.fds += h.fds;
+    sum.maps += h.maps;
+  }
+  return sum;
+}
 
 inline Held held(pid_t pid, const char* name) {
   Held h;
@@ -127,7 +157,7 @@ inline Held held(pid_t pid, const char* name) {
       ssize_t n = readlink(path, target, sizeof target - 1);
       if (n <= 0) continue;
       target[n] = '\0';
-      if (std::strstr(target, name)) ++h.fds;
+      if (names_memfd(target, name)) ++h.fds;
     }
     closedir(d);
   }
@@ -136,7 +166,7 @@ inline Held held(pid_t pid, const char* name) {
   if (FILE* f = std::fopen(maps, "r")) {
     char line[512];
     while (std::fgets(line, sizeof line, f))
-      if (std::strstr(line, name)) ++h.maps;
+      if (names_memfd(line, name)) ++h.maps;
     std::fclose(f);
   }
   return h;

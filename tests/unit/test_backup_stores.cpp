@@ -383,17 +383,29 @@ TEST("disk store: a file per allocation, overwritten in place: constant footprin
   CHECK_EQ(dir.files().size(), size_t{0});
 }
 
-TEST("disk store: a missing directory, or a path through a file, fails the pause and pauses nothing") {
+TEST("disk store: a missing directory, or a path through a file, fails the malloc; one removed since, the pause") {
   TempDir dir;
   const std::string file = dir.path + "/plain";
   FILE* f = std::fopen(file.c_str(), "w");
   CHECK(f != nullptr);
   if (f) std::fclose(f);
-  for (const std::string& bad : {dir.path + "/missing", file + "/sub"}) {
+  {
     World w;
     if (!w.pool) return;
+    for (const std::string& bad : {dir.path + "/missing", file + "/sub", file}) {
+      uint32_t id = 0;
+      CHECK_EQ(w.pool->backup_dir_id("test", bad.c_str(), &id), VPMM_ERR_INVALID_ARGUMENT);
+      CHECK(std::strstr(vpmm::last_error(), bad.c_str()) != nullptr);
+    }
+    w.destroy();
+  }
+  for (const std::string& bad : {dir.path + "/gone"}) {
+    World w;
+    if (!w.pool) return;
+    CHECK_EQ(mkdir(bad.c_str(), 0700), 0);
     Alloc ok = alloc(*w.pool, 2 * kPage, "w", kMmap, 1);
     Alloc a = alloc(*w.pool, 2 * kPage, "w", w.with_dir(kDisk, bad), 2);
+    CHECK_EQ(rmdir(bad.c_str()), 0);  // removed after the malloc opened it
     Alloc plain = alloc(*w.pool, kPage, "w", 0, 3);
     vpmm_status st = w.pool->pause("w");
     CHECK_EQ(st, VPMM_ERR_BACKEND);

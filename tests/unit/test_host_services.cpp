@@ -25,7 +25,9 @@ namespace {
 
 using vpmm::FaultControl;
 using vpmm::FaultPlan;
+using vpmm::DirHandle;
 using vpmm::FileHandle;
+using vpmm::FileRef;
 using vpmm::HostServices;
 using vpmm::Op;
 
@@ -64,33 +66,46 @@ TEST("pageable memory: freed by its own call and size; a foreign pointer, a wron
   vt::check_counters_zero(*h);
 }
 
-TEST("backup files: created at their size, written and read at offsets, removed; counters follow") {
+TEST("backup directories and files: created at their size, written and read at offsets, removed; counters follow") {
   TempDir dir;
   std::unique_ptr<HostServices> h = vpmm::make_host_services();
+  DirHandle d = -1;
+  CHECK_OK(h->dir_open(dir.path, &d));
+  CHECK_EQ(h->counters().live_dir_handles.load(), int64_t(1));
+  bool removed = true;
+  CHECK_OK(h->dir_check(d, &removed));
+  CHECK(!removed);
+  DirHandle none = -1;
+  CHECK_EQ(h->dir_open(dir.path + "/missing", &none), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "missing") != nullptr);
   const uint64_t size = 3 << 20;
-  std::string path;
+  FileRef ref;
   FileHandle f = -1;
-  CHECK_OK(h->file_create(dir.path, size, &path, &f));
+  CHECK_OK(h->file_create(d, size, &ref, &f));
   CHECK(f >= 0);
+  CHECK(ref.dir == d && !ref.name.empty());
+  const std::string path = dir.path + "/" + ref.name;
   struct stat st;
   CHECK(stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == size);
   CHECK_EQ(h->counters().live_files.load(), int64_t(1));
   CHECK_EQ(h->counters().live_file_handles.load(), int64_t(1));
-  // 4 KiB-aligned buffers, sizes and offsets: what direct I/O needs.
+  // 4 KiB-aligned buffers, sizes and offsets: what direct I/O needs. The
+  // descriptor is the file for its whole life (never reopened by name).
   void* buf = nullptr;
   CHECK(posix_memalign(&buf, 4096, 1 << 20) == 0);
   std::memset(buf, 0x3c, 1 << 20);
   CHECK_OK(h->file_write(f, buf, 1 << 20, 2 << 20));
-  CHECK_OK(h->file_close(f));
-  CHECK_OK(h->file_open(path, &f));
   std::memset(buf, 0, 1 << 20);
   CHECK_OK(h->file_read(f, buf, 1 << 20, 2 << 20));
   CHECK(static_cast<unsigned char*>(buf)[(1 << 20) - 1] == 0x3c);
-  CHECK_OK(h->file_close(f));
   CHECK_EQ(h->file_write(f, nullptr, 8, 0), VPMM_ERR_INVALID_ARGUMENT);
-  CHECK_EQ(h->file_create(dir.path, 0, &path, &f), VPMM_ERR_INVALID_ARGUMENT);
-  CHECK_OK(h->file_remove(path));
+  FileRef ref0;
+  FileHandle f0 = -1;
+  CHECK_EQ(h->file_create(d, 0, &ref0, &f0), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_OK(h->file_remove(ref, f));
   CHECK(stat(path.c_str(), &st) != 0);
+  CHECK_OK(h->file_close(f));
+  CHECK_OK(h->dir_close(d));
   std::free(buf);
   vt::check_counters_zero(*h);
 }
@@ -101,21 +116,24 @@ TEST("FaultHostServices fails the planned call, numbers in a shared control, for
   auto ctl = std::make_shared<FaultControl>();
   vpmm::FaultHostServices h(inner, ctl);
   ctl->arm(FaultPlan{2, static_cast<int>(Op::file_create), VPMM_ERR_OUT_OF_MEMORY});
-  std::string p1, p2;
+  DirHandle d = -1;
+  CHECK_OK(h.dir_open(dir.path, &d));  // call #1
+  FileRef p1, p2;
   FileHandle f1 = -1, f2 = -1;
-  CHECK_OK(h.file_create(dir.path, 4096, &p1, &f1));
-  CHECK_EQ(h.file_create(dir.path, 4096, &p2, &f2), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_OK(h.file_create(d, 4096, &p1, &f1));
+  CHECK_EQ(h.file_create(d, 4096, &p2, &f2), VPMM_ERR_OUT_OF_MEMORY);
   CHECK(std::strstr(vpmm_last_error(), "fault injection: file_create call #2") != nullptr);
   CHECK_EQ(calls(*inner, Op::file_create), uint64_t(1));  // the failed call never reached the file system
-  CHECK_EQ(ctl->calls(), uint64_t(2));
+  CHECK_EQ(ctl->calls(), uint64_t(3));  // dir_open and both file_creates
   CHECK_EQ(ctl->injected(), uint64_t(1));
   // host_copy is never a fault point: forwarded, not numbered.
   char a[16] = "fifteen bytes..", b[16] = {};
   CHECK_OK(h.host_copy(b, a, sizeof a));
   CHECK(std::memcmp(a, b, sizeof a) == 0);
-  CHECK_EQ(ctl->calls(), uint64_t(2));
+  CHECK_EQ(ctl->calls(), uint64_t(3));
+  CHECK_OK(h.file_remove(p1, f1));
   CHECK_OK(h.file_close(f1));
-  CHECK_OK(h.file_remove(p1));
+  CHECK_OK(h.dir_close(d));
   vt::check_counters_zero(*inner);
   vt::check_counters_zero(h);
 }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -451,6 +452,188 @@ TEST("a tag export shares every allocation of the tag; entries map each one") {
   CHECK_OK(vpmm_export_close(pool, ex));
   vpmm_pool_free(pool, other, nullptr);
   CHECK_OK(vpmm_pool_destroy(other_pool));
+  CHECK_OK(vpmm_pool_destroy(pool));
+  CHECK(held_self().none());
+}
+
+TEST("one export of many allocations: one descriptor, an entry per allocation, each freed or paused ends it") {
+  vpmm_pool* pool = vt::ipc_host_pool(true, 0, 512);
+  void* a = malloc_tagged(pool, kBytes, "w");
+  void* b = nullptr;  // untagged, sharing a page with c
+  void* c = nullptr;
+  void* small = nullptr;
+  CHECK_OK(vpmm_pool_malloc(pool, kIpcPage + 1000, nullptr, &b));
+  CHECK_OK(vpmm_pool_malloc(pool, 2 * kIpcPage, nullptr, &c));
+  CHECK_OK(vpmm_pool_malloc(pool, 3000, nullptr, &small));
+  fill(a, kBytes, 1);
+  fill(b, kIpcPage + 1000, 2);
+  fill(c, 2 * kIpcPage, 3);
+  fill(small, 3000, 4);
+  auto seed_of = [&](uint64_t p) {
+    return p == reinterpret_cast<uint64_t>(a) ? 1 : p == reinterpret_cast<uint64_t>(b) ? 2
+                                                : p == reinterpret_cast<uint64_t>(c) ? 3 : 4;
+  };
+  // Several pointers into one allocation (tensors of one segment) give one entry.
+  const void* ptrs[] = {c, a, static_cast<char*>(a) + 100, b, small, static_cast<char*>(c) + kIpcPage};
+  vpmm_export* ex = nullptr;
+  CHECK_OK(vpmm_pool_export_many(pool, ptrs, 6, &ex));
+  vpmm_ipc_entry e;
+  std::memset(&e, 0, sizeof e);
+  e.struct_size = sizeof e;
+  CHECK_OK(vpmm_export_entry(ex, 0, &e));
+  CHECK_EQ(e.n_entries, 4u);
+  std::vector<uint64_t> want = {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b),
+                                reinterpret_cast<uint64_t>(c), reinterpret_cast<uint64_t>(small)};
+  std::sort(want.begin(), want.end());
+  for (size_t k = 0; k < 4; ++k) {
+    CHECK_OK(vpmm_export_entry(ex, k, &e));
+    CHECK_EQ(e.exporter_ptr, want[k]);  // address order
+  }
+  // Imported in another process: every allocation's bytes, in one import.
+  Child ch = vt::spawn_child();
+  int64_t i = -1;
+  CHECK_EQ(child_import(ch, ex, 'I', &i), VPMM_OK);
+  CHECK(child_reads(ch, i, seed_of(want[0])));  // entry 0, its allocation's bytes
+  vpmm_pool* other = vt::ipc_host_pool(false);
+  std::string d;
+  std::vector<int> fds;
+  CHECK_OK(vt::descriptor_of(ex, &d, &fds));
+  vpmm_import* imp = nullptr;
+  CHECK_OK(vpmm_pool_import(other, d.data(), d.size(), fds.data(), fds.size(), &imp));
+  for (size_t k = 0; k < 4; ++k) {
+    vpmm_ipc_entry x = entry_of(imp, k);
+    CHECK_EQ(x.exporter_ptr, want[k]);
+    CHECK(verify(x.ptr, x.size, seed_of(x.exporter_ptr)));
+  }
+  CHECK_OK(vpmm_import_close(other, imp));
+  // Any of them freed ends the export, for the importer too.
+  CHECK_OK(vpmm_pool_free(pool, small, nullptr));
+  CHECK_EQ(export_state(ex), VPMM_EXPORT_FREED);
+  CHECK_EQ(child_state(ch, i), VPMM_EXPORT_FREED);
+  vpmm_export* ex2 = nullptr;
+  const void* two[] = {a, b};
+  CHECK_OK(vpmm_pool_export_many(pool, two, 2, &ex2));
+  CHECK_OK(vpmm_pool_pause(pool, "w"));
+  CHECK_EQ(export_state(ex2), VPMM_EXPORT_PAUSED);
+  // Misuse: each bad pointer named by its index; nothing exported.
+  vpmm_export* bad = reinterpret_cast<vpmm_export*>(0x5e47);
+  const void* with_null[] = {b, nullptr};
+  CHECK_EQ(vpmm_pool_export_many(pool, with_null, 2, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "ptrs[1]") != nullptr);
+  int local = 0;
+  const void* foreign[] = {b, &local};
+  CHECK_EQ(vpmm_pool_export_many(pool, foreign, 2, &bad), VPMM_ERR_UNKNOWN_POINTER);
+  CHECK(std::strstr(vpmm_last_error(), "pointer 1") != nullptr);
+  const void* paused[] = {b, a};
+  CHECK_EQ(vpmm_pool_export_many(pool, paused, 2, &bad), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vpmm_pool_export_many(pool, paused, 0, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_pool_export_many(pool, nullptr, 2, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_pool_export_many(nullptr, paused, 2, &bad), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(bad == reinterpret_cast<vpmm_export*>(0x5e47));
+  CHECK_EQ(ipc_stats(pool).exports, 2u);
+  CHECK_EQ(ch.quit(), 0);
+  CHECK_OK(vpmm_export_close(pool, ex));
+  CHECK_OK(vpmm_export_close(pool, ex2));
+  CHECK_OK(vpmm_pool_destroy(other));
+  CHECK_OK(vpmm_pool_destroy(pool));
+  CHECK(held_self().none());
+}
+
+TEST("prepare_export: every handle of a tag's active allocations, racing pauses; then exports as before") {
+  vpmm_pool* pool = vt::ipc_host_pool(true);
+  void* a = malloc_tagged(pool, kBytes, "w");
+  void* b = malloc_tagged(pool, 2 * kIpcPage, "w");
+  void* c = malloc_tagged(pool, kIpcPage, "x");
+  uint64_t n = 0;
+  CHECK_OK(vpmm_pool_prepare_export(pool, "w", &n));
+  CHECK_EQ(n, 2u);  // one handle per tagged allocation
+  CHECK_OK(vpmm_pool_prepare_export(pool, nullptr, &n));
+  CHECK_EQ(n, 3u);
+  CHECK_OK(vpmm_pool_prepare_export(pool, "w", nullptr));
+  CHECK_EQ(ipc_stats(pool).exports, 0u);  // prepared is not exported
+  // Prepared while another thread pauses and resumes the tag.
+  std::atomic<bool> stop{false};
+  std::thread t([&] {
+    while (!stop) {
+      vpmm_pool_pause(pool, "w");
+      vpmm_pool_resume(pool, "w");
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    vpmm_status st = vpmm_pool_prepare_export(pool, "w", &n);
+    CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE);  // WRONG_STATE: all paused at that moment
+  }
+  stop = true;
+  t.join();
+  CHECK_OK(vpmm_pool_check(pool));
+  const void* both[] = {a, b};
+  vpmm_export* ex = nullptr;
+  CHECK_OK(vpmm_pool_export_many(pool, both, 2, &ex));
+  Child ch = vt::spawn_child();
+  int64_t i = -1;
+  fill(a, kBytes, kSeedA);
+  CHECK_EQ(child_import(ch, ex, 'I', &i), VPMM_OK);
+  CHECK(child_reads(ch, i, kSeedA));
+  CHECK_EQ(ch.quit(), 0);
+  CHECK_OK(vpmm_export_close(pool, ex));
+  // Misuse.
+  CHECK_EQ(vpmm_pool_prepare_export(pool, "never", &n), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_OK(vpmm_pool_pause(pool, "x"));
+  CHECK_EQ(vpmm_pool_prepare_export(pool, "x", &n), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(vpmm_pool_prepare_export(nullptr, "w", &n), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_pool* plain = vt::ipc_host_pool(false);
+  malloc_tagged(plain, kIpcPage, "w");
+  CHECK_EQ(vpmm_pool_prepare_export(plain, "w", &n), VPMM_ERR_UNSUPPORTED);
+  CHECK_OK(vpmm_pool_destroy(plain));
+  (void)c;
+  CHECK_OK(vpmm_pool_destroy(pool));
+  CHECK(held_self().none());
+}
+
+TEST("an import of memory another import of the pool maps uses that mapping; after a resume it maps anew") {
+  vpmm_pool* pool = vt::ipc_host_pool(true);
+  void* a = malloc_tagged(pool, kBytes, "w");
+  void* b = malloc_tagged(pool, 2 * kIpcPage, "w");
+  fill(a, kBytes, kSeedA);
+  vpmm_pool* other = vt::ipc_host_pool(false);
+  auto import_of = [&](vpmm_export* ex, vpmm_import** imp) {
+    std::string d;
+    std::vector<int> fds;
+    CHECK_OK(vt::descriptor_of(ex, &d, &fds));
+    return vpmm_pool_import(other, d.data(), d.size(), fds.data(), fds.size(), imp);
+  };
+  vpmm_export *e1 = nullptr, *e2 = nullptr, *e3 = nullptr;
+  vpmm_import *i1 = nullptr, *i2 = nullptr, *i3 = nullptr;
+  CHECK_OK(vpmm_pool_export_tag(pool, "w", &e1));
+  CHECK_OK(import_of(e1, &i1));
+  const int maps = vt::held(getpid(), "vpmm-handle").maps;
+  // The same memory sent again (a new export): nothing mapped, the same addresses.
+  const void* both[] = {b, a};
+  CHECK_OK(vpmm_pool_export_many(pool, both, 2, &e2));
+  CHECK_OK(import_of(e2, &i2));
+  CHECK_EQ(vt::held(getpid(), "vpmm-handle").maps, maps);
+  CHECK(entry_of(i1, 0).ptr == entry_of(i2, 0).ptr && entry_of(i1, 1).ptr == entry_of(i2, 1).ptr);
+  CHECK_EQ(ipc_stats(other).imports, 2u);
+  CHECK_EQ(ipc_stats(other).imported_bytes, kBytes + 2 * kIpcPage);  // mapped once
+  // The first import closes: the second's mapping stays.
+  CHECK_OK(vpmm_import_close(other, i1));
+  CHECK(verify(entry_of(i2, 0).ptr, kBytes, kSeedA));
+  int32_t s = 0;
+  CHECK_OK(vpmm_import_state(i2, &s));
+  CHECK_EQ(s, VPMM_EXPORT_ACTIVE);
+  // After a pause and resume the memory is new: mapped anew.
+  CHECK_OK(vpmm_pool_pause(pool, "w"));
+  CHECK_OK(vpmm_pool_resume(pool, "w"));
+  CHECK_OK(vpmm_pool_export_tag(pool, "w", &e3));
+  CHECK_OK(import_of(e3, &i3));
+  CHECK(entry_of(i3, 0).ptr != entry_of(i2, 0).ptr);
+  CHECK(vt::held(getpid(), "vpmm-handle").maps > maps);
+  fill(a, kBytes, kSeedB);
+  CHECK(verify(entry_of(i3, 0).ptr, kBytes, kSeedB));
+  CHECK(verify(entry_of(i2, 0).ptr, kBytes, kSeedA));  // the old memory, kept by the import
+  for (vpmm_import* i : {i2, i3}) CHECK_OK(vpmm_import_close(other, i));
+  for (vpmm_export* e : {e1, e2, e3}) CHECK_OK(vpmm_export_close(pool, e));
+  CHECK_OK(vpmm_pool_destroy(other));
   CHECK_OK(vpmm_pool_destroy(pool));
   CHECK(held_self().none());
 }

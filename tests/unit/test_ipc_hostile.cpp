@@ -416,6 +416,7 @@ TEST("2: an importer cannot resize a host handle: no SIGBUS in the exporter's pa
            VPMM_ERR_INVALID_ARGUMENT);
   CHECK(std::strstr(vpmm_last_error(), "sealed") != nullptr);
   close(loose);
+  CHECK_OK(vpmm_export_close(pool, ex));
   CHECK_OK(vpmm_pool_destroy(other));
   CHECK_OK(vpmm_pool_destroy(pool));
 }

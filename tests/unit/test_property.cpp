@@ -17,7 +17,13 @@
 //  - every live allocation still holds the unique pattern written through its
 //    pointer at malloc time (sampled every 4 KiB each step, in full every 64
 //    steps and before each free): defragmentation remaps pages and the data
-//    must follow through the double mapping.
+//    must follow through the double mapping;
+//  - memory freed on a held stream is handed to another stream only at a new
+//    VA (a Phase 2 span or a view), never in place; a view's pages are its
+//    homes (LENT regions), and it takes pending ones of another stream only
+//    after a GPU-side wait (its stream's n_stream_waits moved). Two runs
+//    turn views on from two pages so that most multi-page requests make or
+//    reuse one.
 // A second kind of run uses a small host capacity so that mallocs fail with
 // OUT_OF_MEMORY; then the pool (stats and dump, event bookkeeping aside) must
 // be identical before and after the failed call, and keep working.
@@ -104,6 +110,7 @@ struct RunSpec {
   uint64_t initial_pages = 0;
   uint64_t small_size = 0;  // 0 = default (page / 2); 1 = off
   uint64_t rounding = 0;    // large_rounding: 0 = whole pages
+  uint64_t view_min_size = 0;  // 0 = the default (views from 64 MiB: none here)
   uint64_t va_pages = 96;
   uint64_t capacity = 1ull << 30;
   int ops = 2000;
@@ -385,6 +392,7 @@ bool run_one(Run& r) {
   hs.max_handle = sp.max_handle;
   hs.small_size = sp.small_size;
   hs.large_rounding = sp.rounding;
+  hs.view_min_size = sp.view_min_size;
   r.pool = vt::make_host_pool(hs);
   if (!r.pool) return fail_run(r, std::string("pool creation: ") + vpmm_last_error());
   vpmm_config cfg;
@@ -432,6 +440,7 @@ bool run_one(Run& r) {
       void* out = reinterpret_cast<void*>(0x5e47);
       Snap before;
       if (sp.expect_oom) before = take(r.pool);
+      const vpmm_stats pre = vt::stats(r.pool);
       vpmm_status st = vpmm_pool_malloc(r.pool, size, s, &out);
       if (st == VPMM_ERR_OUT_OF_MEMORY && sp.expect_oom) {
         ++r.n_oom;
@@ -452,10 +461,40 @@ bool run_one(Run& r) {
         a.small = r.small_limit && size <= r.small_limit;
         const uint64_t lo = reinterpret_cast<uint64_t>(out);
         const uint64_t hi = lo + (a.small ? size : page_extent(sp, size));
+        // A view's memory is its homes (LENT regions of its stream), not its
+        // VA: the model follows the homes. One that si freed is handed back
+        // to si; one another stream freed with work still queued may be
+        // taken only after a GPU-side wait of si on that work (from then on
+        // every use of those pages is ordered after it, the view's and any
+        // after the view's free); a view that takes one without a wait is a
+        // bug. The view's own VA is checked through its homes.
+        const vpmm_stats post = vt::stats(r.pool);
+        const bool view = post.n_view_malloc > pre.n_view_malloc;
+        if (view) {
+          const bool waited = post.n_stream_waits > pre.n_stream_waits;
+          for (const vpmm_region_info& g : vt::regions(r.pool)) {
+            if (g.kind != VPMM_REGION_LENT || g.stream != s) continue;
+            for (size_t x = 0; x < r.pending.size(); ++x) {
+              Ranges keep;
+              for (const auto& rg : r.pending[x]) {
+                if (!(g.va < rg.second && rg.first < g.va + g.size)) {
+                  keep.push_back(rg);
+                  continue;
+                }
+                if (x != si && !waited)
+                  ok = fail_run(r, "a view took memory freed on held stream " + u64(x) + " without a wait");
+                if (rg.first < g.va) keep.push_back({rg.first, g.va});
+                if (rg.second > g.va + g.size) keep.push_back({g.va + g.size, rg.second});
+              }
+              r.pending[x].swap(keep);
+            }
+          }
+        }
         for (size_t x = 0; x < r.pending.size(); ++x) {
           Ranges& pr = r.pending[x];
           if (pr.empty()) continue;
           if (x != si) {
+            if (view) continue;  // checked through its homes, above
             ++r.n_pending_checks;
             for (const auto& rg : pr)
               if (lo < rg.second && rg.first < hi)
@@ -527,7 +566,7 @@ bool run_one(Run& r) {
 // shows up here rather than passing quietly; asserted to be non-trivial.
 struct Coverage {
   uint64_t defrag = 0, waits = 0, reaped = 0, cross = 0, chunks = 0, grow = 0, small = 0;
-  uint64_t pending_checks = 0;
+  uint64_t pending_checks = 0, views = 0;
   void add(const vpmm_stats& s, uint64_t checks) {
     pending_checks += checks;
     defrag += s.n_defrag;
@@ -537,17 +576,19 @@ struct Coverage {
     chunks = std::max<uint64_t>(chunks, s.va_chunks);
     grow += s.n_grow;
     small += s.n_small_malloc;
+    views += s.n_view_malloc;
   }
   void print() const {
     std::printf("  exercised: %" PRIu64 " defrags, %" PRIu64 " stream waits, %" PRIu64
                 " zombies reaped, %" PRIu64 " cross-stream reuses, %" PRIu64 " grows, %" PRIu64
-                " small mallocs, up to %" PRIu64 " VA chunks; %" PRIu64
+                " small mallocs, %" PRIu64 " view mallocs, up to %" PRIu64 " VA chunks; %" PRIu64
                 " mallocs checked against pending memory\n",
-                defrag, waits, reaped, cross, grow, small, chunks, pending_checks);
+                defrag, waits, reaped, cross, grow, small, views, chunks, pending_checks);
   }
 };
 
-void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64_t rounding = 0) {
+void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64_t rounding = 0,
+               uint64_t view_pages = 0) {
   Coverage cov;
   for (uint64_t seed = first_seed; seed < first_seed + 5; ++seed) {
     Run r;
@@ -557,6 +598,7 @@ void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64
     r.spec.initial_pages = seed % 2 ? 24 : 0;
     r.spec.small_size = seed % 5 == 3 ? 1 : 0;  // some runs without small blocks
     r.spec.rounding = rounding;
+    r.spec.view_min_size = view_pages * page;
     bool ok = run_one(r);
     CHECK(ok);
     if (!ok) std::printf("  %s\n", r.failure.c_str());
@@ -569,6 +611,7 @@ void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64
   CHECK(cov.cross > 0);
   CHECK(cov.chunks > 1);
   CHECK(cov.pending_checks > 0);
+  if (view_pages) CHECK(cov.views > 0);
 }
 
 }  // namespace
@@ -674,6 +717,12 @@ TEST("random ops, 64 KiB pages, one handle per page") { run_seeds(64 << 10, 1, 1
 TEST("random ops, 4 KiB pages, 512-byte rounding, scaled handles") { run_seeds(4096, 0, 21, 512); }
 TEST("random ops, 64 KiB pages, 512-byte rounding, one handle per page") { run_seeds(64 << 10, 1, 26, 512); }
 TEST("random ops, 64 KiB pages, 256-byte rounding, 4-page handles") { run_seeds(64 << 10, 4, 31, 256); }
+// Views from two pages: most multi-page requests that no free region fits
+// map free pages where they lie, pending memory of held streams included.
+TEST("random ops, 64 KiB pages, views from 2 pages, scaled handles") { run_seeds(64 << 10, 0, 36, 0, 2); }
+TEST("random ops, 64 KiB pages, 512-byte rounding, views from 2 pages, one handle per page") {
+  run_seeds(64 << 10, 1, 41, 512, 2);
+}
 
 // Small host capacity: mallocs fail with OUT_OF_MEMORY now and then. In half
 // the runs one stream stays held for the whole run so harvests leave pending

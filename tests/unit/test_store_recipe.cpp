@@ -24,6 +24,7 @@
 namespace {
 
 using vpmm::Backup;
+using vpmm::BackupDir;
 using vpmm::BackupStore;
 using vpmm::Pool;
 using vpmm::PoolOptions;
@@ -43,7 +44,7 @@ Calls& calls() {
 class VectorStore final : public BackupStore {
  public:
   const char* name() const override { return "vector"; }
-  vpmm_status acquire(const std::string&, uint64_t bytes, Backup* b) override {
+  vpmm_status acquire(const BackupDir&, uint64_t bytes, Backup* b) override {
     ++calls().acquire;
     calls().bytes[b].assign(bytes, 0);
     b->capacity = bytes;

@@ -13,6 +13,7 @@
 #include "pool_inspect.hpp"
 #include "pool_util.hpp"
 #include "vpmm.h"
+#include "vpmm_host_streams.h"
 
 namespace {
 
@@ -178,7 +179,7 @@ TEST("reusing a view replaces only the slots whose home something else took") {
   vpmm_pool_destroy(p);
 }
 
-TEST("below view_min_size, tagged, with views off (the default) or an exportable pool: pages move") {
+TEST("below view_min_size, tagged, with views off or an exportable pool: pages move") {
   struct Case {
     const char* name;
     uint64_t min_pages;
@@ -225,7 +226,7 @@ TEST("below view_min_size, tagged, with views off (the default) or an exportable
   vpmm_config got;
   vpmm_config_init(&got);
   CHECK_OK(vpmm_pool_get_config(p, &got));
-  CHECK_EQ(got.view_min_size, uint64_t{VPMM_VIEWS_OFF});  // off by default
+  CHECK_EQ(got.view_min_size, uint64_t{64} << 20);  // on by default, from 64 MiB
   vpmm_pool_destroy(p);
 }
 
@@ -290,6 +291,112 @@ TEST("a view freed on a stream that is then retired is reused on another") {
   CHECK_OK(vpmm_pool_check(p));
   CHECK_OK(vpmm_pool_stream_destroy(p, b));
   vpmm_pool_destroy(p);
+}
+
+// A host "kernel": copies a byte pattern into memory, or reads it back.
+struct Touch {
+  unsigned char* p;
+  uint64_t n;
+  unsigned char value;
+  bool read;
+  bool seen = false;
+};
+void touch(void* u) {
+  Touch* t = static_cast<Touch*>(u);
+  if (!t->read) {
+    std::memset(t->p, t->value, t->n);
+    return;
+  }
+  t->seen = true;
+  for (uint64_t i = 0; i < t->n; ++i)
+    if (t->p[i] != t->value) t->seen = false;
+}
+
+// Live, side streams free memory while the GPU is still behind: a view that
+// left such memory alone grew instead (docs/handles.md, "Views"). Now it
+// takes it and its stream waits on the GPU for the other stream's work,
+// as a Phase 2 harvest does; the CPU never blocks.
+TEST("memory freed on another stream with work still queued: the view takes it after a GPU-side wait") {
+  vpmm_pool* p = pool();
+  vpmm_stream a = nullptr, b = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&a));
+  CHECK_OK(vpmm_host_stream_create(&b));
+  // [2][1][2][1][2][1] on stream a; a is held, its last writes queued, the
+  // 2-page pieces freed on it: their free point is pending.
+  std::vector<void*> pieces;
+  for (int i = 0; i < 3; ++i) {
+    pieces.push_back(take(p, 2 * kPage, a));
+    take(p, kPage, a);
+  }
+  CHECK_OK(vpmm_host_stream_hold(a));
+  std::vector<Touch> writes;
+  writes.reserve(3);
+  for (void* q : pieces) writes.push_back({static_cast<unsigned char*>(q), 2 * kPage, 0x5a, false});
+  for (Touch& w : writes) CHECK_OK(vpmm_host_stream_launch(a, touch, &w));
+  for (void* q : pieces) CHECK_OK(vpmm_pool_free(p, q, a));
+  const vpmm_stats before = vt::stats(p);
+  void* v = take(p, 6 * kPage, b);
+  const vpmm_stats after = vt::stats(p);
+  CHECK_EQ(after.n_view_malloc, before.n_view_malloc + 1);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);  // nothing grown
+  CHECK_EQ(after.n_defrag, before.n_defrag + 1);      // six pages mapped at the view
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 6 * kPage);
+  CHECK_EQ(after.n_stream_waits, before.n_stream_waits + 1);  // one event covers a's frees
+  CHECK(!in_chunks(p, v));
+  // Stream b runs after a's queued writes: it reads them through the view.
+  Touch read{static_cast<unsigned char*>(v), 6 * kPage, 0x5a, true};
+  CHECK_OK(vpmm_host_stream_launch(b, touch, &read));
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  CHECK(read.seen);
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_free(p, v, b));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+  CHECK_OK(vpmm_host_stream_destroy(a));
+  CHECK_OK(vpmm_host_stream_destroy(b));
+}
+
+// Churn (view_gate.hpp): large requests of sizes that never come back, one
+// every few mallocs, beside enough free memory. Views stop after the first
+// window of ViewGate::kWindow page-level mallocs and Phase 2 serves the rest;
+// a loop whose view-sized requests are rare keeps reusing its views.
+TEST("churn of large sizes turns views off; a loop's rare large requests keep them") {
+  auto run = [](bool churn) {
+    vt::HostPoolSpec spec;
+    spec.page = kPage;
+    spec.va_pages = 1 << 14;
+    spec.capacity = 1ull << 30;
+    spec.remap_slack = -1;
+    spec.view_min_size = 4 * kPage;
+    vpmm_pool* p = vt::make_host_pool(spec);
+    CHECK(p != nullptr);
+    std::vector<void*> window(32, nullptr);
+    uint64_t rng = 7, views_at_third = 0, reuse_at_third = 0;
+    const uint32_t n = 4 * 4096;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i == 3 * 4096) {
+        views_at_third = vt::stats(p).n_view_malloc;
+        reuse_at_third = vt::stats(p).n_view_reuse;
+      }
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      void*& slot = window[i % window.size()];
+      if (slot) CHECK_OK(vpmm_pool_free(p, slot, nullptr));
+      uint64_t pages = 1;
+      if (churn) pages = 1 + (rng >> 33) % 12;                        // a third of them view-sized
+      else if (i % 1024 < 6) pages = 4 + 3 * (i % 1024);             // six sizes, once a round
+      slot = take(p, pages * kPage - (rng >> 40) % 1024);
+    }
+    const vpmm_stats s = vt::stats(p);
+    CHECK_OK(vpmm_pool_check(p));
+    vpmm_pool_destroy(p);
+    return std::make_pair(s.n_view_malloc - views_at_third, s.n_view_reuse - reuse_at_third);
+  };
+  const auto churned = run(true);
+  CHECK_EQ(churned.first, uint64_t{0});  // the last window made no view
+  const auto looped = run(false);
+  CHECK(looped.first > 0);               // the loop's rounds still take views
+  CHECK_EQ(looped.second, looped.first);  // and find them as they left them
 }
 
 TEST("a growing request beside too little free memory: the view grows the rest in pages") {

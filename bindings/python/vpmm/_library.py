@@ -160,6 +160,10 @@ version = sig("vpmm_version", cp)
 abi_version = sig("vpmm_abi_version", i32)
 config_init = sig("vpmm_config_init", None, P(Config))
 config_init_defaults = sig("vpmm_config_init_defaults", None, P(Config))
+# A configuration of this binding's size (libraries before it lack it: None).
+config_init_sized: Optional[Callable[..., int]] = (
+    sig("vpmm_config_init_sized", i32, P(Config), u32, u32) if hasattr(lib, "vpmm_config_init_sized") else None)
+CONFIG_DEFAULTS_ONLY = 1
 pool_create = sig("vpmm_pool_create", i32, P(Config), P(vp))
 pool_destroy = sig("vpmm_pool_destroy", i32, vp)
 pool_malloc_ex = sig("vpmm_pool_malloc_ex", i32, vp, u64, vp, P(AllocAttrs), P(vp))
@@ -226,4 +230,6 @@ import_close = optional("vpmm_import_close", i32, vp, vp)
 ipc_send = optional("vpmm_ipc_send", i32, ctypes.c_int, vp, size_t, ip, size_t)
 ipc_recv = optional("vpmm_ipc_recv", i32, ctypes.c_int, vp, size_t, P(size_t), ip, size_t, P(size_t))
 pool_ipc_stats = optional("vpmm_pool_ipc_stats", i32, vp, vp)
+pool_export_many = optional("vpmm_pool_export_many", i32, vp, P(vp), size_t, P(vp))
+pool_prepare_export = optional("vpmm_pool_prepare_export", i32, vp, cp, P(u64))
 

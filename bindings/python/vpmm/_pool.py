@@ -6,10 +6,10 @@ import ctypes
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _library as L
-from .errors import InvalidArgument, OutOfMemory
+from .errors import InvalidArgument, OutOfMemory, Unsupported
 
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
            "ALLOC_HOST_BACKUP", "BACKUP_STORES"]
@@ -32,6 +32,15 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
 _OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
 _NO_TIMEOUT = (1 << 64) - 1
+
+# Observers of tag scopes and pauses, for vpmm.torch's memory history
+# (vpmm/_snapshot.py registers them; nothing else does). A scope observer is
+# called with (tag, backup store or None) when vpmm.region opens a scope and
+# returns what to call when it closes; a pause observer is called with
+# (pool, "pause" or "resume", tag) before the call and returns what to call
+# with its result (whether anything changed) after it succeeded.
+scope_observers: List[Callable[[Optional[str], Optional[str]], Callable[[], None]]] = []
+pause_observers: List[Callable[[Any, str, Optional[str]], Callable[[bool], None]]] = []
 
 Stream = Optional[int]
 """A stream handle as an integer (cudaStream_t, torch.cuda.Stream.cuda_stream,
@@ -105,6 +114,22 @@ def _needs(fn: Any, what: str) -> Any:
         raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates {what}")
     return fn
 
+
+
+def _in_background(work: Callable[[], int], name: str) -> "Future[int]":
+    """Runs work() on a daemon thread started now; its result or exception
+    goes to the returned Future."""
+    fut: "Future[int]" = Future()
+    fut.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            fut.set_result(work())
+        except BaseException as e:  # noqa: BLE001 - handed to the Future
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
 
 def _tag(tag: Optional[str]) -> Optional[bytes]:
     if tag is None or tag == "":
@@ -183,7 +208,11 @@ class Pool:
         if backend not in BACKENDS:
             raise InvalidArgument(1, f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
         cfg = L.Config()
-        (L.config_init if use_env else L.config_init_defaults)(ctypes.byref(cfg))
+        if L.config_init_sized:  # the library writes no more than this binding's struct
+            L.check(L.config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg),
+                                        0 if use_env else L.CONFIG_DEFAULTS_ONLY))
+        else:
+            (L.config_init if use_env else L.config_init_defaults)(ctypes.byref(cfg))
         cfg.backend = BACKENDS[backend]
         for k, v in fields.items():
             if k not in L.field_names(L.Config):
@@ -333,11 +362,14 @@ class Pool:
         unmaps only; the others are copied as usual. The declaration is not
         checked: bytes written since the resume are lost (vpmm_pool_pause_flags)."""
         n = L.u64()
+        after = [o(self, "pause", tag) for o in pause_observers]
         if unchanged:
             fn = _needs(L.pool_pause_flags, "vpmm_pool_pause_flags (pause(unchanged=True))")
             L.check(fn(self._handle(), _tag(tag), _PAUSE_BACKUP_UNCHANGED, ctypes.byref(n)))
         else:
             L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        for a in after:
+            a(n.value > 0)
         return n.value > 0
 
     def set_backup_dir(self, path: Optional[PathArg]) -> None:
@@ -362,11 +394,14 @@ class Pool:
         backups of allocations made without retain_backup
         (vpmm_pool_resume_flags)."""
         n = L.u64()
+        after = [o(self, "resume", tag) for o in pause_observers]
         if retain_backup:
             fn = _needs(L.pool_resume_flags, "vpmm_pool_resume_flags (resume(retain_backup=True))")
             L.check(fn(self._handle(), _tag(tag), _RESUME_RETAIN_BACKUP, ctypes.byref(n)))
         else:
             L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+        for a in after:
+            a(n.value > 0)
         return n.value > 0
 
     def prepare_backups(self, tag: Optional[str] = None) -> int:
@@ -388,17 +423,8 @@ class Pool:
         ``concurrent.futures.Future`` whose result is the pinned bytes cached,
         or whose exception is the :class:`vpmm.VpmmError` of a failed pinning
         (the pause then pins, or backs up in pageable memory, what is left)."""
-        fut: "Future[int]" = Future()
-        fut.set_running_or_notify_cancel()
-
-        def work() -> None:
-            try:
-                fut.set_result(self.prepare_backups(tag))
-            except BaseException as e:  # noqa: BLE001 - handed to the Future
-                fut.set_exception(e)
-
+        fut = _in_background(lambda: self.prepare_backups(tag), "vpmm-prepare-backups")
         self._pinning = [f for f in self._pinning if not f.done()] + [fut]
-        threading.Thread(target=work, name="vpmm-prepare-backups", daemon=True).start()
         return fut
 
     def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
@@ -507,6 +533,31 @@ class Pool:
         from . import ipc
         return ipc._export(self, ptr, None, False)
 
+    def export_many(self, ptrs: Sequence[int]) -> Any:
+        """Export the live allocations containing each of `ptrs` as one
+        :class:`vpmm.ipc.Export` (vpmm_pool_export_many): one descriptor and
+        one round trip for all of them, an entry per allocation."""
+        from . import ipc
+        return ipc._export_many(self, ptrs)
+
+    def prepare_export(self, tag: Optional[str] = None) -> int:
+        """Do now what exporting every handle of `tag`'s active allocations
+        would pay the driver for (vpmm_pool_prepare_export: CUDA exports each
+        handle once and keeps the descriptor), so that the next export of
+        them costs a descriptor duplicate per handle. Runs without the pool's
+        lock (and the GIL). Returns the handles prepared."""
+        n = L.u64()
+        if L.pool_prepare_export is None:
+            raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_prepare_export")
+        L.check(L.pool_prepare_export(self._handle(), _tag(tag), ctypes.byref(n)))
+        return n.value
+
+    def prepare_export_in_background(self, tag: Optional[str] = None) -> "Future[int]":
+        """:meth:`prepare_export` on a daemon thread, started now (after a
+        resume, while the trainer trains); a ``concurrent.futures.Future`` of
+        the handles prepared."""
+        return _in_background(lambda: self.prepare_export(tag), "vpmm-prepare-export")
+
     def export_tag(self, tag: Optional[str]) -> Any:
         """Export every active allocation with `tag` as one
         :class:`vpmm.ipc.Export`."""
@@ -613,9 +664,13 @@ def region(tag: Optional[str], host_backup: bool = False, *, backup_store: Optio
         L.check(_needs(L.tag_scope_push_ex, "vpmm_tag_scope_push_ex (backup stores)")(ctypes.byref(attrs)))
     else:
         L.check(L.region_push(_tag(tag), flags))
+    store = (backup_store or "pinned") if host_backup else None
+    closers = [o(tag, store) for o in scope_observers]
     try:
         yield
     finally:
+        for close_scope in reversed(closers):
+            close_scope()
         L.check(L.region_pop())
 
 

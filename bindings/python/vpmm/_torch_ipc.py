@@ -9,14 +9,22 @@ under pool() PyTorch's caching allocator asks cudaIpcGetMemHandle for a
 block that libvpmm mapped with the VMM API, which the driver refuses.
 Here the allocation holding the tensor is exported instead
 (vpmm_pool_export), and the other process maps the same physical memory.
+
+A send of many tensors (a state dict) is one export of every allocation
+holding them (vpmm_pool_export_many: one status page, one descriptor, one
+round trip, one import on the other side): share_many / open_many, and
+install_reductions() does it for every OrderedDict it pickles (what
+state_dict() returns).
 """
 from __future__ import annotations
 
+import bisect
+import collections
 import contextlib
 import functools
 import threading
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch as _torch
 
@@ -24,8 +32,8 @@ from . import ipc
 from ._pool import default_pool as _default_pool
 from .errors import InvalidArgument, UnknownPointer
 
-__all__ = ["SharedTensor", "share", "open", "opened", "close", "current", "release_shared",
-           "install_reductions", "owns"]
+__all__ = ["SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
+           "current", "release_shared", "install_reductions", "owns"]
 
 
 class SharedTensor:
@@ -50,11 +58,46 @@ class SharedTensor:
         return f"<vpmm.torch.SharedTensor {self.dtype} {list(self.shape)} of process {self.handle.pid}>"
 
 
+class SharedTensors:
+    """What :func:`share_many` returns: one export for all the tensors
+    (one :class:`vpmm.ipc.Handle`) and each tensor's place in it, in the
+    order given. Picklable; :func:`open_many` in another process returns
+    the tensors in that order."""
+
+    __slots__ = ("handle", "tensors")
+
+    def __init__(self, handle: ipc.Handle, tensors: Sequence[Tuple[int, str, Tuple[int, ...], Tuple[int, ...]]]) -> None:
+        self.handle = handle
+        # (exporter_ptr, dtype, shape, stride) per tensor; exporter_ptr 0: empty
+        self.tensors = tuple((int(p), str(d), tuple(sh), tuple(st)) for p, d, sh, st in tensors)
+
+    def __reduce__(self) -> Any:
+        return (SharedTensors, (self.handle, self.tensors))
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    def __repr__(self) -> str:
+        return f"<vpmm.torch.SharedTensors {len(self.tensors)} tensors of process {self.handle.pid}>"
+
+
+_dtypes: Dict[str, Tuple[_torch.dtype, int]] = {}
+
+
+def _dtype_size(name: str) -> Tuple[_torch.dtype, int]:
+    """The dtype a name gives and its element size (cached: a receiver
+    rebuilds hundreds of tensors per send)."""
+    got = _dtypes.get(name)
+    if got is None:
+        d = getattr(_torch, name.replace("torch.", ""), None)
+        if not isinstance(d, _torch.dtype):
+            raise InvalidArgument(1, f"vpmm.torch.open: unknown dtype {name!r}")
+        got = _dtypes[name] = (d, _torch.empty((), dtype=d).element_size())
+    return got
+
+
 def _dtype(name: str) -> _torch.dtype:
-    d = getattr(_torch, name.replace("torch.", ""), None)
-    if not isinstance(d, _torch.dtype):
-        raise InvalidArgument(1, f"vpmm.torch.open: unknown dtype {name!r}")
-    return d
+    return _dtype_size(name)[0]
 
 
 def _extent_bytes(shape: Tuple[int, ...], stride: Tuple[int, ...], itemsize: int) -> int:
@@ -73,7 +116,8 @@ class _Sent:
 
 
 _lock = threading.Lock()
-_sent: Dict[Tuple[int, int], _Sent] = {}  # (device, allocation) -> its export
+_sent: Dict[Tuple[int, Any], _Sent] = {}  # (device, allocation or export nonce) -> its export
+_swept_at = 0  # len(_sent) after the last sweep
 
 
 def owns(tensor: _torch.Tensor) -> bool:
@@ -88,9 +132,15 @@ def owns(tensor: _torch.Tensor) -> bool:
         return False
 
 
-def _sweep_locked() -> None:
+def _sweep_locked(force: bool = True) -> None:
     # An export is let go once it was imported and no importer holds it any
-    # more, or once it is no longer active (paused, closed).
+    # more, or once it is no longer active (paused, closed). Unforced (a
+    # share() per tensor), only once the table doubled since the last sweep:
+    # a sweep asks every export's state, and sweeping before each of n
+    # tensors cost n^2 such calls.
+    global _swept_at
+    if not force and len(_sent) < max(16, 2 * _swept_at):
+        return
     for key in list(_sent):
         s = _sent[key]
         try:
@@ -103,6 +153,7 @@ def _sweep_locked() -> None:
                 s.export.close()
             except Exception:
                 pass
+    _swept_at = len(_sent)
 
 
 def share(tensor: _torch.Tensor) -> SharedTensor:
@@ -119,7 +170,7 @@ def share(tensor: _torch.Tensor) -> SharedTensor:
     pool = _default_pool(dev)
     base, _size = pool.lookup(tensor.data_ptr())
     with _lock:
-        _sweep_locked()
+        _sweep_locked(force=False)
         s = _sent.get((dev, base))
         if s is None:
             s = _sent[(dev, base)] = _Sent(pool.export(base))
@@ -127,6 +178,43 @@ def share(tensor: _torch.Tensor) -> SharedTensor:
         s.storages[storage.data_ptr()] = storage
         h = s.export.handle()
     return SharedTensor(h, tensor.data_ptr(), str(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()))
+
+
+def share_many(tensors: Sequence[_torch.Tensor]) -> SharedTensors:
+    """Make every tensor of `tensors` (CUDA tensors of one device in
+    libvpmm pools, as for :func:`share`) openable in another process with
+    one export: one descriptor and one round trip for all of them, each
+    allocation's handles shared once (a state dict in one send).
+    :func:`open_many` returns them in the same order. The storages are kept
+    alive as :func:`share` keeps them. Raises :class:`vpmm.UnknownPointer`
+    naming the first tensor libvpmm did not allocate."""
+    tensors = list(tensors)
+    devs = {t.device.index for t in tensors if t.is_cuda}
+    if any(not t.is_cuda for t in tensors) or len(devs) > 1:
+        raise InvalidArgument(1, "vpmm.torch.share_many: every tensor must be a CUDA tensor of one device "
+                                 f"(got {sorted({str(t.device) for t in tensors})})")
+    metas = []
+    ptrs = []
+    for t in tensors:
+        p = t.data_ptr() if t.numel() else 0
+        metas.append((p, str(t.dtype), tuple(t.shape), tuple(t.stride())))
+        if p:
+            ptrs.append(p)
+    if not ptrs:
+        raise InvalidArgument(1, "vpmm.torch.share_many: no tensor holds any memory")
+    dev = devs.pop()
+    pool = _default_pool(dev)
+    with _lock:
+        _sweep_locked()
+        export = pool.export_many(ptrs)
+        s = _Sent(export)
+        for t in tensors:
+            if t.numel():
+                st = t.untyped_storage()
+                s.storages[st.data_ptr()] = st
+        h = export.handle()
+        _sent[(dev, h.nonce)] = s
+    return SharedTensors(h, metas)
 
 
 def release_shared() -> None:
@@ -177,15 +265,24 @@ _openings: Dict[Tuple[int, bytes], "weakref.ref[_Opening]"] = {}
 _open_lock = threading.Lock()
 
 
-def _opening(shared: SharedTensor, device: int) -> _Opening:
-    key = (device, shared.handle.nonce)
+def _opening(handle: ipc.Handle, device: int) -> _Opening:
+    key = (device, handle.nonce)
     with _open_lock:
         ref = _openings.get(key)
         op = ref() if ref is not None else None
         if op is None or op.imp._h is None:
-            op = _Opening(shared.handle.open(_default_pool(device)), device)
+            op = _Opening(handle.open(_default_pool(device)), device)
             _openings[key] = weakref.ref(op)
         return op
+
+
+def _device_index(device: Any) -> int:
+    if device is None:
+        return _torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    idx = _torch.device(device).index
+    return _torch.cuda.current_device() if idx is None else idx
 
 
 def open(shared: SharedTensor, device: Any = None) -> _torch.Tensor:  # noqa: A001 (the API's name)
@@ -195,23 +292,48 @@ def open(shared: SharedTensor, device: Any = None) -> _torch.Tensor:  # noqa: A0
     export is active. The import closes when the last tensor opened from
     it dies; :func:`close` closes it at once. Raises :class:`vpmm.WrongState`
     when the sender paused, freed or closed it, or exited."""
-    if device is None:
-        idx = _torch.cuda.current_device()
-    elif isinstance(device, int):
-        idx = device
-    else:
-        idx = _torch.device(device).index
-        if idx is None:
-            idx = _torch.cuda.current_device()
-    dtype = _dtype(shared.dtype)
-    itemsize = _torch.empty((), dtype=dtype).element_size()
+    idx = _device_index(device)
+    dtype, itemsize = _dtype_size(shared.dtype)
     n = _extent_bytes(shared.shape, shared.stride, itemsize)
     if n == 0:
         return _torch.empty(shared.shape, dtype=dtype, device=f"cuda:{idx}")
-    op = _opening(shared, idx)
+    op = _opening(shared.handle, idx)
     ptr = op.imp.translate(shared.exporter_ptr)
     raw = _torch.as_tensor(_CudaBytes(ptr, n, op), device=f"cuda:{idx}")
     return raw.view(dtype).as_strided(shared.shape, shared.stride)
+
+
+def open_many(shared: SharedTensors, device: Any = None) -> List[_torch.Tensor]:
+    """The tensors :func:`share_many` shared, in its order, mapped into this
+    process with one import (as :func:`open` maps one; the import closes
+    when the last of them, or of their views, dies)."""
+    idx = _device_index(device)
+    dev = f"cuda:{idx}"
+    op = _opening(shared.handle, idx)
+    entries = op.imp.entries
+    starts = [e.exporter_ptr for e in entries]
+    bases: Dict[int, _torch.Tensor] = {}  # entry -> its bytes, one tensor each
+    out = []
+    for p, name, shape, stride in shared.tensors:
+        dtype, itemsize = _dtype_size(name)
+        n = _extent_bytes(shape, stride, itemsize)
+        if n == 0 or p == 0:
+            out.append(_torch.empty(shape, dtype=dtype, device=dev))
+            continue
+        i = bisect.bisect_right(starts, p) - 1
+        if i < 0 or p + n > entries[i].exporter_ptr + entries[i].size:
+            raise InvalidArgument(1, f"vpmm.torch.open_many: tensor at {hex(p)} lies outside the export")
+        e = entries[i]
+        off = p - e.exporter_ptr
+        if off % itemsize or e.ptr % itemsize:  # not aligned for a dtype view of the entry's bytes
+            raw = _torch.as_tensor(_CudaBytes(e.ptr + off, n, op), device=dev)
+        else:
+            base = bases.get(i)
+            if base is None:
+                base = bases[i] = _torch.as_tensor(_CudaBytes(e.ptr, e.size, op), device=dev)
+            raw = base[off:off + n]
+        out.append(raw.view(dtype).as_strided(shape, stride))
+    return out
 
 
 def _opening_of(tensor: _torch.Tensor) -> Optional[_Opening]:
@@ -270,6 +392,50 @@ def _reduce(tensor: _torch.Tensor, previous: Any = None) -> Any:
     return tensor.__reduce_ex__(4)
 
 
+def _rebuild_many(shared: SharedTensors, flags: Sequence[Tuple[bool, bool]]) -> List[_torch.Tensor]:
+    out = []
+    for t, (parameter, requires_grad) in zip(open_many(shared), flags):
+        if parameter:
+            t = _torch.nn.Parameter(t, requires_grad=requires_grad)
+        elif requires_grad:
+            t = t.requires_grad_(True)
+        out.append(t)
+    return out
+
+
+def _rebuild_ordered(keys: List[Any], groups: List[Tuple[List[int], SharedTensors, List[Tuple[bool, bool]]]],
+                     rest: Dict[int, Any], state: Optional[Dict[str, Any]]) -> "collections.OrderedDict[Any, Any]":
+    values: Dict[int, Any] = dict(rest)
+    for where, shared, flags in groups:
+        values.update(zip(where, _rebuild_many(shared, flags)))
+    d = collections.OrderedDict((k, values[i]) for i, k in enumerate(keys))
+    if state:
+        d.__dict__.update(state)  # state_dict()'s _metadata
+    return d
+
+
+def _reduce_ordered(d: "collections.OrderedDict[Any, Any]", previous: Any = None) -> Any:
+    """An OrderedDict (state_dict()) whose values include libvpmm tensors:
+    those travel as one share_many per device, everything else as pickle
+    would send it (other tensors through PyTorch's reduction)."""
+    keys = list(d.keys())
+    values = list(d.values())
+    by_dev: Dict[int, List[int]] = {}
+    for i, v in enumerate(values):
+        if isinstance(v, _torch.Tensor) and v.numel() and owns(v):
+            by_dev.setdefault(v.device.index, []).append(i)
+    if not by_dev:
+        return previous(d) if previous is not None else d.__reduce_ex__(4)
+    groups = []
+    for where in by_dev.values():
+        ts = [values[i] for i in where]
+        flags = [(isinstance(t, _torch.nn.Parameter), t.requires_grad) for t in ts]
+        groups.append((where, share_many([t.detach() for t in ts]), flags))
+    shared = {i for where in by_dev.values() for i in where}
+    rest = {i: v for i, v in enumerate(values) if i not in shared}
+    return (_rebuild_ordered, (keys, groups, rest, dict(getattr(d, "__dict__", {})) or None))
+
+
 _installed = False
 
 
@@ -280,7 +446,10 @@ def install_reductions() -> None:
     MultiprocessingSerializer) with :func:`share` / :func:`open`; every
     other tensor keeps PyTorch's own reduction. Idempotent; call it in the
     sending process (the receiver needs vpmm importable). The receiver opens
-    on its current device, which must be the sender's GPU."""
+    on its current device, which must be the sender's GPU. An OrderedDict
+    (what state_dict() returns) holding such tensors travels as one
+    :func:`share_many` per device: one export and one import for the whole
+    state dict, not one per tensor."""
     global _installed
     with _lock:
         if _installed:
@@ -290,4 +459,6 @@ def install_reductions() -> None:
         for cls in (_torch.Tensor, _torch.nn.parameter.Parameter):
             previous = ForkingPickler._extra_reducers.get(cls)
             ForkingPickler.register(cls, functools.partial(_reduce, previous=previous))
+        previous = ForkingPickler._extra_reducers.get(collections.OrderedDict)
+        ForkingPickler.register(collections.OrderedDict, functools.partial(_reduce_ordered, previous=previous))
         _installed = True

@@ -24,6 +24,7 @@ file descriptors over a connected Unix socket you already have.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import os
 import secrets
@@ -346,11 +347,15 @@ class Import(_Entries):
         self._h: Optional[int] = handle
         self.nonce = nonce
         self._entries = _entries(L.import_entry, handle)
+        self._starts = [e.exporter_ptr for e in self._entries]
 
     def translate(self, exporter_ptr: int) -> int:
         """This process's address of a byte the exporter knows as exporter_ptr."""
-        for e in self._entries:
-            if e.exporter_ptr <= exporter_ptr < e.exporter_ptr + e.size:
+        # Entries are in the exporter's address order: a binary search.
+        i = bisect.bisect_right(self._starts, exporter_ptr) - 1
+        if i >= 0:
+            e = self._entries[i]
+            if exporter_ptr < e.exporter_ptr + e.size:
                 return e.ptr + (exporter_ptr - e.exporter_ptr)
         raise InvalidArgument(1, f"vpmm.ipc: {hex(exporter_ptr)} is in no allocation of this import")
 
@@ -426,6 +431,17 @@ def _export(pool: Any, ptr: Optional[int], tag: Optional[str], by_tag: bool) -> 
         L.check(L.pool_export_tag(pool._handle(), tag.encode() if tag else None, ctypes.byref(out)))
     else:
         L.check(L.pool_export(pool._handle(), ptr, ctypes.byref(out)))
+    return Export(pool, out.value)
+
+
+def _export_many(pool: Any, ptrs: Sequence[int]) -> Export:
+    _need()
+    if L.pool_export_many is None:
+        raise Unsupported(5, f"vpmm.ipc: the loaded libvpmm ({L.path}) has no vpmm_pool_export_many: it is "
+                             "older than this binding")
+    arr = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+    out = L.vp()
+    L.check(L.pool_export_many(pool._handle(), arr, len(ptrs), ctypes.byref(out)))
     return Export(pool, out.value)
 
 

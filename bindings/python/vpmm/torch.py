@@ -17,9 +17,11 @@ restore the physical memory of a tag while every tensor keeps its address,
 so CUDA graphs captured over those tensors replay after a resume.
 
 Sharing with other processes (docs/ipc.md): :func:`share` makes a tensor
-in libvpmm memory openable in another process (:func:`open`, no copy), and
-:func:`install_reductions` routes such tensors through torch.multiprocessing
-queues; the default pools must be exportable (VPMM_EXPORTABLE=1).
+in libvpmm memory openable in another process (:func:`open`, no copy),
+:func:`share_many` / :func:`open_many` do it for many tensors in one export,
+and :func:`install_reductions` routes such tensors (and state dicts, as one
+export) through torch.multiprocessing queues; the default pools must be
+exportable (VPMM_EXPORTABLE=1).
 
 Thread rule: the tag reaches libvpmm through the calling thread's
 vpmm_region_push scope, and ``torch.cuda.use_mem_pool`` routes the calling
@@ -44,18 +46,22 @@ except ImportError as _e:  # the binding itself needs no framework
         "vpmm.torch needs PyTorch, which is not installed (import torch failed: "
         f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
 
-from . import _library
 from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
-from ._torch_ipc import (SharedTensor, close, current, install_reductions, open, opened, owns,
-                         release_shared, share)
+from ._torch_ipc import (SharedTensor, SharedTensors, close, current, install_reductions, open, open_many,
+                         opened, owns, release_shared, share, share_many)
+from ._torch_history import dump_snapshot, memory_snapshot, record_memory_history
+from . import _torch_history
 from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
            "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
            "prepare_backups", "prepare_backups_in_background", "pinning_ahead",
            # sharing tensors with other processes (docs/ipc.md)
-           "SharedTensor", "share", "open", "opened", "close", "current", "release_shared",
-           "install_reductions", "owns"]
+           "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
+           "current", "release_shared", "install_reductions", "owns", "prepare_share",
+           "prepare_share_in_background",
+           # memory history and snapshots in PyTorch's format (docs/python.md)
+           "record_memory_history", "memory_snapshot", "dump_snapshot"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
@@ -83,12 +89,12 @@ def _device_index(device: Any = None) -> int:
 
 def pluggable_allocator() -> Any:
     """The CUDAPluggableAllocator over vpmm_torch_malloc / vpmm_torch_free
-    (created once per process)."""
+    (created once per process), through libvpmm_history.so's recording
+    entry points where that library is there (:func:`record_memory_history`)."""
     global _pluggable
     with _lock:
         if _pluggable is None:
-            _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(
-                _library.path, "vpmm_torch_malloc", "vpmm_torch_free")
+            _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(*_torch_history.entry_points())
         return _pluggable
 
 
@@ -303,6 +309,31 @@ def prepare_backups_in_background(tag: Optional[str] = None, device: Any = None)
     def report(f: "Future[int]") -> None:
         if f.exception() is not None:
             warnings.warn(f"vpmm.torch: pinning backups of tag {tag!r} ahead failed: {f.exception()}",
+                          RuntimeWarning, stacklevel=1)
+
+    fut.add_done_callback(report)
+    return fut
+
+
+def prepare_share(tag: Optional[str] = None, device: Any = None) -> int:
+    """Do now what sharing `tag`'s tensors would pay the driver for
+    (vpmm_pool_prepare_export: each handle exported once, its descriptor kept
+    until it is released), so that the next :func:`share_many` (or a state
+    dict through a queue) of them costs a descriptor duplicate per handle.
+    Returns the handles prepared."""
+    return default_pool(device).prepare_export(tag)
+
+
+def prepare_share_in_background(tag: Optional[str] = None, device: Any = None) -> "Future[int]":
+    """:func:`prepare_share` on a daemon thread: call it after a resume and
+    train meanwhile; the weight sync that follows then finds its handles
+    exported. A failure is reported as a warning (the send then exports what
+    is left itself)."""
+    fut = default_pool(device).prepare_export_in_background(tag)
+
+    def report(f: "Future[int]") -> None:
+        if f.exception() is not None:
+            warnings.warn(f"vpmm.torch: preparing the exports of tag {tag!r} failed: {f.exception()}",
                           RuntimeWarning, stacklevel=1)
 
     fut.add_done_callback(report)

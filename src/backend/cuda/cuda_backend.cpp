@@ -35,6 +35,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_driver.hpp"
 #include "backend/driver_errors.hpp"
+#include "backend/exported_fds.hpp"
 #include "backend/gpu_common.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
@@ -205,6 +206,8 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   }
 
   vpmm_status do_release(PhysHandle h, uint64_t size) override {
+    exported_.forget(h);  // the exporter keeps no reference to memory it releases
+    imported_.forget(h);
     Scope sc = scope();
     if (vpmm_status st = sc.enter("cuMemRelease")) return st;
     CUresult r = d_->MemRelease(static_cast<CUmemGenericAllocationHandle>(h));
@@ -288,17 +291,25 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   }
 
   vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override {
+    // The driver's export once per handle; later ones duplicate it.
+    vpmm_status kept = VPMM_OK;
+    if (exported_.dup_kept(h, fd, &kept, "cuda export_handle")) return kept;
+    const uint64_t started = exported_.begin(h);
     Scope sc = scope();
-    if (vpmm_status st = sc.enter("cuMemExportToShareableHandle")) return st;
+    if (vpmm_status st = sc.enter("cuMemExportToShareableHandle")) {
+      exported_.abandon(h);
+      return st;
+    }
     int f = -1;
     CUresult r = d_->MemExportToShareableHandle(&f, static_cast<CUmemGenericAllocationHandle>(h),
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+      exported_.abandon(h);
       return fail_call<Cu>(status_of(r, Blame::caller), r,
                            "cuMemExportToShareableHandle(handle=0x%llx, size=%llu, POSIX_FILE_DESCRIPTOR)",
                            ull(h), ull(size));
-    *fd = f;
-    return VPMM_OK;
+    }
+    return exported_.finish(h, started, f, fd, "cuda export_handle");
   }
 
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {
@@ -318,9 +329,12 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
       (void)d_->MemRelease(h);
       return fail(VPMM_ERR_BACKEND, "cuda cuMemImportFromShareableHandle(fd=%d): returned handle 0", fd);
     }
+    imported_.keep(static_cast<PhysHandle>(h), fd);
     *out = static_cast<PhysHandle>(h);
     return VPMM_OK;
   }
+
+  bool do_same_memory(PhysHandle h, uint64_t, int fd) override { return imported_.same(h, fd); }
 
   // Pinned host memory: anonymous huge-page-advised pages registered with
   // cuMemHostRegister where the driver has it, else cuMemHostAlloc. The first
@@ -396,6 +410,8 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
   CUmemAllocationProp prop_;
   std::vector<CUmemAccessDesc> access_;  // this device, then each peer
   PinnedPages pinned_;  // backups pinned by registration (register_pages)
+  ExportedFds exported_;  // each exported handle's descriptor, until its release
+  ImportedFds imported_;  // what each imported handle came from, until its release
 };
 
 // Status for a failed cuInit: the driver being absent, a stub, too old or

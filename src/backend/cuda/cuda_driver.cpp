@@ -24,6 +24,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "backend/runtime_loading.hpp"
+
 namespace vpmm {
 namespace cuda {
 namespace {
@@ -57,6 +59,7 @@ void** slot(Fn* p) {
 }
 
 void load() {
+  if (!runtime_loading_possible("libcuda.so.1", g_why, sizeof g_why)) return;
   // RTLD_LOCAL: the driver's symbols must not leak into the global namespace
   // of a process that may also load it the usual way (cudart does the same).
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -58,6 +58,7 @@
 #include "backend/hip/hip_backend_info.hpp"
 #include "backend/hip/hip_runtime.hpp"
 #include "backend/driver_errors.hpp"
+#include "backend/exported_fds.hpp"
 #include "backend/gpu_common.hpp"
 #include "backend/pinnable_pages.hpp"
 #include "backend/registry.hpp"
@@ -277,6 +278,8 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
     if (it == handles_.end() || it->second.release_pending)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "hip release: handle 0x%llx (size %llu) is not live",
                   ull(h), ull(size));
+    exported_.forget(h);  // the exporter keeps no reference to memory it releases
+    imported_.forget(h);
     if (it->second.maps > 0) {  // ROCR-Runtime#257: released at the last unmap
       it->second.release_pending = true;
       return VPMM_OK;
@@ -625,16 +628,24 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       if (it == handles_.end() || it->second.release_pending)
         return fail(VPMM_ERR_INVALID_ARGUMENT, "hip export_handle: handle 0x%llx is not live", ull(h));
     }
+    // The runtime's export once per handle; later ones duplicate it.
+    vpmm_status kept = VPMM_OK;
+    if (exported_.dup_kept(h, fd, &kept, "hip export_handle")) return kept;
+    const uint64_t started = exported_.begin(h);
     Scope sc = scope();
-    if (vpmm_status st = sc.enter("hipMemExportToShareableHandle")) return st;
+    if (vpmm_status st = sc.enter("hipMemExportToShareableHandle")) {
+      exported_.abandon(h);
+      return st;
+    }
     int f = -1;
     hipError_t e = r_->MemExportToShareableHandle(&f, to_handle(h), hipMemHandleTypePosixFileDescriptor, 0);
-    if (e != hipSuccess)
+    if (e != hipSuccess) {
+      exported_.abandon(h);
       return fail_call<Hip>(status_of(e, Blame::caller), e,
                             "hipMemExportToShareableHandle(handle=0x%llx, size=%llu, PosixFileDescriptor)",
                             ull(h), ull(size));
-    *fd = f;
-    return VPMM_OK;
+    }
+    return exported_.finish(h, started, f, fd, "hip export_handle");
   }
 
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override {
@@ -658,9 +669,12 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
       (void)r_->MemRelease(h);
       return fail(VPMM_ERR_OUT_OF_MEMORY, "hip import_handle: out of host memory for the handle table");
     }
+    imported_.keep(u64(h), fd);
     *out = u64(h);
     return VPMM_OK;
   }
+
+  bool do_same_memory(PhysHandle h, uint64_t, int fd) override { return imported_.same(h, fd); }
 
   void* register_pages(uint64_t size) {
     if (r_->HostRegister == nullptr) return nullptr;
@@ -681,6 +695,8 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
   hipMemAccessDesc access_;
   std::mutex mu_;
   std::unordered_map<PhysHandle, HandleRec> handles_;
+  ExportedFds exported_;  // each exported handle's descriptor, until its release
+  ImportedFds imported_;  // what each imported handle came from, until its release
   std::map<uint64_t, MapRec> maps_;                  // va -> mapping, for set_access and unmap
   std::map<uint64_t, uint64_t> pieces_;              // VA recycling only: va -> reservation size
   PinnedPages pinned_;  // backups pinned by registration (register_pages)

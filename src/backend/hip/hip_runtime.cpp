@@ -21,6 +21,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backend/runtime_loading.hpp"
 #include "common/settings.hpp"
 
 namespace vpmm {
@@ -46,6 +47,7 @@ void** slot(Fn* p) {
 constexpr const char* kCandidates[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"};
 
 void* open_runtime(const char** opened) {
+  if (!runtime_loading_possible("the HIP runtime (libamdhip64)", g_why, sizeof g_why)) return nullptr;
   const char* forced = setting_text(Setting::kHipLibrary);
   if (forced != nullptr && *forced != '\0') {
     *opened = forced;

@@ -31,6 +31,7 @@
 //    a handle counts its entries in mappings_.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -173,6 +174,7 @@ class HostBackend final : public Backend {
   }
   vpmm_status do_export_handle(PhysHandle h, uint64_t size, int* fd) override;
   vpmm_status do_import_handle(int fd, uint64_t size, PhysHandle* out) override;
+  bool do_same_memory(PhysHandle h, uint64_t size, int fd) override;
 
  private:
   struct Handle {
@@ -480,6 +482,7 @@ vpmm_status HostBackend::do_export_handle(PhysHandle h, uint64_t size, int* fd) 
                   ull(size), ull(it->second.size), ull(h));
     if (it->second.fd < 0 || it->second.imported)
       return fail(VPMM_ERR_UNSUPPORTED, "%s: handle %llu was not created exportable", who, ull(h));
+    if (fd == nullptr) return VPMM_OK;  // prepared ahead: an export here is a dup, nothing to prepare
     return host::dup_fd(it->second.fd, fd, who);
   });
 }
@@ -505,6 +508,16 @@ vpmm_status HostBackend::do_import_handle(int fd, uint64_t size, PhysHandle* out
     *out = id;
     return VPMM_OK;
   });
+}
+
+bool HostBackend::do_same_memory(PhysHandle h, uint64_t size, int fd) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = handles_.find(h);
+  if (it == handles_.end() || it->second.released || !it->second.imported || it->second.size != size) return false;
+  // A live memfd's inode is its memory: no other file has its number while
+  // the handle holds it open.
+  struct stat a, b;
+  return fstat(it->second.fd, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 vpmm_status HostBackend::do_set_access(uint64_t va, uint64_t size) {

@@ -136,7 +136,8 @@ inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Str
     r = best_fit_completed_other(bytes, s, exact);
     if (r != m_.end()) ++c_.n_cross_stream_reuse;
   }
-  if (r == m_.end() && view_va && views_.eligible(bytes, kind, a)) {
+  views_.note(bytes, kind, a, r != m_.end());
+  if (r == m_.end() && view_va && views_.wanted(bytes, kind, a)) {
     vpmm_status st = views_.malloc(bytes, s, requested, a, window, view_va, ops);
     if (st == VPMM_OK) {
       *out = m_.end();

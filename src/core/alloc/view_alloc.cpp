@@ -23,6 +23,7 @@ struct Free {
   uint64_t va;       // the handle's home
   Mapping m;
   uint64_t region;   // size of the free region it lies in
+  bool pending;      // freed on another stream by work still queued: needs a wait
 };
 
 }  // namespace
@@ -63,14 +64,24 @@ uint64_t ViewAllocator::slot_offset(const std::vector<ViewSlot>& slots, size_t i
   return off;
 }
 
-// Free memory a view on stream s may take: freed on s (stream order), never
-// used, or freed elsewhere by work that completed. A view never makes its
-// stream wait for another's: that would chain a side stream's work to it.
-bool ViewAllocator::usable_by(Region& r, Stream s) {
+// Free memory a view on stream s may take: any free region whose free point
+// can be waited for. Memory freed on s (stream order), never used, or freed
+// elsewhere by work that completed needs nothing; memory freed on another
+// stream whose work is still queued is usable after a GPU-side wait of s on
+// that stream's event (wait), as Phase 2 harvests it. Live, the
+// hard client's side streams free their gather buffers while the GPU is
+// still behind: a view that skipped them grew instead (1.027-1.044x the live
+// bytes on the H200, docs/handles.md "Views"). *pending (may be null) says
+// whether a wait is needed; it is false on the host backend's replays, whose
+// events complete at once.
+bool ViewAllocator::usable_by(Region& r, Stream s, bool* pending) {
+  if (pending) *pending = false;
   if (r.kind != Kind::Free) return false;
   if (r.stream == s || r.stream == clean_stream()) return true;
   bool done = false;
-  return st_.is_complete(r, &done) == VPMM_OK && done;
+  if (st_.is_complete(r, &done) != VPMM_OK) return false;
+  if (pending) *pending = !done;
+  return true;
 }
 
 bool ViewAllocator::home_free(const ViewSlot& slot, Stream s) {
@@ -121,14 +132,17 @@ vpmm_status ViewAllocator::plan(ViewTransit* t) {
 
   // Whole handles of free regions, the smallest regions first: a view can
   // use the scattered pieces that no contiguous request can.
+  // Memory usable without a wait comes first.
   std::vector<Free> inv;
   for (const auto& kv : m_.streams())
     for (const auto& e : kv.second.free_by_size) {
-      if (!usable_by(m_.find(std::get<2>(e))->second, t->stream)) continue;
+      bool pending = false;
+      if (!usable_by(m_.find(std::get<2>(e))->second, t->stream, &pending)) continue;
       for (const auto& mp : m_.whole_mappings_in(std::get<2>(e), std::get<0>(e)))
-        inv.push_back({mp.first, mp.second, std::get<0>(e)});
+        inv.push_back({mp.first, mp.second, std::get<0>(e), pending});
     }
   std::sort(inv.begin(), inv.end(), [](const Free& a, const Free& b) {
+    if (a.pending != b.pending) return !a.pending;
     return a.region != b.region ? a.region < b.region : a.va < b.va;
   });
   std::vector<bool> used(inv.size(), false);
@@ -222,7 +236,7 @@ vpmm_status ViewAllocator::plan(ViewTransit* t) {
     if (t->have_hole) t->hole_va = h->second;
   }
   // Homes to lend: the view's memory below n_lent that exists already (all
-  // of it usable by this stream: see usable_by).
+  // of it usable by this stream, some after a wait: see usable_by).
   for (size_t i = 0; i < t->n_lent; ++i)
     if (!is_grown[i]) t->lends.push_back({m_.primary_va_of(t->slots[i].handle), t->slots[i].size, Region()});
   if (t->fresh && views_.size() >= kMaxViews) {
@@ -233,8 +247,32 @@ vpmm_status ViewAllocator::plan(ViewTransit* t) {
 }
 
 // ---------------------------------------------------------------------------
-// Claim, map, commit, abandon
+// Wait, claim, map, commit, abandon
 // ---------------------------------------------------------------------------
+
+// The homes the view lends that another stream freed with work still queued:
+// the caller's stream waits on the GPU for each such stream's event (one
+// wait per event), before anything is claimed. The CPU never blocks.
+vpmm_status ViewAllocator::wait(ViewTransit* t) {
+  std::vector<const Event*> waited;
+  for (const auto& l : t->lends) {
+    Region& r = m_.find_containing(l.va)->second;
+    if (r.stream == t->stream || r.stream == clean_stream()) continue;
+    EventRef ev;
+    vpmm_status st = st_.event_of(r, &ev);
+    if (st != VPMM_OK) return st;
+    if (!ev || std::find(waited.begin(), waited.end(), ev.get()) != waited.end()) continue;
+    bool done = false;
+    st = st_.query(ev, &done);
+    if (st != VPMM_OK) return st;
+    if (done) continue;
+    st = backend_->stream_wait(t->stream, ev->handle());
+    if (st != VPMM_OK) return st;
+    waited.push_back(ev.get());
+    ++c_.n_stream_waits;
+  }
+  return VPMM_OK;
+}
 
 void ViewAllocator::claim(ViewTransit* t) {
   if (!t->fresh) views_.find(t->va)->busy = true;
@@ -437,6 +475,7 @@ vpmm_status ViewAllocator::malloc(uint64_t bytes, Stream s, uint64_t requested, 
   t.bytes = bytes;
   t.stream = s;
   vpmm_status st = plan(&t);
+  if (st == VPMM_OK) st = wait(&t);
   if (st != VPMM_OK) return st;
   claim(&t);
   const bool driver_work = t.fresh || t.shortfall || !t.maps.empty() || !t.unmaps.empty();

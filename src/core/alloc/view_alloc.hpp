@@ -3,8 +3,17 @@
 // the free handles where they lie, mapped in order at a VA of its own
 // (docs/handles.md, "Views").
 //
+// Views are the allocator's own placement for large requests that no free
+// region fits, between Phase 1 and Phase 2, chosen by option:
+// view_min_size (VPMM_VIEW_MIN_SIZE, from 64 MiB by default; off leaves
+// such requests to Phase 2, which moves pages). While they are on, the view
+// gate (view_gate.hpp) watches every page-level malloc of live memory and
+// keeps them off while large requests look like churn rather than a loop.
+//
 // A view malloc runs in the steps of a Phase 2 (defrag.hpp): plan (which
-// view, which slots are stale, what replaces them, what must grow), claim
+// view, which slots are stale, what replaces them, what must grow), wait
+// (the caller's stream waits on the GPU for homes another stream freed with
+// work still queued, as a Phase 2 harvest does), claim
 // (the homes it takes become Lent, the hole for growth Transit, the view
 // busy: no other thread can touch them), map (the driver calls, without the
 // mutex when there is a window), then commit, or abandon, which puts every
@@ -12,8 +21,8 @@
 // reused view's stale mappings already unmapped stay unmapped (gaps): they
 // held nothing of the view's own.
 //
-// Owns: the ViewTable, the handles released while a view mapping them was
-// busy, the bytes claimed Lent by view mallocs in flight.
+// Owns: the ViewTable, the view gate, the handles released while a view
+// mapping them was busy, the bytes claimed Lent by view mallocs in flight.
 // May call: PoolState (map, counters, events, handles), the small
 // allocator's cached bytes (peaks). Owned by the Allocator; every call is
 // made with the pool mutex held (a window releases it around driver calls).
@@ -26,6 +35,7 @@
 
 #include "core/alloc/lock_window.hpp"
 #include "core/alloc/small.hpp"
+#include "core/alloc/view_gate.hpp"
 #include "core/alloc/views.hpp"
 #include "core/state/pool_state.hpp"
 
@@ -45,6 +55,16 @@ class ViewAllocator : private StateRefs {
   bool eligible(uint64_t bytes, Kind kind, const Attrs& a) const {
     return opt_.view_min_size && bytes >= opt_.view_min_size && kind == Kind::Live && a.tag == 0;
   }
+  // One page-level malloc, for the gate: `fitted`, Phase 1 found a free
+  // region. What it counts: view-sized requests of live memory that no free
+  // region fits although the free bytes would hold them (churn, not a loop).
+  void note(uint64_t bytes, Kind kind, const Attrs& a, bool fitted) {
+    if (kind == Kind::Live && opt_.view_min_size)
+      gate_.note(!fitted && a.tag == 0 && bytes >= opt_.view_min_size && m_.totals().free >= bytes);
+  }
+  // Whether a request no free region fits goes to a view now: eligible,
+  // and the gate open.
+  bool wanted(uint64_t bytes, Kind kind, const Attrs& a) const { return eligible(bytes, kind, a) && gate_.open(); }
   // kDecline: no view for this request, Phase 2 serves it.
   static constexpr vpmm_status kDecline = -102;
   // Serves `bytes` on stream s from a view; *out is its address.
@@ -63,13 +83,15 @@ class ViewAllocator : private StateRefs {
 
  private:
   vpmm_status plan(ViewTransit* t);
+  vpmm_status wait(ViewTransit* t);  // GPU-side waits for homes freed by pending foreign work
   void claim(ViewTransit* t);
   vpmm_status map(ViewTransit* t);  // touches only t and the backend; undoes itself on failure
   vpmm_status map_steps(ViewTransit* t);
   void commit(ViewTransit* t, const Attrs& a, uint64_t requested);
   void abandon(ViewTransit* t);
-  // Whether a slot's handle lies whole in a free region at its home.
-  bool usable_by(Region& r, Stream s);
+  // Whether a view on stream s may take free region r (*pending: only after
+  // a GPU-side wait); whether a slot's handle lies whole in such a region.
+  bool usable_by(Region& r, Stream s, bool* pending = nullptr);
   bool home_free(const ViewSlot& slot, Stream s);
   vpmm_status idle_done(View& v, bool* done);
   static uint64_t slot_offset(const std::vector<ViewSlot>& slots, size_t i);
@@ -84,6 +106,7 @@ class ViewAllocator : private StateRefs {
   std::vector<std::pair<uint64_t, PhysHandle>> dropped_;
   // Homes claimed Lent by view mallocs still in flight (not yet in a view).
   uint64_t lent_in_flight_ = 0;
+  ViewGate gate_;  // views only while large requests look like a loop's
 };
 
 }  // namespace vpmm

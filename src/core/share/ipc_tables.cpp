@@ -71,21 +71,40 @@ uint64_t IpcTables::add_import(ImportRecord r) {
   return id;
 }
 
-bool IpcTables::take_import(uint64_t id, ImportRecord* out) {
+bool IpcTables::take_import(uint64_t id, ImportRecord* out, std::vector<SpanRef>* unmap) {
   auto it = imports_.find(id);
   if (it == imports_.end()) return false;
   *out = std::move(it->second);
   nonces_.erase(out->nonce);
   imports_.erase(it);
+  for (const SpanRef& s : out->spans)
+    if (release_span(s)) unmap->push_back(s);
   return true;
 }
 
-std::vector<ImportRecord> IpcTables::take_all_imports() {
+std::vector<ImportRecord> IpcTables::take_all_imports(std::vector<SpanRef>* unmap) {
   std::vector<ImportRecord> all;
-  for (auto& kv : imports_) all.push_back(std::move(kv.second));
+  std::set<const ImportSpan*> seen;
+  for (auto& kv : imports_) {
+    for (const SpanRef& s : kv.second.spans)
+      if (seen.insert(s.get()).second) unmap->push_back(s);
+    all.push_back(std::move(kv.second));
+  }
   imports_.clear();
   nonces_.clear();
   return all;
+}
+
+std::vector<SpanRef> IpcTables::take_spans() {
+  std::vector<SpanRef> out;
+  std::set<const ImportSpan*> seen;
+  for (const auto& kv : imports_)
+    for (const SpanRef& s : kv.second.spans)
+      if (seen.insert(s.get()).second) {
+        ++s->refs;
+        out.push_back(s);
+      }
+  return out;
 }
 
 void IpcTables::close_all_exports() {
@@ -112,9 +131,11 @@ void IpcTables::stats(vpmm_ipc_stats* out) const {
       s.held_by_importers_bytes += r.bytes;
     }
   }
+  std::set<const ImportSpan*> seen;  // a span two imports use is mapped once
   for (const auto& kv : imports_) {
     ++s.imports;
-    s.imported_bytes += kv.second.bytes;
+    for (const SpanRef& sp : kv.second.spans)
+      if (seen.insert(sp.get()).second) s.imported_bytes += sp->size;
   }
   s.n_exports = n_exports_;
   s.n_imports = n_imports_;

@@ -25,16 +25,22 @@ struct ExportRecord {
   uint64_t bytes = 0;           // of its handles
 };
 
+// A run of adjacent handles mapped for imports. A later import whose run is
+// the same memory handle by handle (Backend::same_memory: a new export of
+// it, the sender sharing its weights again) maps nothing: it uses this one.
+// Unmapped when the last import using it closes (refs, under the pool mutex).
 struct ImportSpan {
   uint64_t va = 0;  // reserved for this span, in the importer
   uint64_t size = 0;
   std::vector<Mapping> handles;  // imported, mapped from va in order
+  int refs = 0;                  // imports using it, and imports being made that may
 };
+using SpanRef = std::shared_ptr<ImportSpan>;
 
 struct ImportRecord {
   std::shared_ptr<ImportChannel> channel;
   uint64_t nonce = 0;
-  std::vector<ImportSpan> spans;
+  std::vector<SpanRef> spans;
   uint64_t bytes = 0;
 };
 
@@ -64,9 +70,16 @@ class IpcTables {
   bool claim_nonce(uint64_t nonce) { return nonces_.insert(nonce).second; }
   void drop_nonce(uint64_t nonce) { nonces_.erase(nonce); }
   uint64_t add_import(ImportRecord r);
-  // Removes and returns an import (for the caller to unmap); false if none.
-  bool take_import(uint64_t id, ImportRecord* out);
-  std::vector<ImportRecord> take_all_imports();
+  // Removes an import: its spans no other import uses go to *unmap (for the
+  // caller to unmap); false if none.
+  bool take_import(uint64_t id, ImportRecord* out, std::vector<SpanRef>* unmap);
+  // Every import removed; every span once, in *unmap.
+  std::vector<ImportRecord> take_all_imports(std::vector<SpanRef>* unmap);
+  // The spans of open imports, each taken by the caller (refs + 1) until it
+  // gives it back with release_span.
+  std::vector<SpanRef> take_spans();
+  // Gives a span back; true when nothing uses it any more (unmap it).
+  static bool release_span(const SpanRef& s) { return --s->refs == 0; }
   void close_all_exports();
 
   void stats(vpmm_ipc_stats* out) const;

@@ -20,11 +20,13 @@
 // (small-object slabs: what a pointer or a tag covers), and the channels of
 // an export or import (channels.hpp, implemented in src/ipc/). It implements
 // SlabWatcher, through which the allocator tells it a slab went.
-// Every call is made with the pool mutex held, except import_memory and
-// close_import, which take it themselves: their driver work runs without it.
+// Every call is made with the pool mutex held, except prepare_export,
+// import_memory and close_import, which take it themselves: their driver
+// work runs without it.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -36,18 +38,33 @@
 
 namespace vpmm {
 
+// An allocation (or a tag export's small-object slab, shared whole) an
+// export covers, before its handles are known.
+struct IpcRange {
+  uint64_t ptr = 0;
+  uint64_t size = 0;
+  bool slab = false;
+};
+
 class Sharer final : private StateRefs, private SlabWatcher {
  public:
   Sharer(PoolState& st, Allocator& alloc, std::mutex& mu);
   Sharer(const Sharer&) = delete;
   Sharer& operator=(const Sharer&) = delete;
 
-  // An export fills ch with a descriptor per covering handle and is recorded
-  // until closed; an import maps req's handles and returns the importer's
-  // address of each entry. `call` names the public function in messages.
-  vpmm_status export_memory(const char* call, const void* ptr, const char* tag, bool by_tag,
+  // An export (of the allocations holding ptrs, or of a tag) fills ch with a
+  // descriptor per covering handle and is recorded until closed; an import
+  // maps req's handles and returns the importer's address of each entry. An
+  // import of memory this pool already maps for another import (the same
+  // handles, exported again) uses that mapping. `call` names the public
+  // function in messages.
+  vpmm_status export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                             const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id);
   vpmm_status close_export(const char* call, uint64_t id);
+  // Does now, for every handle of tag's active allocations, what an export
+  // of it would pay the driver for (vpmm_pool_prepare_export); the driver
+  // calls run without the pool's mutex. *n_handles: the handles prepared.
+  vpmm_status prepare_export(const char* call, const char* tag, uint64_t* n_handles);
   vpmm_status import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
                             uint64_t* id, std::vector<uint64_t>* entry_ptrs);
   vpmm_status close_import(const char* call, uint64_t id);
@@ -69,6 +86,11 @@ class Sharer final : private StateRefs, private SlabWatcher {
   void slab_gone(uint64_t va) override {
     if (ipc_.exporting()) ipc_.on_slab_gone(va);
   }
+  // Under the mutex: the allocations an export of ptrs (or of a tag) covers,
+  // in address order, and every handle holding a byte of them.
+  vpmm_status exported_ranges(const char* call, const std::vector<const void*>& ptrs, const char* tag,
+                              bool by_tag, std::vector<IpcRange>* out);
+  std::map<uint64_t, Mapping> covering_handles(const std::vector<IpcRange>& ranges) const;
 
   TagTable& tags_;
   Allocator& alloc_;

@@ -110,8 +110,9 @@ impl Config {
     /// applied (`vpmm_config_init`).
     pub fn from_env() -> Config {
         let mut raw = Config::zeroed();
-        // SAFETY: raw is a valid, writable vpmm_config.
-        unsafe { sys::vpmm_config_init(&mut raw) };
+        // SAFETY: raw is a valid, writable vpmm_config of the size passed: the
+        // library writes no more than that, whatever its own size.
+        unsafe { sys::vpmm_config_init_sized(&mut raw, size_of::<sys::vpmm_config>() as u32, 0) };
         Config { raw }
     }
 
@@ -121,7 +122,13 @@ impl Config {
     pub fn defaults() -> Config {
         let mut raw = Config::zeroed();
         // SAFETY: as above.
-        unsafe { sys::vpmm_config_init_defaults(&mut raw) };
+        unsafe {
+            sys::vpmm_config_init_sized(
+                &mut raw,
+                size_of::<sys::vpmm_config>() as u32,
+                sys::VPMM_CONFIG_DEFAULTS_ONLY,
+            )
+        };
         Config { raw }
     }
 
@@ -203,8 +210,8 @@ impl Config {
         /// Env `VPMM_EXPORTABLE`.
         exportable: u64;
         /// Smallest untagged request a view may serve: free handles mapped
-        /// where they lie at a VA of its own instead of moved (0 or
-        /// `VIEWS_OFF` = no views; 64 MiB suggested). Env `VPMM_VIEW_MIN_SIZE`.
+        /// where they lie at a VA of its own instead of moved (0 = 64 MiB,
+        /// `VIEWS_OFF` = no views). Env `VPMM_VIEW_MIN_SIZE`.
         view_min_size: u64;
     }
 }

@@ -5,9 +5,14 @@
 // and the active allocation keeps it between pauses (the footprint stays
 // constant); it is removed when the allocation is freed. Its bytes move
 // through the pinned staging slots in large writes and reads, with direct
-// I/O where the file system allows it (backend/backup_files.cpp). The file is
-// opened for each transfer only: a pool may hold thousands of backups, more
-// than a process may keep open.
+// I/O where the file system allows it (backend/backup_files.cpp).
+//
+// The file is never opened again by its name: whoever may write the
+// directory could put a symbolic link or a file of their own there between
+// two pauses. The descriptor file_create returned is kept from the first
+// pause until the backup goes (one descriptor per disk backup that paused),
+// every write and read goes through it, and the removal unlinks the name
+// only while it still holds that file (HostServices::file_remove).
 #include <cinttypes>
 #include <memory>
 #include <string>
@@ -23,37 +28,39 @@ class DiskStore final : public BackupStore {
  public:
   explicit DiskStore(const StoreContext& ctx) : host_(ctx.host) {}
   const char* name() const override { return "disk"; }
-  vpmm_status acquire(const std::string& dir, uint64_t bytes, Backup* b) override {
-    if (dir.empty())
+  vpmm_status acquire(const BackupDir& dir, uint64_t bytes, Backup* b) override {
+    if (dir.fd < 0)
       return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
     FileHandle fh = -1;
-    vpmm_status st = host_.file_create(dir, bytes, &b->path, &fh);
-    if (st != VPMM_OK) return st;
-    if (host_.file_close(fh) != VPMM_OK) host_.file_close(fh);
+    vpmm_status st = host_.file_create(dir.fd, bytes, &b->file, &fh);
+    if (st != VPMM_OK) {
+      const std::string ctx = "disk backup in directory \"" + dir.path + "\"";
+      return fail_context(st, ctx.c_str());
+    }
+    b->dir = &dir;
+    b->fd = fh;  // kept open until the backup goes: its name is only used to remove it
     b->capacity = bytes;
     bytes_ += bytes;
     return VPMM_OK;
   }
   void release(Backup* b) override {
-    if (host_.file_remove(b->path) != VPMM_OK) host_.file_remove(b->path);
+    if (host_.file_remove(b->file, b->fd) != VPMM_OK) host_.file_remove(b->file, b->fd);
+    if (host_.file_close(b->fd) != VPMM_OK) host_.file_close(b->fd);
+    b->fd = -1;
     bytes_ -= b->capacity;
   }
   bool staged() const override { return true; }
-  vpmm_status open(Backup& b) override { return host_.file_open(b.path, &b.file); }
   vpmm_status write(Backup& b, const void* src, uint64_t offset, uint64_t len) override {
-    return host_.file_write(b.file, src, len, offset);
+    return host_.file_write(b.fd, src, len, offset);
   }
   vpmm_status read(Backup& b, void* dst, uint64_t offset, uint64_t len) override {
-    return host_.file_read(b.file, dst, len, offset);
-  }
-  void close(Backup& b) override {
-    if (b.file < 0) return;
-    if (host_.file_close(b.file) != VPMM_OK) host_.file_close(b.file);
-    b.file = -1;
+    return host_.file_read(b.fd, dst, len, offset);
   }
   bool kept_after_resume() const override { return true; }
   bool addressable() const override { return false; }
-  std::string where(const Backup& b) const override { return "the file " + b.path + " (disk store)"; }
+  std::string where(const Backup& b) const override {
+    return "the file " + (b.dir ? b.dir->path + "/" : std::string()) + b.file.name + " (disk store)";
+  }
   void add_stats(vpmm_stats* s) const override { s->backup_disk_bytes = bytes_; }
 
  private:

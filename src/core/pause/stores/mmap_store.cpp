@@ -21,7 +21,7 @@ class MmapStore final : public BackupStore {
  public:
   MmapStore(const StoreContext& ctx) : backend_(ctx.backend), host_(ctx.host) {}
   const char* name() const override { return "mmap"; }
-  vpmm_status acquire(const std::string&, uint64_t bytes, Backup* b) override {
+  vpmm_status acquire(const BackupDir&, uint64_t bytes, Backup* b) override {
     vpmm_status st = host_.host_alloc_pageable(bytes, &b->host);
     if (st != VPMM_OK) {
       char ctx[96];

@@ -17,7 +17,7 @@ class PinnedStore final : public BackupStore {
  public:
   PinnedStore(const StoreContext& ctx) : host_(ctx.host), pinned_(ctx.pinned) {}
   const char* name() const override { return "pinned"; }
-  vpmm_status acquire(const std::string&, uint64_t bytes, Backup* b) override {
+  vpmm_status acquire(const BackupDir&, uint64_t bytes, Backup* b) override {
     return pinned_.get(bytes, &b->host, &b->capacity);
   }
   void release(Backup* b) override { pinned_.put(b->host, b->capacity); }

@@ -29,6 +29,16 @@ namespace vpmm {
 class BackupStore;
 class PinnedCache;
 
+// A directory an allocation names for a store that wants one (the disk
+// store's), opened by the StoreTable when first named (HostServices::
+// dir_open): the path is resolved once, so a relative one keeps naming the
+// same directory after a chdir, and a renamed one is followed. The table's
+// entry 0 is "none" (fd -1).
+struct BackupDir {
+  std::string path;  // as first named (relative or not), for messages
+  DirHandle fd = -1;
+};
+
 // One allocation's backup. Made and freed by the StoreTable; a region points
 // to it while paused, and while active when it is retained or its store keeps
 // it (kept_after_resume).
@@ -40,8 +50,9 @@ struct Backup {
   uint64_t bytes = 0;        // the allocation's (region's) bytes
   void* host = nullptr;      // an addressable store's memory
   uint64_t capacity = 0;     // bytes of the memory or file (>= bytes)
-  std::string path;          // a file store's file
-  FileHandle file = -1;      // a file store's file while a transfer has it open
+  const BackupDir* dir = nullptr;  // a file store's directory
+  FileRef file;                    // a file store's file: its place in that directory
+  FileHandle fd = -1;              // a file store's file, open while it exists (never reopened by name)
 };
 
 class BackupStore {
@@ -50,10 +61,12 @@ class BackupStore {
   virtual const char* name() const = 0;
 
   // Storage for `bytes` in b, taken now, before a pause changes anything
-  // (b->host or b->path, b->capacity). `dir`: the directory the allocation
-  // names (core/pause/stores/store_table.hpp), "" when none. OUT_OF_MEMORY
-  // when no memory or space is left; on failure nothing is left.
-  virtual vpmm_status acquire(const std::string& dir, uint64_t bytes, Backup* b) = 0;
+  // (b->host or b->file, b->capacity). `dir`: the directory the allocation
+  // names (core/pause/stores/store_table.hpp), open; fd -1 when none. It
+  // lives as long as the table, so b may keep a pointer to it.
+  // OUT_OF_MEMORY when no memory or space is left; on failure nothing is
+  // left.
+  virtual vpmm_status acquire(const BackupDir& dir, uint64_t bytes, Backup* b) = 0;
   // Gives b's storage back (b itself is the table's to free).
   virtual void release(Backup* b) = 0;
 

@@ -88,7 +88,7 @@ bool backup_store_wants_dir(uint32_t flags) { return (flags & backup_store_flags
 // StoreTable
 // ---------------------------------------------------------------------------
 
-StoreTable::StoreTable(Backend& b, HostServices& host, PinnedCache& pinned) : backend_(b) {
+StoreTable::StoreTable(Backend& b, HostServices& host, PinnedCache& pinned) : backend_(b), host_(host) {
   const StoreContext ctx{b, host, pinned};
   for (const StoreEntry& e : entries()) stores_.emplace_back(e.flag, e.make(ctx));
 }
@@ -102,6 +102,9 @@ StoreTable::~StoreTable() {
     live_.insert(b);
     release(b);
   }
+  for (const BackupDir& d : dirs_) retired_dirs_.push_back(d.fd);
+  for (DirHandle fd : retired_dirs_)
+    if (fd >= 0 && host_.dir_close(fd) != VPMM_OK) host_.dir_close(fd);
 }
 
 BackupStore& StoreTable::store_for(uint32_t flags) const {
@@ -120,18 +123,41 @@ vpmm_status StoreTable::intern_dir(const char* call, const char* dir, uint32_t* 
   std::string key(dir, n);
   auto it = dir_ids_.find(key);
   if (it != dir_ids_.end()) {
+    // Named again: the directory opened the first time, unless it was
+    // removed since (then the path is opened anew, as the caller means it now).
+    BackupDir& d = dirs_[it->second];
+    bool removed = false;
+    if (host_.dir_check(d.fd, &removed) == VPMM_OK && removed) {
+      DirHandle fresh = -1;
+      retired_dirs_.reserve(retired_dirs_.size() + 1);  // may throw: before the directory is opened
+      vpmm_status st = host_.dir_open(key, &fresh);
+      if (st != VPMM_OK) return fail_context(st, call);
+      // The old one stays open: the files made in it name it.
+      retired_dirs_.push_back(d.fd);
+      d.fd = fresh;
+    }
     *id = it->second;
     return VPMM_OK;
   }
   if (dirs_.size() > kMaxBackupDirs)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: more than %u distinct backup directories in one pool", call,
                 kMaxBackupDirs);
+  BackupDir d;
+  d.path = key;
+  dir_ids_.reserve(dir_ids_.size() + 1);  // may throw: before the directory is opened
+  vpmm_status st = host_.dir_open(key, &d.fd);
+  if (st != VPMM_OK) return fail_context(st, call);
   const uint32_t next = static_cast<uint32_t>(dirs_.size());
-  dirs_.push_back(key);
   try {
-    dir_ids_.emplace(std::move(key), next);
+    dirs_.push_back(d);
+    try {
+      dir_ids_.emplace(std::move(key), next);
+    } catch (...) {
+      dirs_.pop_back();
+      throw;
+    }
   } catch (...) {
-    dirs_.pop_back();
+    host_.dir_close(d.fd);
     throw;
   }
   *id = next;

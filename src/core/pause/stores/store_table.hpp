@@ -22,12 +22,17 @@
 //
 // A store's directory travels with the allocation's flags: the directory is
 // interned here and its id kept in the flags' top 16 bits, so that malloc
-// stores it with the flags and never looks at it.
+// stores it with the flags and never looks at it. Interning opens it (the
+// host services' dir_open): a directory that does not exist fails the malloc
+// that names it, and the path is resolved once, so a relative one keeps
+// naming the same directory after a chdir, and a renamed one is followed.
+// One that was removed is opened again when a later call names its path.
 //
 // Owned by the pauser's PauseKit; every call is made with the pool mutex held.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -69,10 +74,12 @@ class StoreTable {
   StoreTable& operator=(const StoreTable&) = delete;
 
   // --- directories ---
-  // The id of `dir` (interned if new; ids start at 1). INVALID_ARGUMENT for
-  // an empty or over-long path, or past kMaxBackupDirs distinct ones.
+  // The id of `dir` (interned if new; ids start at 1), the directory open.
+  // INVALID_ARGUMENT for an empty or over-long path, one that is no
+  // directory the process may create files in, or past kMaxBackupDirs
+  // distinct ones; nothing is interned then.
   vpmm_status intern_dir(const char* call, const char* dir, uint32_t* id);
-  const std::string& dir(uint32_t id) const { return dirs_[id]; }
+  const std::string& dir(uint32_t id) const { return dirs_[id].path; }
   // The pool's default directory for backups of allocations that name none
   // (0 = none).
   uint32_t default_dir() const { return default_dir_; }
@@ -107,8 +114,10 @@ class StoreTable {
   void set_with_active(Backup* b, bool on);
 
   Backend& backend_;
+  HostServices& host_;
   std::vector<std::pair<uint32_t, std::unique_ptr<BackupStore>>> stores_;  // (flag, store); flag 0 first
-  std::vector<std::string> dirs_{""};  // [0] = none
+  std::deque<BackupDir> dirs_{BackupDir()};  // [0] = none; a deque: backups point to theirs
+  std::vector<DirHandle> retired_dirs_;      // removed directories opened again: files still name them
   std::unordered_map<std::string, uint32_t> dir_ids_;
   uint32_t default_dir_ = 0;
   std::unordered_set<Backup*> live_;  // every backup not yet released (released at destruction)

@@ -1,0 +1,104 @@
+"""Reads the JSON lines that hard_client.py and train_client.py print (one per
+process, labelled "rN NAME" by scripts/gpu-placement.sh) and prints, for each
+client, every round's figures per allocator and the comparison the placement
+issue asks for:
+
+  - median step (ms) of each process, peak / live, the steady driver time
+    share and the bytes remapped over the measured steps (libvpmm only);
+  - per round, libvpmm's median step over the fastest of PyTorch native,
+    expandable_segments and cudaMallocAsync in the same round, and the
+    geometric mean of that ratio over the rounds (target <= 1.00), for the
+    new default (vpmm) and the old policy (vpmm-remap).
+
+  python3 bench/torch/placement_report.py hard.jsonl [train.jsonl ...]
+
+Rounds where an allocator's process failed (no JSON line) are reported as
+such and left out of the geometric mean."""
+import json
+import math
+import sys
+
+TORCH = ("native", "expandable", "cudamallocasync")
+ORDER = TORCH + ("vpmm", "vpmm-remap")
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    return rows
+
+
+def peak_over_live(r):
+    if r.get("peak_over_live"):
+        return r["peak_over_live"]
+    live = r.get("live_peak_gib")
+    return round(r["peak_gib"] / live, 4) if live else None
+
+
+def report(path):
+    rows = load(path)
+    if not rows:
+        print(f"{path}: no results")
+        return
+    client = rows[0].get("client", "?")
+    rounds = {}
+    for r in rows:
+        label = r.get("label", "")
+        rnd, _, name = label.partition(" ")
+        rounds.setdefault(rnd, {})[name or r["alloc"]] = r
+    print(f"== {client} client ({path}): {len(rows)} processes, {len(rounds)} rounds")
+    print(f"  {'round':6s} {'allocator':16s} {'step ms':>8s} {'peak/live':>9s} {'peak GiB':>9s} "
+          f"{'driver share':>12s} {'remapped MB':>11s}")
+    ratios = {"vpmm": [], "vpmm-remap": []}
+    for rnd in sorted(rounds, key=lambda k: int(k[1:]) if k[1:].isdigit() else 0):
+        got = rounds[rnd]
+        for name in ORDER:
+            r = got.get(name)
+            if r is None:
+                print(f"  {rnd:6s} {name:16s} {'(no result)':>8s}")
+                continue
+            share = r.get("steady_driver_share")
+            remapped = r.get("steady_remapped_bytes")
+            print(f"  {rnd:6s} {name:16s} {r.get('step_ms_median') or 0:8.1f} {peak_over_live(r) or 0:9.4f} "
+                  f"{r.get('peak_gib', 0):9.2f} "
+                  f"{'' if share is None else f'{100 * share:11.2f}%':>12s} "
+                  f"{'' if remapped is None else f'{remapped / 1e6:11.0f}':>11s}")
+        fastest = [got[n]["step_ms_median"] for n in TORCH if n in got and got[n].get("step_ms_median")]
+        if not fastest:
+            continue
+        best = min(fastest)
+        line = f"  {rnd:6s} fastest PyTorch {best:.1f} ms"
+        for v in ratios:
+            if v in got and got[v].get("step_ms_median"):
+                q = got[v]["step_ms_median"] / best
+                ratios[v].append(q)
+                line += f"; {v} / fastest {q:.3f}"
+        print(line)
+    for v, qs in ratios.items():
+        if qs:
+            g = math.exp(sum(math.log(q) for q in qs) / len(qs))
+            print(f"  {client}: {v} median step / fastest PyTorch allocator, geometric mean over "
+                  f"{len(qs)} rounds: {g:.3f} (target <= 1.00)")
+    for v in ratios:
+        rs = [got[v] for got in rounds.values() if v in got]
+        if not rs:
+            continue
+        pl = [peak_over_live(r) for r in rs if peak_over_live(r)]
+        sh = [r["steady_driver_share"] for r in rs if r.get("steady_driver_share") is not None]
+        rb = [r["steady_remapped_bytes"] for r in rs if r.get("steady_remapped_bytes") is not None]
+        print(f"  {client}: {v} peak/live {min(pl):.4f}-{max(pl):.4f} (target <= 1.015)"
+              + (f", steady driver share {100 * min(sh):.2f}-{100 * max(sh):.2f}% (target <= 1%)" if sh else "")
+              + (f", remapped {min(rb) / 1e6:.0f}-{max(rb) / 1e6:.0f} MB over the measured steps" if rb else ""))
+
+
+if __name__ == "__main__":
+    for p in sys.argv[1:]:
+        report(p)

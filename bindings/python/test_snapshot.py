@@ -1,0 +1,383 @@
+"""Memory history and snapshots in PyTorch's format, without PyTorch or a GPU
+(host backend): the recorder of libvpmm_history.so driven through its hook
+entry points as PyTorch's CUDAPluggableAllocator would drive them, tags and
+pauses reaching it through vpmm.region and Pool.pause, the snapshot built
+from it, and PyTorch's own snapshot of MemPool memory augmented with pauses.
+
+What holds the format to what PyTorch's readers need:
+* every key _snapshot() has on segments, blocks and trace entries;
+* memory_viz's segment view walks the trace back from the final state and
+  needs every allocated block inside a segment at every step (else it fails
+  on the block's segment): replayed here as it does it (MemoryView's
+  simulate_memory);
+* its trace view pairs each alloc with one free (process_alloc_data);
+* its pickle reader takes protocols 2-4 and a fixed set of opcodes;
+* categories include "unknown" whenever there are any (memory_viz adds it
+  under a misspelt name otherwise, and fails);
+* `vpmm replay` and `vpmm plot` read the dumped file.
+Environment (meson sets it): VPMM_LIBRARY, VPMM_BACKEND=host, VPMM_TOOL."""
+import os
+import pickle
+import pickletools
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vpmm  # noqa: E402
+from vpmm import _snapshot as S  # noqa: E402
+
+MIB = 1 << 20
+VIZ_OPCODES = {"PROTO", "FRAME", "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "MEMOIZE", "BINPUT", "LONG_BINPUT",
+               "BINGET", "LONG_BINGET", "MARK", "SETITEM", "SETITEMS", "APPEND", "APPENDS", "DICT", "LIST",
+               "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT",
+               "NEWTRUE", "NEWFALSE", "NONE", "SHORT_BINUNICODE", "BINUNICODE", "STOP"}
+SEGMENT_KEYS = {"device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
+                "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks"}
+BLOCK_KEYS = {"address", "size", "requested_size", "state", "frames"}
+
+
+def viz_consistent(test, snap, device=0):
+    """memory_viz's MemoryView.simulate_memory, backwards from the final
+    state over every event: every allocated block must lie in a segment at
+    every step, and a freed segment must exist. Also its trace view's
+    pairing: each alloc is freed at most once."""
+    segs = {s["address"]: s["total_size"] for s in snap["segments"] if s["device"] == device}
+    blocks = {b["address"]: b["size"] for s in snap["segments"] if s["device"] == device
+              for b in s["blocks"] if b["state"] == "active_allocated"}
+    trace = snap["device_traces"][device]
+
+    def check(i):
+        for a in blocks:
+            test.assertTrue(any(sa <= a < sa + ss for sa, ss in segs.items()),
+                            f"event {i}: block {a:#x} in no segment")
+    check(len(trace))
+    for i in range(len(trace) - 1, -1, -1):
+        e = trace[i]
+        act = e["action"]
+        if act == "alloc":
+            blocks.pop(e["addr"], None)
+        elif act == "free_completed":
+            blocks[e["addr"]] = e["size"]
+        elif act in ("segment_free", "segment_unmap"):
+            segs[e["addr"]] = e["size"]
+        elif act in ("segment_alloc", "segment_map"):
+            test.assertIn(e["addr"], segs, f"event {i}: {act} of a segment that is not there")
+            del segs[e["addr"]]
+        check(i)
+    live = set()
+    for e in trace:
+        if e["action"] == "alloc":
+            test.assertNotIn(e["addr"], live, "allocated twice without a free")
+            live.add(e["addr"])
+        elif e["action"] == "free_completed":
+            live.discard(e["addr"])
+
+
+def check_format(test, snap):
+    test.assertIn("segments", snap)
+    test.assertIn("device_traces", snap)
+    for s in snap["segments"]:
+        test.assertLessEqual(SEGMENT_KEYS, set(s))
+        for b in s["blocks"]:
+            test.assertLessEqual(BLOCK_KEYS, set(b))
+    cats = {e["category"] for t in snap["device_traces"] for e in t if "category" in e}
+    if cats:
+        test.assertIn("unknown", cats)
+    # Entries of libvpmm's own (a history, or what augment inserted) carry
+    # every key PyTorch's do when it records stacks; PyTorch's own entries
+    # may lack frames (no context) and are PyTorch's business.
+    ours_only = snap.get("vpmm", {}).get("pytorch_reserved") is not False
+    for t in snap["device_traces"]:
+        for e in t:
+            test.assertIn("action", e)
+            test.assertIn("size", e)
+            if ours_only and not str(e.get("user_metadata") or "").startswith("vpmm"):
+                continue
+            test.assertIn("time_us", e)
+            test.assertIn("frames", e)
+            if e["action"] != "oom":
+                test.assertIn("addr", e)
+    ops = {op.name for op, _, _ in pickletools.genops(pickle.dumps(snap, protocol=4))}
+    test.assertLessEqual(ops, VIZ_OPCODES, f"opcodes memory_viz cannot read: {ops - VIZ_OPCODES}")
+
+
+class Recorder(unittest.TestCase):
+    """The recording hooks on the host backend's default pool."""
+
+    @classmethod
+    def setUpClass(cls):
+        h = S.history
+        if not h.available():
+            raise unittest.SkipTest(f"no {S.HISTORY_LIBRARY} beside {vpmm.library_path()}")
+        cls.lib = h.require()
+        assert S.install_observers()
+
+    def malloc(self, size):
+        p = self.lib.vpmm_history_torch_malloc(size, 0, None)
+        self.assertTrue(p, vpmm.library_path())
+        return p
+
+    def free(self, p, size):
+        self.lib.vpmm_history_torch_free(p, size, 0, None)
+
+    def tearDown(self):
+        S.history.stop()
+
+    def test_off_records_nothing(self):
+        S.history.start(16)
+        S.history.stop()
+        p = self.malloc(MIB)
+        self.free(p, MIB)
+        self.assertEqual(S.history.read()[0], [])
+
+    def test_a_paused_training_step(self):
+        h = S.history
+        h.start(10000, stacks=True)
+        with vpmm.region("weights", host_backup=True):
+            w = [self.malloc(8 * MIB), self.malloc(8 * MIB)]
+        with vpmm.region("optimizer", host_backup=True, backup_store="mmap"):
+            o = self.malloc(16 * MIB)
+        acts = [self.malloc(4 * MIB) for _ in range(3)]
+        small = self.malloc(4096)
+        for a in acts:
+            self.free(a, 4 * MIB)
+        pool = vpmm.default_pool(0)
+        self.assertTrue(pool.pause("weights"))
+        self.assertTrue(pool.pause("optimizer"))
+        self.assertTrue(pool.resume("weights"))
+        events, dropped = h.read()
+        strings = h.strings(events)
+        self.assertEqual(dropped, 0)
+        kinds = [e["action"] for e in events]
+        self.assertEqual(kinds.count(S.ALLOC), 7)
+        self.assertEqual(kinds.count(S.FREE), 3)
+        self.assertGreaterEqual(kinds.count(S.PAUSE), 2)
+        scopes = {S.parse_scope(strings[e["scope"]]) for e in events if e["scope"]}
+        self.assertIn(("weights", "pinned"), scopes)
+        self.assertIn(("optimizer", "mmap"), scopes)
+        self.assertTrue(all(e["mapped"] > 0 for e in events if e["action"] == S.ALLOC))
+        self.assertEqual([e["seq"] for e in events], list(range(1, len(events) + 1)))
+
+        snap = S.snapshot_from_history(events, strings, h.frames, [0], dropped)
+        check_format(self, snap)
+        viz_consistent(self, snap)
+        # At the end: the weights resumed, the optimizer paused (no memory,
+        # listed under "vpmm"), the small block untagged.
+        seg_tags = sorted((s["vpmm_tag"] or "", s["total_size"]) for s in snap["segments"])
+        self.assertEqual(seg_tags, [("", 4096), ("weights", 8 * MIB), ("weights", 8 * MIB)])
+        paused = snap["vpmm"]["devices"][0]["paused_at_dump"]
+        self.assertEqual([(p["address"], p["tag"], p["backup_store"]) for p in paused], [(o, "optimizer", "mmap")])
+        trace = snap["device_traces"][0]
+        pause_frees = [e for e in trace if e["action"] == "free_completed" and e.get("vpmm_paused")]
+        self.assertEqual(sorted(e["addr"] for e in pause_frees), sorted(w + [o]))
+        self.assertTrue(all("vpmm paused tag=" in e["user_metadata"] for e in pause_frees))
+        resumed = [e for e in trace if e["action"] == "alloc" and "resumed" in e.get("user_metadata", "")]
+        self.assertEqual(sorted(e["addr"] for e in resumed), sorted(w))
+        cats = {e["category"] for e in trace if e["action"] == "alloc"}
+        self.assertEqual(cats, {"weights", "optimizer", "unknown"})
+        # Python stacks: this test's frame is in each allocation's frames.
+        allocs = [e for e in trace if e["action"] == "alloc"]
+        self.assertTrue(all(any(f["name"] == "malloc" and f["filename"] == __file__ for f in e["frames"])
+                            for e in allocs))
+        self.assertEqual(allocs[0]["frames"][0]["name"], "malloc", "innermost frame first, as PyTorch")
+        self.free(small, 4096)
+        for p in w:
+            self.free(p, 8 * MIB)
+        self.assertTrue(pool.resume("optimizer"))
+        self.free(o, 16 * MIB)
+
+    def test_a_full_ring_keeps_the_newest(self):
+        S.history.start(4)
+        ps = [self.malloc(MIB) for _ in range(5)]
+        for p in ps:
+            self.free(p, MIB)
+        events, dropped = S.history.read()
+        self.assertEqual(len(events), 4)
+        self.assertEqual(dropped, 6)
+        self.assertEqual([e["seq"] for e in events], [7, 8, 9, 10])
+        snap = S.snapshot_from_history(events, {}, None, [0], dropped)
+        check_format(self, snap)
+        viz_consistent(self, snap)  # frees of allocations before the window
+        self.assertEqual(snap["vpmm"]["dropped_events"], 6)
+
+    def test_the_tools_read_the_file(self):
+        tool = os.environ.get("VPMM_TOOL")
+        if not tool:
+            self.skipTest("VPMM_TOOL is not set")
+        S.history.start(1000)
+        keep = []
+        with vpmm.region("kv", host_backup=True):
+            for i in range(20):
+                keep.append(self.malloc((i % 5 + 1) * MIB))
+                if i % 3 == 2:
+                    self.free(keep.pop(0), 0)
+        vpmm.default_pool(0).pause("kv")
+        vpmm.default_pool(0).resume("kv")
+        events, dropped = S.history.read()
+        snap = S.snapshot_from_history(events, S.history.strings(events), None, [0], dropped)
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("s.pickle", "s.pickle.gz"):
+                path = os.path.join(d, name)
+                S.dump(snap, path)
+                r = subprocess.run([tool, "replay", "--backend", "host", "--check", "--timeline",
+                                    os.path.join(d, "t.csv"), path], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("PyTorch snapshot", r.stdout)
+                r = subprocess.run([tool, "plot", os.path.join(d, "t.csv"), "-o", os.path.join(d, "t.svg")],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        for p in keep:
+            self.free(p, 0)
+
+
+def torch_like_snapshot():
+    """What PyTorch's _snapshot() holds for one libvpmm MemPool segment of
+    8 MiB (pool id (1, 0)) with two blocks, and one segment of its own."""
+    base, other = 0x7f0000000000, 0x7f1000000000
+    fr = [{"filename": "train.py", "line": 3, "name": "step"}]
+
+    def ev(action, addr, size, t, **kw):
+        e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t, "frames": fr}
+        e.update(kw)
+        return e
+    trace = [ev("segment_alloc", base, 8 * MIB, 100), ev("alloc", base, 2 * MIB, 101),
+             ev("alloc", base + 2 * MIB, 4 * MIB, 102), ev("segment_alloc", other, 2 * MIB, 103),
+             ev("alloc", other, MIB, 104),
+             ev("free_requested", other, MIB, 300), ev("free_completed", other, MIB, 301)]
+
+    def seg(addr, size, pool, blocks):
+        return {"device": 0, "address": addr, "total_size": size, "allocated_size": 0, "active_size": 0,
+                "requested_size": 0, "stream": 0, "segment_type": "large", "segment_pool_id": pool,
+                "is_expandable": False, "frames": [], "blocks": blocks}
+    blk = lambda a, s, st="active_allocated": {"address": a, "size": s, "requested_size": s, "state": st,
+                                                "frames": fr}
+    return {"segments": [seg(base, 8 * MIB, (1, 0), [blk(base, 2 * MIB), blk(base + 2 * MIB, 4 * MIB),
+                                                     blk(base + 6 * MIB, 2 * MIB, "inactive")]),
+                         seg(other, 2 * MIB, (0, 0), [blk(other, 2 * MIB, "inactive")])],
+            "device_traces": [trace], "allocator_settings": {}}, base
+
+
+def note(action, addr, size, t, nid=0):
+    return {"action": action, "device": 0, "scope": 0, "note": nid, "seq": 0, "addr": addr, "size": size,
+            "stream": 0, "time_us": t, "context": 0, "mapped": 0, "remapped": 0}
+
+
+class AugmentTorchSnapshot(unittest.TestCase):
+    """pool(tag): PyTorch's snapshot with libvpmm's pauses inserted."""
+
+    def test_pause_and_resume_within_the_trace(self):
+        snap, base = torch_like_snapshot()
+        events = [note(S.PAUSE, base, 8 * MIB, 200, 1), note(S.RESUME, base, 8 * MIB, 250, 2)]
+        out = S.augment_torch_snapshot(snap, events, {1: "vpmm paused tag=w", 2: "vpmm resumed tag=w"},
+                                       {(1, 0): ("w", "pinned")}, {0: []})
+        check_format(self, out)
+        viz_consistent(self, out)
+        acts = [(e["action"], e["addr"] - base if e["addr"] >= base and e["addr"] < base + 8 * MIB else None)
+                for e in out["device_traces"][0]]
+        i = acts.index(("segment_free", 0))
+        self.assertEqual(acts[i - 4:i], [("free_requested", 0), ("free_completed", 0),
+                                          ("free_requested", 2 * MIB), ("free_completed", 2 * MIB)])
+        j = acts.index(("segment_alloc", 0), i)
+        self.assertEqual(acts[j + 1:j + 3], [("alloc", 0), ("alloc", 2 * MIB)])
+        self.assertLess(i, j)
+        self.assertLess(j, acts.index(("free_requested", None)), "inserted by time, before t=300")
+        seg = [s for s in out["segments"] if s["address"] == base][0]
+        self.assertEqual((seg["vpmm_tag"], seg["vpmm_backup_store"], seg["vpmm_paused"]), ("w", "pinned", False))
+        self.assertEqual(len(snap["device_traces"][0]), 7, "the input is left alone")
+
+    def test_paused_at_the_dump(self):
+        snap, base = torch_like_snapshot()
+        out = S.augment_torch_snapshot(snap, [note(S.PAUSE, base, 8 * MIB, 200)], {},
+                                       {(1, 0): ("w", None)}, {0: [(base, 8 * MIB)]})
+        check_format(self, out)
+        viz_consistent(self, out)
+        self.assertNotIn(base, [s["address"] for s in out["segments"]], "no memory while paused")
+        self.assertEqual(out["vpmm"]["devices"][0]["paused_at_dump"][0]["address"], base)
+
+
+class TorchFacade(unittest.TestCase):
+    """vpmm.torch's record_memory_history / dump_snapshot after
+    use_as_allocator(), against a stand-in torch whose pluggable allocator
+    calls the entry points vpmm.torch gives it."""
+
+    def test_use_as_allocator_path(self):
+        tool = os.environ.get("VPMM_TOOL")
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write(FAKE_TORCH)
+            out = os.path.join(d, "snap.pickle")
+            script = textwrap.dedent(f"""
+                import torch, vpmm, vpmm.torch as vt
+                vt.use_as_allocator()
+                vt.record_memory_history(stacks="python")
+                A = torch.cuda.memory.current
+                with vt.pool("weights", host_backup=True):
+                    w = A.malloc(8 << 20)
+                x = A.malloc(2 << 20)
+                A.free(x, 2 << 20)
+                assert vt.pause("weights") and vt.resume("weights") and vt.pause("weights")
+                path = vt.dump_snapshot({out!r})
+                vt.record_memory_history(None)
+                print("dumped", path)
+            """)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]))
+            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out, "rb") as f:
+                snap = pickle.load(f)
+            check_format(self, snap)
+            viz_consistent(self, snap)
+            self.assertEqual(snap["segments"], [], "the weights are paused, the rest freed")
+            self.assertEqual(snap["vpmm"]["devices"][0]["paused_at_dump"][0]["tag"], "weights")
+            self.assertIn("pool_stats", snap["vpmm"]["devices"][0])
+            names = {f["name"] for e in snap["device_traces"][0] for f in e["frames"]}
+            self.assertIn("<module>", names)
+            if tool:
+                r = subprocess.run([tool, "replay", "--backend", "host", "--summary", out], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+
+
+# Just what vpmm.torch calls with use_as_allocator(), and a "tensor
+# allocator" for the test: the pluggable allocator's own functions, loaded
+# from the library and names vpmm.torch gave it, as PyTorch would call them.
+FAKE_TORCH = '''
+import ctypes, types, contextlib
+__version__ = "0.0-fake"
+
+class _Pluggable:
+    def __init__(self, path, malloc, free):
+        lib = ctypes.CDLL(path)
+        self._malloc = getattr(lib, malloc)
+        self._malloc.restype, self._malloc.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        self._free = getattr(lib, free)
+        self._free.restype, self._free.argtypes = None, [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        self.names = (path, malloc, free)
+    def allocator(self):
+        return self
+    def malloc(self, n):
+        return self._malloc(n, 0, None)
+    def free(self, p, n):
+        self._free(p, n, 0, None)
+
+class _Memory:
+    current = None
+    CUDAPluggableAllocator = _Pluggable
+    @staticmethod
+    def change_current_allocator(a):
+        _Memory.current = a
+    @staticmethod
+    def _record_memory_history(*a, **k):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support recordHistory")
+
+cuda = types.SimpleNamespace(memory=_Memory, current_device=lambda: 0, synchronize=lambda d=None: None,
+                             device=lambda d: contextlib.nullcontext(), MemPool=object)
+'''
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Placement (docs/handles.md, "Placement that learns the loop") on the GPU
+# machine, measured as users measure it; run from the repository root:
+#   1. builds the library and the vpmm tool (meson, CUDA; no GPU tests);
+#   2. `vpmm replay --backend cuda --policy views,remap` of the shipped
+#      training snapshots: the same decisions as the host replays, on the
+#      real driver, with its time per call;
+#   3. ROUNDS rounds (default 6) of the hard client (bench/torch/hard_client.py:
+#      MoE with uneven routing, recompute, pinned offload, side-stream
+#      gathers, eight shapes) and the dense training client
+#      (bench/torch/train_client.py: GPT, 16 layers, d=1024, batch scale
+#      TRAIN_SCALE, six shapes) under PyTorch native, expandable_segments,
+#      cudaMallocAsync, libvpmm's default ("vpmm": views) and libvpmm's
+#      previous policy ("vpmm-remap": VPMM_VIEW_MIN_SIZE=off), one process
+#      each, the five alternating within a round and the order rotated by one
+#      every round. With two GPUs or more the hard client runs on GPU 0 and
+#      the dense one on GPU 1 at the same time (each comparison stays on one
+#      GPU); with one GPU they take turns, and fewer rounds may fit;
+#   4. bench/torch/placement_report.py over the results: every round's median
+#      step, peak / live, steady driver time share and remapped bytes per
+#      allocator, libvpmm / fastest PyTorch allocator per round and its
+#      geometric mean.
+# Everything goes under $OUT: summary.txt (the report), build.log,
+# replays.log, hard.jsonl, train.jsonl, clients.err. Each step is time-boxed
+# and no process starts unless it can finish before DEADLINE (default 570 s),
+# so the logs always come back within a 600 s call.
+#
+# Environment: OUT (default ./gpu-placement-out), BUILD (default
+# build-gpu-placement), DEADLINE, ROUNDS, HARD_CYCLES (default 2: a warm-up
+# cycle over the eight shapes, then a measured one), TRAIN_ROUNDS (default
+# 2), TRAIN_SCALE (default 4), JOBS (build jobs).
+set -u
+START=$(date +%s)
+DEADLINE=${DEADLINE:-570}
+OUT=${OUT:-$PWD/gpu-placement-out}
+BUILD=${BUILD:-build-gpu-placement}
+ROUNDS=${ROUNDS:-6}
+HARD_CYCLES=${HARD_CYCLES:-2}
+TRAIN_ROUNDS=${TRAIN_ROUNDS:-2}
+TRAIN_SCALE=${TRAIN_SCALE:-4}
+BOX_RESERVE=20
+. "$(dirname "$0")/gpu-common.sh"
+
+# ------------------------------------------------------------------ build
+{
+  echo "date: $(date -u)"; uname -a
+  nvidia-smi --query-gpu=index,name,memory.total,memory.used,driver_version --format=csv,noheader || true
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
+} > "$OUT/build.log" 2>&1
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+export PATH="$CUDA_HOME/bin:$PATH"
+if command -v meson >/dev/null 2>&1; then MESON=(meson); else MESON=(python3 -m mesonbuild.mesonmain); fi
+if [ ! -f "$BUILD/build.ninja" ]; then
+  boxed 120 "${MESON[@]}" setup "$BUILD" -Dgpu_tests=disabled -Dcuda=enabled \
+    -Dcuda-include-dir="$CUDA_HOME/include" >> "$OUT/build.log" 2>&1 || rm -rf "$BUILD"
+fi
+# The shared library's target is its versioned file (libvpmm.so.X.Y.Z).
+LIB_TARGET=$(ninja -C "$BUILD" -t targets all 2>/dev/null | sed -n 's/^\(libvpmm\.so\.[0-9.]*[0-9]\): cpp_LINKER$/\1/p' | head -1)
+boxed 200 ninja -C "$BUILD" -j "$JOBS" "${LIB_TARGET:-libvpmm.so}" tools/vpmm >> "$OUT/build.log" 2>&1
+BUILD_RC=$?
+say "build: exit $BUILD_RC ($(( $(date +%s) - START )) s); git $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+if [ "$BUILD_RC" != 0 ] || [ ! -f "$BUILD/${LIB_TARGET:-libvpmm.so}" ]; then
+  tail -30 "$OUT/build.log" >> "$SUM"
+  exit 1
+fi
+grep -E "^[0-9]+, " "$OUT/build.log" | sed 's/^/   gpu /' >> "$SUM"
+export VPMM_LIBRARY="$PWD/$BUILD/${LIB_TARGET:-libvpmm.so}"
+NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+(( NGPU < 1 )) && NGPU=1
+
+# ------------------------------------------------------------------ replays
+for t in traces/moe_training.pickle.gz traces/llama_training.pickle.gz traces/training.pickle.gz; do
+  echo "---- $t" >> "$OUT/replays.log"
+  CUDA_VISIBLE_DEVICES=0 boxed 60 "$BUILD/tools/vpmm" replay --backend cuda --policy views,remap "$t" \
+    >> "$OUT/replays.log" 2>&1
+  echo "---- exit $?" >> "$OUT/replays.log"
+done
+say "replays (CUDA backend): $(grep -c ': placement policies$' "$OUT/replays.log") traces compared"
+awk '/: placement policies$/ {t = 1; print "   " $0; next} t && /^    / {print "   " $0; next} {t = 0}' \
+  "$OUT/replays.log" >> "$SUM"
+grep -E "driver by malloc" "$OUT/replays.log" | sed 's/^/   /' >> "$SUM"
+
+# ------------------------------------------------------------------ clients
+ALLOCS=(native expandable cudamallocasync vpmm vpmm-remap)
+# run_client KIND GPU ROUND NAME: one process on GPU, its JSON line appended
+# to KIND.jsonl. Returns 124 (and runs nothing) when it could not finish
+# before the deadline, 0 otherwise (a failed process is noted in clients.err).
+run_client() {
+  local kind=$1 gpu=$2 rnd=$3 name=$4 alloc=$4 want
+  local -a env=(-u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES="$gpu")
+  [ "$name" = vpmm-remap ] && { alloc=vpmm; env=(CUDA_VISIBLE_DEVICES="$gpu" VPMM_VIEW_MIN_SIZE=off); }
+  if [ "$kind" = hard ]; then
+    want=90
+    (( $(left) - BOX_RESERVE < 45 )) && return 124
+    boxed "$want" env "${env[@]}" python3 bench/torch/hard_client.py --alloc "$alloc" \
+      --cycles "$HARD_CYCLES" --label "r$rnd $name" >> "$OUT/hard.jsonl" 2>> "$OUT/clients.err"
+  else
+    want=75
+    (( $(left) - BOX_RESERVE < 35 )) && return 124
+    boxed "$want" env "${env[@]}" python3 bench/torch/train_client.py --alloc "$alloc" \
+      --rounds "$TRAIN_ROUNDS" --batch-scale "$TRAIN_SCALE" --label "r$rnd $name" \
+      >> "$OUT/train.jsonl" 2>> "$OUT/clients.err"
+  fi
+  local rc=$?
+  (( rc != 0 )) && echo "$kind r$rnd $name: exit $rc" >> "$OUT/clients.err"
+  return 0
+}
+# rounds KIND GPU: ROUNDS rounds, the allocators rotated by one each round.
+rounds() {
+  local kind=$1 gpu=$2 r i n=${#ALLOCS[@]}
+  for r in $(seq 1 "$ROUNDS"); do
+    for i in $(seq 0 $((n - 1))); do
+      run_client "$kind" "$gpu" "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || return 0
+    done
+  done
+}
+: > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/clients.err"
+if (( NGPU >= 2 )); then
+  say "clients: hard on GPU 0 and dense on GPU 1 at the same time, $ROUNDS rounds each"
+  rounds hard 0 &
+  HARD_PID=$!
+  rounds train 1
+  wait "$HARD_PID"
+else
+  say "clients: one GPU, the hard and the dense client take turns, up to $ROUNDS rounds"
+  n=${#ALLOCS[@]}
+  for r in $(seq 1 "$ROUNDS"); do
+    for i in $(seq 0 $((n - 1))); do run_client hard 0 "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || break 2; done
+    for i in $(seq 0 $((n - 1))); do run_client train 0 "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || break 2; done
+  done
+fi
+say "hard client: $(grep -c '^{' "$OUT/hard.jsonl") processes; dense client: $(grep -c '^{' "$OUT/train.jsonl") processes"
+grep -E "exit [0-9]+$" "$OUT/clients.err" | sed 's/^/   failed: /' >> "$SUM"
+python3 bench/torch/placement_report.py "$OUT/hard.jsonl" "$OUT/train.jsonl" >> "$SUM" 2>&1
+say "total: $(( $(date +%s) - START )) s"
+cat "$SUM"
