@@ -16,8 +16,10 @@
 #   NAME.summary    --summary (the peaks table)
 #   NAME.release    --release-all (what stays mapped after freeing everything)
 #   NAME.timeline   --timeline CSV (stats after every op)
-#   NAME.views      views on (VPMM_VIEW_MIN_SIZE=64M), --log-remaps --dump
+#   NAME.remap      views off (VPMM_VIEW_MIN_SIZE=off: pages move), --log-remaps --dump
+#   NAME.views      views from 16 MiB (VPMM_VIEW_MIN_SIZE=16M), --log-remaps --dump
 #   NAME.exact      page-exact (VPMM_REMAP_SLACK=exact), --log-remaps --dump
+#   NAME.policies   --policy views,remap,exact (the placement table)
 #   NAME.pagehandles, NAME.unlimited   --max-handle-size 1p / unlimited, --dump
 #   NAME.wholepages --large-rounding 1p, --dump
 #   NAME.rc         the exit status of each run
@@ -93,8 +95,10 @@ for t in "${traces[@]}"; do
   run "$name" summary -- --summary "$t"
   run "$name" release -- --release-all "$t"
   run "$name" timeline -- --quiet --timeline "$out/$name.timeline.csv" "$t"
-  run "$name" views VPMM_VIEW_MIN_SIZE=64M -- --log-remaps --dump "$t"
+  run "$name" remap VPMM_VIEW_MIN_SIZE=off -- --log-remaps --dump "$t"
+  run "$name" views VPMM_VIEW_MIN_SIZE=16M -- --log-remaps --dump "$t"
   run "$name" exact VPMM_REMAP_SLACK=exact -- --log-remaps --dump "$t"
+  run "$name" policies -- --summary --policy views,remap,exact "$t"
   run "$name" pagehandles -- --max-handle-size 1p --dump "$t"
   run "$name" unlimited -- --max-handle-size unlimited --dump "$t"
   run "$name" wholepages -- --large-rounding 1p --dump "$t"

@@ -90,14 +90,12 @@ class Pool final {
   void set_pressure_callback(vpmm_pressure_fn fn, void* user);
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
-  // Sharing memory with other processes (Sharer, docs/ipc.md): an export of
-  // the allocations holding ptrs, or of a tag.
+  // Sharing memory with other processes (Sharer, sharer.hpp says what each
+  // does; docs/ipc.md). prepare_export, import_memory and close_import run
+  // their driver calls without the mutex.
   vpmm_status export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                             const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id);
   vpmm_status close_export(const char* call, uint64_t id);
-  // Does now, for every handle of tag's active allocations, what an export
-  // of it would pay the driver for (vpmm_pool_prepare_export); the driver
-  // calls run without the pool's mutex. *n_handles: the handles prepared.
   vpmm_status prepare_export(const char* call, const char* tag, uint64_t* n_handles);
   vpmm_status import_memory(const char* call, const ImportRequest& req, const std::shared_ptr<ImportChannel>& ch,
                             uint64_t* id, std::vector<uint64_t>* entry_ptrs);

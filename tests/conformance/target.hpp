@@ -30,7 +30,7 @@ namespace conformance {
 struct Target {
   const char* name;          // the command-line name: "host", "host+fault", "cuda"
   int32_t kind;              // VPMM_BACKEND_* the registry makes it from
-  bool fault_wrapped;        // wrapped in backend/fault's FaultBackend, no fault armed
+  bool fault_wrapped;        // wrapped in tests/support's FaultBackend, no fault armed
   bool strict;               // see above
   bool cpu_addressable;      // see above
   // Facts the backend must report (0 / nullptr: not checked).

@@ -734,7 +734,7 @@ TEST("threads: concurrent create/map/event/release on one backend") {
 }
 
 // ---- fault injection (fault-wrapped targets) ---------------------------------------
-// The documented failure reporting of backend/fault: the Nth call of a kind
+// The documented failure reporting of tests/support/fault_backend.hpp: the Nth call of a kind
 // fails with the planned status and the message "fault injection: KIND call
 // #N ...", never reaches the inner backend, and leaves every counter as it
 // was; with nothing armed the wrapper is invisible (every case above).

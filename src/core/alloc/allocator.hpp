@@ -5,7 +5,9 @@
 //   Phase 1  best fit on the caller's stream, then the smallest completed
 //            region of another stream (no synchronisation at all)
 //   views    a large request no free region fits may take the free handles
-//            where they lie, mapped at a VA of its own (view_alloc.hpp)
+//            where they lie, mapped at a VA of its own (view_alloc.hpp): a
+//            placement chosen by option (view_min_size), kept off by the
+//            view gate under churn (view_gate.hpp)
 //   Phase 2  take a hole, harvest free regions into it by remapping whole
 //            handles (caller's stream first, then others oldest first, with a
 //            GPU-side wait for pending foreign events), create only the

@@ -12,7 +12,7 @@ namespace {
 
 // One line per built-in policy. "default" is the allocator's own path.
 const PlacementEntry kBuiltIn[] = {
-    {"default", nullptr, "phases 0-2: best fit, then remapping within the remap slack (and views)"},
+    {"default", nullptr, "phases 0-2: best fit, then views for large requests (view_min_size), then remapping within the remap slack"},
 };
 
 std::mutex& registry_mu() {

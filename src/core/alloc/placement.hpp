@@ -4,7 +4,9 @@
 //
 // The default placement is phases 0-2 (Phase 0 reaps zombies, Phase 1 best
 // fit, Phase 2 remaps within the remap slack, views for large requests): the
-// allocator's own path, which runs when no policy is chosen. A policy is
+// allocator's own path, which runs when no policy is chosen. Views are the
+// allocator's own placement for Phase 1's large misses, chosen by
+// view_min_size (ViewAllocator, view_alloc.hpp). A policy is
 // consulted before it: it sees every page-level request and free of the pool
 // in order (size, stream, kind, tag and flags, sequence numbers and region
 // ids, so lifetimes can be known), may serve a request from memory it

@@ -1,4 +1,4 @@
-// PinnedCache (see backup.hpp). Pure C++: pinned and pageable memory both
+// PinnedCache (see pinned_cache.hpp). Pure C++: pinned and pageable memory both
 // come from the backend, which makes the system and driver calls.
 #include "core/pause/stores/pinned_cache.hpp"
 
