@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "patterns.hpp"
 #include "pool_inspect.hpp"
 #include "test_backend.hpp"
 #include "vpmm.h"
@@ -51,9 +52,7 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
 inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags,
                            vpmm_stream s = nullptr, vpmm_status* st = nullptr,
                            vpmm_reservation* reservation = nullptr) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  vpmm_alloc_attrs a = sized<vpmm_alloc_attrs>();
   a.tag = tag;
   a.flags = flags;
   a.reservation = reservation;
@@ -67,18 +66,6 @@ inline uint64_t chunk_offset(vpmm_pool* p, void* ptr) {
   for (const vpmm_region_info& r : regions(p))
     if (r.va == reinterpret_cast<uint64_t>(ptr)) return r.chunk_offset;
   return UINT64_MAX;
-}
-
-// Deterministic pattern keyed by a seed: a moved page shows the wrong bytes.
-inline void fill(void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i) b[i] = seed * 0x9E3779B97F4A7C15ull ^ i;
-}
-inline bool verify(const void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<const uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i)
-    if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
-  return true;
 }
 
 // Name of the vpmm_stats field at 8-byte word i (for readable diffs).
