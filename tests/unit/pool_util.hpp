@@ -5,8 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,18 @@ struct HostPoolSpec {
   uint64_t large_rounding = 0;  // 0 = whole pages
   double remap_slack = 0;       // 0 = the default; negative = page-exact
   uint64_t view_min_size = 0;   // 0 = the default (or VPMM_VIEW_MIN_SIZE)
+  uint64_t memory_limit = 0;    // bytes; 0 = none (or VPMM_MEMORY_LIMIT)
+  // Ignore the VPMM_* environment (vpmm_config_init_defaults): for the tests
+  // whose pool must be exactly this one whatever the caller's shell sets.
+  bool defaults_only = false;
 };
 
 inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   vpmm_config c;
-  vpmm_config_init(&c);
+  if (s.defaults_only)
+    vpmm_config_init_defaults(&c);
+  else
+    vpmm_config_init(&c);
   c.page_size = s.page;
   c.va_size = s.va_pages * s.page;
   c.initial_pages = s.initial_pages;
@@ -41,9 +49,13 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   c.large_rounding = s.large_rounding;
   c.remap_slack = s.remap_slack;
   if (s.view_min_size) c.view_min_size = s.view_min_size;
+  if (s.memory_limit) c.memory_limit = s.memory_limit;
   use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
-  if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;
+  if (vpmm_pool_create(&c, &p) != VPMM_OK) {
+    std::printf("  pool create: %s\n", vpmm_last_error());  // the log says why the test has no pool
+    return nullptr;
+  }
   return p;
 }
 

@@ -18,20 +18,18 @@ namespace {
 
 constexpr uint64_t kPage = 64 << 10;
 
+// Page-exact (remap_slack -1: what moves is what the tests say), no small
+// objects unless asked for, the environment ignored.
 vpmm_pool* host_pool(uint64_t limit_pages = 0, uint64_t small_size = 1, uint64_t view_min_pages = 0) {
-  vpmm_config c;
-  vpmm_config_init_defaults(&c);
-  c.backend = VPMM_BACKEND_HOST;
-  c.page_size = kPage;
-  c.va_size = 512 * kPage;
-  c.host_capacity = 64ull << 20;
-  c.memory_limit = limit_pages * kPage;
-  c.small_size = small_size;
-  c.remap_slack = -1;  // page-exact: what moves is what the tests say
-  if (view_min_pages) c.view_min_size = view_min_pages * kPage;
-  vpmm_pool* p = nullptr;
-  if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
-  return p;
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.memory_limit = limit_pages * kPage;
+  s.small_size = small_size;
+  s.remap_slack = -1;
+  s.view_min_size = view_min_pages * kPage;
+  s.defaults_only = true;
+  return vt::make_host_pool(s);
 }
 
 // A host "kernel": writes its block when its (held) stream is released.
