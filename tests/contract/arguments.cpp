@@ -86,41 +86,43 @@ TEST("size 0, sizes that overflow when rounded, and sizes beyond VA or capacity"
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
+namespace {
+// A struct as a caller compiled against a newer header has it: the
+// library's fields, then 64 bytes the library must neither read nor write.
+// Every byte starts as `fill`; struct_size is the whole.
+template <class T>
+struct Longer {
+  T s;
+  unsigned char tail[64];
+  explicit Longer(unsigned char fill) {
+    std::memset(&s, fill, sizeof s);
+    std::memset(tail, fill, sizeof tail);
+    s.struct_size = sizeof *this;
+  }
+  bool tail_is(unsigned char fill) const {
+    for (unsigned char t : tail)
+      if (t != fill) return false;
+    return true;
+  }
+};
+}  // namespace
+
 TEST("row 32: a struct_size larger than the library's is accepted; bytes beyond it are untouched") {
-  // A caller compiled against a newer header: its structs are longer.
-  struct BigConfig {
-    vpmm_config c;
-    unsigned char tail[64];
-  } bc;
-  std::memset(&bc, 0, sizeof bc);
-  bc.c = suite_pool().config();
-  bc.c.struct_size = sizeof bc;
+  Longer<vpmm_config> bc(0);
+  bc.s = suite_pool().config();
+  bc.s.struct_size = sizeof bc;
   vpmm_pool* p = nullptr;
-  EXPECT_STATUS(vpmm_pool_create(&bc.c, &p), VPMM_OK, "");
+  EXPECT_STATUS(vpmm_pool_create(&bc.s, &p), VPMM_OK, "");
   if (!p) return;
-  struct BigStats {
-    vpmm_stats s;
-    unsigned char tail[64];
-  } bs;
-  std::memset(&bs, 0xab, sizeof bs);
-  bs.s.struct_size = sizeof bs;
+  Longer<vpmm_stats> bs(0xab);
   EXPECT_STATUS(vpmm_pool_stats(p, &bs.s), VPMM_OK, "");
   CHECK_EQ(bs.s.struct_size, uint32_t(sizeof bs));  // kept as the caller set it
   CHECK_EQ(bs.s.page_size, kPage);
-  bool tail_untouched = true;
-  for (unsigned char t : bs.tail) tail_untouched = tail_untouched && t == 0xab;
-  CHECK(tail_untouched);
-  struct BigConfigOut {
-    vpmm_config c;
-    unsigned char tail[64];
-  } bo;
-  std::memset(&bo, 0xcd, sizeof bo);
-  bo.c.struct_size = sizeof bo;
-  EXPECT_STATUS(vpmm_pool_get_config(p, &bo.c), VPMM_OK, "");
-  CHECK_EQ(bo.c.page_size, kPage);
-  tail_untouched = true;
-  for (unsigned char t : bo.tail) tail_untouched = tail_untouched && t == 0xcd;
-  CHECK(tail_untouched);
+  CHECK(bs.tail_is(0xab));
+  Longer<vpmm_config> bo(0xcd);
+  EXPECT_STATUS(vpmm_pool_get_config(p, &bo.s), VPMM_OK, "");
+  CHECK_EQ(bo.s.page_size, kPage);
+  CHECK(bo.tail_is(0xcd));
   CHECK_OK(vpmm_pool_destroy(p));
 }
 

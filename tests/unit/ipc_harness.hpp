@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "patterns.hpp"
+#include "pool_inspect.hpp"
 #include "vpmm.h"
 
 namespace vt {
@@ -41,23 +43,9 @@ inline vpmm_pool* ipc_host_pool(bool exportable, int device = 0, uint64_t large_
   return vpmm_pool_create(&c, &p) == VPMM_OK ? p : nullptr;
 }
 
-// Test bytes: seed-determined words, written and checked.
-inline void fill(void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i) b[i] = seed * 0x9E3779B97F4A7C15ull ^ i;
-}
-inline bool verify(const void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<const uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i)
-    if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
-  return true;
-}
-
 // A tagged allocation with a host backup (pausable, exportable whole).
 inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  vpmm_alloc_attrs a = sized<vpmm_alloc_attrs>();
   a.tag = tag;
   a.flags = VPMM_ALLOC_HOST_BACKUP;
   void* out = nullptr;
@@ -65,19 +53,9 @@ inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag) {
 }
 
 inline vpmm_ipc_entry entry_of(const vpmm_import* imp, size_t i = 0) {
-  vpmm_ipc_entry e;
-  std::memset(&e, 0, sizeof e);
-  e.struct_size = sizeof e;
+  vpmm_ipc_entry e = sized<vpmm_ipc_entry>();
   vpmm_import_entry(imp, i, &e);
   return e;
-}
-
-inline vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
-  vpmm_ipc_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  vpmm_pool_ipc_stats(p, &s);
-  return s;
 }
 
 inline int32_t export_state(const vpmm_export* ex, uint32_t* importers = nullptr) {

@@ -1,6 +1,7 @@
 // Reading a pool through the public API only, shared by the host-backend
-// unit tests (pool_util.hpp) and the GPU tests (tests/gpu/gpu_util.cuh):
-// statistics, the region dump and the layout in the seed's notation.
+// unit tests (pool_util.hpp), the sharing tests (ipc_harness.hpp) and the
+// GPU tests (tests/gpu/gpu_util.cuh): statistics (the pool's and its
+// sharing's), the region dump and the layout in the seed's notation.
 #pragma once
 
 #include <cstring>
@@ -11,20 +12,32 @@
 
 namespace vt {
 
+// A growable public struct zeroed, with its struct_size set: what every
+// call that reads or fills one expects of its caller.
+template <class T>
+T sized() {
+  T s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  return s;
+}
+
 inline vpmm_stats stats(vpmm_pool* p) {
-  vpmm_stats st;
-  std::memset(&st, 0, sizeof st);
-  st.struct_size = sizeof st;
+  vpmm_stats st = sized<vpmm_stats>();
   vpmm_pool_stats(p, &st);
   return st;
+}
+
+inline vpmm_ipc_stats ipc_stats(vpmm_pool* p) {
+  vpmm_ipc_stats s = sized<vpmm_ipc_stats>();
+  vpmm_pool_ipc_stats(p, &s);
+  return s;
 }
 
 // A vpmm_pool_dump buffer of n records, each with its struct_size set (the
 // library reads buf[0]'s as the stride).
 inline std::vector<vpmm_region_info> region_buffer(size_t n) {
-  vpmm_region_info proto{};
-  proto.struct_size = sizeof proto;
-  return std::vector<vpmm_region_info>(n, proto);
+  return std::vector<vpmm_region_info>(n, sized<vpmm_region_info>());
 }
 
 inline std::vector<vpmm_region_info> regions(vpmm_pool* p) {

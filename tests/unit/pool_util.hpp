@@ -5,11 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "patterns.hpp"
 #include "pool_inspect.hpp"
 #include "test_backend.hpp"
 #include "vpmm.h"
@@ -26,11 +28,18 @@ struct HostPoolSpec {
   uint64_t large_rounding = 0;  // 0 = whole pages
   double remap_slack = 0;       // 0 = the default; negative = page-exact
   uint64_t view_min_size = 0;   // 0 = the default (or VPMM_VIEW_MIN_SIZE)
+  uint64_t memory_limit = 0;    // bytes; 0 = none (or VPMM_MEMORY_LIMIT)
+  // Ignore the VPMM_* environment (vpmm_config_init_defaults): for the tests
+  // whose pool must be exactly this one whatever the caller's shell sets.
+  bool defaults_only = false;
 };
 
 inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   vpmm_config c;
-  vpmm_config_init(&c);
+  if (s.defaults_only)
+    vpmm_config_init_defaults(&c);
+  else
+    vpmm_config_init(&c);
   c.page_size = s.page;
   c.va_size = s.va_pages * s.page;
   c.initial_pages = s.initial_pages;
@@ -40,9 +49,13 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   c.large_rounding = s.large_rounding;
   c.remap_slack = s.remap_slack;
   if (s.view_min_size) c.view_min_size = s.view_min_size;
+  if (s.memory_limit) c.memory_limit = s.memory_limit;
   use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
-  if (vpmm_pool_create(&c, &p) != VPMM_OK) return nullptr;
+  if (vpmm_pool_create(&c, &p) != VPMM_OK) {
+    std::printf("  pool create: %s\n", vpmm_last_error());  // the log says why the test has no pool
+    return nullptr;
+  }
   return p;
 }
 
@@ -51,9 +64,7 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
 inline void* malloc_tagged(vpmm_pool* p, uint64_t size, const char* tag, uint32_t flags,
                            vpmm_stream s = nullptr, vpmm_status* st = nullptr,
                            vpmm_reservation* reservation = nullptr) {
-  vpmm_alloc_attrs a;
-  std::memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
+  vpmm_alloc_attrs a = sized<vpmm_alloc_attrs>();
   a.tag = tag;
   a.flags = flags;
   a.reservation = reservation;
@@ -67,18 +78,6 @@ inline uint64_t chunk_offset(vpmm_pool* p, void* ptr) {
   for (const vpmm_region_info& r : regions(p))
     if (r.va == reinterpret_cast<uint64_t>(ptr)) return r.chunk_offset;
   return UINT64_MAX;
-}
-
-// Deterministic pattern keyed by a seed: a moved page shows the wrong bytes.
-inline void fill(void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i) b[i] = seed * 0x9E3779B97F4A7C15ull ^ i;
-}
-inline bool verify(const void* p, uint64_t n, uint64_t seed) {
-  auto* b = static_cast<const uint64_t*>(p);
-  for (uint64_t i = 0; i < n / 8; ++i)
-    if (b[i] != (seed * 0x9E3779B97F4A7C15ull ^ i)) return false;
-  return true;
 }
 
 // Name of the vpmm_stats field at 8-byte word i (for readable diffs).

@@ -111,16 +111,15 @@ bool is_symlink(const std::string& path) {
   return lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
 }
 
+// 64 MiB of host memory in kPage pages, the environment ignored (the tests
+// set VPMM_BACKUP_DIR themselves where they mean to).
 vpmm_pool* host_pool() {
-  vpmm_config c;
-  vpmm_config_init_defaults(&c);
-  c.backend = VPMM_BACKEND_HOST;
-  c.page_size = kPage;
-  c.va_size = 512 * kPage;
-  c.host_capacity = 64ull << 20;
-  vpmm_pool* p = nullptr;
-  if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
-  return p;
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.capacity = 64ull << 20;
+  s.defaults_only = true;
+  return vt::make_host_pool(s);
 }
 
 void* disk_alloc(vpmm_pool* p, uint64_t bytes, const std::string& dir, vpmm_status* st = nullptr,

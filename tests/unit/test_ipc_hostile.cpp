@@ -313,6 +313,20 @@ vpmm_status hand_over(Child& h, const vpmm_export* ex, bool import) {
   return static_cast<vpmm_status>(r0);
 }
 
+// A hostile process, handed the export (and importing it with
+// `hostile_imports`, else only receiving it), and an honest importer beside
+// it, for the tests of what the honest one still reads.
+struct Watched {
+  Child hostile;
+  Child honest;
+};
+Watched hostile_and_honest(const vpmm_export* ex, bool hostile_imports) {
+  Watched w{vt::spawn_child("--hostile"), vt::spawn_child("--hostile")};
+  CHECK_EQ(hand_over(w.hostile, ex, hostile_imports), VPMM_OK);
+  CHECK_EQ(hand_over(w.honest, ex, true), VPMM_OK);
+  return w;
+}
+
 int64_t attack(Child& h, char op, int64_t targets, int64_t b = 0) {
   int64_t r0 = -1, r1 = -1;
   h.ask(op, targets, b, &r0, &r1);
@@ -424,10 +438,7 @@ TEST("2: an importer cannot resize a host handle: no SIGBUS in the exporter's pa
 TEST("3: an importer cannot write the state word: FREED stays FREED for the exporter and every importer") {
   isolated([] {
     Exported e;
-    Child hostile = vt::spawn_child("--hostile");
-    Child honest = vt::spawn_child("--hostile");
-    CHECK_EQ(hand_over(hostile, e.ex, false), VPMM_OK);
-    CHECK_EQ(hand_over(honest, e.ex, true), VPMM_OK);
+    auto [hostile, honest] = hostile_and_honest(e.ex, /*hostile_imports=*/false);
     CHECK_OK(vpmm_pool_free(e.pool, e.p, nullptr));
     CHECK_EQ(export_state(e.ex), VPMM_EXPORT_FREED);
     CHECK_EQ(attack(hostile, 'A', kPage), 0);  // no write reached the status page
@@ -581,10 +592,7 @@ TEST("hostile: every attack on every descriptor, with and without an import of i
 TEST("hostile: all attacks in turn while an honest importer watches: it reads only what the exporter published") {
   isolated([] {
     Exported e;
-    Child hostile = vt::spawn_child("--hostile");
-    Child honest = vt::spawn_child("--hostile");
-    CHECK_EQ(hand_over(hostile, e.ex, true), VPMM_OK);
-    CHECK_EQ(hand_over(honest, e.ex, true), VPMM_OK);
+    auto [hostile, honest] = hostile_and_honest(e.ex, /*hostile_imports=*/true);
     for (char op : {'T', 'G', 'H', 'A', 'S', 'L', 'F', 'M'}) {
       attack(hostile, op, kPage | kCounter);
       CHECK_EQ(import_state(honest, 0), VPMM_EXPORT_ACTIVE);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "check.hpp"
@@ -18,20 +19,18 @@ namespace {
 
 constexpr uint64_t kPage = 64 << 10;
 
+// Page-exact (remap_slack -1: what moves is what the tests say), no small
+// objects unless asked for, the environment ignored.
 vpmm_pool* host_pool(uint64_t limit_pages = 0, uint64_t small_size = 1, uint64_t view_min_pages = 0) {
-  vpmm_config c;
-  vpmm_config_init_defaults(&c);
-  c.backend = VPMM_BACKEND_HOST;
-  c.page_size = kPage;
-  c.va_size = 512 * kPage;
-  c.host_capacity = 64ull << 20;
-  c.memory_limit = limit_pages * kPage;
-  c.small_size = small_size;
-  c.remap_slack = -1;  // page-exact: what moves is what the tests say
-  if (view_min_pages) c.view_min_size = view_min_pages * kPage;
-  vpmm_pool* p = nullptr;
-  if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
-  return p;
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.memory_limit = limit_pages * kPage;
+  s.small_size = small_size;
+  s.remap_slack = -1;
+  s.view_min_size = view_min_pages * kPage;
+  s.defaults_only = true;
+  return vt::make_host_pool(s);
 }
 
 // A host "kernel": writes its block when its (held) stream is released.
@@ -104,6 +103,51 @@ void* take_plain(vpmm_pool* p, uint64_t bytes, vpmm_stream s) {
   return vpmm_pool_malloc(p, bytes, s, &out) == VPMM_OK ? out : nullptr;
 }
 
+// The setting of the span and view cases of item 9: A's pending pages lie in
+// two pieces, x and y (two pages each, taken on A) around a live `wall` page,
+// with a live `end` page after y; x and y are freed on A while A (held) has
+// a late 0x5a stamp pending on each. B and C are streams of the pool too.
+struct SplitPending {
+  vpmm_pool* p;
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  void* wall = nullptr;
+  void* end = nullptr;
+  Stamp lx{nullptr, 2 * kPage, 0x5a}, ly{nullptr, 2 * kPage, 0x5a};
+
+  explicit SplitPending(vpmm_pool* pool) : p(pool) {
+    CHECK_OK(vpmm_pool_stream_create(p, &a));
+    CHECK_OK(vpmm_pool_stream_create(p, &b));
+    CHECK_OK(vpmm_pool_stream_create(p, &c));
+    void* x = take_plain(p, 2 * kPage, a);
+    wall = take_plain(p, kPage, a);
+    void* y = take_plain(p, 2 * kPage, a);
+    end = take_plain(p, kPage, a);
+    CHECK(x && wall && y && end);
+    lx.block = x;
+    ly.block = y;
+    CHECK_OK(vpmm_host_stream_hold(a));
+    CHECK_OK(vpmm_host_stream_launch(a, stamp, &lx));
+    CHECK_OK(vpmm_host_stream_launch(a, stamp, &ly));
+    CHECK_OK(vpmm_pool_free(p, x, a));
+    CHECK_OK(vpmm_pool_free(p, y, a));
+  }
+  // A's late stamps run; C's work, launched before, has run too.
+  void release_a() {
+    CHECK_OK(vpmm_host_stream_release(a));
+    CHECK_OK(vpmm_host_stream_synchronize(a));
+    CHECK_OK(vpmm_host_stream_synchronize(c));
+  }
+  // Frees the test's blocks and the two live pages, checks the pool, and
+  // destroys the streams and the pool.
+  void finish(std::initializer_list<void*> mine) {
+    for (void* q : mine) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+    for (void* q : {wall, end}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+    CHECK_OK(vpmm_pool_check(p));
+    for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_pool_stream_destroy(p, s));
+    CHECK_OK(vpmm_pool_destroy(p));
+  }
+};
+
 }  // namespace
 
 TEST("35.9: memory freed on A with A's work pending, reused on A, freed on B is not C's until A's work ran") {
@@ -116,87 +160,44 @@ TEST("35.9: memory freed on A with A's work pending, reused on A, freed on B is 
 TEST("35.9: the same through a Phase 2 span built on A's pending pages") {
   vpmm_pool* p = host_pool();
   CHECK(p != nullptr);
-  // A's pending 4 pages lie in two pieces around a live page: the 4-page
-  // malloc on A remaps them into one span (Phase 2, no wait on its own stream).
-  auto take_span = [](vpmm_pool* pool, uint64_t bytes, vpmm_stream s) -> void* {
-    (void)bytes;
-    void* out = nullptr;
-    return vpmm_pool_malloc(pool, 4 * kPage, s, &out) == VPMM_OK ? out : nullptr;
-  };
-  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
-  CHECK_OK(vpmm_pool_stream_create(p, &a));
-  CHECK_OK(vpmm_pool_stream_create(p, &b));
-  CHECK_OK(vpmm_pool_stream_create(p, &c));
-  void* x = take_plain(p, 2 * kPage, a);
-  void* wall = take_plain(p, kPage, a);
-  void* y = take_plain(p, 2 * kPage, a);
-  void* end = take_plain(p, kPage, a);
-  CHECK(x && wall && y && end);
-  Stamp lx{x, 2 * kPage, 0x5a}, ly{y, 2 * kPage, 0x5a};
-  CHECK_OK(vpmm_host_stream_hold(a));
-  CHECK_OK(vpmm_host_stream_launch(a, stamp, &lx));
-  CHECK_OK(vpmm_host_stream_launch(a, stamp, &ly));
-  CHECK_OK(vpmm_pool_free(p, x, a));
-  CHECK_OK(vpmm_pool_free(p, y, a));
+  SplitPending t(p);
+  // The 4-page malloc on A remaps A's two pending pieces into one span
+  // (Phase 2, no wait on its own stream).
   vpmm_stats before = vt::stats(p);
-  void* span = take_span(p, 4 * kPage, a);
+  void* span = take_plain(p, 4 * kPage, t.a);
   CHECK(span != nullptr);
   CHECK(vt::stats(p).n_defrag > before.n_defrag);  // the pages moved into one span
-  CHECK_OK(vpmm_pool_free(p, span, b));
-  void* mine = take_plain(p, 4 * kPage, c);
+  CHECK_OK(vpmm_pool_free(p, span, t.b));
+  void* mine = take_plain(p, 4 * kPage, t.c);
   CHECK(mine != nullptr);
   Fill f{mine, 4 * kPage, 3};
-  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f));
-  run_unless_waiting(c);
-  CHECK_OK(vpmm_host_stream_release(a));
-  CHECK_OK(vpmm_host_stream_synchronize(a));
-  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK_OK(vpmm_host_stream_launch(t.c, fill_on_stream, &f));
+  run_unless_waiting(t.c);
+  t.release_a();
   CHECK(vt::verify(mine, 4 * kPage, 3));
-  for (void* q : {mine, wall, end}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
-  CHECK_OK(vpmm_pool_check(p));
-  for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_pool_stream_destroy(p, s));
-  CHECK_OK(vpmm_pool_destroy(p));
+  t.finish({mine});
 }
 
 TEST("35.9: the same through a view assembled from A's pending pages") {
   vpmm_pool* p = host_pool(0, 1, /*view_min_pages=*/4);
   CHECK(p != nullptr);
-  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
-  CHECK_OK(vpmm_pool_stream_create(p, &a));
-  CHECK_OK(vpmm_pool_stream_create(p, &b));
-  CHECK_OK(vpmm_pool_stream_create(p, &c));
-  void* x = take_plain(p, 2 * kPage, a);
-  void* wall = take_plain(p, kPage, a);
-  void* y = take_plain(p, 2 * kPage, a);
-  void* end = take_plain(p, kPage, a);
-  CHECK(x && wall && y && end);
-  Stamp lx{x, 2 * kPage, 0x5a}, ly{y, 2 * kPage, 0x5a};
-  CHECK_OK(vpmm_host_stream_hold(a));
-  CHECK_OK(vpmm_host_stream_launch(a, stamp, &lx));
-  CHECK_OK(vpmm_host_stream_launch(a, stamp, &ly));
-  CHECK_OK(vpmm_pool_free(p, x, a));
-  CHECK_OK(vpmm_pool_free(p, y, a));
+  SplitPending t(p);
   vpmm_stats before = vt::stats(p);
-  void* view = take_plain(p, 4 * kPage, a);  // A's pending pages, where they lie
+  void* view = take_plain(p, 4 * kPage, t.a);  // A's pending pages, where they lie
   CHECK(view != nullptr);
   CHECK_EQ(vt::stats(p).n_view_malloc, before.n_view_malloc + 1);
-  CHECK_OK(vpmm_pool_free(p, view, b));
-  void* m1 = take_plain(p, 2 * kPage, c);
-  void* m2 = take_plain(p, 2 * kPage, c);
+  CHECK_OK(vpmm_pool_free(p, view, t.b));
+  void* m1 = take_plain(p, 2 * kPage, t.c);
+  void* m2 = take_plain(p, 2 * kPage, t.c);
   CHECK(m1 && m2);
   Fill f1{m1, 2 * kPage, 3}, f2{m2, 2 * kPage, 4};
-  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f1));
-  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &f2));
-  run_unless_waiting(c);
-  CHECK_OK(vpmm_host_stream_release(a));
-  CHECK_OK(vpmm_host_stream_synchronize(a));
-  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK_OK(vpmm_host_stream_launch(t.c, fill_on_stream, &f1));
+  CHECK_OK(vpmm_host_stream_launch(t.c, fill_on_stream, &f2));
+  run_unless_waiting(t.c);
+  t.release_a();
   CHECK(vt::verify(m1, 2 * kPage, 3));
   CHECK(vt::verify(m2, 2 * kPage, 4));
-  for (void* q : {m1, m2, wall, end}) CHECK_OK(vpmm_pool_free(p, q, nullptr));
-  CHECK_OK(vpmm_pool_check(p));
-  for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_pool_stream_destroy(p, s));
-  CHECK_OK(vpmm_pool_destroy(p));
+  t.finish({m1, m2});
 }
 
 TEST("35.9: a free on the allocating stream adds no wait (the cross-stream fix costs nothing there)") {
