@@ -47,7 +47,7 @@ PY_ENV=(env VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH
 # ------------------------------------------------------------------ 1. the RL client
 RL=1
 if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-  "${PY_ENV[@]}" boxed 140 python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" > "$OUT/rl.log" 2>&1
+  boxed 140 "${PY_ENV[@]}" python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" > "$OUT/rl.log" 2>&1
   RL=$?
   say "rl_sync_client: exit $RL"
   grep -E "ready|^round|^model|^median|identical|^target|Error|error" "$OUT/rl.log" | cut -c1-600 | tee -a "$SUM"
@@ -69,7 +69,7 @@ grep -E "^  (export sent|device free|100 updates)" "$OUT/gpu.log" | tee -a "$SUM
 # ------------------------------------------------------------------ 4. PyTorch cases
 TORCH=1
 if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-  "${PY_ENV[@]}" boxed 120 python3 tests/gpu/test_torch_ipc.py > "$OUT/torch.log" 2>&1
+  boxed 120 "${PY_ENV[@]}" python3 tests/gpu/test_torch_ipc.py > "$OUT/torch.log" 2>&1
   TORCH=$?
   say "test_torch_ipc.py: exit $TORCH: $(tail -1 "$OUT/torch.log")"
   grep -E "^(ok|FAIL) |PROBE " "$OUT/torch.log" | cut -c1-400 | tee -a "$SUM"
