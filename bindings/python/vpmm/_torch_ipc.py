@@ -149,11 +149,22 @@ def _sweep_locked(force: bool = True) -> None:
             state, importers, imports = "closed", 0, 1
         if state != "active" or (imports > 0 and importers == 0):
             del _sent[key]
-            try:
-                s.export.close()
-            except Exception:
-                pass
+            _close_quietly(s)
     _swept_at = len(_sent)
+
+
+def _still_active(s: "_Sent") -> bool:
+    try:
+        return s.export._state()[0] == "active"
+    except Exception:
+        return False
+
+
+def _close_quietly(s: "_Sent") -> None:
+    try:
+        s.export.close()
+    except Exception:
+        pass
 
 
 def share(tensor: _torch.Tensor) -> SharedTensor:
@@ -172,6 +183,14 @@ def share(tensor: _torch.Tensor) -> SharedTensor:
     with _lock:
         _sweep_locked(force=False)
         s = _sent.get((dev, base))
+        if s is not None and not _still_active(s):
+            # Its allocation was paused (or the export closed) since: the
+            # unforced sweep may not have looked yet, and a receiver could
+            # not import the old export any more. A new one, of the memory
+            # as it is now.
+            del _sent[(dev, base)]
+            _close_quietly(s)
+            s = None
         if s is None:
             s = _sent[(dev, base)] = _Sent(pool.export(base))
         storage = tensor.untyped_storage()
