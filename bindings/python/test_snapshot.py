@@ -342,6 +342,52 @@ class TorchFacade(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
 
 
+class TorchShare(unittest.TestCase):
+    """vpmm.torch.share against the stand-in torch: a tensor shared, its tag
+    paused and resumed, shared again: the second share must be a live export
+    of the memory as it is now, not the first one (ended by the pause), which
+    a receiver could no longer import (seen on the GPU before the fix)."""
+
+    def test_share_after_pause_resume_is_a_live_export(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write(FAKE_TORCH)
+            script = textwrap.dedent("""
+                import types, torch, vpmm, vpmm.torch as vt
+                from vpmm import _torch_ipc
+                vt.use_as_allocator()
+                A = torch.cuda.memory.current
+                with vt.pool("weights", host_backup=True):
+                    w = A.malloc(8 << 20)
+                class Tensor:  # what share() reads of a tensor
+                    is_cuda = True
+                    device = types.SimpleNamespace(index=0)
+                    dtype = "torch.float32"
+                    shape = (2 << 20,)
+                    def data_ptr(self): return w
+                    def untyped_storage(self): return self
+                    def stride(self): return (1,)
+                t = Tensor()
+                def live():
+                    (s,) = _torch_ipc._sent.values()
+                    return s.export._state()[0]
+                first = vt.share(t)
+                assert live() == "active", live()
+                assert vt.share(t).handle.descriptor == first.handle.descriptor, "one export while it lasts"
+                assert vt.pause("weights") and vt.resume("weights")
+                again = vt.share(t)
+                assert live() == "active", "the export sent after the resume is " + live()
+                assert again.handle.descriptor != first.handle.descriptor
+                vt.release_shared()
+                print("ok")
+            """)
+            env = dict(os.environ, VPMM_EXPORTABLE="1",
+                       PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]))
+            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("ok", r.stdout)
+
 # Just what vpmm.torch calls with use_as_allocator(), and a "tensor
 # allocator" for the test: the pluggable allocator's own functions, loaded
 # from the library and names vpmm.torch gave it, as PyTorch would call them.
