@@ -415,6 +415,44 @@ TEST("35.6: the free and the destroy remove only the files the pool made") {
   CHECK_EQ(read_file(fb), std::string("someone else's too"));
 }
 
+TEST("35.6: a small allocation's backup file goes with its last block, though the slab stays cached") {
+  // A small tagged allocation lives in a slab; the pool keeps an empty slab
+  // cached. Its backup (the blocks' bytes) must not outlive the blocks: the
+  // file is removed at the free, and a file moved away is emptied.
+  for (int moved = 0; moved < 2; ++moved) {
+    TempDir t;
+    vpmm_pool* p = host_pool();
+    CHECK(p != nullptr);
+    void* a = disk_alloc(p, 3000, t.path, nullptr, "s");
+    CHECK(a != nullptr);
+    if (!a) break;
+    vt::fill(a, 3000, 7);
+    CHECK_OK(vpmm_pool_pause(p, "s"));
+    CHECK_OK(vpmm_pool_resume(p, "s"));
+    CHECK(vt::verify(a, 3000, 7));
+    const std::string f = only_file(t.path);
+    CHECK(!f.empty());
+    if (moved) CHECK_EQ(rename(f.c_str(), t.sub("moved").c_str()), 0);
+    CHECK_OK(vpmm_pool_free(p, a, nullptr));
+    CHECK(backup_files(t.path).empty());
+    if (moved) CHECK_EQ(read_file(t.sub("moved")), std::string());
+    CHECK_EQ(vt::stats(p).backup_disk_bytes, 0u);
+    // The cached slab serves and pauses again, with a file of its own.
+    void* b = disk_alloc(p, 3000, t.path, nullptr, "s");
+    CHECK(b != nullptr);
+    if (b) {
+      vt::fill(b, 3000, 8);
+      CHECK_OK(vpmm_pool_pause(p, "s"));
+      CHECK_EQ(backup_files(t.path).size(), size_t(1));
+      CHECK_OK(vpmm_pool_resume(p, "s"));
+      CHECK(vt::verify(b, 3000, 8));
+      CHECK_OK(vpmm_pool_free(p, b, nullptr));
+    }
+    CHECK(backup_files(t.path).empty());
+    CHECK_OK(vpmm_pool_destroy(p));
+  }
+}
+
 TEST("35.6: a backup file removed by someone else: the pool's descriptor still holds the bytes") {
   TempDir t;
   vpmm_pool* p = host_pool();

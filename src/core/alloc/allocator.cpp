@@ -300,6 +300,14 @@ void Allocator::return_slab_pages(uint64_t va, Stream s, bool paused) {
   }
 }
 
+void Allocator::slab_emptied(uint64_t va) {
+  // A tagged slab's backup holds the freed blocks' bytes: a disk file would
+  // keep them in the user's directory while the slab waits in the cache.
+  // The next pause of the slab, once it serves again, makes a new one.
+  RegionIt r = m_.find(va);
+  if (r != m_.end() && r->second.backup) st_.drop_backup(r->second);
+}
+
 bool Allocator::release_cached_slabs() {
   if (small_->empty_bytes_if_settled() == 0) return false;
   small_->release_empty_slabs();

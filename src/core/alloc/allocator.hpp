@@ -109,6 +109,7 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   uint64_t page_size() const override { return opt_.page_size; }
   vpmm_status take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, RegionIt* out) override;
   void return_slab_pages(uint64_t va, Stream s, bool paused) override;
+  void slab_emptied(uint64_t va) override;
   vpmm_status record_event(Stream s, EventRef* out) override { return st_.record_event(s, out); }
   vpmm_status query(const EventRef& ev, bool* done) override { return st_.query(ev, done); }
   void wait(const EventRef& ev) override { st_.wait(ev); }

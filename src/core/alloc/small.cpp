@@ -256,6 +256,7 @@ void SmallAllocator::on_empty(Slab* slab) {
     retire_slab(slab);
     return;
   }
+  pages_.slab_emptied(slab->va);
   // Keep one empty slab per stream, the most recent: alloc/free loops reuse
   // it without touching the page level, and the cache stays bounded.
   Slab*& cached = cached_empty_[slab->stream];

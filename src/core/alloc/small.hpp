@@ -41,6 +41,10 @@ class SlabSource {
   virtual vpmm_status take_slab_pages(uint64_t bytes, Stream s, const Attrs& a, RegionIt* out) = 0;
   // Gives a slab's region back: freed on stream s, or dropped when paused.
   virtual void return_slab_pages(uint64_t va, Stream s, bool paused) = 0;
+  // Every block of the slab at va was freed while it stays cached: what
+  // spoke for their bytes (a backup, a disk file most of all) goes now, not
+  // when the slab is given back (a trim, the pool's end).
+  virtual void slab_emptied(uint64_t va) = 0;
   virtual vpmm_status record_event(Stream s, EventRef* out) = 0;  // counted in the pool's stats
   virtual vpmm_status query(const EventRef& ev, bool* done) = 0;
   virtual void wait(const EventRef& ev) = 0;  // the CPU blocks until ev completed
