@@ -195,7 +195,10 @@ vpmm_status PoolState::create_handles(uint64_t bytes, uint64_t max_handle, std::
     max_handle = std::min(max_handle, std::max<uint64_t>(opt_.page_size, cap / opt_.page_size * opt_.page_size));
   max_handle = std::min(max_handle, std::max<uint64_t>(bytes, 1));
   std::vector<Mapping> hs;
-  hs.reserve(bytes / max_handle + 1);
+  // Bounded: a request far beyond the device (views grow in page handles)
+  // fails at the driver's first refusal, not in a host allocation of one
+  // entry per page it would have needed.
+  hs.reserve(std::min<uint64_t>(bytes / max_handle + 1, 4096));
   uint64_t left = bytes;
   while (left) {
     uint64_t sz = std::min(left, max_handle);
