@@ -256,7 +256,8 @@ void SmallAllocator::on_empty(Slab* slab) {
     retire_slab(slab);
     return;
   }
-  pages_.slab_emptied(slab->va);
+  // Only a tagged slab can have a backup: untagged frees stay off the map.
+  if (slab->attrs.tag) pages_.slab_emptied(slab->va);
   // Keep one empty slab per stream, the most recent: alloc/free loops reuse
   // it without touching the page level, and the cache stays bounded.
   Slab*& cached = cached_empty_[slab->stream];
