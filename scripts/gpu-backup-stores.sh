@@ -69,27 +69,10 @@ fi
 if (( ! BUILD_OK )) && [ ! -f "$BUILD/build.ninja" ]; then
   # Without meson: the library, the GPU test and the benchmark by hand.
   PLAIN=1
-  echo "plain build (no usable meson)" >> "$OUT/build.log"
   BUILD=$BUILD-plain
-  mkdir -p "$BUILD/obj" "$BUILD/include" "$BUILD/gen/backend" "$BUILD/tests/gpu" "$BUILD/bench"
-  babs=$(cd "$BUILD" && pwd)
-  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
-    > "$BUILD/gen/backend/backend_entries.h"
-  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
-  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
-  IFS=. read -r vmaj vmin vpat <<<"$ver"
-  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
-      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
-      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
-  CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
-        -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
   ok=1
-  for f in src/api/*.cpp src/common/*.cpp $(find src/config src/core -name "*.cpp" | sort) src/ipc/*.cpp src/backend/*.cpp \
-           src/backend/host/*.cpp src/backend/cuda/cuda_backend.cpp src/backend/cuda/cuda_driver.cpp; do
-    g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
-  done
-  g++ -shared -o "$BUILD/libvpmm.so.1" -Wl,-soname,libvpmm.so.1 "$BUILD"/obj/*.o -ldl -pthread \
-      -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
+  plain_build_lib || ok=0
+  babs=$BABS
   NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90 -Iinclude -I"$BUILD/include"
       -I"$CUDA_HOME/include" -L"$babs" -l:libvpmm.so.1 -Xlinker -rpath -Xlinker "$babs")
   nvcc "${NV[@]}" tests/gpu/test_gpu_backup_stores.cu -o "$BUILD/tests/gpu/test_gpu_backup_stores" \

@@ -32,3 +32,35 @@ gpu_meson_setup() {
       > "$OUT/build.log" 2>&1
   fi
 }
+# plain_build_lib: without meson, libvpmm itself by hand into $BUILD
+# (libvpmm.so.1 with its soname, libvpmm.so beside it): the registry's entry
+# list as src/backend/meson.build writes it (AUTO order), vpmm_version.h as
+# meson's configure_file writes it (the version of project() and
+# vpmm_abi_version, read from meson.build, their only home), every library
+# source. Logs to $OUT/build.log; sets BABS (the absolute $BUILD). Status 0
+# when everything compiled and linked. The caller builds its own programs.
+plain_build_lib() {
+  echo "plain build (no usable meson)" >> "$OUT/build.log"
+  mkdir -p "$BUILD/obj" "$BUILD/include" "$BUILD/gen/backend" "$BUILD/tests/gpu" "$BUILD/bench"
+  BABS=$(cd "$BUILD" && pwd)
+  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
+    > "$BUILD/gen/backend/backend_entries.h"
+  local ver abi vmaj vmin vpat ok=1 f
+  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
+  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
+  IFS=. read -r vmaj vmin vpat <<<"$ver"
+  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
+      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
+      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
+  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
+              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
+  for f in src/api/*.cpp src/common/*.cpp $(find src/config src/core -name "*.cpp" | sort) src/ipc/*.cpp \
+           src/backend/*.cpp src/backend/host/*.cpp src/backend/cuda/cuda_backend.cpp \
+           src/backend/cuda/cuda_driver.cpp src/hooks/*.cpp; do
+    g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
+  done
+  g++ -shared -o "$BUILD/libvpmm.so.1" "$BUILD"/obj/*.o -ldl -pthread -Wl,-soname,libvpmm.so.1 \
+      -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
+  ln -sf libvpmm.so.1 "$BUILD/libvpmm.so"
+  (( ok ))
+}

@@ -11,29 +11,9 @@ export PATH="$CUDA_HOME/bin:$PATH"
 
 # ------------------------------------------------------------------ build
 plain_build() {
-  echo "plain build (no usable meson)" >> "$OUT/build.log"
-  mkdir -p "$BUILD/tests/gpu" "$BUILD/tests" "$BUILD/bench" "$BUILD/obj" "$BUILD/include" "$BUILD/gen/backend"
-  local babs; babs=$(cd "$BUILD" && pwd)
-  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
-    > "$BUILD/gen/backend/backend_entries.h"
-  local ver abi vmaj vmin vpat
-  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
-  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
-  IFS=. read -r vmaj vmin vpat <<<"$ver"
-  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
-      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
-      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
-  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
-              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
-  local ok=1 f
-  for f in src/api/*.cpp src/common/*.cpp $(find src/config src/core -name "*.cpp" | sort) src/ipc/*.cpp src/backend/*.cpp \
-           src/backend/host/*.cpp src/backend/cuda/cuda_backend.cpp \
-           src/backend/cuda/cuda_driver.cpp src/hooks/*.cpp; do
-    g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
-  done
-  g++ -shared -o "$BUILD/libvpmm.so.1" "$BUILD"/obj/*.o -ldl -pthread -Wl,-soname,libvpmm.so.1 \
-      -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
-  ln -sf libvpmm.so.1 "$BUILD/libvpmm.so"
+  local ok=1 f babs
+  plain_build_lib || ok=0
+  babs=$BABS
   for f in test_ipc test_ipc_hostile; do
     g++ -std=c++17 -O2 -Iinclude -I"$BUILD/include" -Itests/unit "tests/unit/$f.cpp" -o "$BUILD/tests/$f" \
         -L"$babs" -lvpmm -Wl,-rpath,"$babs" -pthread >> "$OUT/build.log" 2>&1 || ok=0

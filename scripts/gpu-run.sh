@@ -110,32 +110,10 @@ CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
 export PATH="$CUDA_HOME/bin:$PATH"
 plain_build() {
   # Without meson: the library, the GPU tests and bench_vpmm by hand.
-  echo "plain build (no usable meson)" >> "$OUT/build.log"
   PLAIN=1
-  mkdir -p "$BUILD/tests/gpu" "$BUILD/bench" "$BUILD/obj" "$BUILD/include" "$BUILD/gen/backend"
-  local babs; babs=$(cd "$BUILD" && pwd)
-  # The registry's entry list, as src/backend/meson.build writes it (AUTO order).
-  printf 'VPMM_BACKEND_ENTRY(kCudaBackendEntry)\nVPMM_BACKEND_ENTRY(kHostBackendEntry)\n' \
-    > "$BUILD/gen/backend/backend_entries.h"
-  # vpmm_version.h as meson's configure_file writes it: the version of
-  # project() and vpmm_abi_version, both read from meson.build (their only home).
-  local ver abi vmaj vmin vpat
-  ver=$(sed -n "s/^  version : '\([0-9]*\.[0-9]*\.[0-9]*\)',.*/\1/p" meson.build | head -1)
-  abi=$(sed -n 's/^vpmm_abi_version = \([0-9]*\).*/\1/p' meson.build | head -1)
-  IFS=. read -r vmaj vmin vpat <<<"$ver"
-  sed -e "s/@VPMM_VERSION_MAJOR@/$vmaj/" -e "s/@VPMM_VERSION_MINOR@/$vmin/" \
-      -e "s/@VPMM_VERSION_PATCH@/$vpat/" -e "s/@VPMM_VERSION_STRING@/$ver/" \
-      -e "s/@VPMM_ABI_VERSION@/$abi/g" include/vpmm_version.h.in > "$BUILD/include/vpmm_version.h"
-  local CXXF=(-std=c++17 -O2 -g -fPIC -Iinclude -I"$BUILD/include" -Isrc -I"$BUILD/gen" -I"$CUDA_HOME/include"
-              -DVPMM_HAVE_CUDA=1 -fvisibility=hidden -pthread)
-  local ok=1 f t
-  for f in src/api/*.cpp src/common/*.cpp $(find src/config src/core -name "*.cpp" | sort) src/ipc/*.cpp src/backend/*.cpp \
-           src/backend/host/*.cpp \
-           src/backend/cuda/cuda_backend.cpp src/backend/cuda/cuda_driver.cpp; do
-    g++ "${CXXF[@]}" -c "$f" -o "$BUILD/obj/$(echo "$f" | tr / _).o" >> "$OUT/build.log" 2>&1 || ok=0
-  done
-  g++ -shared -o "$BUILD/libvpmm.so" "$BUILD"/obj/*.o -ldl -pthread \
-      -Wl,--version-script=src/api/vpmm.map >> "$OUT/build.log" 2>&1 || ok=0
+  local ok=1 t babs
+  plain_build_lib || ok=0
+  babs=$BABS
   local NV=(-std=c++17 -O2 -lineinfo -gencode arch=compute_90,code=sm_90
             -gencode arch=compute_80,code=compute_80 -Iinclude -I"$BUILD/include" -I"$CUDA_HOME/include"
             -L"$babs" -lvpmm -Xlinker -rpath -Xlinker "$babs")

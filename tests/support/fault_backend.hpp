@@ -176,9 +176,8 @@ class FaultBackend final : public Backend {
   uint64_t max_handle_size() const override {
     return max_handle_set_ ? max_handle_ : inner_->max_handle_size();
   }
-  bool stream_valid(Stream s) const override { return inner_->stream_valid(s); }
-
  protected:
+  bool do_stream_valid(Stream s) const override { return inner_->stream_valid(s); }
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
   vpmm_status do_unreserve(uint64_t va, uint64_t size) override;
   vpmm_status do_create(uint64_t size, PhysHandle* out) override;

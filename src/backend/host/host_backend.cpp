@@ -132,9 +132,8 @@ class HostBackend final : public Backend {
   }
   int device() const override { return 0; }
   uint64_t max_handle_size() const override { return 0; }  // any size up to the capacity
-  bool stream_valid(Stream s) const override { return host::stream_is_valid(s); }
-
  protected:
+  bool do_stream_valid(Stream s) const override { return host::stream_is_valid(s); }
   vpmm_status do_reserve(uint64_t size, uint64_t alignment, uint64_t* va) override;
   vpmm_status do_unreserve(uint64_t va, uint64_t size) override;
   vpmm_status do_create(uint64_t size, PhysHandle* out) override;

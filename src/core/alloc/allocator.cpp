@@ -184,20 +184,18 @@ inline VPMM_HOT_INLINE void Allocator::finish_pages(RegionIt* rp, uint64_t bytes
     if (off != 0 && off != UINT64_MAX) r = m_.split(r, off);
   }
   if (r->second.size > bytes) m_.split(r, bytes);  // the tail keeps stream, event, id
-  Region live;
-  live.size = bytes;
-  live.kind = kind;
-  live.chunk = r->second.chunk;
-  live.stream = s;
-  live.id = st_.next_id();
-  live.requested = requested;
-  live.tag = a.tag;
-  live.flags = a.flags;
   // Memory this stream freed (or a span made of it) may still be in use by
   // work queued here before: safe for this allocation by stream order, not
   // for another stream it is freed on (free_pages).
-  if (r->second.stream == s) live.seq = r->second.seq;
-  m_.retag(r, live);
+  const uint64_t seq = r->second.stream == s ? r->second.seq : 0;
+  m_.remake(r, kind, [&](Region& live) {
+    live.stream = s;
+    live.id = st_.next_id();
+    live.seq = seq;
+    live.requested = requested;
+    live.tag = a.tag;
+    live.flags = a.flags;
+  });
   note_peaks();
   // Same-stream harvests often have completed events already: unmap their old
   // VAs now so the layout after the call is final ([*X] rather than [~X]).
@@ -329,17 +327,16 @@ size_t Allocator::count_small_regions() const {
 void Allocator::free_pages(RegionIt it, Stream s) {
   if (it->second.backup) st_.drop_backup(it->second);  // retained, or a disk file
   if (s != it->second.stream) st_.order_after_alloc_stream(it->second, s);
-  Region fr;
-  fr.size = it->second.size;
-  fr.kind = Kind::Free;
-  fr.chunk = it->second.chunk;
-  fr.stream = s;
-  fr.id = st_.next_id();
-  fr.seq = ++m_.stream(s).free_seq;
   // A slab of a retired stream comes back on that stream's key, which is no
   // stream to record on: its event was recorded when the stream retired.
-  if (it->second.event && s == it->second.stream) fr.event = it->second.event;
-  m_.retag(it, fr);
+  EventRef event = s == it->second.stream ? std::move(it->second.event) : EventRef();
+  const uint64_t seq = ++m_.stream(s).free_seq;
+  m_.remake(it, Kind::Free, [&](Region& fr) {
+    fr.stream = s;
+    fr.id = st_.next_id();
+    fr.seq = seq;
+    fr.event = std::move(event);
+  });
   m_.coalesce(it);
 }
 
@@ -356,7 +353,11 @@ vpmm_status Allocator::malloc(uint64_t size, Stream s, const Attrs& a, Reservati
                 "size %" PRIu64 " overflows when rounded up to the page size %" PRIu64, size, page);
   // Tagged memory owns whole pages (a pause releases exactly its handles).
   const uint64_t unit = a.tag ? page : opt_.large_rounding;
-  const uint64_t bytes = small ? small_charge(size) : (size + unit - 1) / unit * unit;
+  // Both units are powers of two but for an odd page size; a mask saves the
+  // 64-bit division (~1 ns of the 2 MiB alloc+free pair, bench/host_hot_path.c).
+  const uint64_t bytes = small                 ? small_charge(size)
+                         : (unit & (unit - 1)) ? (size + unit - 1) / unit * unit
+                                               : (size + unit - 1) & ~(unit - 1);
   vpmm_status st = cap_.admit(bytes, res);
   if (st != VPMM_OK) return st;
   const uint64_t defrags = c_.n_defrag;

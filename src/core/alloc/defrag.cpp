@@ -106,13 +106,7 @@ size_t Defrag::reap_completed_zombies(LockWindow* window, size_t budget) {
     }
     RegionIt z = m_.find(j.va);
     if (end < j.va + z->second.size) m_.split(z, end - j.va);
-    z = m_.find(j.va);
-    Region hole;
-    hole.size = z->second.size;
-    hole.kind = Kind::Hole;
-    hole.chunk = z->second.chunk;
-    m_.erase(z);
-    m_.coalesce(m_.insert(j.va, hole));
+    m_.make_hole(m_.find(j.va));
     ++c_.n_zombies_reaped;
   }
   return unmapped;
@@ -526,13 +520,7 @@ void Defrag::abandon(Transit* t) {
     m_.erase(m_.find(hv.lo));
     m_.coalesce(m_.insert(hv.lo, back));
   }
-  if (t->have_hole) {
-    RegionIt transit = m_.find(t->hole_va);
-    Region hole = transit->second;
-    hole.kind = Kind::Hole;
-    m_.retag(transit, hole);
-    m_.coalesce(transit);
-  }
+  if (t->have_hole) m_.make_hole(m_.find(t->hole_va));
 }
 
 RegionIt Defrag::commit(Transit* t) {

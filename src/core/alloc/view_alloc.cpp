@@ -56,7 +56,8 @@ struct ViewTransit {
 
 ViewAllocator::ViewAllocator(PoolState& st, const SmallAllocator& small)
     : StateRefs(st),
-      small_(small) {}
+      small_(small),
+      min_size_(opt_.view_min_size) {}
 
 uint64_t ViewAllocator::slot_offset(const std::vector<ViewSlot>& slots, size_t i) {
   uint64_t off = 0;
@@ -386,13 +387,7 @@ void ViewAllocator::abandon(ViewTransit* t) {
     m_.erase(m_.find(l->va));
     m_.coalesce(m_.insert(l->va, l->original));
   }
-  if (t->have_hole) {
-    RegionIt transit = m_.find(t->hole_va);
-    Region hole = transit->second;
-    hole.kind = Kind::Hole;
-    m_.retag(transit, hole);
-    m_.coalesce(transit);
-  }
+  if (t->have_hole) m_.make_hole(m_.find(t->hole_va));
   if (!t->fresh) {
     // Mappings already unmapped are gaps now: they were stale, nothing of
     // the view's own.

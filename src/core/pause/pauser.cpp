@@ -321,12 +321,7 @@ vpmm_status Pauser::release_free(uint64_t keep, bool wait) {
     if (hi == lo) continue;
     if (lo > it->first) it = m_.split(it, lo - it->first);
     if (hi < it->first + it->second.size) m_.split(it, hi - it->first);
-    Region hole;
-    hole.size = hi - lo;
-    hole.kind = Kind::Hole;
-    hole.chunk = it->second.chunk;
-    m_.erase(it);
-    m_.coalesce(m_.insert(lo, hole));
+    m_.make_hole(it);
     c_.bytes_trimmed += hi - lo;
   }
   return result;

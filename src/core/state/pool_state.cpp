@@ -263,13 +263,7 @@ void PoolState::drop_backup(Region& r) {
 
 void PoolState::drop_paused(RegionIt it) {
   if (it->second.backup) drop_backup(it->second);
-  Region hole;
-  hole.size = it->second.size;
-  hole.kind = Kind::Hole;
-  hole.chunk = it->second.chunk;
-  uint64_t va = it->first;
-  m_.erase(it);
-  m_.coalesce(m_.insert(va, hole));
+  m_.make_hole(it);
 }
 
 // ---------------------------------------------------------------------------
