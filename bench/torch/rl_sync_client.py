@@ -10,11 +10,14 @@ one run, alternating, the order rotated every round:
              torch.multiprocessing does with CUDA tensors);
   vpmm       the weights in vpmm.torch.pool("weights", host_backup=True),
              vpmm.torch.install_reductions(): the state dict travels as one
-             export (share_many) and is opened with one import;
+             export (share_many) and is opened with one import; the resume
+             (vpmm.torch.resume, in a process that has shared before)
+             prepares the re-send's exports in the background by itself;
   vpmm_prepared  the same, with vpmm.torch.prepare_share_in_background(
-             "weights") started after the model is built and after each
-             resume, so the driver's exports run while the trainer computes
-             (the time it took, and any wait for it, is reported apart);
+             "weights") also called after the model is built (and after
+             each resume), so the first send's exports too run while the
+             trainer computes (the time it took, and any wait for it, is
+             reported apart);
   vpmm_list  the same memory sent as a list of tensors (the per-tensor path:
              one export per allocation), for comparison.
 

@@ -372,14 +372,22 @@ class TorchShare(unittest.TestCase):
                 def live():
                     (s,) = _torch_ipc._sent.values()
                     return s.export._state()[0]
+                # Nothing shared yet: a resume prepares no exports.
+                assert vt.pause("weights") and vt.resume("weights")
+                assert "weights" not in vt.sharing_ahead, vt.sharing_ahead
                 first = vt.share(t)
                 assert live() == "active", live()
                 assert vt.share(t).handle.descriptor == first.handle.descriptor, "one export while it lasts"
                 assert vt.pause("weights") and vt.resume("weights")
+                # Shared before: the resume prepared the next send's exports.
+                fut = vt.sharing_ahead["weights"]
+                assert fut.result(timeout=60) >= 1, "no handle prepared"
                 again = vt.share(t)
                 assert live() == "active", "the export sent after the resume is " + live()
                 assert again.handle.descriptor != first.handle.descriptor
                 vt.release_shared()
+                assert vt.pause("weights") and vt.resume("weights", prepare_share=False)
+                assert vt.sharing_ahead["weights"] is fut, "prepare_share=False started another"
                 print("ok")
             """)
             env = dict(os.environ, VPMM_EXPORTABLE="1",

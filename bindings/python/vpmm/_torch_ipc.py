@@ -167,6 +167,17 @@ def _close_quietly(s: "_Sent") -> None:
         pass
 
 
+# The devices whose default pool this process has exported memory of
+# (share, share_many, a queue after install_reductions): vpmm.torch.resume
+# prepares their next send in the background (see there).
+_shared_devices: set = set()
+
+
+def has_shared(device: int) -> bool:
+    """Whether this process has shared memory of `device`'s default pool."""
+    return device in _shared_devices
+
+
 def share(tensor: _torch.Tensor) -> SharedTensor:
     """Make `tensor` (in a libvpmm pool: vpmm.torch.use_as_allocator() or
     vpmm.torch.pool(), with an exportable default pool: VPMM_EXPORTABLE=1)
@@ -193,6 +204,7 @@ def share(tensor: _torch.Tensor) -> SharedTensor:
             s = None
         if s is None:
             s = _sent[(dev, base)] = _Sent(pool.export(base))
+            _shared_devices.add(dev)
         storage = tensor.untyped_storage()
         s.storages[storage.data_ptr()] = storage
         h = s.export.handle()
@@ -226,6 +238,7 @@ def share_many(tensors: Sequence[_torch.Tensor]) -> SharedTensors:
     with _lock:
         _sweep_locked()
         export = pool.export_many(ptrs)
+        _shared_devices.add(dev)
         s = _Sent(export)
         for t in tensors:
             if t.numel():

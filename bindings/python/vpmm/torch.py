@@ -47,8 +47,8 @@ except ImportError as _e:  # the binding itself needs no framework
         f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
 
 from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
-from ._torch_ipc import (SharedTensor, SharedTensors, close, current, install_reductions, open, open_many,
-                         opened, owns, release_shared, share, share_many)
+from ._torch_ipc import (SharedTensor, SharedTensors, close, current, has_shared, install_reductions, open,
+                         open_many, opened, owns, release_shared, share, share_many)
 from ._torch_history import dump_snapshot, memory_snapshot, record_memory_history
 from . import _torch_history
 from .errors import InvalidArgument
@@ -59,7 +59,7 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
            # sharing tensors with other processes (docs/ipc.md)
            "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
            "current", "release_shared", "install_reductions", "owns", "prepare_share",
-           "prepare_share_in_background",
+           "prepare_share_in_background", "sharing_ahead",
            # memory history and snapshots in PyTorch's format (docs/python.md)
            "record_memory_history", "memory_snapshot", "dump_snapshot"]
 
@@ -285,12 +285,31 @@ def pause(tag: Optional[str] = None, device: Any = None, unchanged: bool = False
     return default_pool(device).pause(tag, unchanged=unchanged)
 
 
-def resume(tag: Optional[str] = None, device: Any = None) -> bool:
+def resume(tag: Optional[str] = None, device: Any = None, prepare_share: Optional[bool] = None) -> bool:
     """Resume the paused allocations with `tag` (None: all) at their
     addresses, restoring host backups. Returns True if something was
     resumed. On :class:`vpmm.OutOfMemory` what was not resumed stays paused
-    with its backup intact: free memory and call again."""
-    return default_pool(device).resume(tag)
+    with its backup intact: free memory and call again.
+
+    A pause ends the exports of what it pauses, so the next send of the
+    resumed tensors exports their handles again (~75 us each on CUDA). When
+    this process has shared memory of the device's pool before
+    (:func:`share`, :func:`share_many`, a queue after
+    :func:`install_reductions`), or prepare_share is True, the resume starts
+    :func:`prepare_share_in_background` for `tag`: the exports run while the
+    caller trains, and the weight sync after it finds them done (measured on
+    an RL weight sync: docs/ipc.md). prepare_share=False never does. The
+    Future is kept in :data:`sharing_ahead` under the tag."""
+    idx = _device_index(device)
+    resumed = default_pool(idx).resume(tag)
+    if resumed and (prepare_share or (prepare_share is None and has_shared(idx))):
+        sharing_ahead[tag] = prepare_share_in_background(tag, idx)
+    return resumed
+
+
+#: The Futures of the background export preparations started by
+#: :func:`resume`, by tag (the latest one per tag).
+sharing_ahead: Dict[Optional[str], "Future[int]"] = {}
 
 
 def prepare_backups(tag: Optional[str] = None, device: Any = None) -> int:
