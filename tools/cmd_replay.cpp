@@ -35,6 +35,7 @@
 #include "snapshot.hpp"
 #include "trace.hpp"
 #include "vpmm.h"
+#include "vpmm_host_streams.h"  // --lag holds host streams
 
 namespace vcli {
 namespace {
@@ -385,6 +386,13 @@ class TraceReplay {
     }
     get_config(pool_, &eff_);
     page_ = eff_.page_size;
+    if (o_.lag && std::strcmp(vpmm_pool_backend_name(pool_), "host") != 0) {
+      // Holding a stream is the host backend's: a GPU's lag is its own.
+      std::fprintf(stderr, "vpmm replay: %s: --lag needs the host backend (this pool is on %s)\n", path_.c_str(),
+                   vpmm_pool_backend_name(pool_));
+      rc_ = 1;
+      return true;
+    }
     // Trace stream k > 0 is a stream of the pool's backend; 0 is the default.
     streams_[0] = nullptr;
     for (int s : sum_.streams) {
@@ -418,6 +426,11 @@ class TraceReplay {
   // The report (the peaks table alone with --summary), the expectations,
   // --release-all and --dump, then the streams and the pool closed.
   int finish(PolicyRow* row) {
+    std::string err;
+    if (!release_lag_streams(true, &err)) {
+      std::fprintf(stderr, "vpmm replay: %s: %s\n", path_.c_str(), err.c_str());
+      rc_ = 1;
+    }
     end_ = stats_of(pool_);
     layout_ = layout_of(pool_);
     if (row) fill_row(row);
@@ -454,7 +467,9 @@ class TraceReplay {
       return false;
     };
     h.free = [this](const vtrace::TraceOp& op, void* p, uint64_t, std::string* e) {
-      vpmm_status s = vpmm_pool_free(pool_, p, streams_.at(op.stream));
+      vpmm_stream on = streams_.at(op.stream);
+      if (o_.lag && op.lag > 0 && !lag_stream(op.lag, &on, e)) return false;
+      vpmm_status s = vpmm_pool_free(pool_, p, on);
       if (s == VPMM_OK) return true;
       *e = "free " + trace_.ids[op.id] + " on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
       return false;
@@ -472,6 +487,8 @@ class TraceReplay {
   // After op `done`: the half-way figures, --log-remaps, --check, the
   // timeline row and --verbose's line.
   bool after_op(size_t done, const vtrace::TraceOp& op, std::string* e) {
+    done_ = done;
+    if (!release_lag_streams(false, e)) return false;
     // The pool's work up to the middle of the trace: what it does in the
     // second half tells whether a loop reaches a steady state (a training
     // loop whose shapes were all seen in the first half should remap little
@@ -487,6 +504,51 @@ class TraceReplay {
     }
     if (timeline_) write_row(done);
     if (o_.verbose) print_op(done, op);
+    return true;
+  }
+
+  // --lag: the held host stream a late-completed free goes on, kept held
+  // until `lag` ops from now. Streams are reused once released; one still
+  // held is shared (its hold extended) past kMaxLagStreams.
+  static constexpr size_t kMaxLagStreams = 16;
+  struct LagStream {
+    vpmm_stream stream = nullptr;
+    size_t release_at = 0;  // op count after which it is released; 0: not held
+  };
+  bool lag_stream(uint32_t lag, vpmm_stream* out, std::string* e) {
+    const size_t until = done_ + 1 + lag;  // this free is op done_ + 1
+    LagStream* pick = nullptr;
+    for (LagStream& l : lag_streams_)
+      if (l.release_at == 0) { pick = &l; break; }
+    if (!pick && lag_streams_.size() < kMaxLagStreams) {
+      LagStream l;
+      vpmm_status s = vpmm_pool_stream_create(pool_, &l.stream);
+      if (s != VPMM_OK) return *e = "--lag: cannot create a stream: " + status_msg(s), false;
+      lag_streams_.push_back(l);
+      pick = &lag_streams_.back();
+    }
+    if (!pick) {
+      // All held: the one released last takes it too, held until both end.
+      pick = &*std::max_element(lag_streams_.begin(), lag_streams_.end(),
+                                [](const LagStream& a, const LagStream& b) { return a.release_at < b.release_at; });
+      pick->release_at = std::max(pick->release_at, until);
+    } else {
+      vpmm_status s = vpmm_host_stream_hold(pick->stream);
+      if (s != VPMM_OK) return *e = "--lag: cannot hold a host stream: " + status_msg(s), false;
+      pick->release_at = until;
+    }
+    ++n_lagged_;
+    *out = pick->stream;
+    return true;
+  }
+  // Releases the lag streams whose time has come (all: at the end).
+  bool release_lag_streams(bool all, std::string* e) {
+    for (LagStream& l : lag_streams_) {
+      if (l.release_at == 0 || (!all && l.release_at > done_)) continue;
+      vpmm_status s = vpmm_host_stream_release(l.stream);
+      if (s != VPMM_OK) return *e = "--lag: cannot release a host stream: " + status_msg(s), false;
+      l.release_at = 0;
+    }
     return true;
   }
 
@@ -594,6 +656,10 @@ class TraceReplay {
     print_remapping(s, at_half_, res_.peak_requested);
     std::printf("  layout            %s\n", layout_.c_str());
     if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
+    if (o_.lag)
+      std::printf("  lag (--lag)       %" PRIu64 " frees held pending on host streams until PyTorch completed them "
+                  "(%" PRIu64 " completed late in the snapshot)\n",
+                  n_lagged_, in_.snapshot ? in_.facts.lagged_frees : 0);
     print_peaks(path_, in_.snapshot, in_.facts, s.peak_mapped_bytes, res_.peak_requested, false);
   }
 
@@ -663,6 +729,11 @@ class TraceReplay {
   // The streams, then the pool.
   void close() {
     vpmm_status st;
+    for (const LagStream& l : lag_streams_)
+      if ((st = vpmm_pool_stream_destroy(pool_, l.stream)) != VPMM_OK) {
+        std::fprintf(stderr, "vpmm replay: %s: destroying a --lag stream: %s\n", path_.c_str(), status_msg(st).c_str());
+        rc_ = 1;
+      }
     for (auto& kv : streams_) {
       if (kv.first == 0) continue;
       if ((st = vpmm_pool_stream_destroy(pool_, kv.second)) != VPMM_OK) {
@@ -687,6 +758,9 @@ class TraceReplay {
   std::FILE* timeline_;
   vpmm_pool* pool_ = nullptr;
   vpmm_config eff_{};
+  size_t done_ = 0;  // ops done so far
+  std::vector<LagStream> lag_streams_;
+  uint64_t n_lagged_ = 0;  // frees --lag held
   uint64_t page_ = 0;
   std::map<int, vpmm_stream> streams_;
   vtrace::ReplayResult res_;

@@ -61,6 +61,11 @@ const char* const kReplayHelp =
     "  --verbose                 print every op with the layout after it\n"
     "  --log-remaps              print a line for every op that remapped pages or grew the pool:\n"
     "                            its size, what it moved and created, the free memory before it\n"
+    "  --lag                     snapshots, host backend: a block PyTorch freed only some events\n"
+    "                            after the program let go of it (memory another stream still\n"
+    "                            used: record_stream) is freed at the request on a held host\n"
+    "                            stream, pending until its completion event, as a GPU behind\n"
+    "                            the CPU keeps it (docs/trace-format.md)\n"
     "  --quiet                   print nothing but errors\n"
     "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
     "                            requested), one per trace\n"
@@ -110,6 +115,7 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
   if (n == "--summary") return o.summary = true, 0;
   if (n == "--verbose") return o.verbose = true, 0;
   if (n == "--log-remaps") return o.log_remaps = true, 0;
+  if (n == "--lag") return o.lag = true, 0;
   if (n == "--release-all") return o.release_all = true, 0;
   if (!a.take_value()) return usage_error(n + " wants a value");
   const std::string& val = a.value;

@@ -34,6 +34,7 @@ struct ReplayOpts {
   bool dump = false, check = false, quiet = false, verbose = false;
   bool summary = false;  // only the comparison table (and errors)
   bool log_remaps = false;  // a line per op that remapped or grew the pool
+  bool lag = false;  // snapshots, host backend: frees PyTorch completed late stay pending that long
   bool expect_layout_set = false;
   std::string expect_layout;
   bool expect_mapped_set = false;

@@ -177,6 +177,7 @@ class Converter {
     int32_t stream = 0;
     uint32_t id = 0;
     uint64_t size = 0;
+    size_t free_op = 0;  // kFreeRequested: the index of its free in trace_.ops
   };
   std::unordered_map<int64_t, Block> blocks_;
   uint64_t serial_ = 0;
@@ -253,10 +254,18 @@ bool Converter::on_free(bool completed, int64_t addr, int64_t size, int32_t stre
       trace_.ops.push_back(free_op(b.id, b.stream, line));
       ++facts_.frees;
       b.state = completed ? Block::kGone : Block::kFreeRequested;
+      b.free_op = trace_.ops.size() - 1;
       return add(&allocated_, -static_cast<int64_t>(b.size));
     case Block::kFreeRequested:
       if (completed) {
         b.state = Block::kGone;  // the usual completion: already freed at the request
+        // Completed after other ops: PyTorch held the block for another
+        // stream's work (record_stream). The free op says how long.
+        const size_t after = trace_.ops.size() - 1 - b.free_op;
+        if (after > 0) {
+          trace_.ops[b.free_op].lag = static_cast<uint32_t>(std::min<size_t>(after, UINT32_MAX));
+          ++facts_.lagged_frees;
+        }
         return true;
       }
       ++facts_.repairs;  // a second request for the same block: nothing to free

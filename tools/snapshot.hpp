@@ -66,6 +66,7 @@ struct SnapshotFacts {
   uint64_t events = 0;   // trace events of the device
   uint64_t allocs = 0;   // mallocs made of 'alloc' events
   uint64_t frees = 0;    // frees made of 'free_requested' (or lone 'free_completed') events
+  uint64_t lagged_frees = 0;  // of them, completed only after later events (TraceOp::lag)
   uint64_t prelive_from_frees = 0;     // freed in the trace, allocated before it
   uint64_t prelive_from_segments = 0;  // active at dump time, never mentioned by the trace
   uint64_t prelive_bytes = 0;          // their sizes, all live at the start

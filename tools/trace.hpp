@@ -34,6 +34,11 @@ struct TraceOp {
   uint32_t id = 0;        // malloc/free: dense index of the ID token (Trace::ids)
   uint32_t line = 0;      // 1-based line in the source, for messages
   uint64_t size = 0;      // malloc: bytes, or pages when in_pages; free/sync: 0
+  // free of a snapshot: how many ops later PyTorch completed it (its
+  // 'free_completed' came after other events: memory another stream still
+  // used, record_stream); 0 = at once. `vpmm replay --lag` keeps the memory
+  // pending that long; nothing else reads it.
+  uint32_t lag = 0;
 };
 
 enum class TraceFormat : uint8_t { kNative, kRmmCsv };

@@ -26,6 +26,10 @@ ap.add_argument("--d", type=int, default=1024)
 ap.add_argument("--experts", type=int, default=8)
 ap.add_argument("--label", default="")
 ap.add_argument("--per-step", action="store_true", help="print each step's time and pool work (stderr)")
+ap.add_argument("--record", metavar="PATH",
+                help="record the allocation history of the whole run and dump it to PATH (a PyTorch-format "
+                     "snapshot, gzip if PATH ends in .gz): PyTorch's recorder under its allocators, "
+                     "vpmm.torch's under libvpmm (the sequence libvpmm saw live, for `vpmm replay`)")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -38,6 +42,12 @@ vocab = 32000
 model = moe.MoE(vocab=vocab, d=args.d, layers=args.layers, experts=args.experts).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
+if args.record:
+    if args.alloc == "vpmm":
+        import vpmm.torch as vt  # noqa: E402
+        vt.record_memory_history(max_entries=2_000_000)
+    else:
+        torch.cuda.memory._record_memory_history(max_entries=2_000_000)
 result = steps.timed_cycles(args.alloc, args.cycles, moe.SHAPES,
                             lambda b, q: moe.train_step(model, opt, b, q, vocab, gen), args.per_step)
 peak, cur = held()
@@ -46,5 +56,14 @@ out = {"client": "hard", "alloc": args.alloc, "label": args.label or args.alloc,
        "peak_bytes": peak, "peak_gib": round(peak / 2**30, 3), "live_peak_gib": round(live_peak / 2**30, 3),
        "peak_over_live": round(peak / live_peak, 4) if live_peak else None, "held_bytes": cur,
        **result, **work}
+if args.record:
+    if args.alloc == "vpmm":
+        vt.dump_snapshot(args.record)
+    else:
+        import gzip  # noqa: E402
+        import pickle  # noqa: E402
+        with (gzip.open if args.record.endswith(".gz") else open)(args.record, "wb") as f:
+            pickle.dump(torch.cuda.memory._snapshot(), f)
+    out["recorded"] = args.record
 print(json.dumps(out))
 sys.stdout.flush()
