@@ -138,7 +138,8 @@ inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Str
   }
   views_.note(bytes, kind, a, r != m_.end());
   if (r == m_.end() && view_va && views_.wanted(bytes, kind, a)) {
-    vpmm_status st = views_.malloc(bytes, s, requested, a, window, view_va, ops);
+    vpmm_status st = views_.malloc(bytes, s, requested, a, window, view_va, ops,
+                                   [&] { return defrag_.planned_handle_ops(bytes, s, exact, *ops); });
     if (st == VPMM_OK) {
       *out = m_.end();
       return VPMM_OK;

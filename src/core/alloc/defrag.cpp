@@ -565,6 +565,25 @@ RegionIt Defrag::commit(Transit* t) {
   return res;
 }
 
+size_t Defrag::planned_handle_ops(uint64_t bytes, Stream s, bool exact, size_t handle_ops) {
+  Transit t;
+  t.bytes = bytes;
+  t.stream = s;
+  t.exact = exact;
+  if (!exact && opt_.max_handle_size == 0)
+    t.max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, handle_ops),
+                                   (bytes + opt_.page_size - 1) / opt_.page_size);
+  plan_with_slack(&t);
+  size_t created = 0;
+  if (t.plan.shortfall) {
+    // Growth past the limit: this Phase 2 would fail where a view may not.
+    if (!st_.growth_fits(t.plan.shortfall)) return SIZE_MAX;
+    const uint64_t h = std::max<uint64_t>(opt_.page_size, st_.growth_handle_size(t.plan.shortfall, exact));
+    created = (t.plan.shortfall + h - 1) / h;
+  }
+  return 2 * t.plan.moved_handles + 2 * created;
+}
+
 vpmm_status Defrag::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
                              LockWindow* window, RegionIt* out, size_t* handle_ops) {
   if (merges && merge_completed_straddles(merges)) return kRetryPhase1;

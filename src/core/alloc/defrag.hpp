@@ -68,6 +68,11 @@ class Defrag : private StateRefs {
   // handles this call mapped.
   vpmm_status defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
                          LockWindow* window, RegionIt* out, size_t* handle_ops);
+  // The handle operations of the Phase 2 that defragment would plan now for
+  // `bytes` on stream s, without doing it: a moved handle is mapped at the
+  // span and unmapped at its old VA, a created one created and mapped (the
+  // ViewAllocator weighs a view's refill against it).
+  size_t planned_handle_ops(uint64_t bytes, Stream s, bool exact, size_t handle_ops);
   // Merges adjacent completed free regions of different streams that
   // straddle a handle (journaled when `journal` is given); true if any.
   bool merge_completed_straddles(std::vector<MergeUndo>* journal);

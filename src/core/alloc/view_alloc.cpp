@@ -465,12 +465,20 @@ void ViewAllocator::commit(ViewTransit* t, const Attrs& a, uint64_t requested) {
 }
 
 vpmm_status ViewAllocator::malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
-                              uint64_t* out, size_t* handle_ops) {
+                              uint64_t* out, size_t* handle_ops, const std::function<size_t()>& phase2_ops) {
   ViewTransit t;
   t.bytes = bytes;
   t.stream = s;
   vpmm_status st = plan(&t);
-  if (st == VPMM_OK) st = wait(&t);
+  if (st != VPMM_OK) return st;
+  if (!t.fresh && phase2_ops) {
+    // A reused view's refill: its stale slots unmapped, replacements mapped,
+    // grown pages created and mapped at home.
+    const size_t refill = t.maps.size() + t.unmaps.size() + 2 * t.grown.size();
+    const size_t p2 = phase2_ops();
+    if (p2 < SIZE_MAX / kRefillOverPhase2 && refill > kRefillOverPhase2 * p2) return kDecline;
+  }
+  st = wait(&t);
   if (st != VPMM_OK) return st;
   claim(&t);
   const bool driver_work = t.fresh || t.shortfall || !t.maps.empty() || !t.unmaps.empty();

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,9 +68,26 @@ class ViewAllocator : private StateRefs {
   bool wanted(uint64_t bytes, Kind kind, const Attrs& a) const { return eligible(bytes, kind, a) && gate_.open(); }
   // kDecline: no view for this request, Phase 2 serves it.
   static constexpr vpmm_status kDecline = -102;
-  // Serves `bytes` on stream s from a view; *out is its address.
+  // When a view's refill loses to Phase 2. On mixture-of-experts loops the
+  // routing changes which of a view's handles the step's activations take;
+  // recorded live (bench/torch/hard_client.py --record), the 1000 MiB logits
+  // view refilled 180-690 MiB at steps where the largest free region lacked
+  // 7 MiB of the request. Declining refills over 4x Phase 2's plan took the
+  // second half's driver calls of four recordings of the hard client from
+  // 1623, 1543, 4288, 3758 to 1589, 1610, 2224, 1690 (remapped 11.5, 13.1,
+  // 40.5, 29.2% of the peak to 11.3, 13.8, 19.4, 12.2%), every other
+  // snapshot within 30 calls; 1 (any refill dearer than Phase 2) made most
+  // of them worse (3573-4069 calls): views declined at every step lose the
+  // slots they keep (docs/handles.md, "Refills weighed against Phase 2").
+  static constexpr size_t kRefillOverPhase2 = 4;
+  // Serves `bytes` on stream s from a view; *out is its address. A reused
+  // view whose refill (the slots other work took at home: unmapped, and
+  // replacements mapped) would cost more than kRefillOverPhase2 times the
+  // handle operations phase2_ops() says Phase 2 would need declines
+  // (kDecline): Phase 2 serves the request, the view stays idle for the
+  // next time its handles are free.
   vpmm_status malloc(uint64_t bytes, Stream s, uint64_t requested, const Attrs& a, LockWindow* window,
-                     uint64_t* out, size_t* handle_ops);
+                     uint64_t* out, size_t* handle_ops, const std::function<size_t()>& phase2_ops = nullptr);
   // The allocation in v is freed on stream s: its homes become free memory.
   void free(View& v, Stream s);
   // Unmaps handle h from the views that map it (before it is released).

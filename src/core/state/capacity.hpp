@@ -61,6 +61,8 @@ class Capacity {
   // OUT_OF_MEMORY when `mapped` plus what growths in flight are creating
   // plus `bytes` would pass the limit.
   vpmm_status check_growth(uint64_t mapped, uint64_t bytes) const;
+  // The same question without the failure's message (a planning guess).
+  bool growth_fits(uint64_t mapped, uint64_t bytes) const { return !limit_ || mapped + creating_ + bytes <= limit_; }
   // Bytes created (or resumed) but not yet in the region map's totals.
   void creating(uint64_t bytes) { creating_ += bytes; }
   void created(uint64_t bytes) { creating_ -= bytes; }

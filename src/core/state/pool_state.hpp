@@ -111,6 +111,7 @@ class PoolState {
   // Fails with OUT_OF_MEMORY when growing by `bytes` now (besides what
   // Phase 2s and resumes in flight are creating) would pass the memory limit.
   vpmm_status check_growth_limit(uint64_t bytes) const { return cap_.check_growth(m_.totals().mapped, bytes); }
+  bool growth_fits(uint64_t bytes) const { return cap_.growth_fits(m_.totals().mapped, bytes); }
   // Creates handles no larger than max_handle; needs no mutex (the limit is
   // the caller's to check). On failure nothing is left; handles the driver
   // refused to release go to *orphans.
