@@ -547,6 +547,13 @@ class TraceReplay {
       if (l.release_at == 0 || (!all && l.release_at > done_)) continue;
       vpmm_status s = vpmm_host_stream_release(l.stream);
       if (s != VPMM_OK) return *e = "--lag: cannot release a host stream: " + status_msg(s), false;
+      // Its events complete on the stream's worker thread: wait for them so
+      // that the next op sees them complete on every run (a replay's figures
+      // depend on the trace alone). WRONG_STATE: its work waits on a stream
+      // still held (the figures then wait with it, as on a GPU).
+      s = vpmm_host_stream_synchronize(l.stream);
+      if (s != VPMM_OK && s != VPMM_ERR_WRONG_STATE)
+        return *e = "--lag: cannot synchronize a host stream: " + status_msg(s), false;
       l.release_at = 0;
     }
     return true;

@@ -59,6 +59,11 @@ CASES = {
                              "@WORK/h.svg"], []),
     "replay_text_named_pickle": (["replay", "--backend", "host", "@WORK/junk.pickle.gz"], []),
     "replay_gzipped_text": (["replay", "--backend", "host", "@WORK/text.pickle.gz"], []),
+    # --lag: the hard client's 97 side-stream gathers, completed 52 events
+    # after their free, held pending on host streams that long, under both
+    # policies (docs/trace-format.md).
+    "replay_moe_lag_policies": (["replay", "--backend", "host", "--lag", "--policy", "views,remap",
+                                 "traces/moe_training.pickle.gz"], []),
     "replay_help": (["replay", "--help"], []),
     "help": (["help"], []),
 }
