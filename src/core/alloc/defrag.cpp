@@ -565,14 +565,23 @@ RegionIt Defrag::commit(Transit* t) {
   return res;
 }
 
+void Defrag::start(Transit* t, uint64_t bytes, Stream s, bool exact, const size_t* handle_ops) const {
+  t->bytes = bytes;
+  t->stream = s;
+  t->exact = exact;
+  // The default policy bounds a call's driver work (kHandleOpsPerCall): the
+  // request's own pages may always move, whole-region moves beyond them only
+  // within what Phase 0 left of the budget. An explicit handle size is the
+  // user's choice of handles, honoured whatever the count, and tagged spans
+  // keep their own handles (exact).
+  if (!exact && opt_.max_handle_size == 0 && handle_ops)
+    t->max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, *handle_ops),
+                                    (bytes + opt_.page_size - 1) / opt_.page_size);
+}
+
 size_t Defrag::planned_handle_ops(uint64_t bytes, Stream s, bool exact, size_t handle_ops) {
   Transit t;
-  t.bytes = bytes;
-  t.stream = s;
-  t.exact = exact;
-  if (!exact && opt_.max_handle_size == 0)
-    t.max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, handle_ops),
-                                   (bytes + opt_.page_size - 1) / opt_.page_size);
+  start(&t, bytes, s, exact, &handle_ops);
   plan_with_slack(&t);
   size_t created = 0;
   if (t.plan.shortfall) {
@@ -588,17 +597,7 @@ vpmm_status Defrag::defragment(uint64_t bytes, Stream s, bool exact, std::vector
                              LockWindow* window, RegionIt* out, size_t* handle_ops) {
   if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
   Transit t;
-  t.bytes = bytes;
-  t.stream = s;
-  t.exact = exact;
-  // The default policy bounds a call's driver work (kHandleOpsPerCall): the
-  // request's own pages may always move, whole-region moves beyond them only
-  // within what Phase 0 left of the budget. An explicit handle size is the
-  // user's choice of handles, honoured whatever the count, and tagged spans
-  // keep their own handles (exact).
-  if (!exact && opt_.max_handle_size == 0 && handle_ops)
-    t.max_moved = std::max<size_t>(kHandleOpsPerCall - std::min(kHandleOpsPerCall, *handle_ops),
-                                   (bytes + opt_.page_size - 1) / opt_.page_size);
+  start(&t, bytes, s, exact, handle_ops);
   plan_with_slack(&t);
   vpmm_status st = wait_for_harvest(&t);
   if (st == VPMM_OK) st = claim(&t);

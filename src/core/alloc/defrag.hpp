@@ -80,6 +80,9 @@ class Defrag : private StateRefs {
 
  private:
   size_t reap_completed_zombies(LockWindow* window, size_t budget);
+  // A Phase 2's request and its handle budget (`handle_ops`: the handles
+  // this call already used; null: no budget).
+  void start(Transit* t, uint64_t bytes, Stream s, bool exact, const size_t* handle_ops) const;
   struct Join;
   bool best_join(uint64_t bytes, Stream s, Join* out);
   void plan_defrag(Transit* t);

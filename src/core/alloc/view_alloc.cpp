@@ -504,14 +504,11 @@ void ViewAllocator::free(View& v, Stream s) {
   const uint64_t seq = ++m_.stream(s).free_seq;
   for (size_t k = 0; k < v.n_lent; ++k) {
     RegionIt r = m_.find(m_.primary_va_of(v.slots[k].handle));
-    Region fr;
-    fr.size = r->second.size;
-    fr.kind = Kind::Free;
-    fr.chunk = r->second.chunk;
-    fr.stream = s;
-    fr.id = st_.next_id();
-    fr.seq = seq;
-    m_.retag(r, fr);
+    m_.remake(r, Kind::Free, [&](Region& fr) {
+      fr.stream = s;
+      fr.id = st_.next_id();
+      fr.seq = seq;
+    });
     m_.coalesce(r);
   }
   v.active = false;

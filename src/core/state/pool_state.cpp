@@ -52,15 +52,10 @@ vpmm_status PoolState::init() {
   c_.handles_created += hs.size();
   RegionIt it = m_.find(va);
   if (size > bytes) m_.split(it, bytes);
-  it = m_.find(va);
-  Region fr;
-  fr.size = bytes;
-  fr.kind = Kind::Free;
-  fr.chunk = 0;
-  fr.stream = clean_stream();  // never used: any stream may take it without waiting
-  fr.id = next_id_++;
-  m_.erase(it);
-  m_.insert(va, fr);
+  m_.remake(m_.find(va), Kind::Free, [&](Region& fr) {
+    fr.stream = clean_stream();  // never used: any stream may take it without waiting
+    fr.id = next_id_++;
+  });
   note_peaks(0);
   return VPMM_OK;
 }

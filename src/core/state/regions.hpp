@@ -248,23 +248,6 @@ class RegionMap {
     remake(it, Kind::Hole, [](Region&) {});
     return coalesce(it);
   }
-  static void reset_keeping_place(Region& g, Kind kind) {
-    static_assert(sizeof(void*) != 8 || sizeof(Region) == 120, "a new Region field: reset it here too");
-    g.kind = kind;
-    g.stream = nullptr;
-    g.id = 0;
-    g.seq = 0;
-    g.event.reset();
-    g.requested = 0;
-    g.owner = nullptr;
-    g.tag = 0;
-    g.flags = 0;
-    g.was_small = false;
-    g.backup = nullptr;
-    g.res = nullptr;
-    g.charge = 0;
-    g.busy = false;
-  }
   // Changes the size of a region in place (its start stays).
   void resize(RegionIt it, uint64_t new_size);
   // Splits `it` at offset `at` (0 < at < size); returns the tail. Both halves
@@ -295,6 +278,24 @@ class RegionMap {
   uint64_t changes() const { return changes_; }
 
  private:
+  // Every field but size and chunk back to its default (remake's first step).
+  static void reset_keeping_place(Region& g, Kind kind) {
+    static_assert(sizeof(void*) != 8 || sizeof(Region) == 120, "a new Region field: reset it here too");
+    g.kind = kind;
+    g.stream = nullptr;
+    g.id = 0;
+    g.seq = 0;
+    g.event.reset();
+    g.requested = 0;
+    g.owner = nullptr;
+    g.tag = 0;
+    g.flags = 0;
+    g.was_small = false;
+    g.backup = nullptr;
+    g.res = nullptr;
+    g.charge = 0;
+    g.busy = false;
+  }
   using RegionNode = std::map<uint64_t, Region>::node_type;
   using FreeNode = FreeIndex::node_type;
   // Nodes of erased regions and free-index entries, kept for the next
