@@ -150,6 +150,8 @@ typedef struct vpmm_api {
   vpmm_status (*pool_prepare_export)(vpmm_pool* pool, const char* tag, uint64_t* n_handles);
   /* a configuration of the caller's size */
   vpmm_status (*config_init_sized)(vpmm_config* config, uint32_t struct_size, uint32_t flags);
+  /* PyTorch's record_stream for the torch hooks */
+  void (*torch_record_stream)(void* ptr, void* stream);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

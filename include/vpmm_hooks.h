@@ -50,6 +50,24 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out);
 VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream);
 VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* stream);
 
+/* PyTorch's Tensor.record_stream for the hooks above: `stream` uses the
+ * allocation at `ptr` (as vpmm_torch_malloc returned it) besides the stream
+ * it was allocated on. Given to PyTorch with the pluggable allocator's
+ * set_record_stream_fn (vpmm.torch does; without it PyTorch drops
+ * record_stream, and memory used on another stream could be handed out
+ * again on its own stream while that stream's kernels still read it).
+ * vpmm_torch_free of `ptr` then frees on the last stream recorded, t, not
+ * on the allocating stream: the pool reuses the memory on t in t's order
+ * and on other streams only once t's work queued before the free has
+ * completed, and t waits on the GPU for the allocating stream's earlier
+ * work (as any vpmm_pool_free on another stream does; the CPU never
+ * waits). A second or third recorded stream is synchronized on the CPU at
+ * the free. Recording on the allocating stream itself, or again on a
+ * stream already recorded, changes nothing; a NULL ptr is ignored. The
+ * record lasts until the free (or a new allocation at the same address).
+ * Thread safe. */
+VPMM_API void vpmm_torch_record_stream(void* ptr, void* stream);
+
 /* CuPy cupy.cuda.memory.CFunctionAllocator entry points over the default
  * pools (vpmm_default_pool(device)):
  *   CFunctionAllocator(param, vpmm_cupy_malloc, vpmm_cupy_free, owner)

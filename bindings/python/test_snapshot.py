@@ -298,6 +298,19 @@ class AugmentTorchSnapshot(unittest.TestCase):
         self.assertEqual(out["vpmm"]["devices"][0]["paused_at_dump"][0]["address"], base)
 
 
+def run_with_stand_in_torch(test, d, script, **env):
+    """Runs `script` in a new Python whose `import torch` finds FAKE_TORCH
+    (written into the folder d), with `env` added to the environment; fails
+    `test` unless it exits 0, and returns its stdout."""
+    os.makedirs(os.path.join(d, "torch"), exist_ok=True)
+    with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+        f.write(FAKE_TORCH)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]), **env)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    test.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+    return r.stdout
+
+
 class TorchFacade(unittest.TestCase):
     """vpmm.torch's record_memory_history / dump_snapshot after
     use_as_allocator(), against a stand-in torch whose pluggable allocator
@@ -306,9 +319,6 @@ class TorchFacade(unittest.TestCase):
     def test_use_as_allocator_path(self):
         tool = os.environ.get("VPMM_TOOL")
         with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "torch"))
-            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
-                f.write(FAKE_TORCH)
             out = os.path.join(d, "snap.pickle")
             script = textwrap.dedent(f"""
                 import torch, vpmm, vpmm.torch as vt
@@ -324,9 +334,7 @@ class TorchFacade(unittest.TestCase):
                 vt.record_memory_history(None)
                 print("dumped", path)
             """)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]))
-            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            run_with_stand_in_torch(self, d, script)
             with open(out, "rb") as f:
                 snap = pickle.load(f)
             check_format(self, snap)
@@ -342,6 +350,45 @@ class TorchFacade(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
 
 
+class TorchRecordStream(unittest.TestCase):
+    """Tensor.record_stream under use_as_allocator(): vpmm.torch gives the
+    pluggable allocator vpmm_torch_record_stream (the stand-in torch calls it
+    as PyTorch's recordStream would), and a tensor read on another stream
+    whose work is still queued is not handed out again on its own stream
+    before that work (host streams: a held stream's work is in flight)."""
+
+    def test_record_stream_orders_reuse(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = textwrap.dedent("""
+                import ctypes, torch, vpmm, vpmm.torch as vt
+                from vpmm import _library as L
+                vt.use_as_allocator()
+                assert vt.record_stream_supported
+                A = torch.cuda.memory.current
+                lib = L.lib
+                lib.vpmm_host_stream_synchronize.argtypes = [ctypes.c_void_p]
+                def stream():
+                    s = ctypes.c_void_p()
+                    assert lib.vpmm_host_stream_create(ctypes.byref(s)) == 0
+                    return s.value
+                own, other = stream(), stream()
+                n = 4 << 20
+                p = A.malloc(n, own)
+                assert lib.vpmm_host_stream_hold(ctypes.c_void_p(other)) == 0  # other's read of p in flight
+                A.record_stream(p, other)
+                A.free(p, n, own)
+                q = A.malloc(n, own)
+                # Reused at once only with own waiting for other's work (WRONG_STATE: other is held).
+                assert q != p or lib.vpmm_host_stream_synchronize(ctypes.c_void_p(own)) != 0, \
+                    "handed out again on its own stream, ahead of the other stream's queued work"
+                assert lib.vpmm_host_stream_release(ctypes.c_void_p(other)) == 0
+                assert lib.vpmm_host_stream_synchronize(ctypes.c_void_p(other)) == 0
+                A.free(q, n, own)
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host"))
+
+
 class TorchShare(unittest.TestCase):
     """vpmm.torch.share against the stand-in torch: a tensor shared, its tag
     paused and resumed, shared again: the second share must be a live export
@@ -350,9 +397,6 @@ class TorchShare(unittest.TestCase):
 
     def test_share_after_pause_resume_is_a_live_export(self):
         with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, "torch"))
-            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
-                f.write(FAKE_TORCH)
             script = textwrap.dedent("""
                 import types, torch, vpmm, vpmm.torch as vt
                 from vpmm import _torch_ipc
@@ -390,11 +434,7 @@ class TorchShare(unittest.TestCase):
                 assert vt.sharing_ahead["weights"] is fut, "prepare_share=False started another"
                 print("ok")
             """)
-            env = dict(os.environ, VPMM_EXPORTABLE="1",
-                       PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]))
-            r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("ok", r.stdout)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_EXPORTABLE="1"))
 
 # Just what vpmm.torch calls with use_as_allocator(), and a "tensor
 # allocator" for the test: the pluggable allocator's own functions, loaded
@@ -413,10 +453,12 @@ class _Pluggable:
         self.names = (path, malloc, free)
     def allocator(self):
         return self
-    def malloc(self, n):
-        return self._malloc(n, 0, None)
-    def free(self, p, n):
-        self._free(p, n, 0, None)
+    def malloc(self, n, stream=None):
+        return self._malloc(n, 0, stream)
+    def free(self, p, n, stream=None):
+        self._free(p, n, 0, stream)
+    def set_record_stream_fn(self, address):
+        self.record_stream = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(address)
 
 class _Memory:
     current = None

@@ -256,6 +256,7 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_export_many),
     VPMM_F_(vpmm_api, PTR, pool_prepare_export),
     VPMM_F_(vpmm_api, PTR, config_init_sized),
+    VPMM_F_(vpmm_api, PTR, torch_record_stream),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

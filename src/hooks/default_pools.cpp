@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hooks/recorded_streams.hpp"
 #include "hooks/report.hpp"
 #include "vpmm.h"
 
@@ -41,6 +42,12 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::mutex g_mu;
 vpmm_pool* g_pools[kMaxDevices] = {};
+// Tensor.record_stream, all devices (pointers are unique across them). Never
+// destroyed, like the pools: PyTorch may free tensors during exit.
+vpmm::RecordedStreams& recorded() {
+  static vpmm::RecordedStreams* r = new vpmm::RecordedStreams;
+  return *r;
+}
 
 // Whether the caller set the variable of `option`, named by the library's
 // option table. The hooks see the table through vpmm.h like a binding; the
@@ -100,6 +107,7 @@ VPMM_API void* vpmm_torch_malloc(ptrdiff_t size, int device, void* stream) {
     vpmm::report_hook_failure("vpmm_torch_malloc", st);
     return nullptr;
   }
+  recorded().forget(p);
   return p;
 }
 
@@ -107,8 +115,13 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
   (void)size;
   vpmm_pool* pool = nullptr;
   if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
-  if (vpmm_pool_free(pool, ptr, stream) != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
+  void* on = recorded().free_stream(pool, ptr, stream);
+  if (vpmm_pool_free(pool, ptr, on) != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
     std::fprintf(stderr, "libvpmm: vpmm_torch_free: %s\n", vpmm_last_error());
+}
+
+VPMM_API void vpmm_torch_record_stream(void* ptr, void* stream) {
+  if (ptr) recorded().record(ptr, stream);
 }
 
 }  // extern "C"

@@ -265,3 +265,69 @@ TEST("destroy or synchronize of a stream waiting on a held stream: WRONG_STATE, 
   CHECK_EQ(k.ran.load(), 1);  // destroy returned after the work ran
   CHECK_OK(vpmm_host_stream_destroy(b));
 }
+
+namespace {
+std::atomic<int> g_used_on_b{0};  // b's kernel ran
+std::atomic<int> g_seen_by_a{-1};  // what a's next kernel saw of it
+void use_on_b(void*) { g_used_on_b.store(1); }
+void use_on_a(void*) { g_seen_by_a.store(g_used_on_b.load()); }
+
+// PyTorch's pattern: an allocation made on `a`, read by queued work of the
+// streams in `used_on` (Tensor.record_stream of each), freed by PyTorch on
+// `a`; the next allocation of the same size on `a` and a kernel on `a`
+// using it. Whatever the pool hands out, the kernel must not run before the
+// last recorded stream's (held) work where the two allocations overlap.
+void record_stream_case(const std::vector<vpmm_stream>& used_on) {
+  vpmm_pool* dp = nullptr;
+  CHECK_OK(vpmm_default_pool(0, &dp));
+  // On a GPU machine the default pool is the device's: host streams are not its.
+  if (!dp || std::strcmp(vpmm_pool_backend_name(dp), "host") != 0) return;
+  vpmm_stream a = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&a));
+  const ptrdiff_t n = 4 << 20;
+  g_used_on_b.store(0);
+  g_seen_by_a.store(-1);
+  void* p = vpmm_torch_malloc(n, 0, a);
+  CHECK(p != nullptr);
+  vpmm_stream b = used_on.back();
+  CHECK_OK(vpmm_host_stream_hold(b));
+  CHECK_OK(vpmm_host_stream_launch(b, use_on_b, nullptr));  // b's read of p, queued
+  for (vpmm_stream s : used_on) vpmm_torch_record_stream(p, s);
+  vpmm_torch_record_stream(p, a);  // its own stream: changes nothing
+  vpmm_torch_free(p, n, 0, a);
+  void* q = vpmm_torch_malloc(n, 0, a);
+  CHECK(q != nullptr);
+  CHECK_OK(vpmm_host_stream_launch(a, use_on_a, nullptr));
+  const char* pc = static_cast<const char*>(p);
+  const char* qc = static_cast<const char*>(q);
+  const bool overlap = qc < pc + n && pc < qc + n;
+  // Reused: a's kernel waits for held b (synchronize says so instead of
+  // running it). Not reused: nothing to wait for.
+  if (overlap) CHECK_EQ(vpmm_host_stream_synchronize(a), WS);
+  CHECK_OK(vpmm_host_stream_release(b));
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  CHECK(!overlap || g_seen_by_a.load() == 1);
+  vpmm_torch_free(q, n, 0, a);
+  CHECK_OK(vpmm_pool_check(dp));
+  CHECK_OK(vpmm_pool_stream_retire(dp, a));
+  for (vpmm_stream s : used_on) CHECK_OK(vpmm_pool_stream_retire(dp, s));
+  CHECK_OK(vpmm_host_stream_destroy(a));
+}
+}  // namespace
+
+TEST("record_stream: a torch allocation read on another stream is not reused before that stream's work") {
+  vpmm_stream b = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&b));
+  record_stream_case({b});
+  CHECK_OK(vpmm_host_stream_destroy(b));
+}
+
+TEST("record_stream on two streams: the first is waited for at the free, the last orders the reuse") {
+  vpmm_stream b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&b));
+  CHECK_OK(vpmm_host_stream_create(&c));
+  record_stream_case({c, b});
+  CHECK_OK(vpmm_host_stream_destroy(c));
+  CHECK_OK(vpmm_host_stream_destroy(b));
+}

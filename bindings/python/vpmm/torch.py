@@ -33,6 +33,7 @@ those threads too if they must be.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import threading
 import warnings
@@ -61,7 +62,9 @@ __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool
            "current", "release_shared", "install_reductions", "owns", "prepare_share",
            "prepare_share_in_background", "sharing_ahead",
            # memory history and snapshots in PyTorch's format (docs/python.md)
-           "record_memory_history", "memory_snapshot", "dump_snapshot"]
+           "record_memory_history", "memory_snapshot", "dump_snapshot",
+           # Tensor.record_stream under libvpmm
+           "record_stream_supported"]
 
 _lock = threading.Lock()
 _global_allocator: Any = None
@@ -90,12 +93,37 @@ def _device_index(device: Any = None) -> int:
 def pluggable_allocator() -> Any:
     """The CUDAPluggableAllocator over vpmm_torch_malloc / vpmm_torch_free
     (created once per process), through libvpmm_history.so's recording
-    entry points where that library is there (:func:`record_memory_history`)."""
-    global _pluggable
+    entry points where that library is there (:func:`record_memory_history`),
+    with ``Tensor.record_stream`` routed to vpmm_torch_record_stream
+    (:data:`record_stream_supported`)."""
+    global _pluggable, record_stream_supported
     with _lock:
         if _pluggable is None:
             _pluggable = _torch.cuda.memory.CUDAPluggableAllocator(*_torch_history.entry_points())
+            record_stream_supported = _route_record_stream(_pluggable)
         return _pluggable
+
+
+#: Whether ``Tensor.record_stream`` reaches libvpmm in this process. PyTorch's
+#: CUDAPluggableAllocator drops record_stream unless the allocator gives it a
+#: function (``set_record_stream_fn``, not offered by every PyTorch): then a
+#: tensor read on another stream could be handed out again on its own stream
+#: while that stream's kernels still read it. When False, keep such tensors
+#: alive until the other stream's work is done, or make their own stream wait
+#: for it (``own.wait_stream(other)``) before dropping them.
+record_stream_supported: bool = False
+
+
+def _route_record_stream(pluggable: Any) -> bool:
+    setter = getattr(pluggable.allocator(), "set_record_stream_fn", None)
+    if setter is None:
+        warnings.warn("vpmm.torch: this PyTorch's pluggable allocator takes no record_stream function; "
+                      "Tensor.record_stream does nothing under libvpmm (vpmm.torch.record_stream_supported)",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    from . import _library
+    setter(ctypes.cast(_library.lib.vpmm_torch_record_stream, ctypes.c_void_p).value)
+    return True
 
 
 def use_as_allocator() -> Any:

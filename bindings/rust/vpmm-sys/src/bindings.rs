@@ -3540,12 +3540,15 @@ pub struct vpmm_api {
     pub config_init_sized: ::std::option::Option<
         unsafe extern "C" fn(config: *mut vpmm_config, struct_size: u32, flags: u32) -> vpmm_status,
     >,
+    pub torch_record_stream: ::std::option::Option<
+        unsafe extern "C" fn(ptr: *mut ::std::os::raw::c_void, stream: *mut ::std::os::raw::c_void),
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        664usize,
+        672usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -4981,6 +4984,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_config_init_sized();
+    fn test_field_torch_record_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).torch_record_stream) as usize - ptr as usize
+            },
+            664usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(torch_record_stream)
+            )
+        );
+    }
+    test_field_torch_record_stream();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
@@ -5000,6 +5020,12 @@ extern "C" {
         ptr: *mut ::std::os::raw::c_void,
         size: isize,
         device: ::std::os::raw::c_int,
+        stream: *mut ::std::os::raw::c_void,
+    );
+}
+extern "C" {
+    pub fn vpmm_torch_record_stream(
+        ptr: *mut ::std::os::raw::c_void,
         stream: *mut ::std::os::raw::c_void,
     );
 }

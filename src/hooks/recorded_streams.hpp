@@ -1,0 +1,47 @@
+// RecordedStreams: the streams besides its own that a PyTorch allocation was
+// used on (Tensor.record_stream). PyTorch's CUDAPluggableAllocator frees an
+// allocation on the stream it was allocated on and, unless the allocator
+// gave it a record_stream function, drops record_stream on the floor: the
+// pool would hand the memory out again on that stream while kernels queued
+// on the other streams still read it. vpmm.torch gives PyTorch
+// vpmm_torch_record_stream, which lands here, and vpmm_torch_free asks
+// free_stream() which stream to free on.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "vpmm.h"
+
+namespace vpmm {
+
+class RecordedStreams {
+ public:
+  // `stream` uses the allocation at `ptr` (its base, as PyTorch passes it).
+  void record(void* ptr, void* stream);
+
+  // The stream to free `ptr` on, its recorded streams forgotten. Without a
+  // recorded stream other than `own` (the allocating stream PyTorch frees
+  // on), `own`. Otherwise the last recorded one, t: the pool reuses the
+  // memory on t in t's order (after the work that used it) and on any other
+  // stream only after t's work completes, and a free on t also makes t wait
+  // (on the GPU) for `own`'s earlier work (vpmm_pool_free). Further recorded
+  // streams are synchronized on the CPU first (rare: a tensor used on three
+  // streams), reported on stderr if that fails.
+  void* free_stream(vpmm_pool* pool, void* ptr, void* own);
+
+  // A new allocation at `ptr`: entries an earlier one left there (recorded,
+  // then freed other than through vpmm_torch_free) must not apply to it.
+  void forget(void* ptr);
+
+ private:
+  // Entries held: lets the common case (nothing recorded) skip the mutex.
+  std::atomic<size_t> n_{0};
+  std::mutex mu_;
+  std::unordered_map<void*, std::vector<void*>> by_ptr_;
+};
+
+}  // namespace vpmm
