@@ -28,13 +28,26 @@
 # Environment: OUT (default ./gpu-placement-out), BUILD (default
 # build-gpu-placement), DEADLINE, ROUNDS, HARD_CYCLES (default 2: a warm-up
 # cycle over the eight shapes, then a measured one), TRAIN_ROUNDS (default
-# 2), TRAIN_SCALE (default 4), JOBS (build jobs).
+# 2), TRAIN_SCALE (default 4), JOBS (build jobs). To spread six rounds over
+# several calls on one warm machine: FIRST_ROUND (default 1; rounds are
+# numbered and rotated from it), ROUND_NEED (seconds; a round starts only
+# with that much time left, so no round is cut in two), ALLOCS (default
+# "native expandable cudamallocasync vpmm vpmm-remap"), CLIENTS (default
+# "hard train"), REPLAYS=0 (skip the CUDA replays). Each process's wall time
+# goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
+# process on those CPUs: on the lent VMs the same process swings 15-25%
+# from one launch to the next with where the scheduler puts it, which the
+# comparison is not about.
 set -u
 START=$(date +%s)
 DEADLINE=${DEADLINE:-570}
 OUT=${OUT:-$PWD/gpu-placement-out}
 BUILD=${BUILD:-build-gpu-placement}
 ROUNDS=${ROUNDS:-6}
+FIRST_ROUND=${FIRST_ROUND:-1}
+ROUND_NEED=${ROUND_NEED:-0}
+CLIENTS=${CLIENTS:-hard train}
+REPLAYS=${REPLAYS:-1}
 HARD_CYCLES=${HARD_CYCLES:-2}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-2}
 TRAIN_SCALE=${TRAIN_SCALE:-4}
@@ -70,46 +83,51 @@ NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 (( NGPU < 1 )) && NGPU=1
 
 # ------------------------------------------------------------------ replays
-for t in traces/moe_training.pickle.gz traces/llama_training.pickle.gz traces/training.pickle.gz; do
+(( REPLAYS )) && for t in traces/moe_training.pickle.gz traces/llama_training.pickle.gz traces/training.pickle.gz; do
   echo "---- $t" >> "$OUT/replays.log"
   CUDA_VISIBLE_DEVICES=0 boxed 60 "$BUILD/tools/vpmm" replay --backend cuda --policy views,remap "$t" \
     >> "$OUT/replays.log" 2>&1
   echo "---- exit $?" >> "$OUT/replays.log"
 done
-say "replays (CUDA backend): $(grep -c ': placement policies$' "$OUT/replays.log") traces compared"
-awk '/: placement policies$/ {t = 1; print "   " $0; next} t && /^    / {print "   " $0; next} {t = 0}' \
+(( REPLAYS )) && say "replays (CUDA backend): $(grep -c ': placement policies$' "$OUT/replays.log") traces compared"
+(( REPLAYS )) && awk '/: placement policies$/ {t = 1; print "   " $0; next} t && /^    / {print "   " $0; next} {t = 0}' \
   "$OUT/replays.log" >> "$SUM"
 grep -E "driver by malloc" "$OUT/replays.log" | sed 's/^/   /' >> "$SUM"
 
 # ------------------------------------------------------------------ clients
-ALLOCS=(native expandable cudamallocasync vpmm vpmm-remap)
+read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm vpmm-remap}"
+read -r -a KINDS <<< "$CLIENTS"
+
 # run_client KIND GPU ROUND NAME: one process on GPU, its JSON line appended
 # to KIND.jsonl. Returns 124 (and runs nothing) when it could not finish
 # before the deadline, 0 otherwise (a failed process is noted in clients.err).
 run_client() {
-  local kind=$1 gpu=$2 rnd=$3 name=$4 alloc=$4 want
-  local -a env=(-u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES="$gpu")
+  local kind=$1 gpu=$2 rnd=$3 name=$4 alloc=$4 want t0=$(date +%s)
+  local -a env=(-u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES="$gpu") pin=()
+  [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
   [ "$name" = vpmm-remap ] && { alloc=vpmm; env=(CUDA_VISIBLE_DEVICES="$gpu" VPMM_VIEW_MIN_SIZE=off); }
   if [ "$kind" = hard ]; then
     want=90
     (( $(left) - BOX_RESERVE < 45 )) && return 124
-    boxed "$want" env "${env[@]}" python3 bench/torch/hard_client.py --alloc "$alloc" \
+    boxed "$want" "${pin[@]}" env "${env[@]}" python3 bench/torch/hard_client.py --alloc "$alloc" \
       --cycles "$HARD_CYCLES" --label "r$rnd $name" >> "$OUT/hard.jsonl" 2>> "$OUT/clients.err"
   else
     want=75
     (( $(left) - BOX_RESERVE < 35 )) && return 124
-    boxed "$want" env "${env[@]}" python3 bench/torch/train_client.py --alloc "$alloc" \
+    boxed "$want" "${pin[@]}" env "${env[@]}" python3 bench/torch/train_client.py --alloc "$alloc" \
       --rounds "$TRAIN_ROUNDS" --batch-scale "$TRAIN_SCALE" --label "r$rnd $name" \
       >> "$OUT/train.jsonl" 2>> "$OUT/clients.err"
   fi
   local rc=$?
   (( rc != 0 )) && echo "$kind r$rnd $name: exit $rc" >> "$OUT/clients.err"
+  echo "$kind r$rnd $name: $(( $(date +%s) - t0 )) s" >> "$OUT/clients.err"
   return 0
 }
 # rounds KIND GPU: ROUNDS rounds, the allocators rotated by one each round.
 rounds() {
   local kind=$1 gpu=$2 r i n=${#ALLOCS[@]}
-  for r in $(seq 1 "$ROUNDS"); do
+  for r in $(seq "$FIRST_ROUND" $(( FIRST_ROUND + ROUNDS - 1 ))); do
+    (( $(left) < ROUND_NEED )) && return 0
     for i in $(seq 0 $((n - 1))); do
       run_client "$kind" "$gpu" "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || return 0
     done
@@ -125,9 +143,11 @@ if (( NGPU >= 2 )); then
 else
   say "clients: one GPU, the hard and the dense client take turns, up to $ROUNDS rounds"
   n=${#ALLOCS[@]}
-  for r in $(seq 1 "$ROUNDS"); do
-    for i in $(seq 0 $((n - 1))); do run_client hard 0 "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || break 2; done
-    for i in $(seq 0 $((n - 1))); do run_client train 0 "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || break 2; done
+  for r in $(seq "$FIRST_ROUND" $(( FIRST_ROUND + ROUNDS - 1 ))); do
+    (( $(left) < ROUND_NEED )) && break
+    for k in "${KINDS[@]}"; do
+      for i in $(seq 0 $((n - 1))); do run_client "$k" 0 "$r" "${ALLOCS[$(( (i + r - 1) % n ))]}" || break 3; done
+    done
   done
 fi
 say "hard client: $(grep -c '^{' "$OUT/hard.jsonl") processes; dense client: $(grep -c '^{' "$OUT/train.jsonl") processes"
