@@ -967,6 +967,38 @@ typedef struct vpmm_stats {
  * stats, struct_size below 16 or over 65536). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
 
+/* The driver calls of a pool's backend by kind, over the pool's life: how
+ * many and the nanoseconds spent inside them, from every thread and every
+ * pool call (malloc, free, pause, resume, trim, exports, imports), where
+ * vpmm_stats.driver_ns counts malloc's and free's share only. What it is
+ * for: telling which calls make a slow step's driver time. On CUDA the
+ * cost is per handle (docs/handles.md): a set-access over a range of N
+ * separately mapped handles costs about N times one; event calls are
+ * cheap one by one but may be many. The host backend's times are its own
+ * (mmap, mprotect, host events). Copies and host-side work are not counted. */
+typedef struct vpmm_driver_profile {
+  uint32_t struct_size; /* = sizeof(vpmm_driver_profile), set by the caller */
+  uint32_t reserved0;
+  uint64_t create_calls, create_ns;             /* physical handles made (cuMemCreate) */
+  uint64_t release_calls, release_ns;           /* handles released (cuMemRelease) */
+  uint64_t map_calls, map_ns;                   /* a handle mapped at an address (cuMemMap) */
+  uint64_t unmap_calls, unmap_ns;               /* a mapping removed (cuMemUnmap) */
+  uint64_t set_access_calls, set_access_ns;     /* access set on a run of mappings (cuMemSetAccess) */
+  uint64_t reserve_calls, reserve_ns;           /* address ranges reserved and given back
+                                                 * (cuMemAddressReserve / cuMemAddressFree) */
+  uint64_t event_record_calls, event_record_ns; /* events recorded on streams (cuEventRecord) */
+  uint64_t event_query_calls, event_query_ns;   /* events asked whether complete (cuEventQuery) */
+  uint64_t event_destroy_calls, event_destroy_ns; /* events destroyed */
+  uint64_t stream_wait_calls, stream_wait_ns;   /* GPU-side waits of a stream on an event
+                                                 * (cuStreamWaitEvent) */
+} vpmm_driver_profile;
+
+/* Snapshot the pool's driver profile into *out (out->struct_size must be
+ * set; at most that many bytes are written). Counters only grow; subtract
+ * two snapshots for an interval. Errors: INVALID_ARGUMENT (null out,
+ * struct_size below 16 or over 65536). Thread safe; takes no lock. */
+VPMM_API vpmm_status vpmm_pool_driver_profile(vpmm_pool* pool, vpmm_driver_profile* out);
+
 /* vpmm_region_info.kind (int32_t); typed constants for the reason given at vpmm_status. */
 #ifdef __cplusplus
 static const int32_t VPMM_REGION_LIVE = 1;

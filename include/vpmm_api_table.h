@@ -152,6 +152,8 @@ typedef struct vpmm_api {
   vpmm_status (*config_init_sized)(vpmm_config* config, uint32_t struct_size, uint32_t flags);
   /* PyTorch's record_stream for the torch hooks */
   void (*torch_record_stream)(void* ptr, void* stream);
+  /* driver calls by kind */
+  vpmm_status (*pool_driver_profile)(vpmm_pool* pool, vpmm_driver_profile* out);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

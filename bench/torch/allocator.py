@@ -44,7 +44,9 @@ def choose(name):
 
 # The pool's own work a client reports under libvpmm, to tell the driver
 # calls of a slow step from its kernels (driver_ns: time the allocating
-# threads spent in driver calls the pool made, where the library counts it).
+# threads spent in driver calls the pool made, where the library counts it),
+# and the driver's calls by kind ("drv_<kind>_calls" / "drv_<kind>_ns", all
+# of the pool's threads: vpmm_pool_driver_profile).
 POOL_WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc", "driver_ns")
 
 
@@ -54,7 +56,12 @@ def pool_work(name):
         return {}
     import vpmm
     st = vpmm.default_pool_stats()
-    return {k: st[k] for k in POOL_WORK if k in st}
+    work = {k: st[k] for k in POOL_WORK if k in st}
+    try:  # the driver's calls by kind (vpmm_pool_driver_profile), where the library has it
+        work.update({"drv_" + k: v for k, v in vpmm.default_pool(0).driver_profile().items()})
+    except vpmm.Error:
+        pass
+    return work
 
 
 def live_peak_and_work(name):

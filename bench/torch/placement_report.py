@@ -4,7 +4,9 @@ client, every round's figures per allocator and the comparison the placement
 issue asks for:
 
   - median step (ms) of each process, peak / live, the steady driver time
-    share and the bytes remapped over the measured steps (libvpmm only);
+    share and the bytes remapped over the measured steps (libvpmm only),
+    and the driver's calls and time per step by kind of call where the
+    client reported them (steady_driver_by_kind);
   - per round, libvpmm's median step over the fastest of PyTorch native,
     expandable_segments and cudaMallocAsync in the same round, and the
     geometric mean of that ratio over the rounds (target <= 1.00), for the
@@ -16,6 +18,7 @@ Rounds where an allocator's process failed (no JSON line) are reported as
 such and left out of the geometric mean."""
 import json
 import math
+import statistics
 import sys
 
 TORCH = ("native", "expandable", "cudamallocasync")
@@ -97,6 +100,12 @@ def report(path):
         print(f"  {client}: {v} peak/live {min(pl):.4f}-{max(pl):.4f} (target <= 1.015)"
               + (f", steady driver share {100 * min(sh):.2f}-{100 * max(sh):.2f}% (target <= 1%)" if sh else "")
               + (f", remapped {min(rb) / 1e6:.0f}-{max(rb) / 1e6:.0f} MB over the measured steps" if rb else ""))
+        by_kind = [r["steady_driver_by_kind"] for r in rs if r.get("steady_driver_by_kind")]
+        if by_kind:  # the median process's calls and ms per step, by kind, the costliest first
+            kinds = sorted(by_kind[0], key=lambda k: -statistics.median(b[k][1] for b in by_kind))
+            print(f"  {client}: {v} driver per step by kind (calls, ms; median over {len(by_kind)} processes): "
+                  + ", ".join(f"{k} {statistics.median(b[k][0] for b in by_kind):.0f}, "
+                              f"{statistics.median(b[k][1] for b in by_kind):.2f}" for k in kinds))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 `shapes`, `cycles` times over them, the device synchronised around each step
 so a step's time is its own. The first cycle is warm-up (every shape seen
 once); the rest are measured. Under libvpmm the pool's work of the measured
-cycles is reported too (bytes remapped, handles created, driver time), and
+cycles is reported too (bytes remapped, handles created, driver time, and
+the driver's calls by kind per step: steady_driver_by_kind), and
 with per_step each step's time and pool work go to stderr as JSON lines."""
 import json
 import statistics
@@ -46,4 +47,11 @@ def timed_cycles(alloc, cycles, shapes, step, per_step=False):
             ns = (now["driver_ns"] - measured_start["driver_ns"]) / len(times)
             out["steady_driver_ms_per_step"] = round(ns / 1e6, 3)
             out["steady_driver_share"] = round(ns / (1e9 * statistics.median(times)), 5)
+        # By kind of call, per measured step: {"unmap": [calls, ms], ...}.
+        kinds = sorted(k[4:-6] for k in now if k.startswith("drv_") and k.endswith("_calls"))
+        if kinds:
+            def per_step(key):
+                return (now[key] - measured_start.get(key, 0)) / len(times)
+            out["steady_driver_by_kind"] = {
+                k: [round(per_step(f"drv_{k}_calls"), 1), round(per_step(f"drv_{k}_ns") / 1e6, 3)] for k in kinds}
     return out

@@ -35,6 +35,20 @@ class BindingTest(unittest.TestCase):
         # The text dump prints the same notation (one formatter in the library).
         self.assertIn("chunk 0: " + self.pool.layout().split(" | ")[0], self.pool.dump())
 
+    def test_driver_profile_counts_the_calls_by_kind(self):
+        before = self.pool.driver_profile()
+        p = self.pool.malloc(3 * PAGE)  # grows: handles made, mapped, access set
+        after = self.pool.driver_profile()
+        for kind in ("create", "map", "set_access"):
+            self.assertGreater(after[kind + "_calls"], before[kind + "_calls"], kind)
+            self.assertGreater(after[kind + "_ns"], before[kind + "_ns"], kind)
+        self.pool.free(p)
+        self.pool.trim(0)  # unmaps and releases what was freed
+        end = self.pool.driver_profile()
+        self.assertGreater(end["unmap_calls"], after["unmap_calls"])
+        self.assertGreater(end["release_calls"], after["release_calls"])
+        self.assertTrue(all(end[k] >= after[k] for k in end), "counters only grow")
+
     def test_backends_listed(self):
         # backend_info("hip") is tested over the emulated runtime in the 'hip'
         # suite (test_hip.py): here no HIP runtime is loaded (this test also

@@ -499,18 +499,16 @@ VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats) {
   const char* call = "vpmm_pool_stats";
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, stats);
-  if (stats->struct_size < 2 * sizeof(uint64_t) || stats->struct_size > 65536)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
-                      "%s: stats->struct_size %u is not a vpmm_stats size (expected %u)", call,
-                      stats->struct_size, (unsigned)sizeof(vpmm_stats));
-  return guarded(call, [&]() -> vpmm_status {
-    vpmm_stats full;
-    pool->pool->stats(&full);
-    uint32_t n = stats->struct_size;
-    std::memcpy(stats, &full, std::min<size_t>(n, sizeof full));
-    stats->struct_size = n;
-    return VPMM_OK;
-  });
+  return vpmm::api::sized_snapshot(call, "stats", "vpmm_stats", stats,
+                                   [&](vpmm_stats* full) { pool->pool->stats(full); });
+}
+
+VPMM_API vpmm_status vpmm_pool_driver_profile(vpmm_pool* pool, vpmm_driver_profile* out) {
+  const char* call = "vpmm_pool_driver_profile";
+  VPMM_CHECK_POOL(call, pool);
+  VPMM_CHECK_NONNULL(call, out);
+  return vpmm::api::sized_snapshot(call, "out", "vpmm_driver_profile", out,
+                                   [&](vpmm_driver_profile* full) { pool->pool->driver_profile(full); });
 }
 
 namespace {

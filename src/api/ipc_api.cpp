@@ -392,17 +392,8 @@ VPMM_API vpmm_status vpmm_pool_ipc_stats(vpmm_pool* pool, vpmm_ipc_stats* stats)
   const char* call = "vpmm_pool_ipc_stats";
   VPMM_CHECK_POOL(call, pool);
   VPMM_CHECK_NONNULL(call, stats);
-  if (stats->struct_size < 2 * sizeof(uint64_t) || stats->struct_size > 65536)
-    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: stats->struct_size %u is not a vpmm_ipc_stats size (expected %u)",
-                      call, stats->struct_size, static_cast<unsigned>(sizeof(vpmm_ipc_stats)));
-  return guarded(call, [&]() -> vpmm_status {
-    vpmm_ipc_stats full;
-    pool->pool->ipc_stats(&full);
-    const uint32_t n = stats->struct_size;
-    std::memcpy(stats, &full, std::min<size_t>(n, sizeof full));
-    stats->struct_size = n;
-    return VPMM_OK;
-  });
+  return vpmm::api::sized_snapshot(call, "stats", "vpmm_ipc_stats", stats,
+                                   [&](vpmm_ipc_stats* full) { pool->pool->ipc_stats(full); });
 }
 
 }  // extern "C"

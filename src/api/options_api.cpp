@@ -257,6 +257,7 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_prepare_export),
     VPMM_F_(vpmm_api, PTR, config_init_sized),
     VPMM_F_(vpmm_api, PTR, torch_record_stream),
+    VPMM_F_(vpmm_api, PTR, pool_driver_profile),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),
@@ -278,6 +279,30 @@ constexpr FieldDef k_vpmm_ipc_stats[] = {
     VPMM_F_(vpmm_ipc_stats, U64, imported_bytes),
     VPMM_F_(vpmm_ipc_stats, U64, n_exports),
     VPMM_F_(vpmm_ipc_stats, U64, n_imports),
+};
+constexpr FieldDef k_vpmm_driver_profile[] = {
+    VPMM_F_(vpmm_driver_profile, U32, struct_size),
+    VPMM_F_(vpmm_driver_profile, U32, reserved0),
+    VPMM_F_(vpmm_driver_profile, U64, create_calls),
+    VPMM_F_(vpmm_driver_profile, U64, create_ns),
+    VPMM_F_(vpmm_driver_profile, U64, release_calls),
+    VPMM_F_(vpmm_driver_profile, U64, release_ns),
+    VPMM_F_(vpmm_driver_profile, U64, map_calls),
+    VPMM_F_(vpmm_driver_profile, U64, map_ns),
+    VPMM_F_(vpmm_driver_profile, U64, unmap_calls),
+    VPMM_F_(vpmm_driver_profile, U64, unmap_ns),
+    VPMM_F_(vpmm_driver_profile, U64, set_access_calls),
+    VPMM_F_(vpmm_driver_profile, U64, set_access_ns),
+    VPMM_F_(vpmm_driver_profile, U64, reserve_calls),
+    VPMM_F_(vpmm_driver_profile, U64, reserve_ns),
+    VPMM_F_(vpmm_driver_profile, U64, event_record_calls),
+    VPMM_F_(vpmm_driver_profile, U64, event_record_ns),
+    VPMM_F_(vpmm_driver_profile, U64, event_query_calls),
+    VPMM_F_(vpmm_driver_profile, U64, event_query_ns),
+    VPMM_F_(vpmm_driver_profile, U64, event_destroy_calls),
+    VPMM_F_(vpmm_driver_profile, U64, event_destroy_ns),
+    VPMM_F_(vpmm_driver_profile, U64, stream_wait_calls),
+    VPMM_F_(vpmm_driver_profile, U64, stream_wait_ns),
 };
 constexpr FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),
@@ -312,6 +337,7 @@ constexpr StructDef kStructs[] = {
     VPMM_S_(vpmm_config),  VPMM_S_(vpmm_alloc_attrs), VPMM_S_(vpmm_tag_stats),
     VPMM_S_(vpmm_stats),   VPMM_S_(vpmm_region_info),   VPMM_S_(vpmm_option_info),
     VPMM_S_(vpmm_field_info), VPMM_S_(vpmm_api), VPMM_S_(vpmm_ipc_entry), VPMM_S_(vpmm_ipc_stats),
+    VPMM_S_(vpmm_driver_profile),
 };
 #undef VPMM_S_
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,25 @@ inline vpmm_status check_pool(const char* call, vpmm_pool* p) {
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %p is not a vpmm_pool", call,
                       static_cast<void*>(p));
   return VPMM_OK;
+}
+
+// A snapshot struct (vpmm_stats, vpmm_ipc_stats, vpmm_driver_profile) for
+// a caller compiled against out->struct_size bytes of it: checks that size,
+// has fill() write a whole one, and copies what the caller has room for
+// (the ABI only appends fields). `arg` and `type` name them in the error.
+template <typename T, typename Fill>
+vpmm_status sized_snapshot(const char* call, const char* arg, const char* type, T* out, Fill&& fill) {
+  if (out->struct_size < 2 * sizeof(uint64_t) || out->struct_size > 65536)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s->struct_size %u is not a %s size (expected %u)", call,
+                      arg, out->struct_size, type, static_cast<unsigned>(sizeof(T)));
+  return guarded(call, [&]() -> vpmm_status {
+    T full;
+    fill(&full);
+    const uint32_t n = out->struct_size;
+    std::memcpy(out, &full, n < sizeof full ? n : sizeof full);
+    out->struct_size = n;
+    return VPMM_OK;
+  });
 }
 
 }  // namespace api

@@ -28,20 +28,24 @@ bool aligned(uint64_t v, uint64_t g) { return g != 0 && v % g == 0; }
 
 thread_local DriverClock tl_driver;
 
-// Adds the driver call it spans to this thread's DriverClock.
+// Adds the driver call it spans to this thread's DriverClock and to the
+// backend's time for its kind of call.
 class Timed {
  public:
-  Timed() : t0_(std::chrono::steady_clock::now()) {}
+  explicit Timed(std::atomic<uint64_t>& kind_ns) : kind_ns_(kind_ns), t0_(std::chrono::steady_clock::now()) {}
   ~Timed() {
-    tl_driver.ns += static_cast<uint64_t>(
+    const uint64_t ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count());
+    tl_driver.ns += ns;
     ++tl_driver.calls;
+    kind_ns_.fetch_add(ns, std::memory_order_relaxed);
     g_driver_calls.fetch_add(1, std::memory_order_relaxed);
   }
   Timed(const Timed&) = delete;
   Timed& operator=(const Timed&) = delete;
 
  private:
+  std::atomic<uint64_t>& kind_ns_;
   std::chrono::steady_clock::time_point t0_;
 };
 }  // namespace
@@ -61,7 +65,7 @@ vpmm_status Backend::reserve(uint64_t size, uint64_t alignment, uint64_t* va) {
                 name(), (unsigned long long)size, (unsigned long long)granularity());
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::reserve)]);
     st = do_reserve(size, alignment, va);
   }
   if (st == VPMM_OK) counters_.live_reservations.fetch_add(1);
@@ -72,7 +76,7 @@ vpmm_status Backend::unreserve(uint64_t va, uint64_t size) {
   count(Op::unreserve);
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::unreserve)]);
     st = do_unreserve(va, size);
   }
   if (st == VPMM_OK) counters_.live_reservations.fetch_sub(1);
@@ -86,7 +90,7 @@ vpmm_status Backend::create(uint64_t size, PhysHandle* out) {
                 name(), (unsigned long long)size, (unsigned long long)granularity());
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::create)]);
     st = do_create(size, out);
   }
   if (st == VPMM_OK) {
@@ -100,7 +104,7 @@ vpmm_status Backend::release(PhysHandle h, uint64_t size) {
   count(Op::release);
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::release)]);
     st = do_release(h, size);
   }
   if (st == VPMM_OK) {
@@ -117,7 +121,7 @@ vpmm_status Backend::map(uint64_t va, uint64_t size, PhysHandle h) {
                 (unsigned long long)va, (unsigned long long)size, (unsigned long long)granularity());
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::map)]);
     st = do_map(va, size, h);
   }
   if (st == VPMM_OK) counters_.live_mappings.fetch_add(1);
@@ -132,7 +136,7 @@ vpmm_status Backend::unmap(uint64_t va, uint64_t size) {
                 (unsigned long long)granularity());
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::unmap)]);
     st = do_unmap(va, size);
   }
   if (st == VPMM_OK) counters_.live_mappings.fetch_sub(1);
@@ -145,7 +149,7 @@ vpmm_status Backend::set_access(uint64_t va, uint64_t size) {
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s set_access: va 0x%llx size %llu not aligned to %llu",
                 name(), (unsigned long long)va, (unsigned long long)size,
                 (unsigned long long)granularity());
-  Timed t;
+  Timed t(counters_.ns[static_cast<int>(Op::set_access)]);
   return do_set_access(va, size);
 }
 
@@ -153,7 +157,7 @@ vpmm_status Backend::event_record(Stream s, EventHandle* out) {
   count(Op::event_record);
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::event_record)]);
     st = do_event_record(s, out);
   }
   if (st == VPMM_OK) counters_.live_events.fetch_add(1);
@@ -162,7 +166,7 @@ vpmm_status Backend::event_record(Stream s, EventHandle* out) {
 
 vpmm_status Backend::event_query(EventHandle e, bool* done) {
   count(Op::event_query);
-  Timed t;
+  Timed t(counters_.ns[static_cast<int>(Op::event_query)]);
   return do_event_query(e, done);
 }
 
@@ -170,7 +174,7 @@ vpmm_status Backend::event_destroy(EventHandle e) {
   count(Op::event_destroy);
   vpmm_status st;
   {
-    Timed t;
+    Timed t(counters_.ns[static_cast<int>(Op::event_destroy)]);
     st = do_event_destroy(e);
   }
   if (st == VPMM_OK) counters_.live_events.fetch_sub(1);
@@ -179,7 +183,7 @@ vpmm_status Backend::event_destroy(EventHandle e) {
 
 vpmm_status Backend::stream_wait(Stream s, EventHandle e) {
   count(Op::stream_wait);
-  Timed t;
+  Timed t(counters_.ns[static_cast<int>(Op::stream_wait)]);
   return do_stream_wait(s, e);
 }
 

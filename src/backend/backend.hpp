@@ -92,6 +92,9 @@ DriverClock take_thread_driver_clock();
 
 struct BackendCounters {
   std::atomic<uint64_t> calls[static_cast<int>(Op::count_)]{};
+  // Nanoseconds inside the timed calls (those DriverClock counts), by kind:
+  // vpmm_pool_driver_profile.
+  std::atomic<uint64_t> ns[static_cast<int>(Op::count_)]{};
   std::atomic<int64_t> live_handles{0};
   std::atomic<int64_t> live_handle_bytes{0};
   std::atomic<int64_t> live_reservations{0};

@@ -101,6 +101,8 @@ class Pool final {
                             uint64_t* id, std::vector<uint64_t>* entry_ptrs);
   vpmm_status close_import(const char* call, uint64_t id);
   void ipc_stats(vpmm_ipc_stats* out);
+  // The backend's calls by kind (vpmm_pool_driver_profile); reads atomics, no lock.
+  void driver_profile(vpmm_driver_profile* out) const;
 
   void stats(vpmm_stats* out);             // fills a full-size struct
   std::vector<vpmm_region_info> snapshot();  // every region, ascending VA

@@ -51,6 +51,9 @@ TEST("NULL pool: every pool function fails with INVALID_ARGUMENT and names itsel
   EXPECT_ERR(nullptr, vpmm_pool_trim(nullptr, 0), IA, "vpmm_pool_trim");
   EXPECT_ERR(nullptr, vpmm_pool_tag_stats(nullptr, nullptr, &ts), IA, "vpmm_pool_tag_stats");
   EXPECT_ERR(nullptr, vpmm_pool_stats(nullptr, &st), IA, "vpmm_pool_stats");
+  vpmm_driver_profile prof;
+  prof.struct_size = sizeof prof;
+  EXPECT_ERR(nullptr, vpmm_pool_driver_profile(nullptr, &prof), IA, "vpmm_pool_driver_profile");
   EXPECT_ERR(nullptr, vpmm_pool_dump(nullptr, nullptr, 0, &n), IA, "vpmm_pool_dump");
   EXPECT_ERR(nullptr, vpmm_pool_visit(nullptr, visit_count, &visited), IA, "vpmm_pool_visit");
   EXPECT_ERR(nullptr, vpmm_pool_dump_text(nullptr, text, sizeof text, &n), IA, "vpmm_pool_dump_text");
@@ -114,6 +117,9 @@ TEST("a destroyed pool is reported as destroyed by every function") {
   EXPECT_ERR_MSG(nullptr, vpmm_pool_free(p, x, nullptr), IA, "vpmm_pool_free", "destroyed");
   EXPECT_ERR_MSG(nullptr, vpmm_pool_lookup(p, x, nullptr, nullptr), IA, "vpmm_pool_lookup", "destroyed");
   EXPECT_ERR_MSG(nullptr, vpmm_pool_stats(p, &st), IA, "vpmm_pool_stats", "destroyed");
+  vpmm_driver_profile prof;
+  prof.struct_size = sizeof prof;
+  EXPECT_ERR_MSG(nullptr, vpmm_pool_driver_profile(p, &prof), IA, "vpmm_pool_driver_profile", "destroyed");
   EXPECT_ERR_MSG(nullptr, vpmm_pool_dump(p, nullptr, 0, &n), IA, "vpmm_pool_dump", "destroyed");
   EXPECT_ERR_MSG(nullptr, vpmm_pool_check(p), IA, "vpmm_pool_check", "destroyed");
   EXPECT_ERR_MSG(nullptr, vpmm_pool_get_config(p, &cfg), IA, "vpmm_pool_get_config", "destroyed");

@@ -2,7 +2,9 @@
 // layouts refuse a NULL buffer with a capacity but take a short one (a
 // prefix and the full size); every status has a name and unknown codes a
 // fixed one; a visit callback may call the pool; and the views of one state
-// agree (tag stats, lookups and backup lookups, struct names).
+// agree (tag stats, lookups and backup lookups, struct names); the driver
+// profile counts each kind of call, grows only, and writes no more than the
+// caller's struct_size.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -137,5 +139,42 @@ TEST("views agree: tag stats, backup lookup, struct names") {
   CHECK_OK(vpmm_struct_layout("vpmm_region", &size, &fields));
   CHECK_OK(vpmm_struct_layout("vpmm_region_info", &size_info, nullptr));
   CHECK_EQ(size, size_info);
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("driver profile: calls by kind, growing only, at most struct_size bytes written") {
+  vpmm_pool* p = make_pool();
+  if (!p) return;
+  vpmm_driver_profile before, after;
+  before.struct_size = after.struct_size = sizeof before;
+  CHECK_OK(vpmm_pool_driver_profile(p, &before));
+  CHECK_EQ(before.struct_size, uint32_t(sizeof before));
+  void* x = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 3 * kPage, nullptr, &x));  // grows: create, map, set access
+  CHECK_OK(vpmm_pool_driver_profile(p, &after));
+  CHECK(after.create_calls > before.create_calls && after.create_ns > before.create_ns);
+  CHECK(after.map_calls > before.map_calls && after.map_ns > before.map_ns);
+  CHECK(after.set_access_calls > before.set_access_calls);
+  CHECK_OK(vpmm_pool_free(p, x, nullptr));
+  CHECK_OK(vpmm_pool_trim(p, 0));  // unmaps and releases the freed pages
+  vpmm_driver_profile end;
+  end.struct_size = sizeof end;
+  CHECK_OK(vpmm_pool_driver_profile(p, &end));
+  CHECK(end.unmap_calls > after.unmap_calls && end.release_calls > after.release_calls);
+  CHECK(end.map_calls >= after.map_calls && end.create_ns >= after.create_ns);
+  // An older caller's struct: 16 bytes (struct_size, reserved0, create_calls) and not one more.
+  unsigned char buf[sizeof(vpmm_driver_profile)];
+  std::memset(buf, 0xAB, sizeof buf);
+  uint32_t small = 16;
+  std::memcpy(buf, &small, sizeof small);
+  CHECK_OK(vpmm_pool_driver_profile(p, reinterpret_cast<vpmm_driver_profile*>(buf)));
+  uint64_t created = 0;
+  std::memcpy(&created, buf + 8, sizeof created);
+  CHECK_EQ(created, end.create_calls);
+  CHECK_EQ(buf[16], 0xAB);
+  vpmm_driver_profile bad;
+  bad.struct_size = 8;
+  EXPECT_ERR_MSG(p, vpmm_pool_driver_profile(p, &bad), IA, "vpmm_pool_driver_profile", "struct_size");
+  EXPECT_ERR(p, vpmm_pool_driver_profile(p, nullptr), IA, "vpmm_pool_driver_profile");
   CHECK_OK(vpmm_pool_destroy(p));
 }

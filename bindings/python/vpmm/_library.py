@@ -233,3 +233,8 @@ pool_ipc_stats = optional("vpmm_pool_ipc_stats", i32, vp, vp)
 pool_export_many = optional("vpmm_pool_export_many", i32, vp, P(vp), size_t, P(vp))
 pool_prepare_export = optional("vpmm_pool_prepare_export", i32, vp, cp, P(u64))
 
+# The backend's calls by kind; None in older libraries.
+DriverProfile = make_struct("vpmm_driver_profile", "DriverProfile") if hasattr(lib, "vpmm_pool_driver_profile") \
+    else None
+pool_driver_profile = optional("vpmm_pool_driver_profile", i32, vp, vp)
+

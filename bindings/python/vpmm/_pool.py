@@ -585,6 +585,18 @@ class Pool:
         L.check(L.pool_stats(self._handle(), ctypes.byref(s)))
         return {n: getattr(s, n) for n in L.field_names(L.Stats)}
 
+    def driver_profile(self) -> Dict[str, int]:
+        """The backend's driver calls by kind over the pool's life
+        (vpmm_pool_driver_profile): ``<kind>_calls`` and ``<kind>_ns`` for
+        create, release, map, unmap, set_access, reserve, event_record,
+        event_query, event_destroy and stream_wait. Subtract two snapshots
+        for an interval. Raises Unsupported with a library that predates it."""
+        if L.pool_driver_profile is None:
+            raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_driver_profile")
+        s = L.sized(L.DriverProfile)
+        L.check(L.pool_driver_profile(self._handle(), ctypes.byref(s)))
+        return {n: getattr(s, n) for n in L.field_names(L.DriverProfile) if n not in ("struct_size", "reserved0")}
+
     def check(self) -> None:
         """Verify every invariant of the pool; raises InternalError if one fails."""
         L.check(L.pool_check(self._handle()))

@@ -2045,6 +2045,425 @@ fn bindgen_test_layout_vpmm_stats() {
 extern "C" {
     pub fn vpmm_pool_stats(pool: *mut vpmm_pool, stats: *mut vpmm_stats) -> vpmm_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_driver_profile {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub create_calls: u64,
+    pub create_ns: u64,
+    pub release_calls: u64,
+    pub release_ns: u64,
+    pub map_calls: u64,
+    pub map_ns: u64,
+    pub unmap_calls: u64,
+    pub unmap_ns: u64,
+    pub set_access_calls: u64,
+    pub set_access_ns: u64,
+    pub reserve_calls: u64,
+    pub reserve_ns: u64,
+    pub event_record_calls: u64,
+    pub event_record_ns: u64,
+    pub event_query_calls: u64,
+    pub event_query_ns: u64,
+    pub event_destroy_calls: u64,
+    pub event_destroy_ns: u64,
+    pub stream_wait_calls: u64,
+    pub stream_wait_ns: u64,
+}
+#[test]
+fn bindgen_test_layout_vpmm_driver_profile() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_driver_profile>(),
+        168usize,
+        concat!("Size of: ", stringify!(vpmm_driver_profile))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_driver_profile>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_driver_profile))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_create_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).create_calls) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(create_calls)
+            )
+        );
+    }
+    test_field_create_calls();
+    fn test_field_create_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).create_ns) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(create_ns)
+            )
+        );
+    }
+    test_field_create_ns();
+    fn test_field_release_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).release_calls) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(release_calls)
+            )
+        );
+    }
+    test_field_release_calls();
+    fn test_field_release_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).release_ns) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(release_ns)
+            )
+        );
+    }
+    test_field_release_ns();
+    fn test_field_map_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).map_calls) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(map_calls)
+            )
+        );
+    }
+    test_field_map_calls();
+    fn test_field_map_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).map_ns) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(map_ns)
+            )
+        );
+    }
+    test_field_map_ns();
+    fn test_field_unmap_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).unmap_calls) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(unmap_calls)
+            )
+        );
+    }
+    test_field_unmap_calls();
+    fn test_field_unmap_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).unmap_ns) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(unmap_ns)
+            )
+        );
+    }
+    test_field_unmap_ns();
+    fn test_field_set_access_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).set_access_calls) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(set_access_calls)
+            )
+        );
+    }
+    test_field_set_access_calls();
+    fn test_field_set_access_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).set_access_ns) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(set_access_ns)
+            )
+        );
+    }
+    test_field_set_access_ns();
+    fn test_field_reserve_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserve_calls) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(reserve_calls)
+            )
+        );
+    }
+    test_field_reserve_calls();
+    fn test_field_reserve_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserve_ns) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(reserve_ns)
+            )
+        );
+    }
+    test_field_reserve_ns();
+    fn test_field_event_record_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_record_calls) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_record_calls)
+            )
+        );
+    }
+    test_field_event_record_calls();
+    fn test_field_event_record_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_record_ns) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_record_ns)
+            )
+        );
+    }
+    test_field_event_record_ns();
+    fn test_field_event_query_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_query_calls) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_query_calls)
+            )
+        );
+    }
+    test_field_event_query_calls();
+    fn test_field_event_query_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_query_ns) as usize - ptr as usize
+            },
+            128usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_query_ns)
+            )
+        );
+    }
+    test_field_event_query_ns();
+    fn test_field_event_destroy_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_destroy_calls) as usize - ptr as usize
+            },
+            136usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_destroy_calls)
+            )
+        );
+    }
+    test_field_event_destroy_calls();
+    fn test_field_event_destroy_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).event_destroy_ns) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(event_destroy_ns)
+            )
+        );
+    }
+    test_field_event_destroy_ns();
+    fn test_field_stream_wait_calls() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream_wait_calls) as usize - ptr as usize
+            },
+            152usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(stream_wait_calls)
+            )
+        );
+    }
+    test_field_stream_wait_calls();
+    fn test_field_stream_wait_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_driver_profile>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream_wait_ns) as usize - ptr as usize
+            },
+            160usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_driver_profile),
+                "::",
+                stringify!(stream_wait_ns)
+            )
+        );
+    }
+    test_field_stream_wait_ns();
+}
+extern "C" {
+    pub fn vpmm_pool_driver_profile(
+        pool: *mut vpmm_pool,
+        out: *mut vpmm_driver_profile,
+    ) -> vpmm_status;
+}
 pub const VPMM_REGION_LIVE: _bindgen_ty_3 = 1;
 pub const VPMM_REGION_FREE: _bindgen_ty_3 = 2;
 pub const VPMM_REGION_HOLE: _bindgen_ty_3 = 3;
@@ -3543,12 +3962,15 @@ pub struct vpmm_api {
     pub torch_record_stream: ::std::option::Option<
         unsafe extern "C" fn(ptr: *mut ::std::os::raw::c_void, stream: *mut ::std::os::raw::c_void),
     >,
+    pub pool_driver_profile: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, out: *mut vpmm_driver_profile) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        672usize,
+        680usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -5001,6 +5423,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_torch_record_stream();
+    fn test_field_pool_driver_profile() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_driver_profile) as usize - ptr as usize
+            },
+            672usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_driver_profile)
+            )
+        );
+    }
+    test_field_pool_driver_profile();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
