@@ -2,9 +2,10 @@
 pausing a real model's weights with backups (training continues), backups
 pinned ahead in the background (pool(pin_ahead=True)), a
 KV-cache-like buffer without backup, CUDA graphs replayed after pause and
-resume, an out-of-memory resume recovered from Python, and the global
-allocator with tags. Exits 77 (meson: SKIP) without torch or a CUDA device.
-Each case runs in its own process (pyharness)."""
+resume, an out-of-memory resume recovered from Python, the global
+allocator with tags, and Tensor.record_stream under the global allocator.
+Exits 77 (meson: SKIP) without torch or a CUDA device. Each case runs in
+its own process (pyharness)."""
 import sys
 
 import pyharness
@@ -246,10 +247,39 @@ def global_allocator_with_tags():
     print("global allocator: every tensor in libvpmm, tags from vpmm.torch.pool")
 
 
+def record_stream_under_global_allocator():
+    """A tensor read on a side stream (record_stream), dropped while that
+    read is still queued behind a long kernel, and a new tensor of the same
+    size filled on the main stream at once: the side stream must still read
+    the old bytes. Without vpmm_torch_record_stream PyTorch's pluggable
+    allocator drops the record and the new tensor could take the memory
+    before the side stream's read runs."""
+    import torch
+    import vpmm.torch as vt
+    vt.use_as_allocator()
+    assert vt.record_stream_supported, "this PyTorch's pluggable allocator took no record_stream function"
+    main = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    n = 64 * MiB
+    x = torch.ones(n, dtype=torch.uint8, device="cuda")
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(300_000_000)  # ~0.15 s: the side stream's read stays queued
+        total = x.sum(dtype=torch.int64)
+    x.record_stream(side)
+    del x  # PyTorch frees it on main, where it was made
+    y = torch.full((n,), 7, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    assert int(total.item()) == n, f"the side stream read {int(total.item())}, not {n}: memory reused early"
+    assert int(y[:MiB].sum().item()) == 7 * MiB
+    print("record_stream: the side stream's queued read saw the old bytes")
+
+
 CASES = {f.__name__: f for f in (partial_routing, model_weights_backup_training_continues,
                                  weights_pinned_ahead_in_background,
                                  kv_cache_without_backup, cuda_graph_pause_resume_replay,
-                                 resume_oom_recovered, global_allocator_with_tags)}
+                                 resume_oom_recovered, global_allocator_with_tags,
+                                 record_stream_under_global_allocator)}
 
 if __name__ == "__main__":
     sys.exit(pyharness.main(__file__, CASES, needs="torch"))
