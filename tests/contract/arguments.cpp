@@ -119,6 +119,10 @@ TEST("row 32: a struct_size larger than the library's is accepted; bytes beyond 
   CHECK_EQ(bs.s.struct_size, uint32_t(sizeof bs));  // kept as the caller set it
   CHECK_EQ(bs.s.page_size, kPage);
   CHECK(bs.tail_is(0xab));
+  Longer<vpmm_driver_profile> bd(0xef);
+  EXPECT_STATUS(vpmm_pool_driver_profile(p, &bd.s), VPMM_OK, "");
+  CHECK_EQ(bd.s.struct_size, uint32_t(sizeof bd));
+  CHECK(bd.tail_is(0xef));
   Longer<vpmm_config> bo(0xcd);
   EXPECT_STATUS(vpmm_pool_get_config(p, &bo.s), VPMM_OK, "");
   CHECK_EQ(bo.s.page_size, kPage);
@@ -134,6 +138,11 @@ TEST("row 33: an absurd struct_size (> 64 KiB) is INVALID_ARGUMENT, nothing writ
   st.struct_size = 0x7fffffff;
   EXPECT_STATUS(vpmm_pool_stats(p, &st), IA, "vpmm_pool_stats");
   CHECK_EQ(st.mapped_bytes, uint64_t(0x1111111111111111ull));
+  vpmm_driver_profile prof;
+  std::memset(&prof, 0x11, sizeof prof);
+  prof.struct_size = 0x7fffffff;
+  EXPECT_STATUS(vpmm_pool_driver_profile(p, &prof), IA, "vpmm_pool_driver_profile");
+  CHECK_EQ(prof.create_calls, uint64_t(0x1111111111111111ull));
   vpmm_config cfg;
   std::memset(&cfg, 0x11, sizeof cfg);
   cfg.struct_size = 0x7fffffff;
