@@ -386,10 +386,10 @@ class TraceReplay {
     }
     get_config(pool_, &eff_);
     page_ = eff_.page_size;
-    if (o_.lag && std::strcmp(vpmm_pool_backend_name(pool_), "host") != 0) {
+    if ((o_.lag || o_.gpu_lag) && std::strcmp(vpmm_pool_backend_name(pool_), "host") != 0) {
       // Holding a stream is the host backend's: a GPU's lag is its own.
-      std::fprintf(stderr, "vpmm replay: %s: --lag needs the host backend (this pool is on %s)\n", path_.c_str(),
-                   vpmm_pool_backend_name(pool_));
+      std::fprintf(stderr, "vpmm replay: %s: %s needs the host backend (this pool is on %s)\n", path_.c_str(),
+                   o_.lag ? "--lag" : "--gpu-lag", vpmm_pool_backend_name(pool_));
       rc_ = 1;
       return true;
     }
@@ -405,6 +405,13 @@ class TraceReplay {
         break;
       }
       streams_[s] = h;
+    }
+    if (rc_ == 0 && o_.gpu_lag) {
+      std::string err;
+      if (!hold_trace_streams(&err)) {
+        std::fprintf(stderr, "vpmm replay: %s: %s\n", path_.c_str(), err.c_str());
+        rc_ = 1;
+      }
     }
     return true;
   }
@@ -427,7 +434,7 @@ class TraceReplay {
   // --release-all and --dump, then the streams and the pool closed.
   int finish(PolicyRow* row) {
     std::string err;
-    if (!release_lag_streams(true, &err)) {
+    if (!release_trace_streams(&err) || !release_lag_streams(true, &err)) {
       std::fprintf(stderr, "vpmm replay: %s: %s\n", path_.c_str(), err.c_str());
       rc_ = 1;
     }
@@ -475,10 +482,14 @@ class TraceReplay {
       return false;
     };
     h.sync = [this](int stream, std::string* e) {
+      // --gpu-lag: the program waited for the GPU, which is then caught up.
+      if (!release_trace_streams(e)) return false;
       vpmm_status s = vpmm_pool_stream_synchronize(pool_, streams_.at(stream));
-      if (s == VPMM_OK) return true;
-      *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
-      return false;
+      if (s != VPMM_OK) {
+        *e = "sync of stream " + std::to_string(stream) + " failed: " + status_msg(s);
+        return false;
+      }
+      return !o_.gpu_lag || hold_trace_streams(e);
     };
     h.after = [this](size_t done, const vtrace::TraceOp& op, std::string* e) { return after_op(done, op, e); };
     return h;
@@ -489,6 +500,7 @@ class TraceReplay {
   bool after_op(size_t done, const vtrace::TraceOp& op, std::string* e) {
     done_ = done;
     if (!release_lag_streams(false, e)) return false;
+    if (o_.gpu_lag && done % o_.gpu_lag == 0 && !(release_trace_streams(e) && hold_trace_streams(e))) return false;
     // The pool's work up to the middle of the trace: what it does in the
     // second half tells whether a loop reaches a steady state (a training
     // loop whose shapes were all seen in the first half should remap little
@@ -504,6 +516,38 @@ class TraceReplay {
     }
     if (timeline_) write_row(done);
     if (o_.verbose) print_op(done, op);
+    return true;
+  }
+
+  // --gpu-lag: the trace's streams are held, so the events the pool records
+  // on them stay pending (as on a GPU still running earlier work), and
+  // released every gpu_lag ops (and at a sync), their events then complete.
+  // Work on one stream still runs in its order: a free reused on its own
+  // stream needs no event, as on the GPU.
+  bool hold_trace_streams(std::string* e) {
+    for (auto& kv : streams_) {
+      vpmm_status s = vpmm_host_stream_hold(kv.second);
+      if (s != VPMM_OK) return *e = "--gpu-lag: cannot hold a host stream: " + status_msg(s), false;
+    }
+    trace_streams_held_ = true;
+    return true;
+  }
+  bool release_trace_streams(std::string* e) {
+    if (!trace_streams_held_) return true;
+    trace_streams_held_ = false;
+    for (auto& kv : streams_) {
+      vpmm_status s = vpmm_host_stream_release(kv.second);
+      if (s != VPMM_OK) return *e = "--gpu-lag: cannot release a host stream: " + status_msg(s), false;
+    }
+    // Their events complete on the streams' workers: wait for them, so that
+    // the next op sees them complete on every run. WRONG_STATE: the work
+    // waits on a --lag stream still held.
+    for (auto& kv : streams_) {
+      vpmm_status s = vpmm_host_stream_synchronize(kv.second);
+      if (s != VPMM_OK && s != VPMM_ERR_WRONG_STATE)
+        return *e = "--gpu-lag: cannot synchronize a host stream: " + status_msg(s), false;
+    }
+    ++n_gpu_lag_rounds_;
     return true;
   }
 
@@ -667,6 +711,10 @@ class TraceReplay {
       std::printf("  lag (--lag)       %" PRIu64 " frees held pending on host streams until PyTorch completed them "
                   "(%" PRIu64 " completed late in the snapshot)\n",
                   n_lagged_, in_.snapshot ? in_.facts.lagged_frees : 0);
+    if (o_.gpu_lag)
+      std::printf("  gpu lag           the streams' work completed every %" PRIu64 " ops and at syncs (--gpu-lag): "
+                  "%" PRIu64 " times\n",
+                  o_.gpu_lag, n_gpu_lag_rounds_);
     print_peaks(path_, in_.snapshot, in_.facts, s.peak_mapped_bytes, res_.peak_requested, false);
   }
 
@@ -768,6 +816,8 @@ class TraceReplay {
   size_t done_ = 0;  // ops done so far
   std::vector<LagStream> lag_streams_;
   uint64_t n_lagged_ = 0;  // frees --lag held
+  bool trace_streams_held_ = false;  // --gpu-lag
+  uint64_t n_gpu_lag_rounds_ = 0;    // times --gpu-lag let the streams catch up
   uint64_t page_ = 0;
   std::map<int, vpmm_stream> streams_;
   vtrace::ReplayResult res_;

@@ -66,6 +66,9 @@ const char* const kReplayHelp =
     "                            used: record_stream) is freed at the request on a held host\n"
     "                            stream, pending until its completion event, as a GPU behind\n"
     "                            the CPU keeps it (docs/trace-format.md)\n"
+    "  --gpu-lag OPS             host backend: every stream's work completes only at the next\n"
+    "                            multiple of OPS ops (and at a sync), as a GPU running behind the\n"
+    "                            CPU leaves frees of other streams pending; 0 (default): at once\n"
     "  --quiet                   print nothing but errors\n"
     "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
     "                            requested), one per trace\n"
@@ -149,6 +152,10 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
       return usage_error(n + (ratio ? " wants a number > 0" : " wants a number >= 0") + ", got '" + val + "'");
     if (ratio) o.expect_max_ratio = r, o.expect_ratio_set = true;
     else o.expect_max_steady_remap = r, o.expect_steady_set = true;
+  } else if (n == "--gpu-lag") {
+    if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
+      return usage_error("--gpu-lag wants a number of ops, got '" + val + "'");
+    o.gpu_lag = std::strtoull(val.c_str(), nullptr, 10);
   } else if (n == "--device") {
     if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--device wants a device number, got '" + val + "'");

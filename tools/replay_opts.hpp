@@ -35,6 +35,7 @@ struct ReplayOpts {
   bool summary = false;  // only the comparison table (and errors)
   bool log_remaps = false;  // a line per op that remapped or grew the pool
   bool lag = false;  // snapshots, host backend: frees PyTorch completed late stay pending that long
+  uint64_t gpu_lag = 0;  // host backend: the trace's streams complete their work every gpu_lag ops
   bool expect_layout_set = false;
   std::string expect_layout;
   bool expect_mapped_set = false;
