@@ -64,6 +64,10 @@ CASES = {
     # policies (docs/trace-format.md).
     "replay_moe_lag_policies": (["replay", "--backend", "host", "--lag", "--policy", "views,remap",
                                  "traces/moe_training.pickle.gz"], []),
+    # --gpu-lag: every stream's work completes only every 40 ops (and at
+    # syncs), as behind a GPU: other streams' frees stay pending meanwhile.
+    "replay_multistream_gpu_lag": (["replay", "--backend", "host", "--gpu-lag", "40", "--check",
+                                    "traces/multistream.trace"], []),
     "replay_help": (["replay", "--help"], []),
     "help": (["help"], []),
 }
