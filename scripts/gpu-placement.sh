@@ -32,7 +32,8 @@
 # several calls on one warm machine: FIRST_ROUND (default 1; rounds are
 # numbered and rotated from it), ROUND_NEED (seconds; a round starts only
 # with that much time left, so no round is cut in two), ALLOCS (default
-# "native expandable cudamallocasync vpmm vpmm-remap"), CLIENTS (default
+# "native expandable cudamallocasync vpmm vpmm-remap"; "vpmm-pending" is the
+# default with VPMM_PENDING_REUSE=1), CLIENTS (default
 # "hard train"), REPLAYS=0 (skip the CUDA replays). Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
 # process on those CPUs: on the lent VMs the same process swings 15-25%
@@ -106,6 +107,7 @@ run_client() {
   local -a env=(-u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES="$gpu") pin=()
   [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
   [ "$name" = vpmm-remap ] && { alloc=vpmm; env=(CUDA_VISIBLE_DEVICES="$gpu" VPMM_VIEW_MIN_SIZE=off); }
+  [ "$name" = vpmm-pending ] && { alloc=vpmm; env+=(VPMM_PENDING_REUSE=1); }
   if [ "$kind" = hard ]; then
     want=90
     (( $(left) - BOX_RESERVE < 45 )) && return 124

@@ -22,7 +22,7 @@ import statistics
 import sys
 
 TORCH = ("native", "expandable", "cudamallocasync")
-ORDER = TORCH + ("vpmm", "vpmm-remap")
+ORDER = TORCH + ("vpmm", "vpmm-remap", "vpmm-pending")
 
 
 def load(path):
@@ -60,10 +60,10 @@ def report(path):
     print(f"== {client} client ({path}): {len(rows)} processes, {len(rounds)} rounds")
     print(f"  {'round':6s} {'allocator':16s} {'step ms':>8s} {'peak/live':>9s} {'peak GiB':>9s} "
           f"{'driver share':>12s} {'remapped MB':>11s}")
-    ratios = {"vpmm": [], "vpmm-remap": []}
+    ratios = {"vpmm": [], "vpmm-remap": [], "vpmm-pending": []}
     for rnd in sorted(rounds, key=lambda k: int(k[1:]) if k[1:].isdigit() else 0):
         got = rounds[rnd]
-        for name in ORDER:
+        for name in [n for n in ORDER if any(n in g for g in rounds.values())]:
             r = got.get(name)
             if r is None:
                 print(f"  {rnd:6s} {name:16s} {'(no result)':>8s}")

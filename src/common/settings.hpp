@@ -32,6 +32,7 @@ enum class Setting : int {
   kPreloadHostBackup,
   kPreloadCtl,
   kBackupDir,
+  kPendingReuse,
   kCount
 };
 
@@ -62,6 +63,10 @@ inline constexpr SettingDef kSettings[] = {
      "libvpmm_preload.so: path of the pause/resume control FIFO (its replies: PATH.reply)"},
     {"backup_dir", "VPMM_BACKUP_DIR", VPMM_OPTION_TEXT, "unset",
      "directory of disk-store backups (VPMM_ALLOC_BACKUP_DISK) whose allocation and pool name none"},
+    {"pending_reuse", "VPMM_PENDING_REUSE", VPMM_OPTION_TEXT, "0",
+     "1 = a request that no ready free region fits takes a whole free region of another stream whose "
+     "work is still queued (at most 8x the request), after a GPU-side wait, before views and "
+     "remapping; read when a pool is created (docs/handles.md, \"The GPU's lag on the host\")"},
 };
 static_assert(sizeof kSettings / sizeof kSettings[0] == static_cast<size_t>(Setting::kCount),
               "one row per Setting");

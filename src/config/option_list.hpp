@@ -141,3 +141,4 @@ VPMM_POOL_OPTION(view_min_size, "VPMM_VIEW_MIN_SIZE", SIZE, 0, parse_view_min_si
                  "smallest request a view may serve (free handles mapped where they lie at a VA of its "
                  "own, kept for the next request of its size); \"off\" = never",
                  nullptr, resolve_view_min_size, show_view_min_size)
+VPMM_SETTING_OPTION(kPendingReuse, nullptr)

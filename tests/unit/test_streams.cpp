@@ -303,6 +303,56 @@ TEST("cross stream Phase 1: a completed foreign region wins over a pending one")
   for (vpmm_stream s : {a, b, c}) CHECK_OK(vpmm_host_stream_destroy(s));
 }
 
+// (b'') VPMM_PENDING_REUSE=1 (off by default): a request no ready region
+// fits takes another stream's pending region whole, in place, after a
+// GPU-side wait instead of growing; its stream's work then runs after the
+// freeing stream's. A pending region more than 8x the request is left alone.
+TEST("VPMM_PENDING_REUSE: a pending foreign region that fits is reused in place after a GPU-side wait") {
+  setenv("VPMM_PENDING_REUSE", "1", 1);
+  vpmm_pool* p = pool_with(kPage);  // read when the pool is created
+  unsetenv("VPMM_PENDING_REUSE");
+  if (!p) return;
+  vpmm_stream a = new_stream(), b = new_stream();
+  void *xa = nullptr, *big = nullptr, *sep = nullptr, *sep2 = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, a, &xa));
+  CHECK_OK(vpmm_pool_malloc(p, kPage, b, &sep));  // keeps the frees apart
+  CHECK_OK(vpmm_pool_malloc(p, 17 * kPage, a, &big));
+  CHECK_OK(vpmm_pool_malloc(p, kPage, b, &sep2));
+  vt::fill(xa, 2 * kPage, 1);
+  CHECK_OK(vpmm_host_stream_hold(a));
+  CHECK_OK(vpmm_pool_free(p, xa, a));   // pending: A is held
+  CHECK_OK(vpmm_pool_free(p, big, a));  // pending too, 17 pages
+  vpmm_stats st0 = vt::stats(p);
+  void* q = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q));
+  vpmm_stats st1 = vt::stats(p);
+  CHECK_EQ(q, xa);  // in place: no growth, no remap
+  CHECK_EQ(st1.n_cross_stream_reuse, st0.n_cross_stream_reuse + 1);
+  CHECK_EQ(st1.n_stream_waits, st0.n_stream_waits + 1);
+  CHECK_EQ(st1.mapped_bytes, st0.mapped_bytes);
+  CHECK_EQ(st1.n_defrag, st0.n_defrag);
+  // B's work now waits for A's: synchronize says so rather than run it.
+  Kernel k;
+  k.check_at = q;
+  k.check_bytes = 2 * kPage;
+  k.check_seed = 1;
+  CHECK_OK(vpmm_host_stream_launch(b, run_kernel, &k));
+  CHECK_EQ(vpmm_host_stream_synchronize(b), VPMM_ERR_WRONG_STATE);
+  CHECK_EQ(k.check_ok.load(), -1);
+  // One page: the 17-page pending region is more than 8x it, so not taken.
+  void* one = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, kPage, b, &one));
+  CHECK(addr(one) + kPage <= addr(big) || addr(one) >= addr(big) + 17 * kPage);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(a));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  CHECK_EQ(k.check_ok.load(), 1);  // ran after A, on the bytes A's work left
+  for (void* x : {q, one, sep, sep2}) CHECK_OK(vpmm_pool_free(p, x, b));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+  for (vpmm_stream x : {a, b}) CHECK_OK(vpmm_host_stream_destroy(x));
+}
+
 // The premise of every hold-based test (vpmm.h: "A held stream runs nothing
 // until released, so events recorded on it stay pending") must hold even
 // when the stream was busy when it was held: here a kernel is still running

@@ -11,6 +11,7 @@
 #include <new>
 #include <tuple>
 
+#include "common/settings.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -20,11 +21,27 @@ namespace vpmm {
 
 namespace {
 constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
+// best_fit_pending_other takes a region at most this many times the request:
+// a small request carved from a much larger pending region leaves the large
+// requests after it (the hard client's logits) to remap or grow. Measured
+// with `vpmm replay --gpu-lag` on two recordings of the hard client at five
+// lags (docs/handles.md, "The GPU's lag on the host"): 8 kept every cell
+// at 11-15% second-half remapping under views; no bound left three at
+// 24-27% and took the views-off policy to 1.022x.
+constexpr uint64_t kPendingFitMax = 8;
 constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
+}  // namespace
+
+namespace {
+bool setting_on(Setting s) {
+  const char* v = setting_text(s);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
 }  // namespace
 
 Allocator::Allocator(PoolState& st)
     : StateRefs(st),
+      pending_reuse_(setting_on(Setting::kPendingReuse)),
       small_(new SmallAllocator(*this, st.options().small_size)),
       defrag_(st, *small_),
       views_(st, *small_) {}
@@ -74,11 +91,12 @@ RegionIt Allocator::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
   return best ? m_.find(std::get<2>(*best)) : m_.end();
 }
 
-// The smallest completed candidate by its whole index key (size, id, va), so
-// that equal sizes on two streams are decided by the key, never by the
-// streams map's iteration order (stream handles are heap addresses: the order
-// changed from run to run under ASLR, and so did replay figures).
-RegionIt Allocator::best_fit_completed_other(uint64_t bytes, Stream s, bool exact) {
+// The smallest candidate of the other streams by its whole index key (size,
+// id, va), so that equal sizes on two streams are decided by the key, never
+// by the streams map's iteration order (stream handles are heap addresses:
+// the order changed from run to run under ASLR, and so did replay figures).
+// completed_only: only regions whose stream's work before the free is done.
+RegionIt Allocator::best_fit_other(uint64_t bytes, Stream s, bool exact, bool completed_only) {
   RegionIt best = m_.end();
   std::tuple<uint64_t, uint64_t, uint64_t> best_key;
   for (const auto& kv : m_.streams()) {
@@ -90,12 +108,36 @@ RegionIt Allocator::best_fit_completed_other(uint64_t bytes, Stream s, bool exac
       if (exact && exact_run(std::get<2>(*it), std::get<0>(*it), bytes) == UINT64_MAX) continue;
       RegionIt r = m_.find(std::get<2>(*it));
       bool done = false;
-      if (st_.is_complete(r->second, &done) == VPMM_OK && done) {
-        best = r;
-        best_key = *it;
-        break;
-      }
+      if (completed_only && !(st_.is_complete(r->second, &done) == VPMM_OK && done)) continue;
+      best = r;
+      best_key = *it;
+      break;
     }
+  }
+  return best;
+}
+
+// With VPMM_PENDING_REUSE, Phase 1's last resort before views and Phase 2:
+// a free region of another stream that fits whole, though that stream's
+// work before the free is still queued, taken after a GPU-side wait of s on
+// it (the CPU never blocks). Views and Phase 2 take such memory the same
+// way, but piecemeal and by remapping; a GPU running behind the CPU leaves
+// most of another stream's frees pending (`vpmm replay --gpu-lag`), and the
+// request then moved pages while a region that fit lay free. Off by
+// default: vpmm_pool_free's contract (and the design's Phase 1) hand memory
+// to another stream only once that work completed, and a caller may rely
+// on not getting the same address back meanwhile. Where every event has
+// completed (host replays) the completed search saw the same regions and
+// this finds nothing more.
+RegionIt Allocator::best_fit_pending_other(uint64_t bytes, Stream s, bool exact) {
+  RegionIt best = best_fit_other(bytes, s, exact, false);
+  if (best == m_.end() || best->second.size / kPendingFitMax > bytes) return m_.end();
+  EventRef ev;
+  bool done = false;
+  if (st_.event_of(best->second, &ev) != VPMM_OK || st_.query(ev, &done) != VPMM_OK) return m_.end();
+  if (!done) {
+    if (backend_->stream_wait(s, ev->handle()) != VPMM_OK) return m_.end();
+    ++c_.n_stream_waits;
   }
   return best;
 }
@@ -133,7 +175,8 @@ inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Str
   const bool exact = a.tag != 0;
   RegionIt r = best_fit_same_stream(bytes, s, exact);
   if (r == m_.end()) {
-    r = best_fit_completed_other(bytes, s, exact);
+    r = best_fit_other(bytes, s, exact, true);
+    if (r == m_.end() && pending_reuse_) r = best_fit_pending_other(bytes, s, exact);
     if (r != m_.end()) ++c_.n_cross_stream_reuse;
   }
   views_.note(bytes, kind, a, r != m_.end());
@@ -153,7 +196,7 @@ inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Str
       // Phase 2 merged free regions that straddled a handle: one of them may
       // now fit in place, with no remap at all.
       r = best_fit_same_stream(bytes, s, exact);
-      if (r == m_.end()) r = best_fit_completed_other(bytes, s, exact);
+      if (r == m_.end()) r = best_fit_other(bytes, s, exact, true);
       if (r == m_.end()) st = defrag_.defragment(bytes, s, exact, nullptr, window, &r, ops);
       else st = VPMM_OK;
       // A failed malloc changes nothing; if another thread changed the map

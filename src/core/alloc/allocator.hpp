@@ -156,7 +156,10 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
   RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
-  RegionIt best_fit_completed_other(uint64_t bytes, Stream s, bool exact);
+  RegionIt best_fit_other(uint64_t bytes, Stream s, bool exact, bool completed_only);
+  // The best fit among other streams' free regions whose work is still
+  // queued, with s made to wait for it on the GPU; end() when none fits.
+  RegionIt best_fit_pending_other(uint64_t bytes, Stream s, bool exact);
   // Offset of a run of whole handles inside [va, va+size) that adds up to
   // exactly `bytes`; UINT64_MAX when there is none.
   uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;
@@ -175,6 +178,9 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   }
 
 
+  // VPMM_PENDING_REUSE, read at the pool's creation: best_fit_pending_other
+  // runs after Phase 1's misses.
+  const bool pending_reuse_;
   std::unique_ptr<SmallAllocator> small_;
   Defrag defrag_;
   ViewAllocator views_;
