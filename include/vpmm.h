@@ -914,8 +914,9 @@ typedef struct vpmm_stats {
   uint64_t small_bytes;        /* page bytes serving small allocations */
   uint64_t small_live_bytes;   /* bytes of small allocations (class rounded) */
   uint64_t n_small_malloc;
-  uint64_t n_cross_stream_reuse; /* Phase 1 reuse of another stream's free region: completed, or
-                                  * (its work still queued) after a GPU-side wait, n_stream_waits */
+  uint64_t n_cross_stream_reuse; /* Phase 1 reuse of another stream's completed region (with
+                                  * VPMM_PENDING_REUSE=1 also of one whose work is still queued,
+                                  * after a GPU-side wait counted in n_stream_waits) */
   uint64_t n_stream_waits;     /* GPU-side waits inserted (Phase 2 harvest of pending regions) */
   uint64_t n_events_recorded;
   uint64_t n_zombies_reaped;
