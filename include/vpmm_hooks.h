@@ -62,9 +62,11 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
  * completed, and t waits on the GPU for the allocating stream's earlier
  * work (as any vpmm_pool_free on another stream does; the CPU never
  * waits). A second or third recorded stream is synchronized on the CPU at
- * the free. Recording on the allocating stream itself, or again on a
- * stream already recorded, changes nothing; a NULL ptr is ignored. The
- * record lasts until the free (or a new allocation at the same address).
+ * the free; a recorded stream the pool refuses at the free (destroyed
+ * meanwhile) leaves the free to the allocating stream, so nothing leaks.
+ * Recording on the allocating stream itself, or again on a stream already
+ * recorded, changes nothing; a NULL ptr is ignored. The record lasts until
+ * the free (or a new allocation at the same address).
  * Thread safe. */
 VPMM_API void vpmm_torch_record_stream(void* ptr, void* stream);
 

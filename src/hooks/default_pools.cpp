@@ -116,7 +116,11 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
   vpmm_pool* pool = nullptr;
   if (!ptr || vpmm_default_pool(device, &pool) != VPMM_OK) return;
   void* on = recorded().free_stream(pool, ptr, stream);
-  if (vpmm_pool_free(pool, ptr, on) != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
+  vpmm_status st = vpmm_pool_free(pool, ptr, on);
+  // The recorded stream is gone (its work still completes, as a destroyed
+  // stream's does): free on the allocating stream rather than leak.
+  if (st != VPMM_OK && on != stream) st = vpmm_pool_free(pool, ptr, stream);
+  if (st != VPMM_OK && vpmm::hook_log_enabled(vpmm::HookLog::kError))
     std::fprintf(stderr, "libvpmm: vpmm_torch_free: %s\n", vpmm_last_error());
 }
 

@@ -331,3 +331,25 @@ TEST("record_stream on two streams: the first is waited for at the free, the las
   CHECK_OK(vpmm_host_stream_destroy(c));
   CHECK_OK(vpmm_host_stream_destroy(b));
 }
+
+TEST("record_stream on a stream destroyed before the free: the memory is still freed, nothing leaks") {
+  vpmm_pool* dp = nullptr;
+  CHECK_OK(vpmm_default_pool(0, &dp));
+  if (!dp || std::strcmp(vpmm_pool_backend_name(dp), "host") != 0) return;
+  vpmm_stream a = nullptr, gone = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&a));
+  CHECK_OK(vpmm_host_stream_create(&gone));
+  const ptrdiff_t n = 4 << 20;
+  const uint64_t live_before = vt::stats(dp).n_live;
+  void* p = vpmm_torch_malloc(n, 0, a);
+  CHECK(p != nullptr);
+  vpmm_torch_record_stream(p, gone);
+  CHECK_OK(vpmm_host_stream_destroy(gone));  // the pool never saw it: no retire needed
+  vpmm_torch_free(p, n, 0, a);
+  CHECK_EQ(vt::stats(dp).n_live, live_before);
+  void* base = kSentinel;
+  EXPECT_ERR(dp, vpmm_pool_lookup(dp, p, &base, nullptr), UP, "vpmm_pool_lookup");
+  CHECK_OK(vpmm_pool_check(dp));
+  CHECK_OK(vpmm_pool_stream_retire(dp, a));
+  CHECK_OK(vpmm_host_stream_destroy(a));
+}
