@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 
 #include "common/status.hpp"
 
@@ -51,6 +52,24 @@ class Timed {
 }  // namespace
 
 std::atomic<uint64_t> g_driver_calls{0};
+
+void fill_driver_profile(const BackendCounters& c, vpmm_driver_profile* out) {
+  auto calls = [&](Op op) { return c.calls[static_cast<int>(op)].load(std::memory_order_relaxed); };
+  auto ns = [&](Op op) { return c.ns[static_cast<int>(op)].load(std::memory_order_relaxed); };
+  std::memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->create_calls = calls(Op::create), out->create_ns = ns(Op::create);
+  out->release_calls = calls(Op::release), out->release_ns = ns(Op::release);
+  out->map_calls = calls(Op::map), out->map_ns = ns(Op::map);
+  out->unmap_calls = calls(Op::unmap), out->unmap_ns = ns(Op::unmap);
+  out->set_access_calls = calls(Op::set_access), out->set_access_ns = ns(Op::set_access);
+  out->reserve_calls = calls(Op::reserve) + calls(Op::unreserve);
+  out->reserve_ns = ns(Op::reserve) + ns(Op::unreserve);
+  out->event_record_calls = calls(Op::event_record), out->event_record_ns = ns(Op::event_record);
+  out->event_query_calls = calls(Op::event_query), out->event_query_ns = ns(Op::event_query);
+  out->event_destroy_calls = calls(Op::event_destroy), out->event_destroy_ns = ns(Op::event_destroy);
+  out->stream_wait_calls = calls(Op::stream_wait), out->stream_wait_ns = ns(Op::stream_wait);
+}
 
 DriverClock take_thread_driver_clock() {
   const DriverClock c = tl_driver;

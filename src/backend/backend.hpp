@@ -103,6 +103,10 @@ struct BackendCounters {
   std::atomic<int64_t> live_host_buffers{0};  // pinned buffers not yet freed
 };
 
+// vpmm_pool_driver_profile: the timed calls of `c` by kind (a whole struct;
+// the API layer copies what the caller has room for).
+void fill_driver_profile(const BackendCounters& c, vpmm_driver_profile* out);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -76,6 +76,12 @@ inline constexpr const SettingDef& setting(Setting s) { return kSettings[static_
 // The variable's text as set; nullptr when unset.
 inline const char* setting_text(Setting s) { return std::getenv(setting(s).env); }
 
+// A switch: on when the variable is set to anything but empty or "0".
+inline bool setting_on(Setting s) {
+  const char* v = setting_text(s);
+  return v != nullptr && *v != '\0' && !(v[0] == '0' && v[1] == '\0');
+}
+
 // --- VPMM_LOG ---------------------------------------------------------------
 
 enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };

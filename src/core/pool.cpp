@@ -299,22 +299,7 @@ void Pool::ipc_stats(vpmm_ipc_stats* out) {
 }
 
 void Pool::driver_profile(vpmm_driver_profile* out) const {
-  const BackendCounters& c = state_.backend().counters();
-  auto calls = [&](Op op) { return c.calls[static_cast<int>(op)].load(std::memory_order_relaxed); };
-  auto ns = [&](Op op) { return c.ns[static_cast<int>(op)].load(std::memory_order_relaxed); };
-  std::memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  out->create_calls = calls(Op::create), out->create_ns = ns(Op::create);
-  out->release_calls = calls(Op::release), out->release_ns = ns(Op::release);
-  out->map_calls = calls(Op::map), out->map_ns = ns(Op::map);
-  out->unmap_calls = calls(Op::unmap), out->unmap_ns = ns(Op::unmap);
-  out->set_access_calls = calls(Op::set_access), out->set_access_ns = ns(Op::set_access);
-  out->reserve_calls = calls(Op::reserve) + calls(Op::unreserve);
-  out->reserve_ns = ns(Op::reserve) + ns(Op::unreserve);
-  out->event_record_calls = calls(Op::event_record), out->event_record_ns = ns(Op::event_record);
-  out->event_query_calls = calls(Op::event_query), out->event_query_ns = ns(Op::event_query);
-  out->event_destroy_calls = calls(Op::event_destroy), out->event_destroy_ns = ns(Op::event_destroy);
-  out->stream_wait_calls = calls(Op::stream_wait), out->stream_wait_ns = ns(Op::stream_wait);
+  fill_driver_profile(state_.backend().counters(), out);
 }
 
 // ---------------------------------------------------------------------------

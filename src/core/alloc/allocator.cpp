@@ -32,13 +32,6 @@ constexpr uint64_t kPendingFitMax = 8;
 constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
 }  // namespace
 
-namespace {
-bool setting_on(Setting s) {
-  const char* v = setting_text(s);
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-}  // namespace
-
 Allocator::Allocator(PoolState& st)
     : StateRefs(st),
       pending_reuse_(setting_on(Setting::kPendingReuse)),
