@@ -389,6 +389,29 @@ class TorchRecordStream(unittest.TestCase):
             self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host"))
 
 
+    def test_missing_record_stream_fn_warns_only_for_the_global_allocator(self):
+        # A PyTorch whose pluggable allocator takes no record_stream function:
+        # MemPools (PyTorch's caching allocator honours record_stream there)
+        # stay quiet; use_as_allocator() warns once and says record_stream is
+        # not supported.
+        with tempfile.TemporaryDirectory() as d:
+            script = textwrap.dedent("""
+                import warnings, torch, vpmm, vpmm.torch as vt
+                del torch.cuda.memory.CUDAPluggableAllocator.set_record_stream_fn
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")
+                    vt.pluggable_allocator()
+                    assert not seen, [str(w.message) for w in seen]
+                    vt.use_as_allocator()
+                    vt.use_as_allocator()
+                msgs = [str(w.message) for w in seen]
+                assert len(msgs) == 1 and "record_stream" in msgs[0], msgs
+                assert not vt.record_stream_supported
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host"))
+
+
 class TorchShare(unittest.TestCase):
     """vpmm.torch.share against the stand-in torch: a tensor shared, its tag
     paused and resumed, shared again: the second share must be a live export

@@ -117,9 +117,6 @@ record_stream_supported: bool = False
 def _route_record_stream(pluggable: Any) -> bool:
     setter = getattr(pluggable.allocator(), "set_record_stream_fn", None)
     if setter is None:
-        warnings.warn("vpmm.torch: this PyTorch's pluggable allocator takes no record_stream function; "
-                      "Tensor.record_stream does nothing under libvpmm (vpmm.torch.record_stream_supported)",
-                      RuntimeWarning, stacklevel=3)
         return False
     from . import _library
     setter(ctypes.cast(_library.lib.vpmm_torch_record_stream, ctypes.c_void_p).value)
@@ -137,6 +134,13 @@ def use_as_allocator() -> Any:
         if _global_allocator is None:
             _torch.cuda.memory.change_current_allocator(alloc)
             _global_allocator = alloc
+            # Only here does a dropped record_stream matter: under a MemPool,
+            # PyTorch's own caching allocator holds the blocks and honours
+            # record_stream itself before it hands them back to libvpmm.
+            if not record_stream_supported:
+                warnings.warn("vpmm.torch: this PyTorch's pluggable allocator takes no record_stream function; "
+                              "Tensor.record_stream does nothing under libvpmm "
+                              "(vpmm.torch.record_stream_supported)", RuntimeWarning, stacklevel=2)
     return alloc
 
 
