@@ -76,6 +76,14 @@ vpmm_stats stats_of(vpmm_pool* pool) {
   return s;
 }
 
+vpmm_driver_profile driver_profile_of(vpmm_pool* pool) {
+  vpmm_driver_profile p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  vpmm_pool_driver_profile(pool, &p);
+  return p;
+}
+
 bool get_config(vpmm_pool* pool, vpmm_config* c) {
   std::memset(c, 0, sizeof *c);
   c->struct_size = sizeof *c;

@@ -26,6 +26,8 @@ const char* backend_arg_name(int32_t backend);
 std::string layout_of(vpmm_pool* pool);
 // vpmm_pool_stats / vpmm_pool_get_config with struct_size set.
 vpmm_stats stats_of(vpmm_pool* pool);
+// The pool's driver profile (vpmm_pool_driver_profile), zeroed if it fails.
+vpmm_driver_profile driver_profile_of(vpmm_pool* pool);
 bool get_config(vpmm_pool* pool, vpmm_config* c);
 
 // A trace's name in a timeline: its file name without directory and without

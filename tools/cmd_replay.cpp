@@ -76,6 +76,36 @@ double steady_remap_share(const vpmm_stats& end, const vpmm_stats& half, uint64_
   return peak_requested ? double(end.bytes_remapped - half.bytes_remapped) / double(peak_requested) : 0.0;
 }
 
+// The second half's backend calls by kind (every call of the pool, malloc's,
+// free's and the zombies' cleanup): on the CUDA backend what a steady state
+// costs, since the driver charges per handle and per kind (set-access and
+// unmap are dear, map is cheap).
+void print_driver_by_kind(const vpmm_driver_profile& end, const vpmm_driver_profile& half) {
+  struct Kind {
+    const char* name;
+    uint64_t vpmm_driver_profile::*calls, vpmm_driver_profile::*ns;
+  };
+  static const Kind kinds[] = {
+      {"map", &vpmm_driver_profile::map_calls, &vpmm_driver_profile::map_ns},
+      {"unmap", &vpmm_driver_profile::unmap_calls, &vpmm_driver_profile::unmap_ns},
+      {"set-access", &vpmm_driver_profile::set_access_calls, &vpmm_driver_profile::set_access_ns},
+      {"create", &vpmm_driver_profile::create_calls, &vpmm_driver_profile::create_ns},
+      {"release", &vpmm_driver_profile::release_calls, &vpmm_driver_profile::release_ns},
+      {"event record", &vpmm_driver_profile::event_record_calls, &vpmm_driver_profile::event_record_ns},
+      {"event query", &vpmm_driver_profile::event_query_calls, &vpmm_driver_profile::event_query_ns},
+      {"stream wait", &vpmm_driver_profile::stream_wait_calls, &vpmm_driver_profile::stream_wait_ns},
+  };
+  std::string line;
+  for (const Kind& k : kinds) {
+    const uint64_t calls = end.*k.calls - half.*k.calls;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %" PRIu64 " (%.1f ms)", line.empty() ? "" : ", ", k.name, calls,
+                  double(end.*k.ns - half.*k.ns) / 1e6);
+    line += buf;
+  }
+  std::printf("  driver by kind    second half: %s\n", line.c_str());
+}
+
 // Where the pool's driver work went: all of it, and the second half alone.
 void print_remapping(const vpmm_stats& end, const vpmm_stats& half, uint64_t peak_requested) {
   auto share = [&](uint64_t b) { return peak_requested ? 100.0 * double(b) / double(peak_requested) : 0.0; };
@@ -439,6 +469,7 @@ class TraceReplay {
       rc_ = 1;
     }
     end_ = stats_of(pool_);
+    profile_end_ = driver_profile_of(pool_);
     layout_ = layout_of(pool_);
     if (row) fill_row(row);
     if (!o_.quiet && o_.summary) print_summary();
@@ -505,7 +536,10 @@ class TraceReplay {
     // second half tells whether a loop reaches a steady state (a training
     // loop whose shapes were all seen in the first half should remap little
     // after it).
-    if (done == trace_.ops.size() / 2) at_half_ = stats_of(pool_);
+    if (done == trace_.ops.size() / 2) {
+      at_half_ = stats_of(pool_);
+      profile_at_half_ = driver_profile_of(pool_);
+    }
     if (o_.log_remaps) log_remap(done, op);
     if (o_.check) {
       vpmm_status s = vpmm_pool_check(pool_);
@@ -705,6 +739,7 @@ class TraceReplay {
                 s.handles_created, s.va_chunks);
     std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page_);
     print_remapping(s, at_half_, res_.peak_requested);
+    print_driver_by_kind(profile_end_, profile_at_half_);
     std::printf("  layout            %s\n", layout_.c_str());
     if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
     if (o_.lag)
@@ -823,6 +858,7 @@ class TraceReplay {
   vtrace::ReplayResult res_;
   double ms_ = 0;
   vpmm_stats at_half_{}, before_op_{}, end_{};
+  vpmm_driver_profile profile_at_half_{}, profile_end_{};
   std::string layout_;
   int rc_ = 0;
 };
