@@ -7,6 +7,7 @@ assertions are only trustworthy if this holds.
 Usage: check_replay_repro.py VPMM TRACE [FLAGS...]"""
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,10 +17,12 @@ base = [vpmm, "replay", "--backend", "host"] + flags
 
 
 def figures(out):
-    # Everything but the measurements: the wall-clock line, and the driver
-    # line (its time, and its count of event queries, which depends on when
-    # the host streams' threads finish).
-    return [l for l in out.splitlines() if "replay time" not in l and "driver by malloc" not in l]
+    # Everything but the measurements: the wall-clock line, the driver line
+    # (its time, and its count of event queries, which depends on when the
+    # host streams' threads finish), and in the driver-by-kind line the
+    # times and the event queries.
+    return [re.sub(r"event query \d+", "event query N", re.sub(r"\b\d+(\.\d+)? ms\b", "N ms", l))
+            for l in out.splitlines() if "replay time" not in l and "driver by malloc" not in l]
 
 
 def fmt_bytes(v):  # tools/cli.cpp's fmt_bytes
