@@ -68,21 +68,22 @@ std::string layout_of(vpmm_pool* pool) {
   return out;
 }
 
-vpmm_stats stats_of(vpmm_pool* pool) {
-  vpmm_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  vpmm_pool_stats(pool, &s);
-  return s;
+namespace {
+// A zeroed snapshot struct whose struct_size is the whole struct, as
+// `query` fills it (left zeroed if it fails).
+template <typename T>
+T sized_snapshot_of(vpmm_pool* pool, vpmm_status (*query)(vpmm_pool*, T*)) {
+  T out;
+  std::memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  query(pool, &out);
+  return out;
 }
+}  // namespace
 
-vpmm_driver_profile driver_profile_of(vpmm_pool* pool) {
-  vpmm_driver_profile p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  vpmm_pool_driver_profile(pool, &p);
-  return p;
-}
+vpmm_stats stats_of(vpmm_pool* pool) { return sized_snapshot_of(pool, vpmm_pool_stats); }
+
+vpmm_driver_profile driver_profile_of(vpmm_pool* pool) { return sized_snapshot_of(pool, vpmm_pool_driver_profile); }
 
 bool get_config(vpmm_pool* pool, vpmm_config* c) {
   std::memset(c, 0, sizeof *c);
