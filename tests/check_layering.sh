@@ -14,7 +14,7 @@
 #             inside it, modules include only lower modules (src/core/modules.txt)
 #   ipc/      status pages, sockets and pidfds of exports and imports: may
 #             include common/, ipc/ and the interfaces it implements
-#             (core/share/channels.hpp), nothing else of the core, never the API
+#             (core/share/channel_interfaces.hpp), nothing else of the core, never the API
 #   hooks/    the allocator hooks: the library seen through the public headers
 #             (vpmm*.h) and their own headers only, like a binding would; what
 #             vpmm.h lacks (last error, VPMM_LOG) comes from the C API layer
@@ -52,8 +52,8 @@ report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:s
 report "src/core/ includes the ipc layer or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|api|hooks)/')"
 # ipc/: the operating system's side of sharing memory between processes
 # (status pages, sockets, pidfds); it implements the channel interfaces of
-# core/share/channels.hpp and sees nothing else of the core, nor the backends or the API.
-report "src/ipc/ includes more than common/, ipc/ and core/share/channels.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' | grep -v '"core/share/channels.hpp"')"
+# core/share/channel_interfaces.hpp and sees nothing else of the core, nor the backends or the API.
+report "src/ipc/ includes more than common/, ipc/ and core/share/channel_interfaces.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' | grep -v '"core/share/channel_interfaces.hpp"')"
 report "src/core/ includes a backend's internals (backend/backend.hpp and backend/host_services.hpp are the doors)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/' | grep -vE '"backend/(backend|host_services)\.hpp"')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 

@@ -10,7 +10,7 @@
 
 #include "api/pool_shell.hpp"
 #include "common/status.hpp"
-#include "core/share/channels.hpp"
+#include "core/share/channel_interfaces.hpp"
 #include "ipc/channels.hpp"
 #include "ipc/descriptor.hpp"
 #include "ipc/fd_passing.hpp"

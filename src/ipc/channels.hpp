@@ -1,5 +1,5 @@
 // The operating-system halves of an export and an import (the interfaces of
-// core/share/channels.hpp): the status page and the exported handles' descriptors.
+// core/share/channel_interfaces.hpp): the status page and the exported handles' descriptors.
 #pragma once
 
 #include <memory>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/share/channels.hpp"
+#include "core/share/channel_interfaces.hpp"
 #include "ipc/status_page.hpp"
 
 namespace vpmm {

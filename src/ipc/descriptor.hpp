@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/share/channels.hpp"
+#include "core/share/channel_interfaces.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "core/share/channels.hpp"
+#include "core/share/channel_interfaces.hpp"
 #include "core/state/regions.hpp"
 #include "vpmm.h"
 

@@ -18,7 +18,7 @@
 // Owns: the open exports and imports (IpcTables).
 // May call: PoolState (the region map, tags, the backend), the allocator
 // (small-object slabs: what a pointer or a tag covers), and the channels of
-// an export or import (channels.hpp, implemented in src/ipc/). It implements
+// an export or import (channel_interfaces.hpp, implemented in src/ipc/). It implements
 // SlabWatcher, through which the allocator tells it a slab went.
 // Every call is made with the pool mutex held, except prepare_export,
 // import_memory and close_import, which take it themselves: their driver
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "core/alloc/allocator.hpp"
-#include "core/share/channels.hpp"
+#include "core/share/channel_interfaces.hpp"
 #include "core/share/ipc_tables.hpp"
 #include "core/state/pool_state.hpp"
 
