@@ -7,6 +7,7 @@ Stand-in `mesonpy` modules record the calls."""
 import importlib.util
 import io
 import os
+import socket
 import sys
 import tempfile
 import unittest
@@ -87,20 +88,65 @@ class BuildBackend(unittest.TestCase):
         self.assertEqual(sys.path[-1], site, "appended after the building Python's own paths")
         self.assertEqual(b.build_sdist("/out"), "vpmm-0.1.0.tar.gz")
 
-    def test_without_meson_python_it_says_what_to_do(self):
+    def test_without_meson_python_pip_fetches_it_where_it_can(self):
         self.block_mesonpy()
         b = load_backend(os.path.join(self.tmp.name, "no-such-site"))
-        err = io.StringIO()
-        with redirect_stderr(err):
-            reqs = b.get_requires_for_build_wheel()
-        self.assertEqual(reqs, ["meson-python>=0.12", "meson>=0.63"], "pip fetches them where it can")
-        for words in (f"not importable by {sys.executable}", "python3-mesonpy", "-m pip install",
-                      "sudo apt-get install meson ninja-build g++ python3-mesonpy"):
-            self.assertIn(words, err.getvalue())
+        b._pip_can_fetch_meson_python = lambda: True
+        self.assertEqual(b.get_requires_for_build_wheel(), ["meson-python>=0.12", "meson>=0.63"])
+
+    def test_without_meson_python_and_nothing_to_fetch_it_says_what_to_do(self):
+        self.block_mesonpy()
+        b = load_backend(os.path.join(self.tmp.name, "no-such-site"))
+        b._pip_can_fetch_meson_python = lambda: False
+        # SystemExit with the text: the failing hook's output is what pip shows.
+        with self.assertRaises(SystemExit) as cm:
+            b.get_requires_for_build_wheel()
+        for words in (f"not importable by {sys.executable}", "-m pip install",
+                      "sudo apt-get install meson ninja-build g++ python3-mesonpy",
+                      "pip install --no-build-isolation"):
+            self.assertIn(words, str(cm.exception.code))
         with self.assertRaises(RuntimeError) as cm:
             b.build_wheel("/out")
         self.assertIn("pip install meson-python meson ninja", str(cm.exception))
         self.assertFalse(hasattr(b, "build_editable"), "no optional hook without a backend")
+
+    def pip_env(self, **env):
+        # pip's configuration as the test sets it: no file, no PIP_* from outside.
+        saved = dict(os.environ)
+        self.addCleanup(lambda: (os.environ.clear(), os.environ.update(saved)))
+        for k in [k for k in os.environ if k.startswith("PIP_") or k.lower().endswith("_proxy")]:
+            del os.environ[k]
+        os.environ["PIP_CONFIG_FILE"] = os.devnull
+        os.environ.update(env)
+        b = load_backend("/nonexistent")
+        b.sys = type(sys)("sys_stand_in")  # pip.conf of sys.prefix: none
+        b.sys.prefix = self.tmp.name
+        b.sys.executable = sys.executable
+        return b
+
+    def test_what_pip_could_fetch_from(self):
+        links = os.path.join(self.tmp.name, "wheels")
+        os.makedirs(links)
+        b = self.pip_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=links)
+        no_index, _, found = b._pip_settings()
+        self.assertTrue(no_index)
+        self.assertIn(links, found)
+        self.assertFalse(b._pip_can_fetch_meson_python(), "no index, and no meson-python among the links")
+        open(os.path.join(links, "meson_python-0.15.0-py3-none-any.whl"), "w").close()
+        self.assertTrue(b._pip_can_fetch_meson_python(), "a find-links wheel pip installs offline")
+        # An index nothing answers on (port 9 of this host: connection refused).
+        b = self.pip_env(PIP_INDEX_URL="http://127.0.0.1:9/simple")
+        self.assertEqual(b._pip_settings()[1], ["http://127.0.0.1:9/simple"])
+        self.assertFalse(b._pip_can_fetch_meson_python())
+        # An index that answers: a listening socket of this test.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        self.addCleanup(srv.close)
+        b = self.pip_env(PIP_INDEX_URL=f"http://127.0.0.1:{srv.getsockname()[1]}/simple")
+        self.assertTrue(b._pip_can_fetch_meson_python())
+        self.assertFalse(self.pip_env(PIP_INDEX_URL=f"http://127.0.0.1:{srv.getsockname()[1]}/simple",
+                                      PIP_NO_INDEX="yes")._pip_can_fetch_meson_python())
 
     def test_a_debian_site_without_meson_is_not_used(self):
         self.block_mesonpy()
