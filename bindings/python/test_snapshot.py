@@ -305,6 +305,8 @@ def run_with_stand_in_torch(test, d, script, **env):
     os.makedirs(os.path.join(d, "torch"), exist_ok=True)
     with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
         f.write(FAKE_TORCH)
+    with open(os.path.join(d, "torch", "multiprocessing.py"), "w") as f:
+        f.write(FAKE_TORCH_MULTIPROCESSING)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([d, os.path.dirname(os.path.abspath(__file__))]), **env)
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     test.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -459,6 +461,163 @@ class TorchShare(unittest.TestCase):
             """)
             self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_EXPORTABLE="1"))
 
+# What both sides of a send compare: a message's structure, with each
+# tensor's class, dtype, shape, stride, requires_grad and bytes.
+DESCRIBE = """
+import collections, hashlib, torch
+def describe(o):
+    if isinstance(o, torch.Tensor):
+        return ["tensor", type(o).__name__, str(o.dtype), list(o.shape), list(o.stride()), o.requires_grad,
+                hashlib.sha1(o.tobytes()).hexdigest()]
+    if isinstance(o, dict):
+        return [type(o).__name__, [[describe(k), describe(v)] for k, v in o.items()],
+                describe(getattr(o, "_metadata", None))]
+    if isinstance(o, (list, tuple)):
+        return [type(o).__name__, [describe(v) for v in o]]
+    if hasattr(o, "__dict__"):
+        return [type(o).__name__, describe(vars(o))]
+    return o
+"""
+
+# The receiver: a separate Python on the other end of a multiprocessing
+# Connection (ForkingPickler's loads), answering with what it received.
+CONTAINER_RECEIVER = DESCRIBE + """
+import gc, json, os, vpmm.torch as vt
+from multiprocessing.connection import Connection
+conn = Connection(int(os.environ["RECEIVER_FD"]))
+pool = vt.default_pool(0)
+got = None
+while True:
+    cmd = conn.recv()
+    if cmd == "stop":
+        break
+    if cmd == "drop":
+        got = None
+        gc.collect()
+        conn.send(pool.ipc_stats()["imports"])
+        continue
+    if isinstance(cmd, tuple) and cmd[0] == "write":  # into the dict's tensor cmd[1]
+        got[cmd[1]].write(cmd[2])
+        conn.send("written")
+        continue
+    if isinstance(cmd, tuple) and cmd[0] == "read":
+        conn.send(got[cmd[1]].tobytes()[:len(cmd[2])] == cmd[2])
+        continue
+    before = pool.ipc_stats()["n_imports"]
+    got = conn.recv() if cmd == "message" else __import__("pickle").loads(conn.recv_bytes())
+    conn.send((describe(got), pool.ipc_stats()["n_imports"] - before))
+"""
+
+
+class TorchContainers(unittest.TestCase):
+    """install_reductions(): every container of libvpmm tensors a message
+    holds (a plain dict, an OrderedDict state dict with _metadata, a list, a
+    tuple, (name, tensor) pairs, nested) goes through a real multiprocessing
+    Connection (ForkingPickler) as one export of the sender's pool, mapped by
+    the receiver (another process) with one import: the bytes identical,
+    Parameters and requires_grad kept, writes seen both ways, a CPU tensor
+    and a CUDA tensor libvpmm does not own sent by PyTorch's own reductions,
+    and a re-send after pause/resume one export again."""
+
+    def test_every_container_is_one_export(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = DESCRIBE + textwrap.dedent("""
+                import collections, ctypes, gc, io, os, socket, subprocess, sys, types
+                import torch, vpmm, vpmm.torch as vt
+                from multiprocessing.connection import Connection
+                from multiprocessing.reduction import ForkingPickler
+                vt.use_as_allocator()
+                vt.install_reductions()
+                A = torch.cuda.memory.current
+                pool = vt.default_pool(0)
+                def tensor(nbytes, fill):
+                    t = torch.cuda_tensor(A.malloc(nbytes), nbytes)
+                    t.write(bytes([fill]) * nbytes)
+                    return t
+                with vt.pool("weights", host_backup=True):
+                    ws = [tensor((i + 1) << 20, 10 + i) for i in range(4)]
+                ws[0].write(bytes(range(256)) * 16)
+                param = torch.nn.Parameter(ws[3])
+                foreign_buf = ctypes.create_string_buffer(4096)
+                foreign = torch.cuda_tensor(ctypes.addressof(foreign_buf), 4096)  # CUDA, not libvpmm's
+                sd = collections.OrderedDict((f"layer.{i}.weight", w) for i, w in enumerate(ws))
+                sd._metadata = collections.OrderedDict({"": {"version": 1}, "layer": {"version": 2}})
+                shapes = {
+                    "dict": {k: v.detach() for k, v in sd.items()},
+                    "ordered": sd,
+                    "list": list(ws),
+                    "tuple": tuple(ws),
+                    "pairs": list(sd.items()),
+                    "nested": {"model": {"layers": [ws[0], (ws[1], {"w": ws[2]})], "p": param},
+                               "step": 7, "view": ws[0][16:32], "cpu": torch.cpu_tensor(b"cpu bytes!"),
+                               "set": frozenset({"a"}), "again": ws[0]},
+                }
+                a, b = socket.socketpair()
+                rx = subprocess.Popen([sys.executable, "-c", RECEIVER], env=dict(os.environ, RECEIVER_FD=str(b.fileno())),
+                                      pass_fds=(b.fileno(),))
+                b.close()
+                conn = Connection(a.detach())
+                def send(obj, direct=False, expect=None):
+                    before = pool.ipc_stats()["n_exports"]
+                    if direct:  # SGLang's MultiprocessingSerializer: ForkingPickler(buf).dump(obj)
+                        buf = io.BytesIO()
+                        ForkingPickler(buf).dump(obj)
+                        exports = pool.ipc_stats()["n_exports"] - before
+                        conn.send("bytes")
+                        conn.send_bytes(buf.getvalue())
+                    else:
+                        conn.send("message")
+                        conn.send(obj)
+                        exports = pool.ipc_stats()["n_exports"] - before
+                    seen, imports = conn.recv()
+                    want = describe(obj if expect is None else expect)
+                    assert seen == want, (seen, want)
+                    return exports, imports
+                for name, obj in shapes.items():
+                    assert send(obj) == (1, 1), (name, "exports and imports of one send")
+                    if name == "dict":  # the receiver maps the sender's memory: writes go both ways
+                        conn.send(("write", "layer.1.weight", b"from the receiver"))
+                        assert conn.recv() == "written"
+                        assert ws[1].tobytes().startswith(b"from the receiver")
+                        ws[2].write(b"from the sender")
+                        conn.send(("read", "layer.2.weight", b"from the sender"))
+                        assert conn.recv() is True, "the receiver does not see the sender's write"
+                    conn.send("drop")
+                    assert conn.recv() == 0, "the receiver's import outlived its tensors"
+                assert send(shapes["pairs"], direct=True) == (1, 1)
+                conn.send("drop"); conn.recv()
+                # Only PyTorch's reductions for what libvpmm does not own.
+                cpu = torch.cpu_tensor(b"x" * 8)
+                assert send({"cpu": cpu, "foreign": foreign, "n": 3},
+                            expect={"cpu": cpu, "foreign": ("cuda-ipc", foreign.data_ptr()), "n": 3}) == (0, 0)
+                # A tensor inside an object of the user's is not walked: one export of its own.
+                assert send({"sd": shapes["dict"], "obj": types.SimpleNamespace(w=torch.cuda_tensor(
+                    A.malloc(1 << 20), 1 << 20))}) == (2, 2)
+                conn.send("drop"); conn.recv()
+                # After a pause and resume (new memory, the bytes restored from the
+                # backup), the exports were prepared ahead; the re-send is one export.
+                assert vt.pause("weights") and vt.resume("weights")
+                assert vt.sharing_ahead["weights"].result(timeout=60) >= 4
+                assert send(shapes["dict"]) == (1, 1)
+                conn.send("drop"); conn.recv()
+                # A message that fails to pickle leaves no export behind.
+                vt.release_shared()
+                made = pool.ipc_stats()["n_exports"]
+                try:
+                    ForkingPickler.dumps({"w": ws[0], "bad": lambda: 0})
+                except Exception:
+                    pass
+                else:
+                    raise AssertionError("a lambda pickled")
+                st = pool.ipc_stats()
+                assert st["n_exports"] == made + 1 and st["exports"] == 0, ("the failed message's export stayed", st)
+                conn.send("stop")
+                assert rx.wait(60) == 0
+                print("ok")
+            """).replace("RECEIVER]", repr(CONTAINER_RECEIVER) + "]")
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host", VPMM_EXPORTABLE="1"))
+
+
 # Just what vpmm.torch calls with use_as_allocator(), and a "tensor
 # allocator" for the test: the pluggable allocator's own functions, loaded
 # from the library and names vpmm.torch gave it, as PyTorch would call them.
@@ -495,6 +654,129 @@ class _Memory:
 
 cuda = types.SimpleNamespace(memory=_Memory, current_device=lambda: 0, synchronize=lambda d=None: None,
                              device=lambda d: contextlib.nullcontext(), MemPool=object)
+
+# Tensors, as far as vpmm.torch's sharing reads and builds them: a pointer,
+# shape, stride and dtype over bytes this process can read and write with
+# ctypes (host backend memory for "cuda" tensors, a ctypes buffer for CPU).
+class dtype:
+    def __init__(self, name, itemsize):
+        self._name, self.itemsize = name, itemsize
+    def __str__(self):
+        return "torch." + self._name
+    __repr__ = __str__
+
+float32, bfloat16, uint8 = dtype("float32", 4), dtype("bfloat16", 2), dtype("uint8", 1)
+
+class _Device:
+    def __init__(self, type, index=None):
+        self.type, self.index = type, index
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+def device(spec):
+    if isinstance(spec, _Device):
+        return spec
+    t, _, i = str(spec).partition(":")
+    return _Device(t, int(i) if i else (0 if t == "cuda" else None))
+
+class _Storage:
+    def __init__(self, ptr, keep=None):
+        self._ptr, self.keep = ptr, keep
+    def data_ptr(self):
+        return self._ptr
+
+class Tensor:
+    def __init__(self, ptr, shape, stride, dt, dev, storage, requires_grad=False):
+        self._ptr, self.shape, self._stride, self.dtype = ptr, tuple(shape), tuple(stride), dt
+        self.device, self._storage, self.requires_grad = dev, storage, requires_grad
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+    def data_ptr(self):
+        return self._ptr
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+    def stride(self):
+        return self._stride
+    def element_size(self):
+        return self.dtype.itemsize
+    def untyped_storage(self):
+        return self._storage
+    def detach(self):
+        return Tensor(self._ptr, self.shape, self._stride, self.dtype, self.device, self._storage)
+    def requires_grad_(self, on=True):
+        self.requires_grad = on
+        return self
+    def view(self, dt):
+        return Tensor(self._ptr, (self.numel() * self.dtype.itemsize // dt.itemsize,), (1,), dt, self.device,
+                      self._storage)
+    def as_strided(self, shape, stride):
+        return Tensor(self._ptr, shape, stride, self.dtype, self.device, self._storage)
+    def __getitem__(self, sl):  # 1-D slices
+        start, stop, _ = sl.indices(self.shape[0])
+        return Tensor(self._ptr + start * self.dtype.itemsize, (stop - start,), (1,), self.dtype, self.device,
+                      self._storage)
+    def tobytes(self):  # contiguous tensors
+        return ctypes.string_at(self._ptr, self.numel() * self.dtype.itemsize) if self.numel() else b""
+    def write(self, data, offset=0):
+        ctypes.memmove(self._ptr + offset, data, len(data))
+
+class Parameter(Tensor):
+    def __init__(self, data, requires_grad=True):
+        Tensor.__init__(self, data._ptr, data.shape, data._stride, data.dtype, data.device, data._storage,
+                        requires_grad)
+
+nn = types.SimpleNamespace(Parameter=Parameter, parameter=types.SimpleNamespace(Parameter=Parameter))
+
+def cpu_tensor(data, dt=uint8):
+    buf = ctypes.create_string_buffer(bytes(data), max(len(data), 1))
+    n = len(data) // dt.itemsize
+    return Tensor(ctypes.addressof(buf), (n,), (1,), dt, _Device("cpu"), _Storage(ctypes.addressof(buf), buf))
+
+def cuda_tensor(ptr, nbytes, dt=float32):
+    """The test's tensor over nbytes at ptr (libvpmm's, or anyone's), on cuda:0."""
+    return Tensor(ptr, (nbytes // dt.itemsize,), (1,), dt, _Device("cuda", 0), _Storage(ptr))
+
+def empty(shape, dtype=float32, device=None):
+    n = 1
+    for s in shape:
+        n *= s
+    t = cpu_tensor(bytes(n * dtype.itemsize), dtype).as_strided(shape, tuple(1 for _ in shape))
+    if device is not None and str(device).startswith("cuda"):
+        assert n == 0, "the stand-in makes no CUDA memory"
+        t.device = globals()["device"](device)
+    return t
+
+def as_tensor(obj, device=None):
+    iface = obj.__cuda_array_interface__
+    ptr, n = iface["data"][0], iface["shape"][0]
+    return Tensor(ptr, (n,), (1,), uint8, globals()["device"](device), _Storage(ptr, obj))
+'''
+
+# torch.multiprocessing's part: PyTorch's reductions registered with
+# ForkingPickler, which install_reductions() must leave to every tensor that
+# is not libvpmm's. CUDA tensors travel as their pointer ("CUDA IPC"), so a
+# receiver can tell which way a tensor went.
+FAKE_TORCH_MULTIPROCESSING = '''
+from multiprocessing.reduction import ForkingPickler
+import torch
+
+def rebuild_cpu(data, dt):
+    return torch.cpu_tensor(data, getattr(torch, dt))
+
+def rebuild_cuda_ipc(ptr):
+    return ("cuda-ipc", ptr)
+
+def reduce_tensor(t):
+    if t.is_cuda:
+        return (rebuild_cuda_ipc, (t.data_ptr(),))
+    return (rebuild_cpu, (t.tobytes(), str(t.dtype).replace("torch.", "")))
+
+for cls in (torch.Tensor, torch.Parameter if hasattr(torch, "Parameter") else torch.nn.Parameter):
+    ForkingPickler.register(cls, reduce_tensor)
 '''
 
 

@@ -12,14 +12,18 @@ Here the allocation holding the tensor is exported instead
 
 A send of many tensors (a state dict) is one export of every allocation
 holding them (vpmm_pool_export_many: one status page, one descriptor, one
-round trip, one import on the other side): share_many / open_many, and
-install_reductions() does it for every OrderedDict it pickles (what
-state_dict() returns).
+round trip, one import on the other side): share_many / open_many. After
+install_reductions() every message ForkingPickler pickles is sent that way:
+before the first libvpmm tensor of a message is reduced, the message's
+containers (dicts of any kind, lists, tuples, sets, nested, a state dict's
+_metadata) are walked once for every libvpmm tensor in them, which are
+shared with one share_many per device; each tensor then pickles as a
+reference into that batch (pickle writes the batch itself once), and the
+receiver opens the batch with one open_many at its first tensor.
 """
 from __future__ import annotations
 
 import bisect
-import collections
 import contextlib
 import functools
 import threading
@@ -64,12 +68,15 @@ class SharedTensors:
     order given. Picklable; :func:`open_many` in another process returns
     the tensors in that order."""
 
-    __slots__ = ("handle", "tensors")
+    __slots__ = ("handle", "tensors", "_opened")
 
     def __init__(self, handle: ipc.Handle, tensors: Sequence[Tuple[int, str, Tuple[int, ...], Tuple[int, ...]]]) -> None:
         self.handle = handle
         # (exporter_ptr, dtype, shape, stride) per tensor; exporter_ptr 0: empty
         self.tensors = tuple((int(p), str(d), tuple(sh), tuple(st)) for p, d, sh, st in tensors)
+        # A receiver's open_many of it, made at the first tensor of a batch
+        # unpickled (_rebuild_batched); never pickled.
+        self._opened: Optional[List[_torch.Tensor]] = None
 
     def __reduce__(self) -> Any:
         return (SharedTensors, (self.handle, self.tensors))
@@ -416,56 +423,144 @@ def _rebuild(shared: SharedTensor, parameter: bool, requires_grad: bool) -> _tor
     return t.requires_grad_(requires_grad) if requires_grad else t
 
 
+def _as_sent(t: _torch.Tensor, parameter: bool, requires_grad: bool) -> _torch.Tensor:
+    if parameter:
+        return _torch.nn.Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _rebuild_batched(shared: SharedTensors, index: int, parameter: bool, requires_grad: bool) -> _torch.Tensor:
+    """Tensor `index` of a batch: pickle memoizes `shared`, so every tensor
+    of one message gets the same object, opened once (one import)."""
+    opened = shared._opened
+    if opened is None:
+        opened = shared._opened = open_many(shared)
+    return _as_sent(opened[index], parameter, requires_grad)
+
+
+class _Batch:
+    """The libvpmm tensors of one message being pickled: found by walking its
+    containers when the first of them is reduced, shared with one
+    share_many per device. `where` maps id(tensor) to its SharedTensors and
+    index; the tensors themselves are held so that no id is reused while
+    the message is pickled."""
+
+    __slots__ = ("message", "walked", "where", "held", "exports")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.walked = False
+        self.where: Dict[int, Tuple[SharedTensors, int]] = {}
+        self.held: List[_torch.Tensor] = []
+        self.exports: List[Tuple[int, SharedTensors]] = []  # (device, batch)
+
+    def find(self, tensor: _torch.Tensor) -> Optional[Tuple[SharedTensors, int]]:
+        if not self.walked:
+            self.walked = True
+            self.share(_vpmm_tensors(self.message))
+            self.message = None  # the walk is done: do not keep the message alive longer
+        return self.where.get(id(tensor))
+
+    def share(self, tensors: List[_torch.Tensor]) -> None:
+        by_dev: Dict[int, List[_torch.Tensor]] = {}
+        for t in tensors:
+            by_dev.setdefault(t.device.index, []).append(t)
+        for dev, ts in by_dev.items():
+            shared = share_many([t.detach() for t in ts])
+            self.exports.append((dev, shared))
+            for i, t in enumerate(ts):
+                self.where[id(t)] = (shared, i)
+            self.held.extend(ts)
+
+    def abandon(self) -> None:
+        """The pickling failed: no receiver will import these exports."""
+        with _lock:
+            for dev, shared in self.exports:
+                s = _sent.pop((dev, shared.handle.nonce), None)
+                if s is not None:
+                    _close_quietly(s)
+
+
+# Containers walked for libvpmm tensors: pickle saves these without a
+# reducer of ours (dict, list and tuple never reach ForkingPickler's table),
+# so the batch is gathered from the message before pickle reaches them.
+_WALKED = (dict, list, tuple, set, frozenset)
+
+
+def _vpmm_tensors(message: Any) -> List[_torch.Tensor]:
+    """Every distinct libvpmm tensor holding memory in the containers of
+    `message` (at any depth; dict keys, values and the __dict__ of dict
+    subclasses such as a state dict's _metadata), in the order pickle
+    reaches them. Tensors inside other objects are not seen here; they
+    travel one export each (share)."""
+    found: List[_torch.Tensor] = []
+    seen: set = set()
+    stack = [message]
+    Tensor = _torch.Tensor
+    while stack:
+        o = stack.pop()
+        if isinstance(o, Tensor):
+            if id(o) not in seen:
+                seen.add(id(o))
+                if o.is_cuda and o.numel() and owns(o):
+                    found.append(o)
+            continue
+        if not isinstance(o, _WALKED) or id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, dict):
+            extra = getattr(o, "__dict__", None)
+            if extra:
+                stack.append(extra)
+            items: List[Any] = []
+            for k, v in o.items():
+                items.append(k)
+                items.append(v)
+            stack.extend(reversed(items))
+        else:
+            stack.extend(reversed(list(o)))
+    return found
+
+
+_batches = threading.local()  # .stack: the _Batch of each ForkingPickler.dump running on this thread
+
+
+def _current_batch() -> Optional[_Batch]:
+    stack = getattr(_batches, "stack", None)
+    return stack[-1] if stack else None
+
+
 def _reduce(tensor: _torch.Tensor, previous: Any = None) -> Any:
     if owns(tensor):
+        batch = _current_batch()
+        got = batch.find(tensor) if batch is not None else None
+        if got is not None:
+            shared, i = got
+            return (_rebuild_batched, (shared, i, isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
         return (_rebuild, (share(tensor.detach()), isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
     if previous is not None:
         return previous(tensor)
     return tensor.__reduce_ex__(4)
 
 
-def _rebuild_many(shared: SharedTensors, flags: Sequence[Tuple[bool, bool]]) -> List[_torch.Tensor]:
-    out = []
-    for t, (parameter, requires_grad) in zip(open_many(shared), flags):
-        if parameter:
-            t = _torch.nn.Parameter(t, requires_grad=requires_grad)
-        elif requires_grad:
-            t = t.requires_grad_(True)
-        out.append(t)
-    return out
-
-
-def _rebuild_ordered(keys: List[Any], groups: List[Tuple[List[int], SharedTensors, List[Tuple[bool, bool]]]],
-                     rest: Dict[int, Any], state: Optional[Dict[str, Any]]) -> "collections.OrderedDict[Any, Any]":
-    values: Dict[int, Any] = dict(rest)
-    for where, shared, flags in groups:
-        values.update(zip(where, _rebuild_many(shared, flags)))
-    d = collections.OrderedDict((k, values[i]) for i, k in enumerate(keys))
-    if state:
-        d.__dict__.update(state)  # state_dict()'s _metadata
-    return d
-
-
-def _reduce_ordered(d: "collections.OrderedDict[Any, Any]", previous: Any = None) -> Any:
-    """An OrderedDict (state_dict()) whose values include libvpmm tensors:
-    those travel as one share_many per device, everything else as pickle
-    would send it (other tensors through PyTorch's reduction)."""
-    keys = list(d.keys())
-    values = list(d.values())
-    by_dev: Dict[int, List[int]] = {}
-    for i, v in enumerate(values):
-        if isinstance(v, _torch.Tensor) and v.numel() and owns(v):
-            by_dev.setdefault(v.device.index, []).append(i)
-    if not by_dev:
-        return previous(d) if previous is not None else d.__reduce_ex__(4)
-    groups = []
-    for where in by_dev.values():
-        ts = [values[i] for i in where]
-        flags = [(isinstance(t, _torch.nn.Parameter), t.requires_grad) for t in ts]
-        groups.append((where, share_many([t.detach() for t in ts]), flags))
-    shared = {i for where in by_dev.values() for i in where}
-    rest = {i: v for i, v in enumerate(values) if i not in shared}
-    return (_rebuild_ordered, (keys, groups, rest, dict(getattr(d, "__dict__", {})) or None))
+def _batched_dump(pickler: Any, obj: Any) -> None:
+    """ForkingPickler.dump after install_reductions(): pickle.Pickler.dump
+    with this thread's batch of `obj` (gathered only if a libvpmm tensor is
+    reduced). Every ForkingPickler pickling goes through it: Queue.put,
+    Connection.send (ForkingPickler.dumps) and serializers that call
+    ForkingPickler(buf).dump(obj) themselves."""
+    stack = getattr(_batches, "stack", None)
+    if stack is None:
+        stack = _batches.stack = []
+    batch = _Batch(obj)
+    stack.append(batch)
+    try:
+        _pickler_dump(pickler, obj)
+    except BaseException:
+        batch.abandon()
+        raise
+    finally:
+        stack.pop()
 
 
 _installed = False
@@ -478,19 +573,31 @@ def install_reductions() -> None:
     MultiprocessingSerializer) with :func:`share` / :func:`open`; every
     other tensor keeps PyTorch's own reduction. Idempotent; call it in the
     sending process (the receiver needs vpmm importable). The receiver opens
-    on its current device, which must be the sender's GPU. An OrderedDict
-    (what state_dict() returns) holding such tensors travels as one
-    :func:`share_many` per device: one export and one import for the whole
-    state dict, not one per tensor."""
-    global _installed
+    on its current device, which must be the sender's GPU.
+
+    Every message is one :func:`share_many` per device: the libvpmm tensors
+    anywhere in its containers (a state dict, a plain dict of detached
+    tensors, a list of (name, tensor) pairs, nested dicts, lists, tuples and
+    sets) are exported together when the first of them is pickled, and the
+    receiver maps them with one import when it unpickles the first. A
+    message without libvpmm tensors costs nothing more; tensors held by
+    other objects (attributes of a class of yours) travel one export
+    each."""
+    global _installed, _pickler_dump
     with _lock:
         if _installed:
             return
+        import pickle
         import torch.multiprocessing  # noqa: F401  (registers PyTorch's reductions first)
         from multiprocessing.reduction import ForkingPickler
         for cls in (_torch.Tensor, _torch.nn.parameter.Parameter):
             previous = ForkingPickler._extra_reducers.get(cls)
             ForkingPickler.register(cls, functools.partial(_reduce, previous=previous))
-        previous = ForkingPickler._extra_reducers.get(collections.OrderedDict)
-        ForkingPickler.register(collections.OrderedDict, functools.partial(_reduce_ordered, previous=previous))
+        # ForkingPickler inherits dump from pickle.Pickler; a subclass of
+        # ours (or of someone else) defining dump is honoured.
+        _pickler_dump = ForkingPickler.__dict__.get("dump", pickle.Pickler.dump)
+        ForkingPickler.dump = _batched_dump
         _installed = True
+
+
+_pickler_dump: Any = None  # the dump _batched_dump wraps
