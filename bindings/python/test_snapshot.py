@@ -461,6 +461,100 @@ class TorchShare(unittest.TestCase):
             """)
             self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_EXPORTABLE="1"))
 
+class TorchPinAhead(unittest.TestCase):
+    """A tagged block with a pinned host backup pins its backups in the
+    background when it ends (vpmm.region under use_as_allocator(), and
+    pool()), so that the first pause pins nothing: the pinned bytes are
+    counted in stats (backup_cache_bytes, then in use) and bounded by
+    backup_pinned_limit; pin_ahead=False, set_pin_ahead(False),
+    VPMM_PIN_AHEAD=0 and the other stores pin nothing ahead."""
+
+    def test_blocks_pin_their_backups_ahead(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = textwrap.dedent("""
+                import warnings, torch, vpmm, vpmm.torch as vt
+                warnings.simplefilter("error")  # a failed or pointless pinning would warn
+                vt.use_as_allocator()
+                A = torch.cuda.memory.current
+                pool = vt.default_pool(0)
+                MiB = 1 << 20
+                assert vt.pin_ahead_enabled()
+                with vpmm.region("weights", host_backup=True):
+                    w = A.malloc(8 * MiB)
+                    ctypes = __import__("ctypes"); ctypes.memset(w, 0x5a, 8 * MiB)
+                assert vt.pinning_ahead["weights"].result(timeout=60) >= 8 * MiB
+                st = pool.stats()
+                assert st["backup_cache_bytes"] >= 8 * MiB and st["backup_pinned_bytes"] >= 8 * MiB, st
+                pinned = st["backup_pinned_bytes"]
+                assert vt.pause("weights")
+                st = pool.stats()
+                assert st["backup_pinned_bytes"] == pinned, ("the first pause pinned again", pinned, st)
+                assert st["backup_cache_bytes"] == 0 and st["backup_bytes"] >= 8 * MiB, st
+                assert vt.resume("weights") and ctypes.string_at(w + 8 * MiB - 1, 1) == b"\\x5a"
+                # pool() under use_as_allocator pins the same way; pin_ahead=False does not.
+                with vt.pool("opt", host_backup=True):
+                    o = A.malloc(4 * MiB)
+                assert vt.pinning_ahead["opt"].result(timeout=60) >= 4 * MiB
+                with vt.pool("kv", host_backup=True, pin_ahead=False):
+                    k = A.malloc(4 * MiB)
+                with vpmm.region("mm", host_backup=True, backup_store="mmap"):
+                    m = A.malloc(4 * MiB)
+                with vpmm.region("nothing", host_backup=True):
+                    pass
+                assert vt.pinning_ahead["nothing"].result(timeout=60) == 0
+                vt.set_pin_ahead(False)
+                with vpmm.region("late", host_backup=True):
+                    l = A.malloc(4 * MiB)
+                assert not {"kv", "mm", "late"} & set(vt.pinning_ahead), vt.pinning_ahead
+                vt.set_pin_ahead(True)
+                # A region inside pool() pins for itself.
+                with vt.pool("outer", host_backup=True, pin_ahead=False):
+                    with vpmm.region("inner", host_backup=True):
+                        i = A.malloc(2 * MiB)
+                assert "outer" not in vt.pinning_ahead and vt.pinning_ahead["inner"].result(timeout=60) > 0
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host"))
+
+    def test_the_pinned_limit_bounds_it_and_the_switch_turns_it_off(self):
+        with tempfile.TemporaryDirectory() as d:
+            script = textwrap.dedent("""
+                import ctypes, torch, vpmm, vpmm.torch as vt
+                vt.use_as_allocator()
+                A = torch.cuda.memory.current
+                pool = vt.default_pool(0)
+                MiB = 1 << 20
+                with vpmm.region("a", host_backup=True):
+                    a = [A.malloc(2 * MiB) for _ in range(4)]
+                for p in a:
+                    ctypes.memset(p, 0x33, 2 * MiB)
+                vt.pinning_ahead["a"].result(timeout=60)
+                st = pool.stats()
+                assert 0 < st["backup_pinned_bytes"] <= 5 * MiB, st
+                assert vt.pause("a") and vt.resume("a")  # the rest in pageable memory, bytes kept
+                assert all(ctypes.string_at(p + 2 * MiB - 1, 1) == b"\\x33" for p in a)
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host",
+                                                        VPMM_BACKUP_PINNED_LIMIT="5M"))
+            script = textwrap.dedent("""
+                import torch, vpmm, vpmm.torch as vt
+                vt.use_as_allocator()
+                A = torch.cuda.memory.current
+                assert not vt.pin_ahead_enabled()
+                with vpmm.region("a", host_backup=True):
+                    a = A.malloc(1 << 20)
+                with vt.pool("b", host_backup=True):
+                    b = A.malloc(1 << 20)
+                assert not vt.pinning_ahead and vt.default_pool(0).stats()["backup_pinned_bytes"] == 0
+                with vt.pool("c", host_backup=True, pin_ahead=True):  # asked for: still pins
+                    c = A.malloc(1 << 20)
+                assert vt.pinning_ahead["c"].result(timeout=60) > 0
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host", VPMM_PIN_AHEAD="0"))
+
+
 # What both sides of a send compare: a message's structure, with each
 # tensor's class, dtype, shape, stride, requires_grad and bytes.
 DESCRIBE = """

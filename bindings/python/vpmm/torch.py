@@ -32,13 +32,15 @@ those threads too if they must be.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import gc
+import os
 import threading
 import warnings
 from concurrent.futures import Future
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Deque, Dict, Iterator, Optional, Tuple
 
 try:
     import torch as _torch
@@ -47,6 +49,7 @@ except ImportError as _e:  # the binding itself needs no framework
         "vpmm.torch needs PyTorch, which is not installed (import torch failed: "
         f"{_e}). Install torch, or use vpmm (Pool, default_pool, region) without it.") from _e
 
+from . import _pool as _pool_module
 from ._pool import PathArg, Pool, _backup_attrs, default_pool as _default_pool, region
 from ._torch_ipc import (SharedTensor, SharedTensors, close, current, has_shared, install_reductions, open,
                          open_many, opened, owns, release_shared, share, share_many)
@@ -56,7 +59,8 @@ from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
            "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
-           "prepare_backups", "prepare_backups_in_background", "pinning_ahead",
+           "prepare_backups", "prepare_backups_in_background", "pinning_ahead", "set_pin_ahead",
+           "pin_ahead_enabled",
            # sharing tensors with other processes (docs/ipc.md)
            "SharedTensor", "SharedTensors", "share", "share_many", "open", "open_many", "opened", "close",
            "current", "release_shared", "install_reductions", "owns", "prepare_share",
@@ -189,7 +193,7 @@ def _using(key: _Key) -> Iterator[None]:
 
 @contextlib.contextmanager
 def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
-         pin_ahead: bool = False, *, backup_store: Optional[str] = None,
+         pin_ahead: Optional[bool] = None, *, backup_store: Optional[str] = None,
          backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Iterator[Any]:
     """Route the CUDA allocations this thread makes inside the block through
     libvpmm, tagged `tag` (pausable with :func:`pause`), their bytes kept
@@ -205,12 +209,15 @@ def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = Non
     unchanged tensors (frozen weights) without copying them. See
     :func:`vpmm.region`.
 
-    pin_ahead (with host_backup in the pinned store): when the block ends,
-    the host buffers a pause of `tag` will back up into are pinned on a
-    background thread (:func:`prepare_backups_in_background`), so that the
-    first pause runs at copy speed instead of spending seconds pinning.
-    Training and allocation go on meanwhile. The Future is kept in
-    :data:`pinning_ahead` under the tag.
+    pin_ahead (default: on for host_backup in the pinned store, unless
+    :func:`set_pin_ahead` or VPMM_PIN_AHEAD=0 turned it off): when the block
+    ends, the host buffers a pause of `tag` will back up into are pinned on
+    a background thread (vpmm_pool_prepare_backups), so that the first pause
+    runs at copy speed instead of spending seconds pinning. Training and
+    allocation go on meanwhile; a pause that comes before the pinning is
+    done waits for it and uses its buffers (it never pins twice). The
+    Future is kept in :data:`pinning_ahead` under the tag. pin_ahead=False
+    pins nothing ahead; True asks for it even when turned off globally.
 
     Tensors allocated inside keep coming from libvpmm after the block ends;
     PyTorch caches their freed blocks in the MemPool for the next block with
@@ -222,28 +229,141 @@ def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = Non
     if pin_ahead and backup_store not in (None, "pinned"):
         raise InvalidArgument(1, f"vpmm.torch.pool: pin_ahead pins the pinned store's buffers; "
                                  f"backup_store={backup_store!r} pins nothing ahead")
+    if pin_ahead is None:
+        pin_ahead = host_backup and backup_store in (None, "pinned") and _pin_ahead_on
     backup = _backup_attrs("vpmm.torch.pool", tag, host_backup, backup_store, backup_dir, retain_backup)
     kw = {"backup_store": backup_store, "backup_dir": backup_dir, "retain_backup": retain_backup}
     if not host_backup:
         kw = {}  # _backup_attrs said they are unset
     idx = _device_index(device)
     if is_global():
-        with region(tag, host_backup, **kw):
+        with _own_region(tag, host_backup, kw):
             yield None
     else:
         key = (idx, tag or None, backup, False)
         with _using(key):
             mp = mem_pool(tag, host_backup, idx, **kw)
             with _torch.cuda.use_mem_pool(mp, device=idx):
-                with region(tag, host_backup, **kw):
+                with _own_region(tag, host_backup, kw):
                     yield mp
     if pin_ahead:
-        pinning_ahead[tag] = prepare_backups_in_background(tag, idx)
+        pinning_ahead[tag] = _pinner.request(tag, idx)
 
 
-#: The Futures of the background pinnings started by ``pool(pin_ahead=True)``,
-#: by tag (the latest one per tag).
+#: The Futures of the background pinnings started when a block with a host
+#: backup ended (:func:`pool`, ``vpmm.region`` with vpmm.torch imported), by
+#: tag (the latest one per tag). Its result is the pinned bytes cached.
 pinning_ahead: Dict[Optional[str], "Future[int]"] = {}
+
+_pin_ahead_on = os.environ.get("VPMM_PIN_AHEAD", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def set_pin_ahead(on: bool) -> None:
+    """Whether blocks with a host backup in the pinned store pin their
+    backups ahead when they end (:func:`pool`, ``vpmm.region``), for this
+    process from now on. Default on; VPMM_PIN_AHEAD=0 in the environment
+    starts with it off. The pinned bytes are held from then on, as the
+    first pause would hold them (stats: backup_cache_bytes until a pause
+    uses them, backup_pinned_bytes), and never more than
+    backup_pinned_limit (VPMM_BACKUP_PINNED_LIMIT): past it, nothing more
+    is pinned ahead and a pause backs the rest up in pageable memory."""
+    global _pin_ahead_on
+    _pin_ahead_on = bool(on)
+
+
+def pin_ahead_enabled() -> bool:
+    """Whether :func:`set_pin_ahead` (or VPMM_PIN_AHEAD) has pinning ahead on."""
+    return _pin_ahead_on
+
+
+class _Pinner:
+    """The background pinnings of blocks that ended: one daemon thread,
+    started when there is work, running vpmm_pool_prepare_backups per
+    (device, tag) in the order the blocks ended. A request for a (device,
+    tag) already queued and not started is that one (it will see the new
+    allocations too), so a block entered every step queues at most one
+    pinning. One at a time: a pause waits for the pinning in flight (not
+    for those queued), and the bytes pinned are the same either way."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: Deque[Tuple[Tuple[int, Optional[str]], "Future[int]"]] = collections.deque()
+        self._queued: Dict[Tuple[int, Optional[str]], "Future[int]"] = {}
+        self._running = False
+
+    def request(self, tag: Optional[str], device: int) -> "Future[int]":
+        key = (device, tag)
+        with self._lock:
+            fut = self._queued.get(key)
+            if fut is not None:
+                return fut
+            fut = Future()
+            self._queued[key] = fut
+            self._queue.append((key, fut))
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="vpmm-pin-ahead", daemon=True).start()
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running = False
+                    return
+                (device, tag), fut = self._queue.popleft()
+                del self._queued[(device, tag)]
+            fut.set_running_or_notify_cancel()
+            try:
+                fut.set_result(_default_pool(device).prepare_backups(tag))
+            except InvalidArgument:
+                fut.set_result(0)  # the tag has no allocation in this pool: nothing to pin
+            except BaseException as e:  # noqa: BLE001 - handed to the Future
+                fut.set_exception(e)
+                warnings.warn(f"vpmm.torch: pinning the backups of tag {tag!r} ahead failed: {e} "
+                              "(the first pause pins what is left itself)", RuntimeWarning, stacklevel=1)
+
+
+_pinner = _Pinner()
+# .skip_next: the vpmm.region that pool() enters next on this thread is
+# pool()'s own, which pins (or not) for itself, on its own device.
+_pin_scope = threading.local()
+
+
+@contextlib.contextmanager
+def _own_region(tag: Optional[str], host_backup: bool, kw: Dict[str, Any]) -> Iterator[None]:
+    """pool()'s vpmm.region, which pins (or not) for itself on its device."""
+    _pin_scope.skip_next = True
+    try:
+        with region(tag, host_backup, **kw):
+            yield
+    finally:
+        _pin_scope.skip_next = False  # also if region() failed before its observers ran
+
+
+def _region_observer(tag: Optional[str], store: Optional[str]) -> Any:
+    """vpmm.region's scope observer: a tagged block with a pinned-store
+    host backup (not pool()'s own) pins its backups ahead when it ends, on
+    the current device (where the hooks allocated its memory)."""
+    own = getattr(_pin_scope, "skip_next", False)
+    _pin_scope.skip_next = False
+    if own or not tag or store != "pinned":
+        return _nothing
+
+    def ended() -> None:
+        if not _pin_ahead_on:
+            return
+        if not getattr(_torch.cuda, "is_initialized", lambda: True)():
+            return  # nothing was allocated on a GPU
+        pinning_ahead[tag] = _pinner.request(tag, _torch.cuda.current_device())
+    return ended
+
+
+def _nothing() -> None:
+    pass
+
+
+_pool_module.scope_observers.append(_region_observer)
 
 
 @contextlib.contextmanager
