@@ -178,6 +178,14 @@ class Recorder(unittest.TestCase):
         self.assertEqual(sorted(e["addr"] for e in resumed), sorted(w))
         cats = {e["category"] for e in trace if e["action"] == "alloc"}
         self.assertEqual(cats, {"weights", "optimizer", "unknown"})
+        # Every event of a pause or resume names the tag and backup store of
+        # the memory that left or came back.
+        whose = {p: ("weights", "pinned") for p in w}
+        whose[o] = ("optimizer", "mmap")
+        moves = [e for e in trace if e.get("vpmm_paused") or "resumed" in e.get("user_metadata", "")]
+        self.assertEqual(len(moves), 3 * 3 + 2 * 2, [e["action"] for e in moves])
+        for e in moves:
+            self.assertEqual((e.get("vpmm_tag"), e.get("vpmm_backup_store")), whose[e["addr"]], e)
         # Python stacks: this test's frame is in each allocation's frames.
         allocs = [e for e in trace if e["action"] == "alloc"]
         self.assertTrue(all(any(f["name"] == "malloc" and f["filename"] == __file__ for f in e["frames"])
@@ -287,6 +295,20 @@ class AugmentTorchSnapshot(unittest.TestCase):
         seg = [s for s in out["segments"] if s["address"] == base][0]
         self.assertEqual((seg["vpmm_tag"], seg["vpmm_backup_store"], seg["vpmm_paused"]), ("w", "pinned", False))
         self.assertEqual(len(snap["device_traces"][0]), 7, "the input is left alone")
+        inserted = [e for e in out["device_traces"][0] if str(e.get("user_metadata", "")).startswith("vpmm")]
+        self.assertEqual(len(inserted), 5 + 3)
+        for e in inserted:
+            self.assertEqual((e.get("vpmm_tag"), e.get("vpmm_backup_store")), ("w", "pinned"), e)
+
+    def test_the_note_names_the_tag_of_a_segment_of_unknown_tag(self):
+        snap, base = torch_like_snapshot()
+        out = S.augment_torch_snapshot(snap, [note(S.PAUSE, base, 8 * MIB, 200, 1)], {1: "vpmm paused tag=w"},
+                                       {(1, 0): (None, "pinned")}, {0: []})
+        inserted = [e for e in out["device_traces"][0] if e.get("vpmm_paused")]
+        self.assertEqual(len(inserted), 5)
+        self.assertEqual({(e["vpmm_tag"], e["vpmm_backup_store"]) for e in inserted}, {("w", "pinned")})
+        self.assertEqual(S._note_tag("vpmm paused"), None)
+        self.assertEqual(S._note_tag("vpmm resumed tag=kv cache"), "kv cache")
 
     def test_paused_at_the_dump(self):
         snap, base = torch_like_snapshot()
@@ -344,6 +366,11 @@ class TorchFacade(unittest.TestCase):
             self.assertEqual(snap["segments"], [], "the weights are paused, the rest freed")
             self.assertEqual(snap["vpmm"]["devices"][0]["paused_at_dump"][0]["tag"], "weights")
             self.assertIn("pool_stats", snap["vpmm"]["devices"][0])
+            # The pauses and the resume name the tag and the backup store.
+            moves = [e for e in snap["device_traces"][0]
+                     if e.get("vpmm_paused") or "resumed" in e.get("user_metadata", "")]
+            self.assertEqual(len(moves), 3 + 2 + 3)
+            self.assertEqual({(e.get("vpmm_tag"), e.get("vpmm_backup_store")) for e in moves}, {("weights", "pinned")})
             names = {f["name"] for e in snap["device_traces"][0] for f in e["frames"]}
             self.assertIn("<module>", names)
             if tool:

@@ -37,7 +37,10 @@ How libvpmm's facts appear, all in the places PyTorch's format has:
   ``vpmm remapped 6 MiB``;
 * extra keys (``vpmm_tag``, ``vpmm_backup_store``, ``vpmm_remapped``,
   ``vpmm_mapped_bytes`` on events; ``vpmm_tag``, ``vpmm_backup_store``,
-  ``vpmm_paused`` on segments), which PyTorch's readers ignore;
+  ``vpmm_paused`` on segments), which PyTorch's readers ignore; every event
+  of a pause or resume (the frees, the segment's free, its allocation again
+  and the blocks') names the tag and backup store of the memory that left
+  or came back, so memory_viz's trace view says whose memory it was;
 * a top-level ``"vpmm"`` dict: the recording's source and mode, dropped
   events, and per device the pool's stats, the mapped peak the recording
   saw, and what was paused at the dump.
@@ -286,6 +289,13 @@ def _entry(action: str, addr: int, size: int, stream: int, time_us: int, frames:
     return e
 
 
+def _note_tag(note: str) -> Optional[str]:
+    """The tag a pause or resume note names ("vpmm paused tag=weights"; the
+    tag ends the note), None for one of every tag."""
+    _, found, tag = note.partition(" tag=")
+    return tag if found and tag else None
+
+
 def _describe(tag: Optional[str], store: Optional[str]) -> str:
     return f"tag={tag or '(untagged)'} backup={store or 'none'}"
 
@@ -352,19 +362,21 @@ def snapshot_from_history(events: Sequence[Dict[str, Any]], strings: Dict[int, s
                 a["paused"] = pausing
                 cat = a["tag"] or "unknown"
                 meta = f"{note or ('vpmm paused' if pausing else 'vpmm resumed')} ({_describe(a['tag'], a['store'])})"
+                # Every event of a pause or resume names whose memory it is
+                # (memory_viz's trace view shows these keys on hover).
+                whose = {"vpmm_tag": a["tag"] or _note_tag(note), "vpmm_backup_store": a["store"],
+                         "vpmm_mapped_bytes": e["mapped"]}
                 if pausing:
                     for action in ("free_requested", "free_completed"):
                         tr.append(_entry(action, a_addr, a["size"], a["stream"], t, a["frames"], category=cat,
-                                         user_metadata=meta, vpmm_paused=True, vpmm_mapped_bytes=e["mapped"]))
+                                         user_metadata=meta, vpmm_paused=True, **whose))
                     tr.append(_entry("segment_free", a_addr, a["size"], a["stream"], t, a["frames"],
-                                     category="unknown", user_metadata=meta, vpmm_paused=True,
-                                     vpmm_mapped_bytes=e["mapped"]))
+                                     category="unknown", user_metadata=meta, vpmm_paused=True, **whose))
                 else:
                     tr.append(_entry("segment_alloc", a_addr, a["size"], a["stream"], t, a["frames"],
-                                     category="unknown", user_metadata=meta, vpmm_mapped_bytes=e["mapped"]))
+                                     category="unknown", user_metadata=meta, **whose))
                     tr.append(_entry("alloc", a_addr, a["size"], a["stream"], t, a["frames"], category=cat,
-                                     user_metadata=meta, vpmm_tag=a["tag"], vpmm_backup_store=a["store"],
-                                     vpmm_mapped_bytes=e["mapped"]))
+                                     user_metadata=meta, **whose))
         elif e["action"] == OOM:
             tr.append({"action": "oom", "size": size, "stream": e["stream"], "time_us": t, "frames": fr,
                        "device_free": 0, "user_metadata": "vpmm: a malloc through the hook failed",
@@ -453,20 +465,24 @@ def _insert_pauses(d: int, trace: List[Dict[str, Any]], notes: List[Dict[str, An
         for saddr, (tag, store, ssize, stream, _) in sorted(segs.items()):
             if not (n["addr"] <= saddr < n["addr"] + n["size"]):
                 continue
+            tag = tag or _note_tag(note)
             meta = f"{note} ({_describe(tag, store)})"
             t = n["time_us"]
+            # Every event of a pause or resume names whose memory it is.
+            whose = {"vpmm_tag": tag, "vpmm_backup_store": store}
+            cat = tag or "unknown"
             if pausing:
                 for a, b in sorted(blocks.items()):
                     if saddr <= a < saddr + ssize and a not in freed:
                         freed[a] = (saddr, at)
                         for action in ("free_requested", "free_completed"):
                             added.append(_entry(action, a, b["size"], stream, t, b.get("frames", []),
-                                                user_metadata=meta, vpmm_paused=True))
-                added.append(_entry("segment_free", saddr, ssize, stream, t, [], user_metadata=meta,
-                                    vpmm_paused=True, vpmm_tag=tag, vpmm_backup_store=store))
+                                                category=cat, user_metadata=meta, vpmm_paused=True, **whose))
+                added.append(_entry("segment_free", saddr, ssize, stream, t, [], category="unknown",
+                                    user_metadata=meta, vpmm_paused=True, **whose))
             else:
-                added.append(_entry("segment_alloc", saddr, ssize, stream, t, [], user_metadata=meta,
-                                    vpmm_tag=tag, vpmm_backup_store=store))
+                added.append(_entry("segment_alloc", saddr, ssize, stream, t, [], category="unknown",
+                                    user_metadata=meta, **whose))
                 for a, (sa, since) in sorted(freed.items()):
                     if sa != saddr:
                         continue
@@ -477,7 +493,7 @@ def _insert_pauses(d: int, trace: List[Dict[str, Any]], notes: List[Dict[str, An
                                     trace[i].get("action") in ("free_requested", "free_completed"))
                         continue
                     added.append(_entry("alloc", a, b["size"], stream, t, b.get("frames", []),
-                                        user_metadata=meta))
+                                        category=cat, user_metadata=meta, **whose))
         inserts.append((at, added))
     # Blocks still paused at the end: PyTorch's frees of them after the pause
     # are the pause's too.
