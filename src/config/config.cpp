@@ -3,22 +3,43 @@
 // it from vpmm_pool_create, with the variable and its value in the message.
 #include "config/config.hpp"
 
+#include <strings.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "common/status.hpp"
 
 namespace vpmm {
 
+bool refuse(Refusal* why, const char* fmt, ...) {
+  if (why) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(why->text, sizeof why->text, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
 namespace {
 
-bool parse_backend(const char* v, int32_t* out) {
+// What a size accepts, quoted by every refusal of one.
+#define VPMM_SIZE_FORMAT_                                                                      \
+  "a byte count from 0 to 18446744073709551615 (2^64 - 1): decimal or 0x-hex, optionally with " \
+  "K, M, G or T (powers of 1024), e.g. \"8G\""
+
+bool parse_backend(const char* v, int32_t* out, Refusal* why) {
   struct {
     const char* name;
     int32_t value;
@@ -29,24 +50,37 @@ bool parse_backend(const char* v, int32_t* out) {
       *out = n.value;
       return true;
     }
-  return false;
+  return refuse(why, "not a backend name; accepted: auto, cuda, hip, host");
 }
 
 // "8G" = bytes; "80%" = a fraction of device memory.
-bool parse_limit(const char* v, vpmm_config* c) {
+bool parse_limit(const char* v, vpmm_config* c, Refusal* why) {
+  static const char* const accepted =
+      "accepted: a byte count (\"8G\", at most 2^64 - 1 bytes) or a share of device memory above 0% and at "
+      "most 100% (\"80%\")";
   size_t n = std::strlen(v);
   if (n > 1 && v[n - 1] == '%') {
     char* end = nullptr;
     double pct = std::strtod(v, &end);
-    if (end != v + n - 1 || !(pct > 0.0 && pct <= 100.0)) return false;
+    if (end != v + n - 1 || end == v) return refuse(why, "not a number before the %%; %s", accepted);
+    if (!(pct > 0.0 && pct <= 100.0))
+      return refuse(why, "%s; %s", pct <= 0.0 ? "out of range (not above 0%)" : "out of range (above 100%)",
+                    accepted);
     c->memory_limit_fraction = pct / 100.0;
     return true;
   }
-  return parse_size(v, &c->memory_limit);
+  Refusal size_why;
+  if (parse_size(v, &c->memory_limit, &size_why)) return true;
+  // The size's reason, then both forms.
+  char* cut = std::strchr(size_why.text, ';');
+  if (cut) *cut = '\0';
+  return refuse(why, "%s; %s", size_why.text, accepted);
 }
 
 // VPMM_REMAP_SLACK: "0.02", "2%", or "exact" (page-exact: a negative value).
-bool parse_remap_slack(const char* v, vpmm_config* c) {
+bool parse_remap_slack(const char* v, vpmm_config* c, Refusal* why) {
+  static const char* const accepted =
+      "accepted: a fraction from 0 to 1 (\"0.02\"), a percentage from 0% to 100% (\"2%\") or \"exact\"";
   if (std::strcmp(v, "exact") == 0) {
     c->remap_slack = -1.0;
     return true;
@@ -55,39 +89,65 @@ bool parse_remap_slack(const char* v, vpmm_config* c) {
   const bool pct = n > 1 && v[n - 1] == '%';
   char* end = nullptr;
   double x = std::strtod(v, &end);
-  if (n == 0 || end != v + n - (pct ? 1 : 0) || !(x >= 0.0 && x <= (pct ? 100.0 : 1.0))) return false;
+  if (n == 0 || end == v || end != v + n - (pct ? 1 : 0)) return refuse(why, "not a number; %s", accepted);
+  if (!(x >= 0.0 && x <= (pct ? 100.0 : 1.0)))
+    return refuse(why, "%s; %s", x < 0.0 ? "out of range (negative)" : pct ? "out of range (above 100%)"
+                                                                         : "out of range (above 1)",
+                  accepted);
   c->remap_slack = pct ? x / 100.0 : x;
   return true;
 }
 
 // VPMM_VIEW_MIN_SIZE: a size, or "off" (VPMM_VIEWS_OFF).
-bool parse_view_min_size(const char* v, vpmm_config* c) {
+bool parse_view_min_size(const char* v, vpmm_config* c, Refusal* why) {
   if (strcasecmp(v, "off") == 0) {
     c->view_min_size = VPMM_VIEWS_OFF;
     return true;
   }
-  return parse_size(v, &c->view_min_size);
+  if (parse_size(v, &c->view_min_size, why)) return true;
+  if (why) {
+    const size_t n = std::strlen(why->text);
+    std::snprintf(why->text + n, sizeof why->text - n, ", or \"off\"");
+  }
+  return false;
 }
 
-bool parse_int(const char* v, int32_t* out) {
+bool parse_int(const char* v, int32_t* out, Refusal* why) {
+  static const char* const accepted = "accepted: an integer from 0 to 2147483647";
   uint64_t x = 0;
-  if (!parse_size(v, &x) || x > INT32_MAX) return false;
+  Refusal size_why;
+  if (!parse_size(v, &x, &size_why)) {
+    char* cut = std::strchr(size_why.text, ';');
+    if (cut) *cut = '\0';
+    return refuse(why, "%s; %s", size_why.text, accepted);
+  }
+  if (x > INT32_MAX) return refuse(why, "out of range (above 2147483647); %s", accepted);
   *out = static_cast<int32_t>(x);
   return true;
 }
 
-// VPMM_MAX_HANDLE_SIZE and VPMM_HIP_CHUNK_SIZE: "Np" counts pages of the
-// page_size read before them (parse_handle_size).
-bool parse_max_handle_size(const char* v, vpmm_config* c) {
-  return parse_handle_size(v, c->page_size, &c->max_handle_size);
-}
-bool parse_hip_chunk_size(const char* v, vpmm_config* c) {
-  return parse_handle_size(v, c->page_size, &c->hip_chunk_size);
+// VPMM_EXPORTABLE: a switch, so its two values are all it takes.
+bool parse_exportable(const char* v, uint64_t* out, Refusal* why) {
+  if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
+    *out = static_cast<uint64_t>(v[0] - '0');
+    return true;
+  }
+  return refuse(why, "not a switch value; accepted: 0 (not exportable), 1 (every handle exportable)");
 }
 
-bool parse_log(const char* v, vpmm_config*) {
+// VPMM_MAX_HANDLE_SIZE and VPMM_HIP_CHUNK_SIZE: "Np" counts pages of the
+// page_size read before them (parse_handle_size).
+bool parse_max_handle_size(const char* v, vpmm_config* c, Refusal* why) {
+  return parse_handle_size(v, c->page_size, &c->max_handle_size, why);
+}
+bool parse_hip_chunk_size(const char* v, vpmm_config* c, Refusal* why) {
+  return parse_handle_size(v, c->page_size, &c->hip_chunk_size, why);
+}
+
+bool parse_log(const char* v, vpmm_config*, Refusal* why) {
   LogLevel l;
-  return parse_log_level(v, &l);
+  if (parse_log_level(v, &l)) return true;
+  return refuse(why, "not a log level; accepted: off, error, warn, info, debug");
 }
 
 // --- Each option's own check, default and effective value -------------------
@@ -228,21 +288,29 @@ void show_view_min_size(const PoolOptions& o, int32_t, vpmm_config* c) {
 
 // --- The table, made from config/option_list.hpp ----------------------------
 
-using ParseFn = bool (*)(const char*, vpmm_config*);
+using ParseFn = bool (*)(const char*, vpmm_config*, Refusal*);
 using ResolveFn = vpmm_status (*)(const vpmm_config&, Backend&, const char*, PoolOptions*);
 using ShowFn = void (*)(const PoolOptions&, int32_t, vpmm_config*);
 constexpr uint32_t kNoField = UINT32_MAX;
 
 // A row's parser as the table stores it: one that reads the whole config as
 // it is, one of a single value bound to the row's field.
+// A parser without a Refusal gives none: the message then quotes the row's
+// help instead.
 template <auto Field, auto Parse>
 constexpr ParseFn parser() {
-  if constexpr (std::is_null_pointer_v<decltype(Parse)>)
+  using F = decltype(Parse);
+  using T = decltype(&(std::declval<vpmm_config*>()->*Field));
+  if constexpr (std::is_null_pointer_v<F>)
     return nullptr;
-  else if constexpr (std::is_convertible_v<decltype(Parse), ParseFn>)
+  else if constexpr (std::is_convertible_v<F, ParseFn>)
     return Parse;
+  else if constexpr (std::is_invocable_r_v<bool, F, const char*, vpmm_config*>)
+    return [](const char* v, vpmm_config* c, Refusal*) { return Parse(v, c); };
+  else if constexpr (std::is_invocable_r_v<bool, F, const char*, T, Refusal*>)
+    return [](const char* v, vpmm_config* c, Refusal* why) { return Parse(v, &(c->*Field), why); };
   else
-    return [](const char* v, vpmm_config* c) { return Parse(v, &(c->*Field)); };
+    return [](const char* v, vpmm_config* c, Refusal*) { return Parse(v, &(c->*Field)); };
 }
 
 // A pool option's resolve: its own, or the caller's value with 0 meaning
@@ -351,8 +419,10 @@ const OptionDef* find_option(const char* name, uint32_t* index) {
 // VPMM_PAGE_SIZE (read before it), or of the 2 MiB page every backend
 // defaults to. The replay tool's `--max-handle-size 1p` and the docs use this
 // spelling; rejecting it made PyTorch hooks fail on a setting the docs name.
-bool parse_device_list(const char* v, uint64_t* out) {
+bool parse_device_list(const char* v, uint64_t* out, Refusal* why) {
   // "1,3" (ordinals 0-63, each once, any order), or "" / "none" for no peer.
+  static const char* const accepted =
+      "accepted: device ordinals from 0 to 63 separated by commas, each once (\"1,3\"), or \"none\"";
   uint64_t mask = 0;
   if (*v == '\0' || std::strcmp(v, "none") == 0) {
     *out = 0;
@@ -360,52 +430,68 @@ bool parse_device_list(const char* v, uint64_t* out) {
   }
   const char* p = v;
   for (;;) {
-    if (*p < '0' || *p > '9') return false;
+    if (*p < '0' || *p > '9') return refuse(why, "not a list of ordinals; %s", accepted);
     unsigned d = 0;
     while (*p >= '0' && *p <= '9') {
       d = d * 10 + static_cast<unsigned>(*p - '0');
-      if (d > 63) return false;
+      if (d > 63) return refuse(why, "out of range (an ordinal above 63); %s", accepted);
       ++p;
     }
-    if (mask & (uint64_t(1) << d)) return false;  // listed twice: a typo, not a wish
+    // Listed twice: a typo, not a wish.
+    if (mask & (uint64_t(1) << d)) return refuse(why, "device %u listed twice; %s", d, accepted);
     mask |= uint64_t(1) << d;
     if (*p == '\0') break;
-    if (*p != ',') return false;
+    if (*p != ',') return refuse(why, "not a list of ordinals; %s", accepted);
     ++p;
   }
   *out = mask;
   return true;
 }
 
-bool parse_handle_size(const char* v, uint64_t page_size, uint64_t* out) {
+bool parse_handle_size(const char* v, uint64_t page_size, uint64_t* out, Refusal* why) {
+  static const char* const accepted =
+      "accepted: a byte count (\"64M\", at most 2^64 - 1), a count of pages (\"32p\", at least 1) or "
+      "\"unlimited\"";
   if (std::strcmp(v, "unlimited") == 0) {
     *out = VPMM_HANDLE_SIZE_UNLIMITED;
     return true;
   }
   size_t n = std::strlen(v);
   while (n > 0 && std::isspace(static_cast<unsigned char>(v[n - 1]))) --n;
+  Refusal size_why;
   if (n > 1 && (v[n - 1] == 'p' || v[n - 1] == 'P')) {
     std::string count(v, n - 1);
     uint64_t pages = 0;
     const uint64_t page = page_size ? page_size : kDefaultPageSize;
-    if (!parse_size(count.c_str(), &pages) || pages == 0 || pages > UINT64_MAX / page) return false;
-    *out = pages * page;
+    if (parse_size(count.c_str(), &pages, &size_why)) {
+      if (pages == 0) return refuse(why, "out of range (0 pages); %s", accepted);
+      if (pages > UINT64_MAX / page) return refuse(why, "overflows 64 bits in bytes; %s", accepted);
+      *out = pages * page;
+      return true;
+    }
+  } else if (parse_size(v, out, &size_why)) {
     return true;
   }
-  return parse_size(v, out);
+  char* cut = std::strchr(size_why.text, ';');
+  if (cut) *cut = '\0';
+  return refuse(why, "%s; %s", size_why.text, accepted);
 }
 
 
-bool parse_size(const char* text, uint64_t* out) {
-  if (!text) return false;
+bool parse_size(const char* text, uint64_t* out, Refusal* why) {
+  if (!text) return refuse(why, "missing; accepted: " VPMM_SIZE_FORMAT_);
   while (std::isspace(static_cast<unsigned char>(*text))) ++text;
-  if (!std::isdigit(static_cast<unsigned char>(*text))) return false;  // rejects "", "-1", "+1"
+  // Rejects "", "-1", "+1".
+  if (*text == '-') return refuse(why, "negative; accepted: " VPMM_SIZE_FORMAT_);
+  if (!std::isdigit(static_cast<unsigned char>(*text)))
+    return refuse(why, "%s; accepted: " VPMM_SIZE_FORMAT_, *text ? "not a number" : "empty");
   errno = 0;
   char* end = nullptr;
   // Decimal, or hex with 0x: never octal ("010" is ten, "08" is eight).
   const bool hex = text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
   unsigned long long v = std::strtoull(text, &end, hex ? 16 : 10);
-  if (errno == ERANGE || end == text) return false;
+  if (errno == ERANGE) return refuse(why, "overflows 64 bits; accepted: " VPMM_SIZE_FORMAT_);
+  if (end == text) return refuse(why, "not a number; accepted: " VPMM_SIZE_FORMAT_);
   uint64_t mult = 1;
   switch (std::toupper(static_cast<unsigned char>(*end))) {
     case 'K': mult = 1ull << 10; ++end; break;
@@ -417,8 +503,8 @@ bool parse_size(const char* text, uint64_t* out) {
   if (mult != 1 && (*end == 'i' || *end == 'I')) ++end;  // "2MiB"-style
   if (mult != 1 && (*end == 'b' || *end == 'B')) ++end;
   while (std::isspace(static_cast<unsigned char>(*end))) ++end;
-  if (*end != '\0') return false;
-  if (v != 0 && mult > UINT64_MAX / v) return false;
+  if (*end != '\0') return refuse(why, "unknown suffix \"%.16s\"; accepted: " VPMM_SIZE_FORMAT_, end);
+  if (v != 0 && mult > UINT64_MAX / v) return refuse(why, "overflows 64 bits; accepted: " VPMM_SIZE_FORMAT_);
   *out = static_cast<uint64_t>(v) * mult;
   return true;
 }
@@ -429,11 +515,22 @@ void config_defaults(vpmm_config* c) {
   c->backend = VPMM_BACKEND_AUTO;
 }
 
+namespace {
+// The environment's rows before `row`, as config_apply_env read them.
+void config_apply_env_before(vpmm_config* c, uint32_t row) {
+  for (uint32_t i = 0; i < row && i < kOptionCount; ++i) {
+    if (!kOptions[i].parse) continue;
+    const char* v = std::getenv(kOptions[i].env);
+    if (v) kOptions[i].parse(v, c, nullptr);
+  }
+}
+}  // namespace
+
 int32_t config_apply_env(vpmm_config* c) {
   for (uint32_t i = 0; i < kOptionCount; ++i) {
     if (!kOptions[i].parse) continue;
     const char* v = std::getenv(kOptions[i].env);
-    if (v && !kOptions[i].parse(v, c)) return static_cast<int32_t>(i) + 1;
+    if (v && !kOptions[i].parse(v, c, nullptr)) return static_cast<int32_t>(i) + 1;
   }
   return 0;
 }
@@ -465,9 +562,19 @@ vpmm_status config_read(const vpmm_config* in, const char* call, vpmm_config* ou
     if (i < 0 || i >= kOptionCount || !kOptions[i].parse)
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->config_error %d is not valid", call,
                   out->config_error);
+    // The parser, run again on the text, says why (on a scratch config:
+    // parsers that read other rows read them as the environment set them).
     const char* v = std::getenv(kOptions[i].env);
-    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: environment variable %s=\"%s\" is malformed (%s)",
-                call, kOptions[i].env, v ? v : "", kOptions[i].help);
+    vpmm_config scratch;
+    config_defaults(&scratch);
+    config_apply_env_before(&scratch, static_cast<uint32_t>(i));
+    Refusal why;
+    if (!v || kOptions[i].parse(v, &scratch, &why))
+      refuse(&why, "it changed since vpmm_config_init read it");
+    else if (why.text[0] == '\0')
+      refuse(&why, "accepted: %s", kOptions[i].help);
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: environment variable %s=\"%.64s\" is malformed: %s",
+                call, kOptions[i].env, v ? v : "", why.text);
   }
   for (const OptionDef& d : kOptions) {
     if (!d.check) continue;

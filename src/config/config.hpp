@@ -25,6 +25,15 @@
 
 namespace vpmm {
 
+// Why a parser refused a value: the reason and what the option accepts (its
+// range, format or names), for the message vpmm_pool_create gives. A parser
+// refuses through refuse(why, ...), which returns false; `why` may be
+// nullptr (vpmm_config_init only needs the verdict).
+struct Refusal {
+  char text[320] = "";
+};
+bool refuse(Refusal* why, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
 struct OptionDef {
   const char* name;  // vpmm_config field, or the option's own name ("log")
   const char* env;   // VPMM_..., or nullptr when only the field sets it
@@ -34,7 +43,7 @@ struct OptionDef {
   // Parses an environment value into c; nullptr when vpmm_config_init does
   // not read the variable (no variable, or a process-wide setting read by
   // the layer that uses it).
-  bool (*parse)(const char* text, vpmm_config* c);
+  bool (*parse)(const char* text, vpmm_config* c, Refusal* why);
   const char* default_text;
   const char* help;
   // Checks the field before any backend exists (config_read); nullptr: any
@@ -70,14 +79,14 @@ static_assert(sizeof(vpmm_config) == 160, "vpmm_config grew: append 160 to kConf
 void config_init(vpmm_config* out, uint32_t size, bool env);
 
 // Parses "123", "0x1000", "4K", "2M", "1G", "8T" (powers of 1024). False on
-// junk, overflow or a negative number.
-bool parse_size(const char* text, uint64_t* out);
+// junk, overflow or a negative number, *why saying which and the format.
+bool parse_size(const char* text, uint64_t* out, Refusal* why = nullptr);
 
 // VPMM_MAX_HANDLE_SIZE: "unlimited", "Np" (N pages of page_size, or of
 // kDefaultPageSize when page_size is 0) or a size as parse_size reads it.
-bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out);
+bool parse_handle_size(const char* text, uint64_t page_size, uint64_t* out, Refusal* why = nullptr);
 // "1,3" -> bits 1 and 3; "" or "none" -> 0. False for anything else.
-bool parse_device_list(const char* text, uint64_t* out);
+bool parse_device_list(const char* text, uint64_t* out, Refusal* why = nullptr);
 
 
 // Copies at most struct_size bytes of `in` over defaults (ABI growth rule),

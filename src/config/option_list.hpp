@@ -39,10 +39,11 @@
 //                 field's C type
 //   pool_default  PoolOptions' value before resolution (what 0 means for a
 //                 generic resolve)
-//   parse         reads the variable: bool(const char*, T* field) for one
-//                 field, bool(const char*, vpmm_config*) when it needs the
-//                 others (e.g. "Np" pages of page_size); nullptr: no variable,
-//                 or one vpmm_config_init does not judge
+//   parse         reads the variable: bool(const char*, T* field, Refusal*)
+//                 for one field, bool(const char*, vpmm_config*, Refusal*)
+//                 when it needs the others (e.g. "Np" pages of page_size);
+//                 a refusal says why and what the option accepts (config.hpp);
+//                 nullptr: no variable, or one vpmm_config_init does not judge
 //   default_text, help   what vpmm_option_get, `vpmm info` and the docs show
 //   check         vpmm_status(const vpmm_config&, const char* call): the value
 //                 alone, before any backend exists; nullptr: any value
@@ -132,7 +133,7 @@ VPMM_POOL_OPTION(remap_slack, "VPMM_REMAP_SLACK", FRACTION, kDefaultRemapSlack, 
                  check_remap_slack, resolve_remap_slack, show_remap_slack)
 VPMM_SETTING_OPTION(kBackupDir, nullptr)
 // The backend honours it (BackendParams): it decides how handles are made.
-VPMM_FIELD_OPTION(exportable, "VPMM_EXPORTABLE", COUNT, parse_size, "0 (not exportable)",
+VPMM_FIELD_OPTION(exportable, "VPMM_EXPORTABLE", COUNT, parse_exportable, "0 (not exportable)",
                   "1 = every handle can be shared with other processes (vpmm_pool_export); see "
                   "docs/ipc.md for the cost",
                   check_exportable, nullptr, nullptr)

@@ -108,6 +108,66 @@ TEST("every variable in the table is read, in table order (config_error = index 
   clean_env();
 }
 
+// A malformed variable's message says why the value is refused (out of
+// range, negative, overflow, not one of the names) and what the option
+// accepts: the range, the format or every name.
+TEST("a malformed variable's message says why and what the option accepts") {
+  struct Case {
+    const char* env;
+    const char* value;
+    std::vector<const char*> says;
+  };
+  const Case cases[] = {
+      {"VPMM_MEMORY_LIMIT", "150%", {"\"150%\"", "out of range (above 100%)", "above 0% and at most 100%", "\"8G\""}},
+      {"VPMM_MEMORY_LIMIT", "0%", {"out of range (not above 0%)"}},
+      {"VPMM_MEMORY_LIMIT", "-5", {"negative", "a byte count", "a share of device memory"}},
+      {"VPMM_MEMORY_LIMIT", "99999999999T", {"overflows 64 bits", "2^64 - 1"}},
+      {"VPMM_MEMORY_LIMIT", "abc%", {"not a number before the %"}},
+      {"VPMM_PAGE_SIZE", "-1", {"negative", "K, M, G or T"}},
+      {"VPMM_PAGE_SIZE", "99999999999999999999", {"overflows 64 bits"}},
+      {"VPMM_PAGE_SIZE", "2Q", {"unknown suffix \"Q\""}},
+      {"VPMM_EXPORTABLE", "yes", {"accepted: 0 (not exportable), 1 (every handle exportable)"}},
+      {"VPMM_EXPORTABLE", "2", {"accepted: 0 (not exportable), 1"}},
+      {"VPMM_BACKEND", "gpu", {"accepted: auto, cuda, hip, host"}},
+      {"VPMM_LOG", "loud", {"is malformed", "accepted: off, error, warn, info, debug"}},
+      {"VPMM_VIEW_MIN_SIZE", "on", {"not a number", "or \"off\""}},
+      {"VPMM_MAX_HANDLE_SIZE", "0p", {"out of range (0 pages)", "\"unlimited\""}},
+      {"VPMM_DEVICE", "3000000000", {"out of range (above 2147483647)", "from 0 to 2147483647"}},
+      {"VPMM_REMAP_SLACK", "2", {"out of range (above 1)", "\"exact\""}},
+      {"VPMM_REMAP_SLACK", "-1%", {"out of range (negative)"}},
+      {"VPMM_PEER_DEVICES", "1,1", {"device 1 listed twice", "from 0 to 63"}},
+      {"VPMM_PEER_DEVICES", "64", {"out of range (an ordinal above 63)"}},
+  };
+  for (const Case& k : cases) {
+    clean_env();
+    setenv(k.env, k.value, 1);
+    vpmm_pool* p = nullptr;
+    CHECK_EQ(vpmm_pool_create(nullptr, &p), VPMM_ERR_INVALID_ARGUMENT);
+    const std::string msg = vpmm_last_error();
+    CHECK_MSG(msg.find(k.env) != std::string::npos, "%s=%s: %s", k.env, k.value, msg.c_str());
+    for (const char* want : k.says)
+      CHECK_MSG(msg.find(want) != std::string::npos, "%s=%s: no \"%s\" in: %s", k.env, k.value, want, msg.c_str());
+  }
+  clean_env();
+}
+
+// Every row vpmm_config_init judges gives a reason and what it accepts, not
+// only its help.
+TEST("every judged variable's refusal lists what it accepts") {
+  const std::vector<vpmm_option_info> t = table();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    if (!t[i].env || t[i].kind == VPMM_OPTION_TEXT) continue;
+    clean_env();
+    setenv(t[i].env, malformed(t[i].kind), 1);
+    vpmm_pool* p = nullptr;
+    CHECK_EQ(vpmm_pool_create(nullptr, &p), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(std::strstr(vpmm_last_error(), "is malformed: ") != nullptr &&
+                  std::strstr(vpmm_last_error(), "; accepted: ") != nullptr,
+              "%s: %s", t[i].env, vpmm_last_error());
+  }
+  clean_env();
+}
+
 // Their readers judge them (the HIP backend fails to load, the interposer
 // says so): a host pool never does.
 TEST("a process-wide setting never sets config_error nor fails a host pool") {
@@ -170,7 +230,8 @@ TEST("a well-formed variable lands in the field the table names") {
   const std::vector<vpmm_option_info> t = table();
   for (const vpmm_option_info& o : t) {
     if (!o.env || o.field_size != sizeof(uint64_t) || o.kind == VPMM_OPTION_FRACTION ||
-        o.kind == VPMM_OPTION_DEVICE_LIST)  // a list, not a number: tested below
+        o.kind == VPMM_OPTION_DEVICE_LIST ||  // a list, not a number: tested below
+        std::strcmp(o.name, "exportable") == 0)  // a switch, 0 or 1: tested above
       continue;
     clean_env();
     setenv(o.env, "0x30000", 1);
