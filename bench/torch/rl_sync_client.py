@@ -1,7 +1,15 @@
 """The colocated RL weight sync, measured as a user would: a trainer process
 and a rollout process on one GPU, the trainer's Llama (~0.8B parameters,
 1.59 GiB of bf16: transformers' LlamaConfig, random weights) sent to the
-rollout as its state dict through an ordinary torch.multiprocessing queue,
+rollout through an ordinary torch.multiprocessing queue, in the containers
+RL code builds (--shapes):
+
+  dict     {k: v.detach() for k, v in model.state_dict().items()}: a plain
+           dict, as most RL stacks build their weight buckets;
+  pairs    [(k, v.detach()) for ...]: a list of (name, tensor) pairs, as
+           SGLang's update_weights_from_tensor takes them;
+  ordered  model.state_dict() itself (an OrderedDict with _metadata);
+
 mapped there with load_state_dict(assign=True), greedy tokens generated and
 checked. The ways to send, each a trainer/rollout pair of its own, all in
 one run, alternating, the order rotated every round:
@@ -9,34 +17,33 @@ one run, alternating, the order rotated every round:
   torch      PyTorch's CUDA IPC under its native caching allocator (what
              torch.multiprocessing does with CUDA tensors);
   vpmm       the weights in vpmm.torch.pool("weights", host_backup=True),
-             vpmm.torch.install_reductions(): the state dict travels as one
-             export (share_many) and is opened with one import; the resume
-             (vpmm.torch.resume, in a process that has shared before)
-             prepares the re-send's exports in the background by itself;
+             vpmm.torch.install_reductions(): every container travels as
+             one export (share_many) opened with one import (the exports
+             counted per send and reported); the resume (vpmm.torch.resume,
+             in a process that has shared before) prepares the re-send's
+             exports in the background by itself;
   vpmm_prepared  the same, with vpmm.torch.prepare_share_in_background(
              "weights") also called after the model is built (and after
              each resume), so the first send's exports too run while the
              trainer computes (the time it took, and any wait for it, is
-             reported apart);
-  vpmm_list  the same memory sent as a list of tensors (the per-tensor path:
-             one export per allocation), for comparison.
+             reported apart).
 
-Per round and way: a fresh model (the same seed for every way), the
+Per round, way and shape: a fresh model (the same seed for every way), the
 trainer's own greedy generation (standing in for a training step, the same
 for every way), the first send, greedy generation in the rollout, then
 (vpmm) a pause of the trainer's weights, which the rollout must see
 (vpmm.torch.current() False), the rollout dropping its model, a resume, the
 trainer's generation again, and the re-send of the same weights (new memory:
 new exports) with generation again; torch re-sends after the rollout dropped
-its model. A send is timed from the trainer's put() to the
-rollout holding the state dict (unpickled: every tensor mapped); the
-load_state_dict(assign=True) after it is reported apart. Tokens must equal
-the trainer's own greedy tokens, for every send of every way. Every round is
-printed, then the medians and the target: vpmm's first send and re-send <=
-torch's, in the same run.
+its model. A send is timed from the trainer's put() to the rollout holding
+the weights (unpickled: every tensor mapped); the load_state_dict(assign=True)
+after it is reported apart. Tokens must equal the trainer's own greedy
+tokens, for every send of every way. Every round is printed, then the
+medians per shape and the target: vpmm's first send and re-send <= torch's,
+in the same run, for every shape.
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
-        python3 bench/torch/rl_sync_client.py [--rounds 6] [--ways torch,vpmm,vpmm_list] [--small]
+        python3 bench/torch/rl_sync_client.py [--rounds 4] [--ways torch,vpmm] [--shapes dict,pairs,ordered] [--small]
 
 Without transformers it says so and uses a built-in Llama of the same
 parameter names and shapes (--small: a 2-layer model, for a quick check).
@@ -218,12 +225,13 @@ def rollout(way, small, inbox, outbox):
             p = model.lm_head.weight
             outbox.put(vt.current(p) if way != "torch" else None)
             continue
-        sd_or_list = msg  # the send itself: unpickled = every tensor mapped
+        weights = msg  # the send itself: unpickled = every tensor mapped
         t_recv = time.monotonic()
-        sd = sd_or_list if not isinstance(sd_or_list, list) else dict(zip(names, sd_or_list))
+        sd = dict(weights) if isinstance(weights, list) else weights  # (name, tensor) pairs
+        assert list(sd) == names, "the names or their order changed on the way"
         model.load_state_dict(sd, assign=True)
         t_loaded = time.monotonic()
-        del sd, sd_or_list
+        del sd, weights
         tokens = greedy(model, 16)
         outbox.put({"t_recv": t_recv, "t_loaded": t_loaded, "tokens": tokens})
 
@@ -247,17 +255,25 @@ def trainer(way, small, ctl_in, ctl_out):
     config, kind = llama_config(small)
     ctl_out.put({"ready": way, "model": kind})
 
-    def payload(model):
-        sd = model.state_dict()
-        return list(sd.values()) if way == "vpmm_list" else sd
+    def payload(model, shape):
+        """The weights as RL code hands them over."""
+        if shape == "dict":
+            return {k: v.detach() for k, v in model.state_dict().items()}
+        if shape == "pairs":
+            return [(k, v.detach()) for k, v in model.state_dict().items()]
+        return model.state_dict()
 
-    def send(model):
-        p = payload(model)
+    def exports():
+        return vt.default_pool(0).ipc_stats()["n_exports"] if vt is not None else 0
+
+    def send(model, shape):
+        p = payload(model, shape)
+        made = exports()
         t0 = time.monotonic()
         inbox.put(p)
         got = outbox.get(timeout=600)
         return {"send_ms": (got["t_recv"] - t0) * 1e3, "load_ms": (got["t_loaded"] - got["t_recv"]) * 1e3,
-                "tokens": got["tokens"]}
+                "tokens": got["tokens"], "exports": exports() - made}
 
     while True:
         cmd = ctl_in.get()
@@ -265,6 +281,7 @@ def trainer(way, small, ctl_in, ctl_out):
             inbox.put("stop")
             r.join(60)
             return
+        rnd, shape = cmd
         torch.manual_seed(1234)
         torch.set_default_dtype(torch.bfloat16)
         if vt is not None:
@@ -291,9 +308,12 @@ def trainer(way, small, ctl_in, ctl_out):
             return tokens, prep
 
         want, prep = compute()
-        res = {"way": way, "params": sum(p.numel() for p in model.parameters()),
+        res = {"way": way, "shape": shape, "params": sum(p.numel() for p in model.parameters()),
                "bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
-        first = send(model)
+        if vt is not None:  # the pool block pins the weights' backups ahead (vpmm.torch's default)
+            fut = vt.pinning_ahead.get("weights")
+            res["pinning_ahead_done_at_send"] = fut.done() if fut is not None else None
+        first = send(model, shape)
         first.update(prep)
         res["first"] = first
         paused_seen = None
@@ -308,7 +328,7 @@ def trainer(way, small, ctl_in, ctl_out):
             stats = vt.default_pool(0).ipc_stats()
             res["held_by_importers_bytes"] = stats["held_by_importers_bytes"]
         again, prep = compute()
-        res["resend"] = send(model)
+        res["resend"] = send(model, shape)
         res["resend"].update(prep)
         res["resumed_ok"] = again == want
         res["pause_seen"] = paused_seen
@@ -334,12 +354,14 @@ def trainer(way, small, ctl_in, ctl_out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--ways", default="torch,vpmm,vpmm_prepared,vpmm_list")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--ways", default="torch,vpmm")
+    ap.add_argument("--shapes", default="dict,pairs,ordered")
     ap.add_argument("--small", action="store_true", help="a 2-layer model: a quick check")
     args = ap.parse_args()
     import torch.multiprocessing as mp
     ways = args.ways.split(",")
+    shapes = args.shapes.split(",")
     ctx = mp.get_context("spawn")
     pairs = {}
     for w in ways:
@@ -350,53 +372,61 @@ def main():
     for w in ways:
         hello = pairs[w][2].get(timeout=900)
         print(f"{w}: ready ({hello['model']} model)", flush=True)
-    res = {w: [] for w in ways}
+    res = {(w, sh): [] for w in ways for sh in shapes}
     tokens = {}
     for rnd in range(args.rounds):
         order = ways[rnd % len(ways):] + ways[:rnd % len(ways)]
-        cells = []
-        for w in order:
-            pairs[w][1].put(rnd)
-            r = pairs[w][2].get(timeout=900)
-            res[w].append(r)
-            tokens[w] = r["tokens"]
-            prep = "".join(f" [prepared {r[k]['prepared_handles']} handles, waited {r[k]['prepare_wait_ms']:.1f} ms "
-                           f"after {r[k]['compute_ms']:.0f} ms of compute]" for k in ("first", "resend")
-                           if "prepared_handles" in r[k])
-            cells.append(f"{w}: first {r['first']['send_ms']:.1f} (+load {r['first']['load_ms']:.1f}) "
-                         f"resend {r['resend']['send_ms']:.1f} (+load {r['resend']['load_ms']:.1f}) ms{prep}"
-                         f"{'' if r['tokens_ok'] else ' TOKENS DIFFER'}"
-                         f"{'' if r['pause_seen'] in (None, True) else ' PAUSE NOT SEEN'}")
-        print(f"round {rnd + 1}: " + " | ".join(cells), flush=True)
+        for sh in shapes:
+            cells = []
+            for w in order:
+                pairs[w][1].put((rnd, sh))
+                r = pairs[w][2].get(timeout=900)
+                res[(w, sh)].append(r)
+                tokens[w] = r["tokens"]
+                prep = "".join(f" [prepared {r[k]['prepared_handles']} handles, waited {r[k]['prepare_wait_ms']:.1f} "
+                               f"ms after {r[k]['compute_ms']:.0f} ms of compute]" for k in ("first", "resend")
+                               if "prepared_handles" in r[k])
+                ex = "" if w == "torch" else (f" exports {r['first']['exports']}/{r['resend']['exports']}"
+                                              f"{'' if r['pinning_ahead_done_at_send'] is not False else ' (pinning ahead meanwhile)'}")
+                cells.append(f"{w}: first {r['first']['send_ms']:.1f} (+load {r['first']['load_ms']:.1f}) "
+                             f"resend {r['resend']['send_ms']:.1f} (+load {r['resend']['load_ms']:.1f}) ms{ex}{prep}"
+                             f"{'' if r['tokens_ok'] else ' TOKENS DIFFER'}"
+                             f"{'' if r['pause_seen'] in (None, True) else ' PAUSE NOT SEEN'}")
+            print(f"round {rnd + 1} {sh:7s}: " + " | ".join(cells), flush=True)
     for w in ways:
         pairs[w][1].put("stop")
     for w in ways:
         pairs[w][0].join(120)
-    first = res[ways[0]][0]
+    first = res[(ways[0], shapes[0])][0]
     print(f"model: {first['params'] / 1e9:.3f} B parameters, {first['bytes'] / GiB:.2f} GiB")
     summary = {}
-    for w in ways:
-        f = statistics.median(r["first"]["send_ms"] for r in res[w])
-        s = statistics.median(r["resend"]["send_ms"] for r in res[w])
-        fl = statistics.median(r["first"]["send_ms"] + r["first"]["load_ms"] for r in res[w])
-        sl = statistics.median(r["resend"]["send_ms"] + r["resend"]["load_ms"] for r in res[w])
-        ok = all(r["tokens_ok"] for r in res[w]) and all(r["pause_seen"] in (None, True) for r in res[w])
-        summary[w] = {"first_ms": round(f, 2), "resend_ms": round(s, 2), "first_with_load_ms": round(fl, 2),
-                      "resend_with_load_ms": round(sl, 2), "tokens_and_pause_ok": ok}
-        print(f"median {w:10s} first {f:8.2f} ms (with load {fl:8.2f})  resend {s:8.2f} ms (with load {sl:8.2f})"
-              f"  tokens/pause {'ok' if ok else 'WRONG'}")
+    for sh in shapes:
+        for w in ways:
+            rs = res[(w, sh)]
+            f = statistics.median(r["first"]["send_ms"] for r in rs)
+            s = statistics.median(r["resend"]["send_ms"] for r in rs)
+            fl = statistics.median(r["first"]["send_ms"] + r["first"]["load_ms"] for r in rs)
+            sl = statistics.median(r["resend"]["send_ms"] + r["resend"]["load_ms"] for r in rs)
+            ok = all(r["tokens_ok"] for r in rs) and all(r["pause_seen"] in (None, True) for r in rs)
+            one = w == "torch" or all(r["first"]["exports"] == 1 and r["resend"]["exports"] == 1 for r in rs)
+            summary[f"{w}/{sh}"] = {"first_ms": round(f, 2), "resend_ms": round(s, 2),
+                                    "first_with_load_ms": round(fl, 2), "resend_with_load_ms": round(sl, 2),
+                                    "tokens_and_pause_ok": ok, "one_export_per_send": one}
+            print(f"median {sh:7s} {w:13s} first {f:8.2f} ms (with load {fl:8.2f})  resend {s:8.2f} ms "
+                  f"(with load {sl:8.2f})  tokens/pause {'ok' if ok else 'WRONG'}"
+                  f"{'' if w == 'torch' else '  one export per send: ' + ('yes' if one else 'NO')}")
     same = len({tuple(t) for t in tokens.values()}) == 1
     print(f"greedy tokens identical across ways: {same}")
-    verdict = True
-    for w in ("vpmm", "vpmm_prepared"):
-        if "torch" in summary and w in summary:
-            t, v = summary["torch"], summary[w]
-            verdict = v["first_ms"] <= t["first_ms"] and v["resend_ms"] <= t["resend_ms"]
-            print(f"target ({w} first and resend <= torch, same run): "
-                  f"{'MET' if verdict else 'NOT MET'} (first {v['first_ms'] / t['first_ms']:.2f}x, "
-                  f"resend {v['resend_ms'] / t['resend_ms']:.2f}x)")
+    for sh in shapes:
+        for w in ("vpmm", "vpmm_prepared"):
+            t, v = summary.get(f"torch/{sh}"), summary.get(f"{w}/{sh}")
+            if t and v:
+                met = v["first_ms"] <= t["first_ms"] and v["resend_ms"] <= t["resend_ms"]
+                print(f"target ({sh}: {w} first and resend <= torch, same run): "
+                      f"{'MET' if met else 'NOT MET'} (first {v['first_ms'] / t['first_ms']:.2f}x, "
+                      f"resend {v['resend_ms'] / t['resend_ms']:.2f}x)")
     print("RESULT " + json.dumps({"summary": summary, "tokens_identical": same}))
-    ok = same and all(s["tokens_and_pause_ok"] for s in summary.values())
+    ok = same and all(s["tokens_and_pause_ok"] and s["one_export_per_send"] for s in summary.values())
     sys.exit(0 if ok else 1)
 
 
