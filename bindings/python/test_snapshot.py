@@ -651,6 +651,8 @@ class TorchContainers(unittest.TestCase):
                 vt.install_reductions()
                 A = torch.cuda.memory.current
                 pool = vt.default_pool(0)
+                sys.path.insert(0, os.environ["REQUEST_DIR"])
+                from request import Request  # a dataclass the receiver can import too
                 def tensor(nbytes, fill):
                     t = torch.cuda_tensor(A.malloc(nbytes), nbytes)
                     t.write(bytes([fill]) * nbytes)
@@ -711,7 +713,11 @@ class TorchContainers(unittest.TestCase):
                 cpu = torch.cpu_tensor(b"x" * 8)
                 assert send({"cpu": cpu, "foreign": foreign, "n": 3},
                             expect={"cpu": cpu, "foreign": ("cuda-ipc", foreign.data_ptr()), "n": 3}) == (0, 0)
-                # A tensor inside an object of the user's is not walked: one export of its own.
+                # Objects pickled by their __dict__ (a dataclass) are walked too; a
+                # tensor inside an object with a reducer of its own (SimpleNamespace
+                # has __reduce__) is not: one export of its own.
+                assert send({"sd": shapes["dict"], "req": Request("update", list(sd.items()))}) == (1, 1)
+                conn.send("drop"); conn.recv()
                 assert send({"sd": shapes["dict"], "obj": types.SimpleNamespace(w=torch.cuda_tensor(
                     A.malloc(1 << 20), 1 << 20))}) == (2, 2)
                 conn.send("drop"); conn.recv()
@@ -736,7 +742,11 @@ class TorchContainers(unittest.TestCase):
                 assert rx.wait(60) == 0
                 print("ok")
             """).replace("RECEIVER]", repr(CONTAINER_RECEIVER) + "]")
-            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host", VPMM_EXPORTABLE="1"))
+            with open(os.path.join(d, "request.py"), "w") as f:
+                f.write("import dataclasses\n@dataclasses.dataclass\nclass Request:\n    what: str\n"
+                        "    named_tensors: list\n")
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script, VPMM_BACKEND="host", VPMM_EXPORTABLE="1",
+                                                        REQUEST_DIR=d))
 
 
 # Just what vpmm.torch calls with use_as_allocator(), and a "tensor

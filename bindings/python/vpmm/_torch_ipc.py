@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import copyreg
 import functools
 import threading
+import types
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -485,27 +487,61 @@ class _Batch:
 # reducer of ours (dict, list and tuple never reach ForkingPickler's table),
 # so the batch is gathered from the message before pickle reaches them.
 _WALKED = (dict, list, tuple, set, frozenset)
+_ATOMS = (int, float, complex, str, bytes, bytearray, bool, type(None))
+
+
+def _pickled_state(o: Any) -> Optional[Dict[str, Any]]:
+    """The __dict__ pickle saves for `o`: an object of a class that pickles
+    the default way (no reducer of its own, here or in copyreg, no
+    __reduce__, __reduce_ex__ or __getstate__ of its own): dataclasses,
+    plain classes, nn.Module. None for every other object."""
+    cls = type(o)
+    d = getattr(o, "__dict__", None)
+    if not isinstance(d, dict) or isinstance(o, _BY_NAME) or cls in _reducers() or cls in copyreg.dispatch_table:
+        return None
+    if cls.__reduce_ex__ is not object.__reduce_ex__ or cls.__reduce__ is not object.__reduce__:
+        return None
+    if getattr(cls, "__getstate__", _default_getstate) is not _default_getstate:
+        return None
+    return d
+
+
+_default_getstate = getattr(object, "__getstate__", None)
+# What pickle saves by name (or refuses), never by its __dict__.
+_BY_NAME = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def _reducers() -> Dict[type, Any]:
+    from multiprocessing.reduction import ForkingPickler
+    return ForkingPickler._extra_reducers
 
 
 def _vpmm_tensors(message: Any) -> List[_torch.Tensor]:
-    """Every distinct libvpmm tensor holding memory in the containers of
-    `message` (at any depth; dict keys, values and the __dict__ of dict
-    subclasses such as a state dict's _metadata), in the order pickle
-    reaches them. Tensors inside other objects are not seen here; they
-    travel one export each (share)."""
+    """Every distinct libvpmm tensor holding memory that pickling `message`
+    reaches through containers (at any depth: dicts of any kind, their keys
+    and a dict subclass's __dict__ such as a state dict's _metadata, lists,
+    tuples, sets) and through objects pickled by their __dict__
+    (_pickled_state). Tensors inside objects with reducers of their own
+    are not seen here; they travel one export each (share)."""
     found: List[_torch.Tensor] = []
     seen: set = set()
     stack = [message]
-    Tensor = _torch.Tensor
+    mine = (_torch.Tensor, _torch.nn.parameter.Parameter)  # the classes _reduce is registered for
     while stack:
         o = stack.pop()
-        if isinstance(o, Tensor):
+        cls = type(o)
+        if cls in _ATOMS:
+            continue
+        if cls in mine:
             if id(o) not in seen:
                 seen.add(id(o))
-                if o.is_cuda and o.numel() and owns(o):
-                    found.append(o)
+                try:
+                    if o.is_cuda and o.numel() and owns(o):
+                        found.append(o)
+                except Exception:  # a tensor without memory of its own (meta, sparse): PyTorch's business
+                    pass
             continue
-        if not isinstance(o, _WALKED) or id(o) in seen:
+        if id(o) in seen:
             continue
         seen.add(id(o))
         if isinstance(o, dict):
@@ -517,8 +553,12 @@ def _vpmm_tensors(message: Any) -> List[_torch.Tensor]:
                 items.append(k)
                 items.append(v)
             stack.extend(reversed(items))
-        else:
+        elif isinstance(o, _WALKED):
             stack.extend(reversed(list(o)))
+        elif not isinstance(o, _torch.Tensor):
+            state = _pickled_state(o)
+            if state is not None:
+                stack.append(state)
     return found
 
 
