@@ -172,6 +172,57 @@ vpmm_status check_alloc_flags(const char* call, const char* what, uint32_t flags
   return VPMM_OK;
 }
 
+// "2 GiB", "1.5 MiB", "512 B": a size a reader takes in at a glance, beside
+// the exact byte count.
+void human_size(uint64_t b, char* buf, size_t n) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024.0 && u < 6) v /= 1024.0, ++u;
+  if (u == 0 || v == static_cast<double>(static_cast<uint64_t>(v)))
+    std::snprintf(buf, n, "%.0f %s", v, units[u]);
+  else
+    std::snprintf(buf, n, "%.1f %s", v, units[u]);
+}
+
+// An allocation that ran out of memory, told in the caller's terms. The
+// failing step (one handle of a growth, one VA chunk) says what the backend
+// or the limit refused at that moment, with the growth's own handles counted
+// in; the caller asked for `size` bytes of a pool whose state the failed
+// malloc left as it found it. So the message leads with the request, the
+// pool's mapped and live bytes and the capacity with where it comes from,
+// and keeps the step after them (within the 512 bytes vpmm.h promises).
+vpmm_status explain_oom(const char* call, vpmm_pool* pool, uint64_t size) {
+  char step[512];
+  const char* msg = vpmm::last_error();
+  const size_t cl = std::strlen(call);
+  if (std::strncmp(msg, call, cl) == 0 && msg[cl] == ':' && msg[cl + 1] == ' ') msg += cl + 2;
+  std::snprintf(step, sizeof step, "%s", msg);
+  vpmm_stats s;
+  pool->pool->stats(&s);
+  uint64_t limit = 0;
+  {
+    std::lock_guard<std::mutex> lk(pool->config_mu);
+    limit = pool->config.memory_limit;
+  }
+  const char* backend = pool->pool->backend_name();
+  const char* source = limit && limit == s.capacity_bytes    ? "memory_limit"
+                       : std::strcmp(backend, "host") == 0 ? "host_capacity"
+                                                           : "device memory";
+  using ull = unsigned long long;
+  if (s.capacity_bytes == 0)  // no device total known: nothing to compare with
+    return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY, "%s: %llu bytes do not fit; %llu bytes are mapped, %llu live. "
+                      "Failed step: %s", call, ull(size), ull(s.mapped_bytes), ull(s.live_bytes), step);
+  char req[32], cap[32];
+  human_size(size, req, sizeof req);
+  human_size(s.capacity_bytes, cap, sizeof cap);
+  return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY,
+                    "%s: %llu bytes (%s) %s the capacity of %llu bytes (%s: %s); %llu bytes are mapped, "
+                    "%llu live. Failed step: %s",
+                    call, ull(size), req, size > s.capacity_bytes ? "exceed" : "do not fit in",
+                    ull(s.capacity_bytes), cap, source, ull(s.mapped_bytes), ull(s.live_bytes), step);
+}
+
 vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                         const char* tag, uint32_t flags, const char* backup_dir, vpmm_reservation* res,
                         void** out) {
@@ -186,8 +237,9 @@ vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_s
       if (st != VPMM_OK) return st;
       flags |= dir << vpmm::kBackupDirShift;
     }
-    return pool->pool->malloc(call, size, stream, tag, flags,
-                              reinterpret_cast<vpmm::Reservation*>(res), out);
+    vpmm_status st = pool->pool->malloc(call, size, stream, tag, flags,
+                                        reinterpret_cast<vpmm::Reservation*>(res), out);
+    return st == VPMM_ERR_OUT_OF_MEMORY ? explain_oom(call, pool, size) : st;
   });
 }
 }  // namespace

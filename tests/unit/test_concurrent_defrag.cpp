@@ -18,6 +18,7 @@
 #include "test_backend.hpp"
 #include "check.hpp"
 #include "core/pool.hpp"
+#include "thread_state.hpp"
 
 using vpmm::Backend;
 using vpmm::FaultBackend;
@@ -258,13 +259,17 @@ TEST("prepare_backups pins without the pool lock and a pause waits for it") {
   CHECK_EQ(s.backup_cache_bytes, uint64_t(0));
   // A pause now must wait: pinning the same 5 pages again would double them.
   std::atomic<bool> paused{false};
+  std::atomic<pid_t> tid{0};
   uint64_t n_paused = 0;
   vpmm_status pause_st = VPMM_ERR_INTERNAL;
   std::thread pauser([&] {
+    tid = vt::thread_id();
     pause_st = w.pool->pause("w", &n_paused);
     paused = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The pause blocks (waiting for the prepare) before the gate opens; the
+  // preparer holds no lock the pause needs first, so its sleep is that wait.
+  CHECK(vt::wait_until_blocked(tid));
   CHECK(!paused.load());
   w.gate.release();
   preparer.join();

@@ -7,6 +7,7 @@
 
 #include "check.hpp"
 #include "pool_util.hpp"
+#include "thread_state.hpp"
 
 namespace {
 
@@ -37,6 +38,62 @@ void* alloc_res(vpmm_pool* p, uint64_t size, vpmm_reservation* r, vpmm_status* s
 }
 
 }  // namespace
+
+namespace {
+// A host pool of `capacity` bytes of 2 MiB pages (the backend's own
+// capacity, not the test backend: its message is what is checked).
+vpmm_pool* host_pool(uint64_t capacity, uint64_t limit = 0) {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.host_capacity = capacity;
+  c.memory_limit = limit;
+  vpmm_pool* p = nullptr;
+  if (vpmm_pool_create(&c, &p) != VPMM_OK) std::printf("  create: %s\n", vpmm_last_error());
+  return p;
+}
+bool says(const char* what) {
+  const bool yes = std::strstr(vpmm_last_error(), what) != nullptr;
+  if (!yes) std::printf("  no \"%s\" in: %s\n", what, vpmm_last_error());
+  return yes;
+}
+}  // namespace
+
+// The failing step is one handle of a growth (or its VA chunk), counted with
+// the growth's earlier handles: the message leads with what the caller asked
+// for, the pool as the failure left it, and the capacity with its source.
+TEST("out of memory: the message names the request, the capacity and its source, the pool's bytes") {
+  vpmm_pool* p = host_pool(1ull << 30);
+  CHECK(p != nullptr);
+  void *a = nullptr, *b = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 8ull << 20, nullptr, &a));
+  CHECK_EQ(vpmm_pool_malloc(p, 2ull << 30, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK(says("vpmm_pool_malloc: 2147483648 bytes (2 GiB) exceed the capacity of 1073741824 bytes (1 GiB: "
+             "host_capacity); 8388608 bytes are mapped, 8388608 live."));
+  CHECK(std::strstr(vpmm_last_error(), "1073741824 in use") == nullptr);  // the step's own count, mid-growth, is no longer the headline
+  // Within the capacity but not beside what is live.
+  void* c = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 600ull << 20, nullptr, &c));
+  CHECK_EQ(vpmm_pool_malloc(p, 512ull << 20, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK(says("536870912 bytes (512 MiB) do not fit in the capacity of 1073741824 bytes (1 GiB: host_capacity); "
+             "637534208 bytes are mapped, 637534208 live."));
+  CHECK(says("Failed step: host create: a 2097152-byte handle would pass host_capacity 1073741824"));
+  // A request no address space holds: the step says so, with what there is.
+  CHECK_EQ(vpmm_pool_malloc(p, 1ull << 50, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK(says("1125899906842624 bytes (1 PiB) exceed the capacity"));
+  CHECK(says("bytes of address space exceed what this process can reserve (largest free range "));
+  CHECK(std::strstr(vpmm_last_error(), "mmap of") == nullptr);
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  CHECK_OK(vpmm_pool_free(p, c, nullptr));
+  vpmm_pool_destroy(p);
+  // Under a memory limit the limit is the capacity named.
+  p = host_pool(1ull << 30, 64ull << 20);
+  CHECK(p != nullptr);
+  CHECK_EQ(vpmm_pool_malloc(p, 128ull << 20, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK(says("134217728 bytes (128 MiB) exceed the capacity of 67108864 bytes (64 MiB: memory_limit); 0 bytes "
+             "are mapped, 0 live."));
+  vpmm_pool_destroy(p);
+}
 
 TEST("hard limit: mapped never exceeds it, failures leave the pool unchanged") {
   vpmm_pool* p = limited_pool(10);
@@ -120,14 +177,18 @@ TEST("blocking reservation times out, and wakes when another is released") {
   CHECK_EQ(vt::stats(p).reserved_bytes, 6 * kPage);  // nothing reserved by the timeout
   r2 = nullptr;
   std::atomic<bool> got{false};
+  std::atomic<pid_t> tid{0};
   std::thread waiter([&] {
     vpmm_reservation* r = nullptr;
+    tid = vt::thread_id();
     if (vpmm_pool_reserve(p, 4 * kPage, VPMM_RESERVE_BLOCK, &r) == VPMM_OK) {
       got = true;
       vpmm_reservation_release(p, r);
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // Blocked in the reservation before the release below, so the release's
+  // wake-up is what this checks.
+  CHECK(vt::wait_until_blocked(tid));
   CHECK(!got.load());
   CHECK_OK(vpmm_reservation_release(p, r1));
   waiter.join();
@@ -152,9 +213,12 @@ TEST("blocking reservations wake when unreserved allocations are freed, page and
   std::vector<void*> smalls(16, nullptr);  // one page of charges
   for (void*& s : smalls) CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &s));
   std::atomic<int> got{0};
+  std::atomic<pid_t> tid{0};
   auto wait_for = [&](uint64_t bytes) {
+    tid = 0;
     return std::thread([&, bytes] {
       vpmm_reservation* r = nullptr;
+      tid = vt::thread_id();
       if (vpmm_pool_reserve(p, bytes, VPMM_RESERVE_BLOCK, &r) == VPMM_OK) {
         ++got;
         vpmm_reservation_release(p, r);
@@ -162,14 +226,14 @@ TEST("blocking reservations wake when unreserved allocations are freed, page and
     });
   };
   std::thread w1 = wait_for(5 * kPage);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(vt::wait_until_blocked(tid));  // blocked before the free that wakes it
   CHECK_EQ(got.load(), 0);
   CHECK_OK(vpmm_pool_free(p, big, nullptr));  // page path
   w1.join();
   CHECK_EQ(got.load(), 1);
   // Now the small blocks' charges are what stands in the way.
   std::thread w2 = wait_for(8 * kPage);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(vt::wait_until_blocked(tid));
   CHECK_EQ(got.load(), 1);
   for (void* s : smalls) CHECK_OK(vpmm_pool_free(p, s, nullptr));  // small path
   w2.join();

@@ -31,11 +31,13 @@
 //    a handle counts its entries in mappings_.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -43,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "backend/backend.hpp"
 #include "backend/host/host_ipc.hpp"
@@ -66,6 +69,35 @@ unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); 
 // the pool should treat the same way: back off and free something).
 vpmm_status errno_status(int err) {
   return err == ENOMEM ? VPMM_ERR_OUT_OF_MEMORY : VPMM_ERR_BACKEND;
+}
+
+// What an address-space reservation could have had when one failed: the
+// largest free range between this process's mappings (/proc/self/maps) and
+// RLIMIT_AS when it is set. Read only on that failure.
+std::string address_space_room() {
+  uint64_t largest = 0, prev_end = 1ull << 16;  // below: vm.mmap_min_addr
+  bool read = false;
+  if (FILE* f = std::fopen("/proc/self/maps", "r")) {
+    unsigned long long lo = 0, hi = 0;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+      // The kernel's [vsyscall] page sits at the top of the 64-bit space,
+      // far above any user range: not a bound of the free space below it.
+      if (std::sscanf(line, "%llx-%llx", &lo, &hi) != 2 || lo >= (1ull << 63)) continue;
+      if (lo > prev_end && lo - prev_end > largest) largest = lo - prev_end;
+      if (hi > prev_end) prev_end = hi;
+      read = true;
+    }
+    std::fclose(f);
+  }
+  char buf[160];
+  int n = read ? std::snprintf(buf, sizeof buf, "largest free range %llu bytes", ull(largest))
+               : std::snprintf(buf, sizeof buf, "free ranges unknown");
+  struct rlimit rl;
+  if (n > 0 && n < static_cast<int>(sizeof buf) && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    std::snprintf(buf + n, sizeof buf - n, ", RLIMIT_AS %llu bytes in all",
+                  ull(static_cast<uint64_t>(rl.rlim_cur)));
+  return buf;
 }
 
 // Every do_* body runs inside this: no exception leaves the backend.
@@ -261,6 +293,11 @@ vpmm_status HostBackend::do_reserve(uint64_t size, uint64_t alignment, uint64_t*
     void* p = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       int err = errno;
+      if (err == ENOMEM)
+        return fail(VPMM_ERR_OUT_OF_MEMORY,
+                    "%s: %llu bytes of address space exceed what this process can reserve (%s): "
+                    "mmap: %s",
+                    who, ull(span), address_space_room().c_str(), std::strerror(err));
       return fail(errno_status(err), "%s: mmap of %llu bytes of address space failed: %s", who,
                   ull(span), std::strerror(err));
     }
@@ -314,8 +351,9 @@ vpmm_status HostBackend::do_create(uint64_t size, PhysHandle* out) {
     std::lock_guard<std::mutex> lk(mu_);
     if (size > capacity_ - held_bytes_)
       return fail(VPMM_ERR_OUT_OF_MEMORY,
-                  "%s: %llu bytes would exceed the host capacity of %llu bytes (%llu in use)", who,
-                  ull(size), ull(capacity_), ull(held_bytes_));
+                  "%s: a %llu-byte handle would pass host_capacity %llu: handles hold %llu (a "
+                  "growth's earlier ones included)",
+                  who, ull(size), ull(capacity_), ull(held_bytes_));
     if (exportable_) {
       int fd = -1;
       vpmm_status st = host::create_handle_memfd(size, &fd, who);
