@@ -1,4 +1,4 @@
-"""Without PyTorch or CuPy: vpmm itself imports and works, and the
+"""Without PyTorch, CuPy or NumPy: vpmm itself imports and works, and the
 framework modules refuse with an ImportError that says what is missing.
 Each case runs in a child process where the framework is made unimportable
 (None in sys.modules), whether or not it is installed on this machine."""
@@ -43,6 +43,9 @@ class WithoutFrameworks(unittest.TestCase):
 
     def test_vpmm_cupy_says_cupy_is_missing(self):
         self.assert_import_error("vpmm.cupy", ["cupy"], ["vpmm.cupy needs CuPy", "Install cupy"])
+
+    def test_vpmm_jax_says_numpy_is_missing(self):
+        self.assert_import_error("vpmm.jax", ["numpy", "jax"], ["vpmm.jax needs NumPy", "Install numpy"])
 
     def test_use_as_torch_allocator_says_torch_is_missing(self):
         r = child("import vpmm\ntry:\n    vpmm.use_as_torch_allocator()\n"

@@ -52,7 +52,12 @@ import ctypes
 import threading
 from typing import Any, Optional, Sequence
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as _e:  # the binding itself needs no framework
+    raise ImportError(
+        "vpmm.jax needs NumPy, which is not installed (import numpy failed: "
+        f"{_e}). Install numpy (and jax), or use vpmm (Pool, default_pool, region) without it.") from _e
 
 from . import library_path
 
