@@ -154,9 +154,11 @@ class TorchMemorySaver:
         """Allocations made inside (on this thread) are pausable under `tag`;
         their bytes survive a pause with enable_cpu_backup (cpu_backup_backend
         "pinned" or "mmap") or enable_disk_backup. Regions nest (the innermost
-        wins). With VPMM_TMS_PIN_AHEAD=1 (a libvpmm extension, hook mode
-        "torch") a pinned backup's buffers are pinned on a background thread
-        when the region ends, so that the first pause runs at copy speed."""
+        wins). A pinned backup's buffers are pinned on a background thread
+        when the region ends, so that the first pause runs at copy speed
+        (vpmm.torch's default, a libvpmm extension; VPMM_TMS_PIN_AHEAD=0 or
+        VPMM_PIN_AHEAD=0 turns it off in hook mode "torch", VPMM_PIN_AHEAD=0
+        in hook mode "preload")."""
         self._reject(unsupported, "region")
         kwargs = _stores.region_kwargs(enable_cpu_backup, cpu_backup_backend, enable_disk_backup,
                                        disk_backup_dir or self._disk_dir)
@@ -176,8 +178,11 @@ class TorchMemorySaver:
                         yield
             else:
                 _stores.require(vtorch.pool, kwargs, "region()")
-                pin_ahead = kwargs["host_backup"] and set(kwargs) == {"host_backup"} and \
-                    _env.flag("VPMM_TMS_PIN_AHEAD")
+                # Unset: vpmm.torch's default (a pinned backup is pinned ahead
+                # when the region ends, unless VPMM_PIN_AHEAD=0); 1 or 0 decides.
+                ahead = _env.flag("VPMM_TMS_PIN_AHEAD") if os.environ.get("VPMM_TMS_PIN_AHEAD", "").strip() \
+                    else None
+                pin_ahead = ahead if kwargs["host_backup"] and set(kwargs) == {"host_backup"} else False
                 with vtorch.pool(tag=tag, device=dev, pin_ahead=pin_ahead, **kwargs):
                     yield
         finally:
