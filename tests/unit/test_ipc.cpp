@@ -7,12 +7,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,8 +49,29 @@ Held held_self() {
 
 // --- the child: a command server (see ipc_harness.hpp) --------------------
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+// What the kernel says to pidfd_getfd of `pid`'s descriptor `fd`, without
+// the library: 0, or the errno.
+int raw_pidfd_getfd(pid_t pid, int fd) {
+  long pfd = syscall(SYS_pidfd_open, pid, 0);
+  if (pfd < 0) return errno;
+  long r = syscall(SYS_pidfd_getfd, static_cast<int>(pfd), fd, 0);
+  const int err = r < 0 ? errno : 0;
+  if (r >= 0) close(static_cast<int>(r));
+  close(static_cast<int>(pfd));
+  return err;
+}
+
 int child_main(int sock) {
   vpmm_pool* pool = vt::ipc_host_pool(false);
+  std::string last_error;  // of the last failed import, for 'M'
+
   std::vector<vpmm_import*> imports;
   void* mine = nullptr;  // the child's own allocation when it exports
   vpmm_export* ex = nullptr;
@@ -76,7 +99,8 @@ int child_main(int sock) {
             imports.push_back(imp);
             r1 = static_cast<int64_t>(imports.size() - 1);
           } else {
-            std::fprintf(stderr, "child import: %s\n", vpmm_last_error());
+            last_error = vpmm_last_error();
+            std::fprintf(stderr, "child import: %s\n", last_error.c_str());
           }
         }
         for (int fd : fds) close(fd);
@@ -118,6 +142,15 @@ int child_main(int sock) {
         if (r0 == VPMM_OK) r0 = vpmm_export_send(ex, sock);
         break;
       }
+      case 'M': {  // the last failed import's message: its length, then its bytes
+        int64_t m[2] = {static_cast<int64_t>(last_error.size()), 0};
+        if (!vt::write_all(sock, m, sizeof m) || !vt::write_all(sock, last_error.data(), last_error.size()))
+          return 0;
+        continue;
+      }
+      case 'G':  // pidfd_getfd of the parent's descriptor a, by hand: 0 or the errno
+        r0 = raw_pidfd_getfd(getppid(), static_cast<int>(c.a));
+        break;
       case 'K':  // dies on the spot: nothing closed, nothing destroyed
         _exit(0);
       case 'Q':
@@ -218,7 +251,7 @@ TEST("export, import in another process: the same bytes, read and written by bot
   CHECK(held_self().none());
 }
 
-TEST("pidfd_getfd: the descriptor's bytes alone import, or UNSUPPORTED says why") {
+TEST("pidfd_getfd: the descriptor's bytes alone import, or UNSUPPORTED only where the kernel refuses, saying why") {
   vpmm_pool* pool = vt::ipc_host_pool(true);
   void* p = malloc_tagged(pool, kBytes, "w");
   fill(p, kBytes, kSeedA);
@@ -227,11 +260,30 @@ TEST("pidfd_getfd: the descriptor's bytes alone import, or UNSUPPORTED says why"
   Child ch = vt::spawn_child();
   int64_t i = -1;
   vpmm_status st = child_import(ch, ex, 'P', &i);
-  // The child is this process's child: Yama's default scope (1) allows it,
-  // so only a kernel without pidfd_getfd or a sandbox refusing ptrace may
-  // say no, and then clearly.
+  // Only a kernel without pidfd_getfd or a sandbox refusing ptrace may say
+  // no: each is checked here without the library (the kernel's own answer
+  // to the call), and the message must name it.
   std::printf("    pidfd_getfd import: %s\n", vpmm_status_string(st));
   CHECK(st == VPMM_OK || st == VPMM_ERR_UNSUPPORTED);
+  if (st == VPMM_ERR_UNSUPPORTED) {
+    int64_t len = 0;
+    CHECK(ch.ask('M', 0, 0, &len));
+    std::string msg(static_cast<size_t>(len > 0 && len < 4096 ? len : 0), '\0');
+    CHECK(vt::read_all(ch.sock, &msg[0], msg.size()));
+    const bool kernel_has = !(syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == ENOSYS);
+    if (!kernel_has) {
+      std::printf("INFO: this kernel has no pidfd_getfd; the import said: %s\n", msg.c_str());
+      CHECK_MSG(msg.find("this kernel has no pidfd_getfd") != std::string::npos, "message: %s", msg.c_str());
+    } else {
+      int64_t raw = -1;
+      CHECK(ch.ask('G', 0, 0, &raw));  // descriptor 0 of this process: any will do
+      std::printf("INFO: pidfd_getfd is refused here (errno %lld by hand); the import said: %s\n",
+                  static_cast<long long>(raw), msg.c_str());
+      CHECK_EQ(raw, int64_t{EPERM});
+      CHECK_MSG(msg.find("needs permission to ptrace the exporter") != std::string::npos, "message: %s",
+                msg.c_str());
+    }
+  }
   if (st == VPMM_OK) {
     CHECK(child_reads(ch, i, kSeedA));
     int64_t cs = -1;
