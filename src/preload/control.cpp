@@ -1,9 +1,9 @@
 // The interposer's control channel: pause and resume the pools of an
 // unmodified program from outside it.
 //
-//   VPMM_PRELOAD_CTL=/tmp/app.ctl LD_PRELOAD=libvpmm_preload.so ./app &
-//   echo "pause kv" > /tmp/app.ctl; cat /tmp/app.ctl.reply      # "ok 3"
-//   echo "resume kv" > /tmp/app.ctl; cat /tmp/app.ctl.reply     # "ok 3"
+//   VPMM_PRELOAD_CTL=$XDG_RUNTIME_DIR/app.ctl LD_PRELOAD=libvpmm_preload.so ./app &
+//   echo "pause kv" > $XDG_RUNTIME_DIR/app.ctl; cat $XDG_RUNTIME_DIR/app.ctl.reply   # "ok 3"
+//   echo "resume kv" > $XDG_RUNTIME_DIR/app.ctl; cat $XDG_RUNTIME_DIR/app.ctl.reply  # "ok 3"
 //
 // With VPMM_PRELOAD_CTL set, the library creates two FIFOs (mode 0600) when it
 // is loaded: PATH for commands and PATH.reply for answers, and starts one
@@ -14,6 +14,16 @@
 // Each command is answered with one line on PATH.reply: "ok N" (N regions
 // changed, summed over the pools) or "error TEXT". The answer waits up to
 // 10 s for a reader to open PATH.reply, then is dropped (stderr says so).
+//
+// Whoever can write PATH drives the program's memory, and whatever PATH.reply
+// names receives its answers: the channel is the user's only. Each path must
+// be absent (it is made then) or a FIFO the effective user owns with no
+// group or other permission bits (one an earlier run left), never a symbolic
+// link (not followed: O_NOFOLLOW) or any other file; anything else refuses
+// the channel, with a message on stderr, and no command is ever read. Every
+// open checks again what it opened (fstat), so a path swapped after the
+// check is refused too. The path belongs in a directory only the user can
+// write, the per-user runtime directory ($XDG_RUNTIME_DIR) rather than /tmp.
 //
 // Before pausing, each device is synchronised through the real runtime, so
 // kernels already queued do not read memory as it goes. The program must not
@@ -42,11 +52,62 @@ std::string& ctl_path() {
   return path;
 }
 
-bool make_fifo(const std::string& path) {
-  if (mkfifo(path.c_str(), 0600) == 0 || errno == EEXIST) return true;
-  std::fprintf(stderr, "libvpmm_preload: VPMM_PRELOAD_CTL: mkfifo %s: %s\n", path.c_str(),
-               std::strerror(errno));
-  return false;
+// Why the file behind `st` may not carry the channel, or nullptr if it may:
+// a FIFO of the effective user, no group or other permission bits.
+const char* unfit(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  if (!S_ISFIFO(st.st_mode)) return S_ISREG(st.st_mode) ? "is a regular file, not a FIFO" : "is not a FIFO";
+  if (st.st_uid != geteuid()) return "is a FIFO of another user";
+  if (st.st_mode & 077) return "is a FIFO with group or other permissions (must be 0600)";
+  return nullptr;
+}
+
+void refuse(const std::string& path, const char* why) {
+  std::fprintf(stderr,
+               "libvpmm_preload: VPMM_PRELOAD_CTL: %s %s: refusing the control channel (no command will be "
+               "read; remove it, or use a path in a directory only you can write, such as $XDG_RUNTIME_DIR)\n",
+               path.c_str(), why);
+}
+
+// Makes the FIFO at `path` fresh, or accepts one the user left there
+// (lstat: a symbolic link is judged, not followed). *made: this call made it.
+bool make_fifo(const std::string& path, bool* made) {
+  *made = false;
+  if (mkfifo(path.c_str(), 0600) == 0) {
+    *made = true;
+  } else if (errno != EEXIST) {
+    std::fprintf(stderr, "libvpmm_preload: VPMM_PRELOAD_CTL: mkfifo %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    std::fprintf(stderr, "libvpmm_preload: VPMM_PRELOAD_CTL: %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (const char* why = unfit(st)) {
+    refuse(path, why);
+    return false;
+  }
+  return true;
+}
+
+// open(path, flags) of a channel FIFO, never through a symbolic link, and
+// only if what was opened is still one fit to carry it; -1 otherwise (errno
+// kept for open's own failures; *why set when the file is unfit).
+int open_fifo(const std::string& path, int flags, const char** why) {
+  *why = nullptr;
+  int fd = open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP) *why = "is a symbolic link";
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (*why = unfit(st)) != nullptr) {
+    if (!*why) *why = "cannot be examined (fstat failed)";
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // "ok N" or "error ...": pause/resume `tag` (empty: all tagged) everywhere.
@@ -75,7 +136,8 @@ std::string run(const std::string& verb, const std::string& tag) {
 void reply(const std::string& line) {
   const std::string path = ctl_path() + ".reply";
   for (int i = 0; i < 1000; ++i) {  // 10 s for the controller to open the reply
-    int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    const char* why = nullptr;
+    int fd = open_fifo(path, O_WRONLY | O_NONBLOCK, &why);
     if (fd >= 0) {
       const std::string out = line + "\n";
       ssize_t w = write(fd, out.data(), out.size());
@@ -83,7 +145,11 @@ void reply(const std::string& line) {
       close(fd);
       return;
     }
-    if (errno != ENXIO) break;
+    if (why) {
+      refuse(path, why);
+      break;
+    }
+    if (errno != ENXIO) break;  // ENXIO: a FIFO with no reader yet
     usleep(10000);
   }
   std::fprintf(stderr, "libvpmm_preload: ctl: nobody read the answer '%s'\n", line.c_str());
@@ -92,11 +158,17 @@ void reply(const std::string& line) {
 void* serve(void*) {
   std::string buf;
   for (;;) {
-    int fd = open(ctl_path().c_str(), O_RDONLY);  // blocks until a controller writes
+    const char* why = nullptr;
+    int fd = open_fifo(ctl_path(), O_RDONLY, &why);  // blocks until a controller writes
     if (fd < 0) {
-      if (errno == EINTR) continue;
-      std::fprintf(stderr, "libvpmm_preload: ctl: open %s: %s (control stops)\n",
-                   ctl_path().c_str(), std::strerror(errno));
+      if (!why && errno == EINTR) continue;
+      // Swapped for something else since the start: stop rather than read
+      // (or spin on) a file that is no FIFO of the user's.
+      if (why)
+        refuse(ctl_path(), why);
+      else
+        std::fprintf(stderr, "libvpmm_preload: ctl: open %s: %s (control stops)\n", ctl_path().c_str(),
+                     std::strerror(errno));
       return nullptr;
     }
     char chunk[256];
@@ -124,7 +196,12 @@ __attribute__((constructor)) void start_control() {
   const char* path = vpmm_preload::option_text("preload_ctl");
   if (!path || !*path) return;
   ctl_path() = path;
-  if (!make_fifo(ctl_path()) || !make_fifo(ctl_path() + ".reply")) return;
+  bool made = false, made_reply = false;
+  if (!make_fifo(ctl_path(), &made)) return;
+  if (!make_fifo(ctl_path() + ".reply", &made_reply)) {
+    if (made) unlink(ctl_path().c_str());  // no channel: leave nothing of it behind
+    return;
+  }
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
