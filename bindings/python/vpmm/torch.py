@@ -306,6 +306,7 @@ class _Pinner:
         return fut
 
     def _run(self) -> None:
+        relaxed = False
         while True:
             with self._lock:
                 if not self._queue:
@@ -314,6 +315,8 @@ class _Pinner:
                 (device, tag), fut = self._queue.popleft()
                 del self._queued[(device, tag)]
             fut.set_running_or_notify_cancel()
+            if not relaxed:
+                relaxed = _relax_capture_mode(device)
             try:
                 fut.set_result(_default_pool(device).prepare_backups(tag))
             except InvalidArgument:
@@ -322,6 +325,24 @@ class _Pinner:
                 fut.set_exception(e)
                 warnings.warn(f"vpmm.torch: pinning the backups of tag {tag!r} ahead failed: {e} "
                               "(the first pause pins what is left itself)", RuntimeWarning, stacklevel=1)
+
+
+def _relax_capture_mode(device: int) -> bool:
+    """Puts this thread (the pinning one) in CUDA's relaxed stream-capture
+    mode: pinning host memory is an "unsafe" call under a capture in the
+    default global mode, so a pinning that overlapped a CUDA graph captured
+    on another thread (a serving engine captures right after loading its
+    weights) would fail and invalidate the capture. Relaxed, it is allowed
+    and the capture is untouched (pinning queues no work on any stream), as
+    PyTorch's own allocator does around its mallocs during capture."""
+    try:
+        if _default_pool(device).backend != "cuda":
+            return True
+        mode = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+        ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+    except Exception:  # no driver library here: nothing can be captured either
+        pass
+    return True
 
 
 _pinner = _Pinner()
