@@ -618,11 +618,12 @@ def install_reductions() -> None:
     Every message is one :func:`share_many` per device: the libvpmm tensors
     anywhere in its containers (a state dict, a plain dict of detached
     tensors, a list of (name, tensor) pairs, nested dicts, lists, tuples and
-    sets) are exported together when the first of them is pickled, and the
-    receiver maps them with one import when it unpickles the first. A
-    message without libvpmm tensors costs nothing more; tensors held by
-    other objects (attributes of a class of yours) travel one export
-    each."""
+    sets, objects pickled by their __dict__ such as dataclasses) are
+    exported together when the first of them is pickled, and the receiver
+    maps them with one import when it unpickles the first. A message
+    without libvpmm tensors costs nothing more; a tensor reached only
+    through an object with a reducer of its own travels as one export of
+    its own."""
     global _installed, _pickler_dump
     with _lock:
         if _installed:
@@ -633,8 +634,8 @@ def install_reductions() -> None:
         for cls in (_torch.Tensor, _torch.nn.parameter.Parameter):
             previous = ForkingPickler._extra_reducers.get(cls)
             ForkingPickler.register(cls, functools.partial(_reduce, previous=previous))
-        # ForkingPickler inherits dump from pickle.Pickler; a subclass of
-        # ours (or of someone else) defining dump is honoured.
+        # ForkingPickler inherits dump from pickle.Pickler; a dump another
+        # library set on it before is chained, not lost.
         _pickler_dump = ForkingPickler.__dict__.get("dump", pickle.Pickler.dump)
         ForkingPickler.dump = _batched_dump
         _installed = True
