@@ -182,10 +182,12 @@ GPU_TEST("pause waits for its own stream only, not for a busy unrelated stream")
   fill(a, 64 * MiB, 7, mine);
   Gate gate;
   gate_kernel<<<1, 1, 0, other>>>(gate.flag(), 5000000000ull, gate.timeout_flag());  // busy until opened
+  // The gate is the check: a pause that waited for `other` could only
+  // return once the gate kernel gave up, which timed_out() reports. The
+  // time is information, not a bound.
   double t0 = now_ms();
   CHECK_OK(vpmm_pool_pause(p, "t"));
-  double ms = now_ms() - t0;
-  CHECK_MSG(ms < 1000.0, "pause took %.1f ms while an unrelated stream was busy", ms);
+  std::printf("INFO: pause took %.1f ms while an unrelated stream was busy\n", now_ms() - t0);
   gate.open();
   CUDA_OK(cudaStreamSynchronize(other));
   CHECK_MSG(!gate.timed_out(), "the gate timed out: pause waited for the unrelated stream");
