@@ -6,12 +6,16 @@
 # against what PyTorch reserved for the same allocations.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# meson, ninja, g++, zlib, and python3-mesonpy + python3-venv for the
+# `pip install .` the last line suggests (scripts/deps.sh's list).
 scripts/deps.sh
 # A directory of its own, configured for a fast first build: no test suites
 # or GPU tests, no debug info, precompiled standard headers (src/pch/) and
-# -O1. Measured on two cores (CPU seconds of the compiles, three rounds):
-# -O3 43 s, -O3 with the precompiled headers 37 s, -O1 with them 30 s; the
-# demo's replays take the same 1.3 s CPU at -O1 as at -O3 (at -O0: 5.7 s).
+# -O1. CPU seconds of `ninja tools/vpmm` from an empty build directory, ccache
+# off, on two loaded cores (one run each, load 8-13): -O1 with precompiled
+# headers 37.4 s, without them 51.6 s, -O0 with them 36.2 s but the demo's
+# replays then take 8.7 s instead of 1.9 s. A unity build (-Dunity=on) does
+# not compile: translation units share file-local names.
 # A library for real work is built with `pip install .` or the README's
 # meson lines, optimised (-O3 / -O2).
 BUILD=${BUILD:-build-demo}
@@ -36,4 +40,6 @@ echo "== PyTorch memory snapshots recorded on an H100 (traces/*.pickle.gz):"
 echo "== what PyTorch's caching allocator reserved, what libvpmm maps for the same allocations"
 "$vpmm" replay --summary traces/training.pickle.gz traces/inference.pickle.gz
 echo
-echo "Your own job: python3 -m vpmm.estimate your_script.py ARGS  (after pip install .; see docs/python.md)"
+echo "Your own PyTorch job: pip install . with the Python that has torch, then"
+echo "  python3 -m vpmm.estimate your_script.py ARGS    (docs/python.md)"
+echo "Debian's python3: python3 -m venv --system-site-packages ~/venv && ~/venv/bin/pip install ."

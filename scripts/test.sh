@@ -11,10 +11,12 @@ cd "$(dirname "$0")/.."
 # missing): bindgen and rustc for 'bindgen' and 'rust_bindgen_current',
 # cargo for 'rust_binding', golang-go for 'go_binding', libamdhip64-dev for
 # the HIP backend (compiled against ROCm's real headers; 'hip_no_gpu' runs
-# the real runtime without a GPU), python3-mesonpy and python3-venv for
-# 'python_pip_install' (pip install . into a fresh venv). Without them those
+# the real runtime without a GPU), python3-numpy for 'jax_dlpack_cpu' where
+# the tests' python3 is Debian's, python3-pip for 'python_pip_install' where
+# that Python's venv has no pip of its own (deps.sh always installs
+# python3-mesonpy and python3-venv, which it needs too). Without them those
 # tests report SKIP.
-scripts/deps.sh bindgen golang-go libamdhip64-dev python3-mesonpy python3-venv
+scripts/deps.sh bindgen golang-go libamdhip64-dev python3-numpy python3-pip
 command -v cargo >/dev/null 2>&1 || scripts/deps.sh cargo rustc
 command -v rustc >/dev/null 2>&1 || scripts/deps.sh rustc
 BUILD=${BUILD:-build}
