@@ -81,21 +81,32 @@ namespace {
 const std::string& key_at(const Dict& d, size_t i) { return d.entries[i].first.as_str(); }
 }  // namespace
 
+Counts& counts() {
+  thread_local Counts c;
+  return c;
+}
+
 bool Value::find(const std::string& key, Value* out) const {
   if (kind_ != Kind::kDict) return false;
   const Dict& d = *u_.dict;
   const auto& e = d.entries;
+  Counts& n = counts();
+  ++n.finds;
   if (d.by_key && key.size() <= Dict::kIndexedKey) {
     // The last position of the key: the entry before the first greater one.
     const std::vector<size_t>& ix = *d.by_key;
-    auto it = std::upper_bound(ix.begin(), ix.end(), key,
-                               [&](const std::string& k, size_t i) { return k < key_at(d, i); });
+    auto it = std::upper_bound(ix.begin(), ix.end(), key, [&](const std::string& k, size_t i) {
+      ++n.find_compares;
+      return k < key_at(d, i);
+    });
+    ++n.find_compares;
     if (it == ix.begin() || key_at(d, *(it - 1)) != key) return false;
     *out = e[*(it - 1)].second;
     return true;
   }
   for (size_t i = e.size(); i-- > 0;) {
     const Value& k = e[i].first;
+    ++n.find_compares;
     if (k.kind_ == Kind::kStr && *k.u_.s == key) {
       *out = e[i].second;
       return true;
@@ -588,7 +599,11 @@ class Parser {
     }
     // Growth at least doubles: an exact reserve, one SETITEM at a time,
     // would copy the whole dict for every entry.
-    if (e->capacity() < e->size() + n / 2) e->reserve(std::max(e->size() + n / 2, 2 * e->capacity()));
+    if (e->capacity() < e->size() + n / 2) {
+      ++counts().entry_growths;
+      counts().entries_moved += e->size();
+      e->reserve(std::max(e->size() + n / 2, 2 * e->capacity()));
+    }
     for (size_t k = 0; k < n; k += 2) e->emplace_back(kv[k], kv[k + 1]);
     return true;
   }

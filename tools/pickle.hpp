@@ -178,6 +178,19 @@ bool parse(const uint8_t* data, size_t size, const std::string& name, Document* 
 // max_items items per container ("..."). Safe on cyclic values.
 std::string describe(const Value& v, int max_depth = 4, size_t max_items = 8);
 
+// What the reader's two cost claims rest on, counted on the calling thread
+// so that a test bounds them by counting, not by timing: dict lookups and
+// the key comparisons they made (find() is O(log n) for an indexed key), and
+// the growths of dict entry vectors and the entries each growth moved
+// (geometric growth moves fewer than 2 per entry in all).
+struct Counts {
+  uint64_t finds = 0;
+  uint64_t find_compares = 0;
+  uint64_t entry_growths = 0;
+  uint64_t entries_moved = 0;
+};
+Counts& counts();  // this thread's; assign Counts() to reset
+
 // The name of an opcode ("BINUNICODE"), or nullptr for a byte that is not one.
 const char* opcode_name(uint8_t op);
 
