@@ -260,4 +260,29 @@ TEST("the version comes from one place: the generated header and the library agr
   CHECK_EQ(std::string(expect), std::string(VPMM_VERSION_STRING));
 }
 
+TEST("a failed vpmm_pool_create sets *out to NULL (bad field, malformed variable, bad struct_size)") {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = 3;  // not a multiple of the granularity
+  vpmm_pool* p = reinterpret_cast<vpmm_pool*>(0x1);
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(p == nullptr);
+  // A malformed environment variable, as vpmm_config_init records it.
+  setenv("VPMM_PAGE_SIZE", "abc", 1);
+  vpmm_config_init(&c);
+  unsetenv("VPMM_PAGE_SIZE");
+  c.backend = VPMM_BACKEND_HOST;
+  p = reinterpret_cast<vpmm_pool*>(0x1);
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(p == nullptr);
+  CHECK(std::strstr(vpmm_last_error(), "VPMM_PAGE_SIZE") != nullptr);
+  // A bad struct_size.
+  vpmm_config_init_defaults(&c);
+  c.struct_size = 3;
+  p = reinterpret_cast<vpmm_pool*>(0x1);
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(p == nullptr);
+}
+
 TEST_MAIN()

@@ -165,7 +165,7 @@ struct KeepCwd {
 
 }  // namespace
 
-TEST("36.6: a backup directory that does not exist, or is no directory, fails the malloc naming it") {
+TEST("a backup directory that does not exist, or is no directory, fails the malloc naming it") {
   TempDir t;
   CHECK(write_file(t.sub("plain"), "x"));
   vpmm_pool* p = host_pool();
@@ -217,7 +217,7 @@ TEST("36.6: a backup directory that does not exist, or is no directory, fails th
   CHECK(backup_files(t.sub("missing")).empty());
 }
 
-TEST("35.7: a relative backup directory keeps naming the directory of the first malloc after a chdir") {
+TEST("a relative backup directory keeps naming the directory of the first malloc after a chdir") {
   KeepCwd keep;
   TempDir t, elsewhere;
   CHECK_EQ(mkdir(t.sub("rel").c_str(), 0700), 0);
@@ -250,7 +250,7 @@ TEST("35.7: a relative backup directory keeps naming the directory of the first 
   CHECK(names_in(elsewhere.sub("rel")).empty());
 }
 
-TEST("35.7: a renamed backup directory is followed; a removed one fails a new file's pause until named again") {
+TEST("a renamed backup directory is followed; a removed one fails a new file's pause until named again") {
   TempDir t;
   CHECK_EQ(mkdir(t.sub("d").c_str(), 0700), 0);
   vpmm_pool* p = host_pool();
@@ -298,7 +298,7 @@ TEST("35.7: a renamed backup directory is followed; a removed one fails a new fi
   CHECK(backup_files(t.sub("d")).empty());
 }
 
-TEST("35.7: a backup directory replaced by a symbolic link: the pool keeps writing where it opened") {
+TEST("a backup directory replaced by a symbolic link: the pool keeps writing where it opened") {
   TempDir t, other;
   CHECK_EQ(mkdir(t.sub("d").c_str(), 0700), 0);
   vpmm_pool* p = host_pool();
@@ -331,7 +331,7 @@ std::string only_file(const std::string& dir) {
   return f.empty() ? std::string("<none>") : dir + "/" + f[0];
 }
 
-TEST("35.6: a symbolic link put at a kept backup file's name receives no byte: the pool writes its own file") {
+TEST("a symbolic link put at a kept backup file's name receives no byte: the pool writes its own file") {
   TempDir t, victim_dir;
   const std::string victim = victim_dir.sub("weights-go-here");
   CHECK(write_file(victim, "the victim's own bytes"));
@@ -357,7 +357,7 @@ TEST("35.6: a symbolic link put at a kept backup file's name receives no byte: t
   CHECK_OK(vpmm_pool_destroy(p));
 }
 
-TEST("35.6: a file swapped in while paused is never loaded: the resume restores the allocation's own bytes") {
+TEST("a file swapped in while paused is never loaded: the resume restores the allocation's own bytes") {
   for (int kind = 0; kind < 2; ++kind) {
     TempDir t;
     vpmm_pool* p = host_pool();
@@ -389,7 +389,7 @@ TEST("35.6: a file swapped in while paused is never loaded: the resume restores 
   }
 }
 
-TEST("35.6: the free and the destroy remove only the files the pool made") {
+TEST("the free and the destroy remove only the files the pool made") {
   TempDir t;
   vpmm_pool* p = host_pool();
   CHECK(p != nullptr);
@@ -415,7 +415,7 @@ TEST("35.6: the free and the destroy remove only the files the pool made") {
   CHECK_EQ(read_file(fb), std::string("someone else's too"));
 }
 
-TEST("35.6: a small allocation's backup file goes with its last block, though the slab stays cached") {
+TEST("a small allocation's backup file goes with its last block, though the slab stays cached") {
   // A small tagged allocation lives in a slab; the pool keeps an empty slab
   // cached. Its backup (the blocks' bytes) must not outlive the blocks: the
   // file is removed at the free, and a file moved away is emptied.
@@ -453,7 +453,7 @@ TEST("35.6: a small allocation's backup file goes with its last block, though th
   }
 }
 
-TEST("35.6: a backup file removed by someone else: the pool's descriptor still holds the bytes") {
+TEST("a backup file removed by someone else: the pool's descriptor still holds the bytes") {
   TempDir t;
   vpmm_pool* p = host_pool();
   CHECK(p != nullptr);
@@ -478,7 +478,7 @@ TEST("35.6: a backup file removed by someone else: the pool's descriptor still h
 // resume succeeds and restores exactly the allocation's bytes (never the
 // attacker's), the pool stays consistent, and at the end every file the
 // pool made is gone or, where someone moved it, empty.
-TEST("35.6/35.7: a randomised attacker of the backup directory never redirects or injects a byte") {
+TEST("a randomised attacker of the backup directory never redirects or injects a byte") {
   KeepCwd keep;
   for (uint64_t seed : {1, 2, 3, 4, 5, 6}) {
     TempDir t, victim_dir;

@@ -4,6 +4,7 @@
 // listed anywhere) keep no trace of their previous class.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "check.hpp"
 #include "pool_util.hpp"
@@ -20,6 +21,29 @@ vpmm_pool* pool() {
 }
 
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Slabs under a memory limit: the cached empty ones count against it, so a
+// malloc at the limit must give them back before it fails. Page-exact, the
+// environment ignored, small objects up to 16 KiB.
+vpmm_pool* limited_pool(uint64_t limit_pages) {
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 512;
+  s.memory_limit = limit_pages * kPage;
+  s.small_size = 16 << 10;
+  s.remap_slack = -1;
+  s.defaults_only = true;
+  return vt::make_host_pool(s);
+}
+
+struct OomCount {
+  int calls = 0;
+};
+int count_oom(vpmm_pool*, uint64_t, void* user) {
+  ++static_cast<OomCount*>(user)->calls;
+  return 0;
+}
+
 
 void* alloc_in(vpmm_pool* p, uint64_t size, vpmm_reservation* r) {
   vpmm_alloc_attrs a;
@@ -135,6 +159,50 @@ TEST("slabs recycled across many classes stay consistent") {
   for (void* x : held) CHECK_OK(vpmm_pool_free(p, x, nullptr));
   CHECK_OK(vpmm_pool_check(p));
   vpmm_pool_destroy(p);
+}
+
+TEST("a malloc at the memory limit first gives back an empty cached slab (no OOM, no callback)") {
+  vpmm_pool* p = limited_pool(/*limit_pages=*/4);
+  CHECK(p != nullptr);
+  OomCount oc;
+  CHECK_OK(vpmm_pool_set_oom_callback(p, count_oom, &oc));
+  std::vector<void*> small;
+  for (int i = 0; i < 4; ++i) {
+    void* q = nullptr;
+    CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &q));
+    small.push_back(q);
+  }
+  for (void* q : small) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK(vt::stats(p).small_bytes > 0);  // the empty slab stays cached for the next small request
+  void* big = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &big));  // the whole limit: the slab must go
+  CHECK_EQ(oc.calls, 0);
+  CHECK_EQ(vt::stats(p).n_oom, uint64_t(0));
+  CHECK(vt::stats(p).mapped_bytes <= 4 * kPage);
+  CHECK_OK(vpmm_pool_free(p, big, nullptr));
+  // Past the limit with nothing cached: still OUT_OF_MEMORY, callback asked once.
+  void* too_big = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(p, 5 * kPage, nullptr, &too_big), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_EQ(oc.calls, 1);
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
+TEST("a small malloc at the memory limit first gives back an empty slab of another stream") {
+  vpmm_pool* p = limited_pool(/*limit_pages=*/1);
+  CHECK(p != nullptr);
+  vpmm_stream s = nullptr;
+  CHECK_OK(vpmm_pool_stream_create(p, &s));
+  void* q = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4096, s, &q));
+  CHECK_OK(vpmm_pool_free(p, q, s));  // s's slab is empty and cached, the limit's whole page
+  void* r = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4096, nullptr, &r));  // a slab of the default stream needs that page
+  CHECK_EQ(vt::stats(p).n_oom, uint64_t(0));
+  CHECK_OK(vpmm_pool_free(p, r, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_stream_destroy(p, s));
+  CHECK_OK(vpmm_pool_destroy(p));
 }
 
 TEST_MAIN()

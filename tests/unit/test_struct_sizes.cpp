@@ -116,7 +116,7 @@ std::string status_is(vpmm_status st, vpmm_status want, const char* call) {
 
 }  // namespace
 
-TEST("35.8: vpmm_config_init and _init_defaults write only a preset older struct_size") {
+TEST("vpmm_config_init and _init_defaults write only a preset older struct_size") {
   for (int env = 0; env < 2; ++env)
     expect_all(env ? "vpmm_config_init" : "vpmm_config_init_defaults", kConfigSizes, [env](uint32_t n) {
       Fenced f(n);
@@ -134,7 +134,7 @@ TEST("35.8: vpmm_config_init and _init_defaults write only a preset older struct
     });
 }
 
-TEST("35.8: vpmm_config_init_sized writes min(struct_size, its own) bytes, with or without the environment") {
+TEST("vpmm_config_init_sized writes min(struct_size, its own) bytes, with or without the environment") {
   for (uint32_t flags : {0u, uint32_t{VPMM_CONFIG_DEFAULTS_ONLY}})
     expect_all("vpmm_config_init_sized", kConfigSizes, [flags](uint32_t n) {
       Fenced f(n);
@@ -157,7 +157,7 @@ TEST("35.8: vpmm_config_init_sized writes min(struct_size, its own) bytes, with 
     });
 }
 
-TEST("35.8: vpmm_config_init_sized refuses what cannot be a vpmm_config, writing nothing") {
+TEST("vpmm_config_init_sized refuses what cannot be a vpmm_config, writing nothing") {
   vpmm_config c;
   std::memset(&c, 0x5a, sizeof c);
   CHECK_EQ(vpmm_config_init_sized(nullptr, sizeof c, 0), VPMM_ERR_INVALID_ARGUMENT);
@@ -175,7 +175,7 @@ TEST("35.8: vpmm_config_init_sized refuses what cannot be a vpmm_config, writing
   for (size_t i = sizeof c; i < sizeof big; ++i) CHECK_EQ(big[i], 0x5a);
 }
 
-TEST("35.8: vpmm_pool_create and vpmm_pool_get_config read and write only struct_size bytes") {
+TEST("vpmm_pool_create and vpmm_pool_get_config read and write only struct_size bytes") {
   expect_all("vpmm_pool_create / vpmm_pool_get_config", kConfigSizes, [](uint32_t n) {
     Fenced f(n);
     vpmm_config* c = f.as<vpmm_config>();
@@ -196,7 +196,7 @@ TEST("35.8: vpmm_pool_create and vpmm_pool_get_config read and write only struct
   });
 }
 
-TEST("35.8: vpmm_pool_malloc_ex, vpmm_tag_scope_push_ex and vpmm_cupy_malloc read only struct_size bytes of attrs") {
+TEST("vpmm_pool_malloc_ex, vpmm_tag_scope_push_ex and vpmm_cupy_malloc read only struct_size bytes of attrs") {
   expect_all("alloc attrs", kAttrsSizes, [](uint32_t n) {
     vpmm_pool* p = host_pool();
     if (!p) return std::string("pool");
@@ -228,7 +228,7 @@ TEST("35.8: vpmm_pool_malloc_ex, vpmm_tag_scope_push_ex and vpmm_cupy_malloc rea
   });
 }
 
-TEST("35.8: stats, tag stats, dump and the IPC records are written only up to struct_size") {
+TEST("stats, tag stats, dump and the IPC records are written only up to struct_size") {
   expect_all("vpmm_pool_stats", kStatsSizes, [](uint32_t n) {
     vpmm_pool* p = host_pool();
     Fenced f(n);
@@ -305,7 +305,7 @@ TEST("35.8: stats, tag stats, dump and the IPC records are written only up to st
   });
 }
 
-TEST("35.8: the option table and struct facts are written only up to struct_size") {
+TEST("the option table and struct facts are written only up to struct_size") {
   expect_all("vpmm_option_get / vpmm_option_find", kOptionInfoSizes, [](uint32_t n) {
     Fenced f(n);
     f.as<vpmm_option_info>()->struct_size = n;

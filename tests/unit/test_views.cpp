@@ -451,4 +451,37 @@ TEST("a loop of six sizes: the first pass makes six views, the next passes reuse
   vpmm_pool_destroy(p);
 }
 
+TEST("a pool holds at most 32 views, and trim releases the idle ones") {
+  vpmm_pool* p = pool(/*view_min_pages=*/2);
+  CHECK(p != nullptr);
+  // 40 view-sized requests live at once, each over two scattered free pages.
+  std::vector<void*> walls, live;
+  for (int i = 0; i < 80; ++i) {
+    void* piece = take(p, kPage);
+    void* wall = take(p, kPage);
+    CHECK(piece && wall);
+    walls.push_back(wall);
+    live.push_back(piece);
+  }
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  live.clear();
+  for (int i = 0; i < 40; ++i) {
+    void* q = take(p, 2 * kPage);
+    CHECK(q != nullptr);
+    live.push_back(q);
+  }
+  vpmm_stats st = vt::stats(p);
+  CHECK(st.n_views <= 32);
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : live) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK(vt::stats(p).n_views <= 32);
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  st = vt::stats(p);
+  CHECK_EQ(st.n_views, uint64_t(0));
+  CHECK_EQ(st.view_va_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_check(p));
+  for (void* q : walls) CHECK_OK(vpmm_pool_free(p, q, nullptr));
+  CHECK_OK(vpmm_pool_destroy(p));
+}
+
 TEST_MAIN()
