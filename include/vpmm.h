@@ -759,9 +759,12 @@ VPMM_API vpmm_status vpmm_pool_resume_flags(vpmm_pool* pool, const char* tag, ui
  * keep allocating, freeing and resuming while it runs (seconds for tens of
  * GiB), so it can run on a background thread right after the tagged memory
  * is allocated (the Python binding's pin_ahead does this). A pause that
- * starts meanwhile waits for it to finish and then uses what it pinned,
- * instead of pinning the same bytes again. Allocations made after the call
- * began are not covered; calling it again covers them. */
+ * starts meanwhile takes over: the call stops after the buffer it is
+ * pinning and returns (VPMM_OK, what it pinned cached), the pause waits for
+ * that buffer only, uses what was pinned and pins the rest itself, so
+ * nothing is pinned twice and a pause of another tag is not held up by the
+ * whole pinning. Allocations made after the call began, and those left by a
+ * pause that took over, are not covered; calling it again covers them. */
 VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
                                                uint64_t* cached_bytes);
 

@@ -282,8 +282,10 @@ class _Pinner:
     (device, tag) in the order the blocks ended. A request for a (device,
     tag) already queued and not started is that one (it will see the new
     allocations too), so a block entered every step queues at most one
-    pinning. One at a time: a pause waits for the pinning in flight (not
-    for those queued), and the bytes pinned are the same either way."""
+    pinning. One at a time: a pause waits for the buffer being pinned (the
+    pinning then stops and the pause pins what it needs itself; the
+    pinning is run once more after it), never for those queued, and the
+    bytes pinned are the same either way."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -318,7 +320,14 @@ class _Pinner:
             if not relaxed:
                 relaxed = _relax_capture_mode(device)
             try:
-                fut.set_result(_default_pool(device).prepare_backups(tag))
+                pool = _default_pool(device)
+                pauses = pool.stats().get("n_pause")
+                n = pool.prepare_backups(tag)
+                if pauses is not None and pool.stats()["n_pause"] != pauses:
+                    # A pause came meanwhile and took over (the pinning stopped
+                    # after its buffer in flight): pin what it left, once.
+                    n = pool.prepare_backups(tag)
+                fut.set_result(n)
             except InvalidArgument:
                 fut.set_result(0)  # the tag has no allocation in this pool: nothing to pin
             except BaseException as e:  # noqa: BLE001 - handed to the Future

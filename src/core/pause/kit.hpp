@@ -6,9 +6,11 @@
 // pipelines reach the backend for copies and waits through it, and the
 // allocations' handles through the pauser's HandleOps.
 //
-// Owned by the Pauser; every call is made with the pool mutex held.
+// Owned by the Pauser; every call is made with the pool mutex held, except
+// pause_waiting() (an atomic, read by the prepares pinning unlocked).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -48,15 +50,23 @@ class PauseKit {
   bool is_copy_stream(Stream s) const { return have_copy_stream_ && s == copy_stream_; }
 
   // prepare_backups pins with the pool mutex released; a pause waits until
-  // none does, rather than pinning the same bytes a second time.
+  // none does, rather than pinning the same bytes a second time. While a
+  // pause waits, the prepares stop after the buffer each is pinning
+  // (pause_waiting(), read without the pool mutex) and the pause pins what
+  // is left itself: a pause never waits for more than one buffer's pinning,
+  // whatever tag the prepares pin for, and nothing is pinned twice.
   void begin_prepare() { ++preparing_; }
   void end_prepare() {
     --preparing_;
     prepared_cv_.notify_all();
   }
   void wait_prepares(std::unique_lock<std::mutex>& pool_lock) {
+    if (preparing_ == 0) return;
+    pauses_waiting_.fetch_add(1, std::memory_order_relaxed);
     prepared_cv_.wait(pool_lock, [&] { return preparing_ == 0; });
+    pauses_waiting_.fetch_sub(1, std::memory_order_relaxed);
   }
+  bool pause_waiting() const { return pauses_waiting_.load(std::memory_order_relaxed) > 0; }
 
  private:
   Backend& backend_;
@@ -65,6 +75,7 @@ class PauseKit {
   Stream copy_stream_ = nullptr;
   bool have_copy_stream_ = false;
   int preparing_ = 0;
+  std::atomic<int> pauses_waiting_{0};
   std::condition_variable prepared_cv_;
 };
 

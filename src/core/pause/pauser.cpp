@@ -348,7 +348,8 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   // reserve the missing ones against the pinned limit; without the lock, pin
   // them; under the lock again, put them in the cache, where the pause finds
   // them. A pause meanwhile waits for this call (PauseKit::wait_prepares),
-  // rather than pinning the same bytes a second time.
+  // rather than pinning the same bytes a second time, and takes over: the
+  // loop stops after the buffer it is pinning, and the pause pins the rest.
   std::vector<uint64_t> to_pin;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -381,6 +382,7 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   std::vector<std::pair<void*, uint64_t>> pinned;
   vpmm_status st = VPMM_OK;
   for (uint64_t size : to_pin) {
+    if (kit_->pause_waiting()) break;  // its reservations are given up below
     void* p = nullptr;
     st = backend_->host_alloc_pinned(size, &p);
     if (st != VPMM_OK) break;
