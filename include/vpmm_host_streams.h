@@ -1,11 +1,12 @@
 /*
- * libvpmm: host backend streams. FOR TESTS ONLY.
+ * libvpmm: host backend streams, for tests and for `vpmm replay --gpu-lag`.
  *
- * Not part of the allocator's API: production code never needs these, and
- * bindings should not wrap them. They let a test drive the host backend
- * (VPMM_BACKEND_HOST, no GPU) the way a GPU program drives CUDA streams, so
- * that cross-stream reuse, GPU-side waits and zombie lifetimes are tested on
- * a CPU. The symbols are exported by libvpmm itself (they were declared in
+ * Not part of the allocator's API: an allocating program never needs these.
+ * They let a test drive the host backend (VPMM_BACKEND_HOST, no GPU) the way
+ * a GPU program drives CUDA streams, so that cross-stream reuse, GPU-side
+ * waits and zombie lifetimes are tested on a CPU, and `vpmm replay --gpu-lag`
+ * model a GPU running behind the program the same way (the vpmm command
+ * ships on them). The symbols are exported by libvpmm itself (they were declared in
  * vpmm.h up to 0.1.0; moving them here changed no symbol), so a test links
  * only -lvpmm. The conventions of vpmm.h hold: statuses, vpmm_last_error()
  * on failure, no exception crosses the ABI. Plain C99.

@@ -19,14 +19,15 @@
 //
 // The package finds libvpmm with pkg-config (`#cgo pkg-config: vpmm`), which
 // is all an installed library needs (`meson install`; set PKG_CONFIG_PATH for
-// a non-standard prefix, and LD_LIBRARY_PATH if its libdir is not searched by
-// the loader). To build against an uninstalled in-tree build instead, use the
-// vpmm_intree build tag, which looks in ../../include and ../../build (and
-// sets a RUNPATH to it), and point CGO_CFLAGS/CGO_LDFLAGS at another build
-// directory if needed:
+// a non-standard prefix). The program then runs without LD_LIBRARY_PATH:
+// outside /usr, vpmm.pc gives it an rpath to the library's directory, and
+// under /usr the loader finds the library once ldconfig has run. To build
+// against an uninstalled in-tree build instead, use the vpmm_intree build
+// tag, which looks in ../../include and ../../build and sets a RUNPATH to
+// ../../build; for another build directory, add its -I, -L and rpath:
 //
-//	CGO_CFLAGS=-I$PWD/../../build-ci/include CGO_LDFLAGS=-L$PWD/../../build-ci \
-//	LD_LIBRARY_PATH=$PWD/../../build-ci go test -tags vpmm_intree ./...
+//	CGO_CFLAGS=-I$PWD/../../build-ci/include \
+//	CGO_LDFLAGS="-L$PWD/../../build-ci -Wl,-rpath,$PWD/../../build-ci" go test -tags vpmm_intree ./...
 //
 // Tests run on the host backend (no GPU).
 package vpmm

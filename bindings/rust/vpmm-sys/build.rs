@@ -40,7 +40,15 @@ fn in_tree() -> Option<PathBuf> {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR")?);
     let build = manifest.join("../../../build");
     if build.join("libvpmm.so").exists() {
-        Some(build.canonicalize().unwrap_or(build))
+        let build = build.canonicalize().unwrap_or(build);
+        // Not silent: a program meant for an installed libvpmm whose
+        // PKG_CONFIG_PATH was forgotten would otherwise link the checkout's.
+        println!(
+            "cargo:warning=libvpmm: not found through pkg-config (for an installed copy set \
+             PKG_CONFIG_PATH=PREFIX/lib/x86_64-linux-gnu/pkgconfig) nor VPMM_LIB_DIR: linking the checkout's {}",
+            build.display()
+        );
+        Some(build)
     } else {
         None
     }

@@ -4,7 +4,7 @@
 //
 // The pool decides which allocations are targets (tags, small slabs) and
 // does the per-allocation region work; a pipeline only orders it, through
-// the narrow HandleOps interface the pool implements, and its copies and
+// the narrow HandleOps interface the Pauser implements, and its copies and
 // waits through the PauseKit. Everything runs
 // with the pool mutex held.
 #pragma once

@@ -4,8 +4,11 @@
 //! (with host backup) while the device is lent to another phase and resumed
 //! at the same addresses, and the pool's stats printed at the end.
 //!
-//! Run it on the host backend (no GPU needed):
-//!   VPMM_BACKEND=host LD_LIBRARY_PATH=../../build cargo run --example memory_manager
+//! Run it on the host backend (no GPU needed), from bindings/rust after
+//! scripts/test.sh (or `ninja -C build`) built ../../build:
+//!   VPMM_BACKEND=host cargo run --offline --example memory_manager
+//! No LD_LIBRARY_PATH: the crates' own examples get a RUNPATH to the library
+//! directory vpmm-sys's build.rs found (pkg-config, VPMM_LIB_DIR or build/).
 use std::marker::PhantomData;
 use std::mem::size_of;
 
