@@ -15,11 +15,6 @@ uint64_t IpcTables::add_export(ExportRecord r) {
   return id;
 }
 
-ExportRecord* IpcTables::find_export(uint64_t id) {
-  auto it = exports_.find(id);
-  return it == exports_.end() ? nullptr : &it->second;
-}
-
 void IpcTables::unindex(uint64_t id, const ExportRecord& r) {
   for (auto* index : {&by_ptr_, &by_slab_})
     for (uint64_t p : index == &by_ptr_ ? r.ptrs : r.slabs) {

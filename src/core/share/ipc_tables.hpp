@@ -51,7 +51,6 @@ class IpcTables {
   bool exporting() const { return !by_ptr_.empty() || !by_slab_.empty(); }
 
   uint64_t add_export(ExportRecord r);
-  ExportRecord* find_export(uint64_t id);
   // Closes the export (CLOSED to its importers) and forgets it.
   bool close_export(uint64_t id);
   // An exported allocation at ptr was freed: its exports become FREED.

@@ -106,7 +106,6 @@ class StoreTable {
   bool prepared_ahead(uint32_t flags) const { return store_for(flags).prepared_ahead(); }
 
   uint64_t retained_bytes() const { return retained_bytes_; }
-  uint64_t skipped_bytes() const { return skipped_bytes_; }
   void fill_stats(vpmm_stats* s) const;  // what the stores hold, retained and skipped bytes
 
  private:
