@@ -16,8 +16,8 @@ scripts/deps.sh
 # headers 37.4 s, without them 51.6 s, -O0 with them 36.2 s but the demo's
 # replays then take 8.7 s instead of 1.9 s. A unity build (-Dunity=on) does
 # not compile: translation units share file-local names.
-# A library for real work is built with `pip install .` or the README's
-# meson lines, optimised (-O3 / -O2).
+# A library for real work is built with `pip install .` or the meson lines
+# of docs/building.md, optimised (-O3 / -O2).
 BUILD=${BUILD:-build-demo}
 DEMO_SETUP=(-Dtests=false -Dgpu_tests=disabled -Doptimization=1 -Ddebug=false -Db_ndebug=true -Db_pch=true)
 if [ ! -f "$BUILD/build.ninja" ]; then

@@ -20,13 +20,19 @@ src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path
 python = shutil.which("python3") or sys.executable
 work = tempfile.mkdtemp(prefix="vpmm-pip-offline-")
 try:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and not k.lower().endswith("_proxy")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1",
+               PIP_RETRIES="0", PIP_TIMEOUT="5", VPMM_PEP517_DEBIAN_SITE=os.path.join(work, "no-debian-site"))
+    # Nothing here loads libvpmm: scripts/sanitize.sh's ASan preload has no business in pip.
+    for var in ("PYTHONPATH", "LD_PRELOAD", "ASAN_OPTIONS"):
+        env.pop(var, None)
     venv = os.path.join(work, "venv")
-    made = subprocess.run([python, "-m", "venv", venv], capture_output=True, text=True)
+    made = subprocess.run([python, "-m", "venv", venv], env=env, capture_output=True, text=True)
     vpy = os.path.join(venv, "bin", "python")
-    if made.returncode != 0 or subprocess.run([vpy, "-m", "pip", "--version"], capture_output=True).returncode != 0:
+    if made.returncode != 0 or subprocess.run([vpy, "-m", "pip", "--version"], env=env, capture_output=True).returncode != 0:
         print(f"SKIP: {python} cannot make a venv with pip (apt-get install python3-venv)")
         sys.exit(77)
-    if subprocess.run([vpy, "-c", "import mesonpy"], capture_output=True).returncode == 0:
+    if subprocess.run([vpy, "-c", "import mesonpy"], env=env, capture_output=True).returncode == 0:
         print(f"SKIP: a fresh venv of {python} imports mesonpy: the case cannot be made here")
         sys.exit(77)
     # What pip reads before it asks the backend: the project's own files
@@ -36,10 +42,6 @@ try:
         dst = os.path.join(tree, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         (shutil.copytree if os.path.isdir(os.path.join(src, rel)) else shutil.copy)(os.path.join(src, rel), dst)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and not k.lower().endswith("_proxy")}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1",
-               PIP_RETRIES="0", PIP_TIMEOUT="5", VPMM_PEP517_DEBIAN_SITE=os.path.join(work, "no-debian-site"))
-    env.pop("PYTHONPATH", None)
     cases = [("PIP_NO_INDEX=1", {"PIP_NO_INDEX": "1"}, []),
              ("--no-index", {}, ["--no-index"]),
              ("an index nothing answers on", {"PIP_INDEX_URL": "http://127.0.0.1:9/simple"}, [])]
