@@ -59,11 +59,12 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
  * vpmm_torch_free of `ptr` then frees on the last stream recorded, t, not
  * on the allocating stream: the pool reuses the memory on t in t's order
  * and on other streams only once t's work queued before the free has
- * completed, and t waits on the GPU for the allocating stream's earlier
- * work (as any vpmm_pool_free on another stream does; the CPU never
- * waits). A second or third recorded stream is synchronized on the CPU at
- * the free; a recorded stream the pool refuses at the free (destroyed
- * meanwhile) leaves the free to the allocating stream, so nothing leaks.
+ * completed, and at the free t waits on the GPU for all work queued so far
+ * on the allocating stream (the tensor's own kernels included) and on every
+ * other recorded stream (one event each, counted in n_stream_waits; the CPU
+ * does not wait). A recorded stream the backend no longer knows (destroyed
+ * meanwhile) is synchronized on the CPU instead; if it is t, the free goes
+ * to the allocating stream, after the others, so nothing leaks.
  * Recording on the allocating stream itself, or again on a stream already
  * recorded, changes nothing; a NULL ptr is ignored. The record lasts until
  * the free (or a new allocation at the same address).

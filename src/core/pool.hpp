@@ -54,6 +54,10 @@ class Pool final {
   // The host backup of the paused allocation containing ptr (vpmm_pool_backup_lookup).
   vpmm_status backup_lookup(const void* ptr, void** host, uint64_t* bytes);
   vpmm_status stream_synchronize(Stream s);
+  // `s` waits on the GPU for the work queued on `on` so far (the CPU does
+  // not; counted in n_stream_waits): the torch hooks' free of a tensor used
+  // on other streams (hooks/recorded_streams.cpp) orders its free there.
+  vpmm_status stream_wait_stream(Stream s, Stream on);
   vpmm_status stream_retire(Stream s);
   // A stream of the pool's backend for callers without a runtime of their
   // own; destroy retires it first (vpmm_pool_stream_create/_destroy).

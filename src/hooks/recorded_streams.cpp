@@ -35,11 +35,23 @@ void* RecordedStreams::free_stream(vpmm_pool* pool, void* ptr, void* own) {
   }
   streams.erase(std::remove(streams.begin(), streams.end(), own), streams.end());
   if (streams.empty()) return own;
+  // PyTorch orders its own uses of the tensor before the free by `own`
+  // alone: its kernels queued on `own` may still write the memory. A free
+  // moved to t must come after them, or the pool hands the memory to a third
+  // stream once t's work completes while they are still queued. t waits for
+  // them on the GPU (one event; the CPU does not wait).
   void* target = streams.back();
   streams.pop_back();
+  if (hook_stream_wait(pool, target, own) != VPMM_OK) {
+    // t is gone (destroyed before the free): the free stays on `own`, after
+    // the other recorded streams, the caller's fallback.
+    streams.push_back(target);
+    target = own;
+  }
   for (void* s : streams) {
-    // The pool has no "stream waits for stream" call to offer a hook; a
-    // third stream is rare enough to wait for on the CPU.
+    if (hook_stream_wait(pool, target, s) == VPMM_OK) continue;
+    // Not a stream of the backend any more, or the wait failed: waiting on
+    // the CPU is all that is left (a destroyed stream's work is drained).
     vpmm_status st = vpmm_pool_stream_synchronize(pool, s);
     if (st != VPMM_OK && hook_log_enabled(HookLog::kError))
       std::fprintf(stderr, "libvpmm: vpmm_torch_free: waiting for stream %p, recorded on %p: %s\n", s, ptr,

@@ -27,10 +27,11 @@ class RecordedStreams {
   // recorded stream other than `own` (the allocating stream PyTorch frees
   // on), `own`. Otherwise the last recorded one, t: the pool reuses the
   // memory on t in t's order (after the work that used it) and on any other
-  // stream only after t's work completes, and a free on t also makes t wait
-  // (on the GPU) for `own`'s earlier work (vpmm_pool_free). Further recorded
-  // streams are synchronized on the CPU first (rare: a tensor used on three
-  // streams), reported on stderr if that fails.
+  // stream only after t's work completes, so t first waits on the GPU for
+  // the work queued so far on `own` (the tensor's own kernels) and on every
+  // other recorded stream. A recorded stream that cannot be waited for
+  // (destroyed) is synchronized on the CPU, reported on stderr if that
+  // fails; if t is one, the free stays on `own`, after the others.
   void* free_stream(vpmm_pool* pool, void* ptr, void* own);
 
   // A new allocation at `ptr`: entries an earlier one left there (recorded,

@@ -2,15 +2,18 @@
 #include "ipc/status_page.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -59,6 +62,45 @@ off_t other_lock(int fd, off_t from, off_t len, off_t* end = nullptr) {
   return fl.l_start;
 }
 
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  // the same number on every architecture (since 5.3)
+#endif
+
+// The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
+// since boot): with the pid, it names one process for the machine's life
+// (a recycled pid starts later). 0 when there is no such process, it has
+// exited (a zombie), or /proc is missing.
+uint64_t start_time_of(int32_t pid) {
+  char path[64], buf[1024];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p) return 0;
+  ++p;
+  // Fields 3 (state) to 22 (starttime) follow, one space before each.
+  char state = 0;
+  for (int field = 3; field <= 22; ++field) {
+    while (*p == ' ') ++p;
+    if (!*p) return 0;
+    if (field == 3) state = *p;
+    if (field == 22) return (state == 'Z' || state == 'X') ? 0 : std::strtoull(p, nullptr, 10);
+    while (*p && *p != ' ') ++p;
+  }
+  return 0;
+}
+
+// The inode of this process's pid namespace: pids name the same processes
+// for two processes only when theirs are the same. 0 without /proc.
+uint64_t pid_namespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
 uint64_t random_nonce() {
   uint64_t n = 0;
   if (getrandom(&n, sizeof n, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof n) && n != 0) return n;
@@ -78,6 +120,10 @@ struct StatusPage::Layout {
   int32_t pid;
   uint64_t nonce;
   std::atomic<uint64_t> word;
+  // Appended (version 1 pages of earlier libraries read 0 here): who the
+  // exporter is, for liveness an importer cannot forge (status_page.hpp).
+  uint64_t start_time;  // the exporter's, 0 when unknown
+  uint64_t pid_ns;      // the inode of the exporter's pid namespace, 0 when unknown
 };
 static_assert(sizeof(std::atomic<uint64_t>) == 8, "lock-free 64-bit atomics shared between processes");
 
@@ -134,6 +180,8 @@ vpmm_status StatusPage::create(const char* who, std::unique_ptr<StatusPage>* out
   p->own_->pid = p->pid_ = static_cast<int32_t>(getpid());
   p->own_->nonce = p->nonce_ = random_nonce();
   p->own_->word.store(VPMM_EXPORT_ACTIVE);
+  p->own_->start_time = start_time_of(p->pid_);
+  p->own_->pid_ns = p->own_->start_time ? pid_namespace() : 0;
   // From here on only the exporter's mapping writes the page. Kernels before
   // 5.1 have no F_SEAL_FUTURE_WRITE: the page is then writable by importers,
   // which can mislead other importers but never the exporter (published_).
@@ -182,8 +230,44 @@ vpmm_status StatusPage::open(const char* who, int fd, int counter_fd, uint64_t n
   }
   p->counter_ = static_cast<std::atomic<uint64_t>*>(m);
   p->lock_fd_ = reopen(fd);
+  p->watch_exporter();
   *out = std::move(p);
   return VPMM_OK;
+}
+
+void StatusPage::watch_exporter() {
+  const uint64_t start = page_->start_time, ns = page_->pid_ns;
+  // Another pid namespace (or an exporter that could not say who it is):
+  // the pid names no process here; the locks alone tell.
+  if (start == 0 || ns == 0 || ns != pid_namespace()) return;
+  identified_ = true;
+  // A pidfd names the process itself, never a later one with its pid: taken
+  // now and then checked to be the exporter (the start time), it becomes
+  // readable when the exporter exits, whatever any importer does.
+  const long fd = syscall(SYS_pidfd_open, static_cast<pid_t>(pid_), 0);
+  if (start_time_of(pid_) != start) {
+    exited_.store(true);
+    if (fd >= 0) close(static_cast<int>(fd));
+    return;
+  }
+  pidfd_ = static_cast<int>(fd);  // -1 (kernels before 5.3): the start time is read at each look
+}
+
+bool StatusPage::exporter_gone() const {
+  if (!identified_) return false;
+  if (exited_.load()) return true;
+  bool gone;
+  if (pidfd_ >= 0) {
+    struct pollfd pf;
+    pf.fd = pidfd_;
+    pf.events = POLLIN;
+    pf.revents = 0;
+    gone = poll(&pf, 1, 0) == 1 && (pf.revents & (POLLIN | POLLHUP | POLLERR));
+  } else {
+    gone = start_time_of(pid_) != page_->start_time;
+  }
+  if (gone) exited_.store(true);
+  return gone;
 }
 
 uint64_t StatusPage::word() const { return page_->word.load(); }
@@ -201,7 +285,11 @@ int32_t StatusPage::state() const {
   if (exporter_) return published_.load();
   if (!page_) return VPMM_EXPORT_CLOSED;
   const int32_t s = static_cast<int32_t>(page_->word.load() & 0xff);
-  if (s != VPMM_EXPORT_ACTIVE || lock_fd_ < 0) return s;
+  if (s != VPMM_EXPORT_ACTIVE) return s;
+  // The exporter process itself first: any importer may hold a lock on the
+  // exporter's byte once the exporter dropped it (it has the page's memfd).
+  if (exporter_gone()) return VPMM_EXPORT_EXITED;
+  if (lock_fd_ < 0) return s;
   return other_lock(lock_fd_, kExporterByte, 1) < 0 ? VPMM_EXPORT_EXITED : s;
 }
 
@@ -233,7 +321,7 @@ void StatusPage::attach() {
 }
 
 void StatusPage::close_locks() {
-  for (int* fd : {&lock_fd_, &fd_, &counter_fd_}) {
+  for (int* fd : {&lock_fd_, &fd_, &counter_fd_, &pidfd_}) {
     if (*fd >= 0) close(*fd);
     *fd = -1;
   }

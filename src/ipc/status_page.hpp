@@ -21,9 +21,21 @@
 // only): what it says is what importers report, which the exporter only
 // passes on (vpmm_export_state's `imports`) and never acts on.
 //
-// Liveness is kept in open-file-description locks on the status page, which
+// Whether the exporter lives is asked of the exporter's process itself: the
+// page (sealed, written by the exporter only) names it by pid, start time
+// (field 22 of /proc/PID/stat: a recycled pid starts later) and pid
+// namespace. An importer in the same namespace takes a pidfd of it when it
+// opens the page, checked against the start time (kernels without pidfds
+// read the start time at each look instead): once that process has exited,
+// every importer reads EXITED, whatever any importer does with the page.
+// In another pid namespace, or with a page of an earlier library, the locks
+// below alone tell, as before.
+//
+// Liveness is also kept in open-file-description locks on the status page, which
 // the kernel drops when their holder closes or dies, pid reuse or not: the
-// exporter locks byte 0 and each importer one byte of 1..4095. Each process
+// exporter locks byte 0 and each importer one byte of 1..4095. An importer
+// holds the page's memfd and could lock byte 0 itself once the exporter is
+// gone: the lock counts only where the process check cannot be made. Each process
 // locks through a description of its own (the memfd reopened through
 // /proc/self/fd), never the one it shares, so a lock lives exactly as long
 // as its process holds it. Where /proc is missing the page works without
@@ -81,6 +93,10 @@ class StatusPage {
 
  private:
   StatusPage() = default;
+  // Importer: identifies the exporter's process (see above).
+  void watch_exporter();
+  // Importer: whether the exporter's process is known to have exited.
+  bool exporter_gone() const;
   struct Layout;
   const Layout* page_ = nullptr;           // read-only in importers
   Layout* own_ = nullptr;                  // exporter: the same page, writable
@@ -91,6 +107,9 @@ class StatusPage {
   int fd_ = -1;          // exporter: the memfd; importer: -1 (the caller's)
   int counter_fd_ = -1;  // likewise
   int lock_fd_ = -1;     // this process's own description, for the locks
+  int pidfd_ = -1;       // importer: the exporter's process, when identified
+  bool identified_ = false;  // importer: the exporter's pid names it here
+  mutable std::atomic<bool> exited_{false};  // importer: seen exited (it never comes back)
   bool exporter_ = false;
 };
 

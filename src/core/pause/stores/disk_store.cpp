@@ -10,7 +10,8 @@
 // The file is never opened again by its name: whoever may write the
 // directory could put a symbolic link or a file of their own there between
 // two pauses. The descriptor file_create returned is kept from the first
-// pause until the backup goes (one descriptor per disk backup that paused),
+// pause until the backup goes (one descriptor per disk backup that paused;
+// the directory's own descriptor stays open while such files remain),
 // every write and read goes through it, and the removal unlinks the name
 // only while it still holds that file (HostServices::file_remove).
 #include <cinttypes>
@@ -29,6 +30,12 @@ class DiskStore final : public BackupStore {
   explicit DiskStore(const StoreContext& ctx) : host_(ctx.host) {}
   const char* name() const override { return "disk"; }
   vpmm_status acquire(const BackupDir& dir, uint64_t bytes, Backup* b) override {
+    if (dir.fd < 0 && !dir.path.empty())
+      // Closed by the table: removed, and no file used it (store_table.hpp).
+      return fail(VPMM_ERR_BACKEND,
+                  "disk backup in directory \"%s\": the directory was removed (naming its path again "
+                  "opens the one there now)",
+                  dir.path.c_str());
     if (dir.fd < 0)
       return fail(VPMM_ERR_INTERNAL, "disk backup of %" PRIu64 " bytes without a directory", bytes);
     FileHandle fh = -1;

@@ -2,6 +2,7 @@
 // and files come from the backend, through the stores.
 #include "core/pause/stores/store_table.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -102,9 +103,40 @@ StoreTable::~StoreTable() {
     live_.insert(b);
     release(b);
   }
-  for (const BackupDir& d : dirs_) retired_dirs_.push_back(d.fd);
-  for (DirHandle fd : retired_dirs_)
-    if (fd >= 0 && host_.dir_close(fd) != VPMM_OK) host_.dir_close(fd);
+  for (const auto& kv : files_in_)
+    if (host_.dir_close(kv.first) != VPMM_OK) host_.dir_close(kv.first);
+}
+
+void StoreTable::close_dir(DirHandle fd) {
+  files_in_.erase(fd);
+  retired_dirs_.erase(fd);
+  if (host_.dir_close(fd) != VPMM_OK) host_.dir_close(fd);
+}
+
+void StoreTable::add_file_ref(DirHandle fd) {
+  auto it = files_in_.find(fd);
+  if (it != files_in_.end()) ++it->second;
+}
+
+void StoreTable::drop_file_ref(DirHandle fd) {
+  auto it = files_in_.find(fd);
+  if (it == files_in_.end() || it->second == 0) return;
+  // The last file of a removed directory's old descriptor: nothing names it now.
+  if (--it->second == 0 && retired_dirs_.count(fd)) close_dir(fd);
+}
+
+void StoreTable::close_removed_dirs() {
+  if (files_in_.size() < sweep_at_) return;
+  for (BackupDir& d : dirs_) {
+    if (d.fd < 0) continue;
+    auto it = files_in_.find(d.fd);
+    bool removed = false;
+    if (it == files_in_.end() || it->second != 0 || host_.dir_check(d.fd, &removed) != VPMM_OK || !removed)
+      continue;
+    close_dir(d.fd);
+    d.fd = -1;  // opened again if its path is named again
+  }
+  sweep_at_ = std::max<size_t>(16, 2 * files_in_.size());
 }
 
 BackupStore& StoreTable::store_for(uint32_t flags) const {
@@ -126,14 +158,24 @@ vpmm_status StoreTable::intern_dir(const char* call, const char* dir, uint32_t* 
     // Named again: the directory opened the first time, unless it was
     // removed since (then the path is opened anew, as the caller means it now).
     BackupDir& d = dirs_[it->second];
-    bool removed = false;
-    if (host_.dir_check(d.fd, &removed) == VPMM_OK && removed) {
+    bool removed = d.fd < 0;  // closed as a removed directory nothing used
+    if (removed || (host_.dir_check(d.fd, &removed) == VPMM_OK && removed)) {
+      close_removed_dirs();
       DirHandle fresh = -1;
-      retired_dirs_.reserve(retired_dirs_.size() + 1);  // may throw: before the directory is opened
+      // May throw: before the directory is opened.
+      files_in_.reserve(files_in_.size() + 1);
+      retired_dirs_.reserve(retired_dirs_.size() + 1);
       vpmm_status st = host_.dir_open(key, &fresh);
       if (st != VPMM_OK) return fail_context(st, call);
-      // The old one stays open: the files made in it name it.
-      retired_dirs_.push_back(d.fd);
+      files_in_.emplace(fresh, 0);
+      if (d.fd >= 0) {
+        // The files made in the old one name it: it closes with the last.
+        auto old = files_in_.find(d.fd);
+        if (old != files_in_.end() && old->second != 0)
+          retired_dirs_.insert(d.fd);
+        else
+          close_dir(d.fd);
+      }
       d.fd = fresh;
     }
     *id = it->second;
@@ -142,9 +184,12 @@ vpmm_status StoreTable::intern_dir(const char* call, const char* dir, uint32_t* 
   if (dirs_.size() > kMaxBackupDirs)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: more than %u distinct backup directories in one pool", call,
                 kMaxBackupDirs);
+  close_removed_dirs();
   BackupDir d;
   d.path = key;
-  dir_ids_.reserve(dir_ids_.size() + 1);  // may throw: before the directory is opened
+  // May throw: before the directory is opened.
+  dir_ids_.reserve(dir_ids_.size() + 1);
+  files_in_.reserve(files_in_.size() + 1);
   vpmm_status st = host_.dir_open(key, &d.fd);
   if (st != VPMM_OK) return fail_context(st, call);
   const uint32_t next = static_cast<uint32_t>(dirs_.size());
@@ -160,6 +205,7 @@ vpmm_status StoreTable::intern_dir(const char* call, const char* dir, uint32_t* 
     host_.dir_close(d.fd);
     throw;
   }
+  files_in_.emplace(d.fd, 0);  // reserved above: no throw
   *id = next;
   return VPMM_OK;
 }
@@ -179,6 +225,7 @@ vpmm_status StoreTable::acquire(uint32_t flags, uint64_t bytes, Backup** out) {
   vpmm_status st = b->store->acquire(d < dirs_.size() ? dirs_[d] : dirs_[0], bytes, b.get());
   if (st != VPMM_OK) return st;
   live_.insert(b.get());
+  if (b->fd >= 0) add_file_ref(b->file.dir);
   *out = b.release();
   return VPMM_OK;
 }
@@ -186,7 +233,9 @@ vpmm_status StoreTable::acquire(uint32_t flags, uint64_t bytes, Backup** out) {
 void StoreTable::release(Backup* b) {
   if (b == nullptr || live_.erase(b) == 0) return;
   set_with_active(b, false);
+  const DirHandle dir = b->fd >= 0 ? b->file.dir : -1;  // the store's release forgets the file
   b->store->release(b);
+  if (dir >= 0) drop_file_ref(dir);
   delete b;
 }
 

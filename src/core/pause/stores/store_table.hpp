@@ -28,6 +28,16 @@
 // naming the same directory after a chdir, and a renamed one is followed.
 // One that was removed is opened again when a later call names its path.
 //
+// Descriptors are bounded by what uses them. Each open directory descriptor
+// counts the backup files made in it (their removal needs it). A directory
+// removed and named again gets a fresh descriptor; the old one is closed at
+// once, or, while files made in it remain, with the last of them. A removed
+// directory that no file uses is closed too (nothing can be made in it any
+// more), when the open ones have doubled since the last look: its id stays,
+// and a pause into it fails as one into any removed directory does, until
+// its path is named again. A checkpoint loop that recreates its directory,
+// or makes a new one per round and removes the old, keeps a few open.
+//
 // Owned by the pauser's PauseKit; every call is made with the pool mutex held.
 #pragma once
 
@@ -74,7 +84,8 @@ class StoreTable {
   StoreTable& operator=(const StoreTable&) = delete;
 
   // --- directories ---
-  // The id of `dir` (interned if new; ids start at 1), the directory open.
+  // The id of `dir` (interned if new; ids start at 1), the directory open
+  // (opened again if it was removed, or closed as unused, since).
   // INVALID_ARGUMENT for an empty or over-long path, one that is no
   // directory the process may create files in, or past kMaxBackupDirs
   // distinct ones; nothing is interned then.
@@ -115,8 +126,20 @@ class StoreTable {
   Backend& backend_;
   HostServices& host_;
   std::vector<std::pair<uint32_t, std::unique_ptr<BackupStore>>> stores_;  // (flag, store); flag 0 first
+  // A file made in `fd` (acquire) or gone from it (release).
+  void add_file_ref(DirHandle fd);
+  void drop_file_ref(DirHandle fd);
+  // Closes the descriptors of removed directories no file uses, when the
+  // open ones have doubled since the last time (amortised: one fstat each).
+  void close_removed_dirs();
+  void close_dir(DirHandle fd);
+
   std::deque<BackupDir> dirs_{BackupDir()};  // [0] = none; a deque: backups point to theirs
-  std::vector<DirHandle> retired_dirs_;      // removed directories opened again: files still name them
+  // Every open directory descriptor (a dirs_ entry's, or a removed
+  // directory's old one that files still name) and the backup files in it.
+  std::unordered_map<DirHandle, uint64_t> files_in_;
+  std::unordered_set<DirHandle> retired_dirs_;  // old descriptors of directories opened again
+  size_t sweep_at_ = 16;                        // close_removed_dirs looks at this many open
   std::unordered_map<std::string, uint32_t> dir_ids_;
   uint32_t default_dir_ = 0;
   std::unordered_set<Backup*> live_;  // every backup not yet released (released at destruction)
