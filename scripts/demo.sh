@@ -20,6 +20,15 @@ scripts/deps.sh
 # of docs/building.md, optimised (-O3 / -O2).
 BUILD=${BUILD:-build-demo}
 DEMO_SETUP=(-Dtests=false -Dgpu_tests=disabled -Doptimization=1 -Ddebug=false -Db_ndebug=true -Db_pch=true)
+# Without a GPU device (NVIDIA's /dev/nvidiactl, AMD's /dev/kfd) every replay
+# runs on the host backend: the CUDA and HIP backends, which are built where
+# their headers happen to be installed, are left out: 64 translation units
+# instead of 69, 3.6% of the compile time in ninja's log of a -O1 build (too
+# little to see in CPU seconds measured at load 12-17).
+# A machine that gets a GPU later: rm -rf build-demo.
+if [ ! -e /dev/nvidiactl ] && [ ! -e /dev/kfd ]; then
+  DEMO_SETUP+=(-Dcuda=disabled -Dhip=disabled)
+fi
 if [ ! -f "$BUILD/build.ninja" ]; then
   echo "== configuring $BUILD (meson setup ${DEMO_SETUP[*]})"
   meson setup "$BUILD" "${DEMO_SETUP[@]}" >/dev/null

@@ -55,7 +55,9 @@ measure() {  # NAME LOG COMMAND...
   t1=$(date +%s.%N); l1=$(load1)
   children_cpu; read -r -a after < "$work/cpu"
   local installed
-  installed=$(sed -n 's/^installing: //p' "$log" | tr '\n' ' ' | wc -w)
+  # scripts/deps.sh: "installing: PKG... (N packages with their dependencies)", apt's count.
+  installed=$(sed -n 's/^installing: .*(\([0-9]*\) packages with their dependencies)$/\1/p' "$log" |
+    awk '{ n += $1 } END { print n + 0 }')
   local row
   row=$(awk -v n="$name" -v u0="${before[0]}" -v s0="${before[1]}" -v u1="${after[0]}" -v s1="${after[1]}" \
       -v t0="$t0" -v t1="$t1" -v l0="$l0" -v l1="$l1" -v rc="$rc" -v pk="$installed" 'BEGIN {
