@@ -2,6 +2,7 @@
 import ctypes
 import os
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -294,6 +295,138 @@ class BindingTest(unittest.TestCase):
             p.stats()  # closed
         self.assertRegex(vpmm.version(), r"^\d+\.\d+\.\d+$")
         self.assertEqual(vpmm.abi_version(), 1)
+
+
+CLOSED = "the pool is closed"
+
+
+class CloseRaceTest(unittest.TestCase):
+    """close() racing calls of other threads (each started and seen to call
+    before the close): no crash, and every call either succeeds or raises
+    the documented "the pool is closed" error, for a bounded number of rounds."""
+
+    ROUNDS = 120
+    THREADS = 4
+
+    def race(self, make, ops, close):
+        for _ in range(self.ROUNDS):
+            obj = make()
+            first_call = [threading.Event() for _ in range(self.THREADS)]
+            results = [None] * self.THREADS
+
+            def worker(i):
+                calls = 0
+                try:
+                    while True:
+                        ops[i % len(ops)](obj)
+                        calls += 1
+                        first_call[i].set()
+                except vpmm.VpmmError as e:
+                    results[i] = (calls, e)
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    results[i] = (calls, e)
+                finally:
+                    first_call[i].set()
+
+            threads = [threading.Thread(target=worker, args=(i,)) for i in range(self.THREADS)]
+            for t in threads:
+                t.start()
+            for e in first_call:
+                e.wait()
+            close(obj)
+            for t in threads:
+                t.join()
+            for calls, err in results:
+                self.assertIsInstance(err, vpmm.InvalidArgument, repr(err))
+                self.assertIn("is closed", str(err))
+
+    def test_pool_close_races_calls(self):
+        def alloc_free(pool):
+            pool.free(pool.malloc(3 * PAGE))
+
+        def tagged(pool):
+            p = pool.malloc(PAGE, tag="t", host_backup=True)
+            pool.pause("t")
+            pool.resume("t")
+            pool.free(p)
+
+        def observe(pool):
+            pool.stats()
+            pool.regions()
+            pool.layout()
+            pool.tag_stats()
+
+        def reserve(pool):
+            with pool.reserve(PAGE) as r:
+                r.info()
+            pool.trim(0)
+
+        self.race(lambda: vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=256 * PAGE,
+                                    host_capacity=16 << 20),
+                  [alloc_free, tagged, observe, reserve], lambda pool: pool.close())
+
+    def test_close_ends_a_blocking_reserve_and_runs_inside_a_callback(self):
+        # A reserve(mode="block") waiting for capacity: close() refuses the
+        # frees it waits for, so it ends the wait ("the pool is closed").
+        pool = vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=256 * PAGE, memory_limit=8 * PAGE)
+        held = pool.reserve(8 * PAGE)
+        waiting, got = threading.Event(), []
+
+        def reserve():
+            waiting.set()
+            try:
+                pool.reserve(4 * PAGE, mode="block")
+            except vpmm.VpmmError as e:
+                got.append(e)
+        t = threading.Thread(target=reserve)
+        t.start()
+        waiting.wait()
+        pool.close()
+        t.join()
+        self.assertIsInstance(got[0], vpmm.InvalidArgument)
+        self.assertIn(CLOSED, str(got[0]))
+        del held
+        # close() from inside a call of the pool on the same thread (an OOM
+        # callback here) cannot wait for that call: the pool is destroyed
+        # when it returns, and nothing is called on it after.
+        pool = vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=256 * PAGE, memory_limit=4 * PAGE)
+        pool.set_oom_callback(lambda p, n: p.close() or False)
+        with self.assertRaises(vpmm.OutOfMemory):
+            pool.malloc(8 * PAGE)
+        with self.assertRaises(vpmm.InvalidArgument) as e:
+            pool.stats()
+        self.assertIn(CLOSED, str(e.exception))
+        self.assertEqual(repr(pool), "<vpmm.Pool closed>")
+
+    def test_close_waits_for_the_background_futures_it_started(self):
+        # prepare_export_in_background is what vpmm.torch.resume starts by
+        # itself. The future's call is held (an event) until close() has had
+        # its chance to run: close() must wait for it, never destroy under it.
+        for start in ("prepare_export_in_background", "prepare_backups_in_background"):
+            pool = vpmm.Pool("host", use_env=False, exportable=1, page_size=PAGE, va_size=256 * PAGE)
+            pool.malloc(4 * PAGE, tag="w", host_backup=True)
+            entered, go, order = threading.Event(), threading.Event(), []
+            name = start.replace("_in_background", "")
+            real = getattr(pool, name)
+
+            def held(tag=None, real=real):
+                entered.set()
+                go.wait()
+                try:
+                    return real(tag)
+                finally:
+                    order.append("call")
+            setattr(pool, name, held)
+            fut = getattr(pool, start)("w")
+            entered.wait()
+            closer = threading.Thread(target=lambda: (pool.close(), order.append("close")))
+            closer.start()
+            closer.join(0.2)  # not an ordering: a close that does not wait is done by now
+            go.set()
+            closer.join()
+            self.assertEqual(order, ["call", "close"], start)
+            self.assertTrue(fut.done())
+            self.assertGreaterEqual(fut.result(), 1 if "export" in start else 0)
 
 
 class DefaultPoolTest(unittest.TestCase):

@@ -8,6 +8,7 @@ import ctypes
 import ctypes.util
 import os
 import re
+import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from .errors import error_for_status
@@ -238,3 +239,131 @@ DriverProfile = make_struct("vpmm_driver_profile", "DriverProfile") if hasattr(l
     else None
 pool_driver_profile = optional("vpmm_pool_driver_profile", i32, vp, vp)
 
+
+
+# --- lifetimes of the native handles the binding's objects own ---------------
+_OPEN, _CLOSING, _RELEASING, _RELEASED = range(4)
+
+
+class Guard:
+    """Calls in flight on one native handle, and its close.
+
+    A C handle must not be destroyed while another thread is inside a call
+    on it (vpmm_pool_destroy racing vpmm_pool_free is a use-after-free), and
+    a call that starts after the close must be refused, not sent to freed
+    memory. Every native call runs inside ``with guard:``; :meth:`close`
+    refuses new calls at once (raising ``closed_error()``), then releases
+    the handle when the calls in flight have returned: it waits for them
+    (``wait=True``), or leaves the release to the last of them
+    (``wait=False``: for a call that may block on another process, such as
+    a send to a peer that never reads). Calls the closing thread itself is
+    inside (a callback, a signal handler) cannot be waited for: the release
+    then runs when the outermost of them returns.
+
+    The fast path takes no lock: a call first adds its thread to
+    ``_threads`` and then reads ``_state``; close first sets ``_state`` and
+    then reads ``_threads``. List operations are atomic (the GIL, or the
+    list's own lock without it) and both sides touch the same list, so at
+    least one of them sees the other: the call refuses itself, or close
+    counts it. Only a call that ends while a close is pending takes the
+    lock, to wake the close (or to run the release it left)."""
+
+    __slots__ = ("_lock", "_idle", "_threads", "_state", "_release", "closed_error")
+
+    def __init__(self, closed_error: Callable[[], Exception]) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._threads: List[int] = []  # one entry per call in flight: its thread
+        self._state = _OPEN
+        self._release: Optional[Callable[[], None]] = None  # a release left to the last call out
+        self.closed_error = closed_error
+
+    @property
+    def closing(self) -> bool:
+        """True once close() started (new calls are refused)."""
+        return self._state != _OPEN
+
+    @property
+    def released(self) -> bool:
+        """True once the handle was released."""
+        return self._state == _RELEASED
+
+    def __enter__(self) -> "Guard":
+        self._threads.append(_get_ident())
+        if self._state != _OPEN:
+            self._left()
+            raise self.closed_error()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._threads.remove(_get_ident())
+        if self._state != _OPEN:
+            self._ended()
+
+    def _left(self) -> None:
+        self._threads.remove(_get_ident())
+        self._ended()
+
+    def _ended(self) -> None:
+        """A call ended while a close is pending: wake it, or release."""
+        with self._lock:
+            self._idle.notify_all()
+            if self._threads or self._release is None:
+                return
+            release, self._release = self._release, None
+            self._state = _RELEASING
+        self._run(release)
+
+    def enter_unless_released(self) -> bool:
+        """Enter even while a close waits for the calls in flight (it then
+        waits for this one too): True, and the caller must ``__exit__``. A
+        handle being released or released already: waits for the release to
+        end and returns False, without entering. For what must reach the
+        handle whatever its owner does (closing an export of a pool that is
+        being destroyed: before the destroy, or after it against the dead
+        pool, never during)."""
+        with self._lock:
+            while self._state == _RELEASING:
+                self._idle.wait()
+            if self._state == _RELEASED:
+                return False
+            self._threads.append(_get_ident())
+            return True
+
+    def _run(self, release: Callable[[], None]) -> None:
+        try:
+            release()
+        finally:
+            with self._lock:
+                self._state = _RELEASED
+                self._idle.notify_all()
+
+    def close(self, release: Callable[[], None], wait: bool = True) -> bool:
+        """Refuse new calls, then run release() once no call is in flight
+        (here, or in the last call to return). Returns False if the guard
+        was closing or closed already (release is then not used; with
+        `wait`, after the first close's release ended).
+        release() runs exactly once; an exception from it propagates when
+        it runs here."""
+        me = _get_ident()
+        with self._lock:
+            if self._state != _OPEN:
+                # Closed or closing on another thread: a waiting close
+                # returns once the handle is released, as the first does
+                # (unless this thread is inside a call the release waits for).
+                while wait and self._state != _RELEASED and me not in self._threads:
+                    self._idle.wait()
+                return False
+            self._state = _CLOSING
+            if wait:
+                while any(t != me for t in list(self._threads)):
+                    self._idle.wait()
+            if self._threads:
+                self._release = release  # the last call out releases
+                return True
+            self._state = _RELEASING
+        self._run(release)
+        return True
+
+
+_get_ident = threading.get_ident

@@ -5,11 +5,12 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _library as L
-from .errors import InvalidArgument, OutOfMemory, Unsupported
+from .errors import InvalidArgument, OutOfMemory, Timeout, Unsupported
 
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
            "ALLOC_HOST_BACKUP", "BACKUP_STORES"]
@@ -32,6 +33,7 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _RESERVE_MODES = {"try": 0, "block": 1, "upto": 2}
 _OVERDRAFT = {None: 0, "fail": 0, "ignore": 0x10, "grow": 0x20}
 _NO_TIMEOUT = (1 << 64) - 1
+_RESERVE_SLICE_S = 0.05  # a blocking reserve's wait between looks at close()
 
 # Observers of tag scopes and pauses, for vpmm.torch's memory history
 # (vpmm/_snapshot.py registers them; nothing else does). A scope observer is
@@ -116,6 +118,15 @@ def _needs(fn: Any, what: str) -> Any:
 
 
 
+_get_ident = threading.get_ident
+_pool_free = L.pool_free
+_pool_malloc_ex = L.pool_malloc_ex
+
+
+def _pool_closed() -> InvalidArgument:
+    return InvalidArgument(1, "the pool is closed")
+
+
 def _in_background(work: Callable[[], int], name: str) -> "Future[int]":
     """Runs work() on a daemon thread started now; its result or exception
     goes to the returned Future."""
@@ -149,6 +160,7 @@ class Reservation:
     def __init__(self, pool: "Pool", handle: int) -> None:
         self._pool = pool
         self._h: Optional[int] = handle
+        self._guard = L.Guard(lambda: InvalidArgument(1, "the reservation is released"))
 
     @property
     def handle(self) -> int:
@@ -158,7 +170,8 @@ class Reservation:
     def info(self) -> Tuple[int, int]:
         """(size, used): bytes reserved and bytes currently charged."""
         size, used = L.u64(), L.u64()
-        L.check(L.reservation_info(self._pool._handle(), self._h, ctypes.byref(size), ctypes.byref(used)))
+        with self._guard:
+            self._pool._call(L.reservation_info, self._h, ctypes.byref(size), ctypes.byref(used))
         return size.value, used.value
 
     @property
@@ -172,10 +185,11 @@ class Reservation:
         return self.info()[1]
 
     def release(self) -> None:
-        """Give the bytes back (idempotent)."""
-        if self._h:
-            L.check(L.reservation_release(self._pool._handle(), self._h))
-            self._h = None
+        """Give the bytes back (idempotent; waits for info() calls in flight)."""
+        def release() -> None:
+            h, self._h = self._h, None
+            self._pool._call(L.reservation_release, h)
+        self._guard.close(release)
 
     def __enter__(self) -> "Reservation":
         return self
@@ -200,8 +214,11 @@ class Pool:
     process-wide pool of a device, the one the PyTorch and CuPy hooks use.
 
     Every method may be called from any thread (the pool serialises
-    internally); failures raise the :class:`vpmm.VpmmError` subclass of the
-    status.
+    internally), :meth:`close` included: it waits for the calls other
+    threads are making on the pool and for the background calls this
+    binding started on it, and every call that starts after it raises
+    :class:`vpmm.InvalidArgument` "the pool is closed". Failures raise the
+    :class:`vpmm.VpmmError` subclass of the status.
     """
 
     def __init__(self, backend: str = "auto", use_env: bool = True, **fields: Any) -> None:
@@ -220,21 +237,50 @@ class Pool:
             setattr(cfg, k, v)
         h = L.vp()
         L.check(L.pool_create(ctypes.byref(cfg), ctypes.byref(h)))
-        self._h: Optional[int] = h.value
-        self._owned = True
+        self._init(h.value, True)
+
+    def _init(self, handle: int, owned: bool) -> None:
+        self._h: Optional[int] = handle
+        # The handle's value for calls that accept a destroyed pool
+        # (vpmm_export_close, vpmm_import_close: its shell outlives it).
+        self._raw = handle
+        self._owned = owned
+        self._guard = L.Guard(_pool_closed)
         self._callbacks: Dict[str, Any] = {}
-        self._pinning: List["Future[int]"] = []
+        # Every callback ever installed stays referenced until the pool is
+        # destroyed: a call in flight on another thread may still be inside
+        # the one a set_*_callback just replaced.
+        self._callbacks_kept: List[Any] = []
+        self._background: List["Future[int]"] = []  # what _start_background started
+        self._background_lock = threading.Lock()
 
     @classmethod
     def _wrap(cls, handle: int) -> "Pool":
         p = cls.__new__(cls)
-        p._h, p._owned, p._callbacks, p._pinning = handle, False, {}, []
+        p._init(handle, False)
         return p
 
     def _handle(self) -> int:
-        if not self._h:
-            raise InvalidArgument(1, "the pool is closed")
+        """The handle for a call made outside the pool's guard (by a caller
+        that holds ``with pool._guard`` itself)."""
+        if not self._h or self._guard.closing:
+            raise _pool_closed()
         return self._h
+
+    def _call(self, fn: Callable[..., int], *args: Any) -> None:
+        """fn(pool, *args), refused once the pool is closing, waited for by
+        close(); raises the status's exception."""
+        with self._guard:
+            L.check(fn(self._h, *args))
+
+    def _start_background(self, work: Callable[[], int], name: str) -> "Future[int]":
+        """_in_background, remembered so that close() waits for it."""
+        with self._background_lock:
+            if self._guard.closing:
+                raise _pool_closed()
+            fut = _in_background(work, name)
+            self._background = [f for f in self._background if not f.done()] + [fut]
+        return fut
 
     # --- lifetime --------------------------------------------------------
     @property
@@ -250,13 +296,36 @@ class Pool:
     def close(self) -> None:
         """Destroy an owned pool (every pointer into it becomes invalid).
         A no-op on a default pool, which lives as long as the process.
-        Waits first for pinnings started by :meth:`prepare_backups_in_background`."""
-        if self._h and self._owned:
-            for fut in self._pinning:  # a background pinning still uses the pool
+        Idempotent, and safe to call while other threads use the pool: it
+        first waits for the background calls this binding started on it
+        (:meth:`prepare_backups_in_background`,
+        :meth:`prepare_export_in_background`, which ``vpmm.torch.resume``
+        starts by itself), then refuses new calls ("the pool is closed")
+        and waits for the calls in flight before destroying the pool. A
+        call that blocks (a ``reserve(mode="block")`` waits for capacity in
+        slices and gives up when the pool closes; a :meth:`synchronize` on
+        a stream that never completes does not) keeps close() waiting.
+        Called from inside a call of the pool on the same thread (an OOM or
+        pressure callback, a signal handler), it destroys the pool when that
+        call returns."""
+        if not self._owned:
+            return
+        if not self._guard.closing:
+            with self._background_lock:
+                background = list(self._background)
+            for fut in background:  # a background call still uses the pool
                 fut.exception()
-            L.check(L.pool_destroy(self._h))
-        if self._owned:
-            self._h = None
+        # A future started after that list was taken is waited for by the
+        # guard (or refused, if its call starts after the close began).
+        self._guard.close(self._destroy)
+
+    def _destroy(self) -> None:
+        h, self._h = self._h, None
+        try:
+            L.check(L.pool_destroy(h))
+        finally:
+            self._callbacks.clear()
+            self._callbacks_kept.clear()
 
     def __enter__(self) -> "Pool":
         return self
@@ -265,23 +334,26 @@ class Pool:
         self.close()
 
     def __repr__(self) -> str:
-        if not self._h:
+        try:
+            backend = self.backend
+        except InvalidArgument:
             return "<vpmm.Pool closed>"
         kind = "owned" if self._owned else "default"
-        return f"<vpmm.Pool {self.backend} {kind} {hex(self._h)}>"
+        return f"<vpmm.Pool {backend} {kind} {hex(self._raw)}>"
 
     # --- configuration ---------------------------------------------------
     @property
     def backend(self) -> str:
         """"cuda", "hip" or "host"."""
-        return L.pool_backend_name(self._handle()).decode()
+        with self._guard:
+            return L.pool_backend_name(self._h).decode()
 
     def config(self) -> Dict[str, Any]:
         """The effective vpmm_config (defaults resolved) as a dict; "backend"
         is the backend's name (the same as :attr:`backend`), "backend_id"
         the vpmm_config value (:data:`BACKENDS`)."""
         c = L.sized(L.Config)
-        L.check(L.pool_get_config(self._handle(), ctypes.byref(c)))
+        self._call(L.pool_get_config, ctypes.byref(c))
         out = {n: getattr(c, n) for n in L.field_names(L.Config)}
         if "backend" in out:
             names = {v: k for k, v in BACKENDS.items()}
@@ -313,20 +385,39 @@ class Pool:
             t = _tag(tag)
             buf = ctypes.create_string_buffer(t) if t else None  # lives until the call returns
             attrs.tag = ctypes.addressof(buf) if buf is not None else None
-            attrs.reservation = reservation.handle if reservation is not None else None
             dbuf = ctypes.create_string_buffer(dir_bytes) if dir_bytes else None
             if dbuf is not None:
                 if not hasattr(attrs, "backup_dir"):
                     raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates backup_dir")
                 attrs.backup_dir = ctypes.addressof(dbuf)
         try:
-            L.check(L.pool_malloc_ex(self._handle(), size, stream,
-                                     ctypes.byref(attrs) if attrs is not None else None, ctypes.byref(out)))
+            if reservation is None:
+                g, me = self._guard, _get_ident()  # `with self._guard`, inlined (see free)
+                g._threads.append(me)
+                if g._state:
+                    g._left()
+                    raise _pool_closed()
+                try:
+                    st = _pool_malloc_ex(self._h, size, stream, ctypes.byref(attrs) if attrs is not None else None,
+                                         ctypes.byref(out))
+                finally:
+                    g._threads.remove(me)
+                    if g._state:
+                        g._ended()
+                if st:
+                    L.check(st)
+            else:
+                with reservation._guard:  # not released under the call
+                    attrs.reservation = reservation._h
+                    self._call(L.pool_malloc_ex, size, stream, ctypes.byref(attrs), ctypes.byref(out))
         except OutOfMemory as e:
             # The library reports the step that failed (one handle of a
             # growth); a request larger than the whole capacity deserves
             # to be called that.
-            cap = self.stats().get("capacity_bytes", 0)
+            try:
+                cap = self.stats().get("capacity_bytes", 0)
+            except InvalidArgument:  # closed meanwhile (by an OOM callback, say)
+                raise e from None
             if cap and size > cap:
                 raise OutOfMemory(e.status, f"malloc of {size} bytes ({_fmt_bytes(size)}) exceeds the "
                                   f"pool's capacity of {cap} bytes ({_fmt_bytes(cap)}; the memory limit, "
@@ -336,17 +427,30 @@ class Pool:
 
     def free(self, ptr: int, stream: Stream = None) -> None:
         """Free an address returned by :meth:`malloc`, in the order of `stream`."""
-        L.check(L.pool_free(self._handle(), ptr, stream))
+        # `with self._guard`, inlined on the two hottest calls (L.Guard).
+        g, me = self._guard, _get_ident()
+        g._threads.append(me)
+        if g._state:
+            g._left()
+            raise _pool_closed()
+        try:
+            st = _pool_free(self._h, ptr, stream)
+        finally:
+            g._threads.remove(me)
+            if g._state:
+                g._ended()
+        if st:
+            L.check(st)
 
     def lookup(self, ptr: int) -> Tuple[int, int]:
         """(base, size) of the allocation containing `ptr` (interior pointers allowed)."""
         base, size = L.vp(), L.u64()
-        L.check(L.pool_lookup(self._handle(), ptr, ctypes.byref(base), ctypes.byref(size)))
+        self._call(L.pool_lookup, ptr, ctypes.byref(base), ctypes.byref(size))
         return base.value or 0, size.value
 
     def synchronize(self, stream: Stream = None) -> None:
         """Block until the work queued on `stream` completed."""
-        L.check(L.pool_stream_synchronize(self._handle(), stream))
+        self._call(L.pool_stream_synchronize, stream)
 
     # --- pause and resume ------------------------------------------------
     def pause(self, tag: Optional[str] = None, unchanged: bool = False) -> bool:
@@ -365,9 +469,9 @@ class Pool:
         after = [o(self, "pause", tag) for o in pause_observers]
         if unchanged:
             fn = _needs(L.pool_pause_flags, "vpmm_pool_pause_flags (pause(unchanged=True))")
-            L.check(fn(self._handle(), _tag(tag), _PAUSE_BACKUP_UNCHANGED, ctypes.byref(n)))
+            self._call(fn, _tag(tag), _PAUSE_BACKUP_UNCHANGED, ctypes.byref(n))
         else:
-            L.check(L.pool_pause_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+            self._call(L.pool_pause_ex, _tag(tag), ctypes.byref(n))
         for a in after:
             a(n.value > 0)
         return n.value > 0
@@ -379,7 +483,7 @@ class Pool:
         raises :class:`vpmm.InvalidArgument`). Allocations made before keep
         theirs. The directory must exist when a pause writes there."""
         fn = _needs(L.pool_set_backup_dir, "vpmm_pool_set_backup_dir")
-        L.check(fn(self._handle(), _dir_arg("set_backup_dir: path", path) if path is not None else None))
+        self._call(fn, _dir_arg("set_backup_dir: path", path) if path is not None else None)
 
     def resume(self, tag: Optional[str] = None, retain_backup: bool = False) -> bool:
         """Resume paused allocations with `tag` (None: all) at the same
@@ -397,9 +501,9 @@ class Pool:
         after = [o(self, "resume", tag) for o in pause_observers]
         if retain_backup:
             fn = _needs(L.pool_resume_flags, "vpmm_pool_resume_flags (resume(retain_backup=True))")
-            L.check(fn(self._handle(), _tag(tag), _RESUME_RETAIN_BACKUP, ctypes.byref(n)))
+            self._call(fn, _tag(tag), _RESUME_RETAIN_BACKUP, ctypes.byref(n))
         else:
-            L.check(L.pool_resume_ex(self._handle(), _tag(tag), ctypes.byref(n)))
+            self._call(L.pool_resume_ex, _tag(tag), ctypes.byref(n))
         for a in after:
             a(n.value > 0)
         return n.value > 0
@@ -412,7 +516,7 @@ class Pool:
         pins (the GIL is released too); a pause started meanwhile waits for
         it and uses its buffers."""
         n = L.u64()
-        L.check(L.pool_prepare_backups(self._handle(), _tag(tag), ctypes.byref(n)))
+        self._call(L.pool_prepare_backups, _tag(tag), ctypes.byref(n))
         return n.value
 
     def prepare_backups_in_background(self, tag: Optional[str] = None) -> "Future[int]":
@@ -423,15 +527,13 @@ class Pool:
         ``concurrent.futures.Future`` whose result is the pinned bytes cached,
         or whose exception is the :class:`vpmm.VpmmError` of a failed pinning
         (the pause then pins, or backs up in pageable memory, what is left)."""
-        fut = _in_background(lambda: self.prepare_backups(tag), "vpmm-prepare-backups")
-        self._pinning = [f for f in self._pinning if not f.done()] + [fut]
-        return fut
+        return self._start_background(lambda: self.prepare_backups(tag), "vpmm-prepare-backups")
 
     def tag_stats(self, tag: Optional[str] = None) -> Dict[str, int]:
         """Byte and region counts of one tag (None: all tagged allocations):
         live_bytes, paused_bytes, backup_bytes, n_live, n_paused."""
         s = L.sized(L.TagStats)
-        L.check(L.pool_tag_stats(self._handle(), _tag(tag), ctypes.byref(s)))
+        self._call(L.pool_tag_stats, _tag(tag), ctypes.byref(s))
         return {n: getattr(s, n) for n in L.field_names(L.TagStats)}
 
     def backup(self, ptr: int) -> Optional[Tuple[int, int]]:
@@ -445,7 +547,8 @@ class Pool:
         if L.pool_backup_lookup is None:
             raise NotImplementedError("the loaded libvpmm predates vpmm_pool_backup_lookup")
         host, n = L.vp(), L.u64()
-        st = L.pool_backup_lookup(self._handle(), ptr, ctypes.byref(host), ctypes.byref(n))
+        with self._guard:
+            st = L.pool_backup_lookup(self._h, ptr, ctypes.byref(host), ctypes.byref(n))
         if st in (4, 5):  # WRONG_STATE: no backup to show; UNSUPPORTED: a disk file
             return None
         L.check(st)
@@ -455,12 +558,12 @@ class Pool:
     def trim(self, keep_bytes: int = 0) -> None:
         """Give cached free memory back to the driver until at most
         `keep_bytes` stay mapped in free regions (torch.cuda.empty_cache)."""
-        L.check(L.pool_trim(self._handle(), _bytes_arg("trim: keep_bytes", keep_bytes)))
+        self._call(L.pool_trim, _bytes_arg("trim: keep_bytes", keep_bytes))
 
     def set_limit(self, limit_bytes: int) -> None:
         """Change the hard cap on mapped bytes (0 = none). Raises
         :class:`vpmm.WrongState` when more than that is in use after trimming."""
-        L.check(L.pool_set_limit(self._handle(), _bytes_arg("set_limit: limit_bytes", limit_bytes)))
+        self._call(L.pool_set_limit, _bytes_arg("set_limit: limit_bytes", limit_bytes))
 
     @property
     def limit(self) -> int:
@@ -481,19 +584,34 @@ class Pool:
         if mode not in _RESERVE_MODES or overdraft not in _OVERDRAFT:
             raise InvalidArgument(1, f"reserve: mode {mode!r} / overdraft {overdraft!r} unknown")
         nbytes = _bytes_arg("reserve: nbytes", nbytes)
-        ns = _NO_TIMEOUT if timeout is None else max(0, int(timeout * 1e9))
+        flags = _RESERVE_MODES[mode] | _OVERDRAFT[overdraft]
         out = L.vp()
-        L.check(L.pool_reserve_ex(self._handle(), nbytes, _RESERVE_MODES[mode] | _OVERDRAFT[overdraft],
-                                  ns, ctypes.byref(out)))
-        return Reservation(self, out.value)
+        if mode != "block":
+            self._call(L.pool_reserve_ex, nbytes, flags, _NO_TIMEOUT, ctypes.byref(out))
+            return Reservation(self, out.value)
+        # A blocking wait runs in slices, so that close() (which refuses the
+        # frees the wait is waiting for) ends it with "the pool is closed"
+        # instead of waiting for it forever.
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            left = _RESERVE_SLICE_S if deadline is None else min(_RESERVE_SLICE_S, deadline - time.monotonic())
+            try:
+                self._call(L.pool_reserve_ex, nbytes, flags, max(0, int(left * 1e9)), ctypes.byref(out))
+                return Reservation(self, out.value)
+            except Timeout as e:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise Timeout(e.status, f"vpmm_pool_reserve_ex: {nbytes} bytes did not become available "
+                                            f"within {timeout} s") from None
+                if self._guard.closing:
+                    raise _pool_closed() from None
 
     def set_oom_callback(self, fn: Optional[Callable[["Pool", int], bool]]) -> None:
         """Call fn(pool, bytes) when a malloc or resume runs out of memory;
         a true return asks for a retry (at most 8). None removes it. An
         exception in fn counts as False (it is printed, not raised)."""
         if fn is None:
-            L.check(L.pool_set_oom_callback(self._handle(), L.OOM_FN(), None))
-            self._callbacks.pop("oom", None)
+            self._call(L.pool_set_oom_callback, L.OOM_FN(), None)
+            self._callbacks.pop("oom", None)  # still in _callbacks_kept
             return
 
         def tramp(_p: int, nbytes: int, _u: int) -> int:
@@ -504,15 +622,16 @@ class Pool:
                 traceback.print_exc()
                 return 0
         cb = L.OOM_FN(tramp)
-        L.check(L.pool_set_oom_callback(self._handle(), cb, None))
-        self._callbacks["oom"] = cb  # the C side holds a raw pointer to it
+        self._callbacks_kept.append(cb)  # the C side holds a raw pointer to it
+        self._call(L.pool_set_oom_callback, cb, None)
+        self._callbacks["oom"] = cb
 
     def set_pressure_callback(self, fn: Optional[Callable[["Pool", bool, int], None]]) -> None:
         """Call fn(pool, under_pressure, mapped_bytes) when the mapped bytes
         cross the trigger watermark up or the stop watermark down. None removes it."""
         if fn is None:
-            L.check(L.pool_set_pressure_callback(self._handle(), L.PRESSURE_FN(), None))
-            self._callbacks.pop("pressure", None)
+            self._call(L.pool_set_pressure_callback, L.PRESSURE_FN(), None)
+            self._callbacks.pop("pressure", None)  # still in _callbacks_kept
             return
 
         def tramp(_p: int, under: int, mapped: int, _u: int) -> None:
@@ -522,7 +641,8 @@ class Pool:
                 import traceback
                 traceback.print_exc()
         cb = L.PRESSURE_FN(tramp)
-        L.check(L.pool_set_pressure_callback(self._handle(), cb, None))
+        self._callbacks_kept.append(cb)
+        self._call(L.pool_set_pressure_callback, cb, None)
         self._callbacks["pressure"] = cb
 
     # --- sharing with other processes (vpmm.ipc, docs/ipc.md) -------------
@@ -549,14 +669,14 @@ class Pool:
         n = L.u64()
         if L.pool_prepare_export is None:
             raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_prepare_export")
-        L.check(L.pool_prepare_export(self._handle(), _tag(tag), ctypes.byref(n)))
+        self._call(L.pool_prepare_export, _tag(tag), ctypes.byref(n))
         return n.value
 
     def prepare_export_in_background(self, tag: Optional[str] = None) -> "Future[int]":
         """:meth:`prepare_export` on a daemon thread, started now (after a
         resume, while the trainer trains); a ``concurrent.futures.Future`` of
         the handles prepared."""
-        return _in_background(lambda: self.prepare_export(tag), "vpmm-prepare-export")
+        return self._start_background(lambda: self.prepare_export(tag), "vpmm-prepare-export")
 
     def export_tag(self, tag: Optional[str]) -> Any:
         """Export every active allocation with `tag` as one
@@ -582,7 +702,7 @@ class Pool:
     def stats(self) -> Dict[str, int]:
         """Every vpmm_stats counter of the loaded library, by field name."""
         s = L.sized(L.Stats)
-        L.check(L.pool_stats(self._handle(), ctypes.byref(s)))
+        self._call(L.pool_stats, ctypes.byref(s))
         return {n: getattr(s, n) for n in L.field_names(L.Stats)}
 
     def driver_profile(self) -> Dict[str, int]:
@@ -594,23 +714,23 @@ class Pool:
         if L.pool_driver_profile is None:
             raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_driver_profile")
         s = L.sized(L.DriverProfile)
-        L.check(L.pool_driver_profile(self._handle(), ctypes.byref(s)))
+        self._call(L.pool_driver_profile, ctypes.byref(s))
         return {n: getattr(s, n) for n in L.field_names(L.DriverProfile) if n not in ("struct_size", "reserved0")}
 
     def check(self) -> None:
         """Verify every invariant of the pool; raises InternalError if one fails."""
-        L.check(L.pool_check(self._handle()))
+        self._call(L.pool_check)
 
     def regions(self) -> List[Dict[str, Any]]:
         """Every region in ascending VA order, as dicts of vpmm_region_info
         fields with ``kind`` as a name ("live", "free", "hole", "paused", ...)."""
         n = L.size_t()
-        L.check(L.pool_dump(self._handle(), None, 0, ctypes.byref(n)))
+        self._call(L.pool_dump, None, 0, ctypes.byref(n))
         while True:
             cap = max(n.value, 1)
             buf = (L.RegionInfo * cap)()
             buf[0].struct_size = ctypes.sizeof(L.RegionInfo)  # the stride the library writes with
-            L.check(L.pool_dump(self._handle(), buf, cap, ctypes.byref(n)))
+            self._call(L.pool_dump, buf, cap, ctypes.byref(n))
             if n.value <= cap:
                 break
         names = [f for f in L.field_names(L.RegionInfo) if f != "kind"]
@@ -620,20 +740,21 @@ class Pool:
     def dump(self) -> str:
         """The stats and the region map in the seed notation (vpmm_pool_dump_text)."""
         need = L.size_t()
-        L.check(L.pool_dump_text(self._handle(), None, 0, ctypes.byref(need)))
-        buf = ctypes.create_string_buffer(need.value)
-        L.check(L.pool_dump_text(self._handle(), buf, need.value, None))
+        with self._guard:  # one pool between the two calls
+            L.check(L.pool_dump_text(self._h, None, 0, ctypes.byref(need)))
+            buf = ctypes.create_string_buffer(need.value)
+            L.check(L.pool_dump_text(self._h, buf, need.value, None))
         return buf.value.decode()
 
     def layout(self) -> str:
         """The regions in the seed notation on one line, e.g.
         ``"[4][*6][1][11][*42]"`` (sizes in pages; vpmm_pool_layout)."""
         need = L.size_t()
-        L.check(L.pool_layout(self._handle(), None, 0, ctypes.byref(need)))
+        self._call(L.pool_layout, None, 0, ctypes.byref(need))
         while True:  # the pool may change between the calls: retry until it fits
             cap = need.value + 64
             buf = ctypes.create_string_buffer(cap)
-            L.check(L.pool_layout(self._handle(), buf, cap, ctypes.byref(need)))
+            self._call(L.pool_layout, buf, cap, ctypes.byref(need))
             if need.value <= cap:
                 return buf.value.decode()
 
