@@ -1525,8 +1525,10 @@ VPMM_API vpmm_status vpmm_pool_ipc_stats(vpmm_pool* pool, vpmm_ipc_stats* stats)
 #endif
 
 /* The rest of the public header, in files of its own (each includes this
- * one; a program names only vpmm.h): vpmm_get_api's function table for
- * run-time loading, and the framework hooks. */
+ * one; a program names only vpmm.h): the ledger shared by the pools of
+ * several processes, vpmm_get_api's function table for run-time loading,
+ * and the framework hooks. */
+#include "vpmm_ledger.h"
 #include "vpmm_api_table.h"
 #include "vpmm_hooks.h"
 

@@ -154,6 +154,12 @@ typedef struct vpmm_api {
   void (*torch_record_stream)(void* ptr, void* stream);
   /* driver calls by kind */
   vpmm_status (*pool_driver_profile)(vpmm_pool* pool, vpmm_driver_profile* out);
+  /* the ledger shared by the pools of several processes (vpmm_ledger.h) */
+  vpmm_status (*pool_create_ledger)(const vpmm_config* config, const char* ledger, vpmm_pool** out);
+  vpmm_status (*ledger_read)(const char* name, int32_t device, struct vpmm_ledger_info* info,
+                             struct vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members);
+  vpmm_status (*ledger_set_budget)(const char* name, int32_t device, uint64_t bytes);
+  vpmm_status (*ledger_remove)(const char* name);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

@@ -49,7 +49,10 @@ report "src/backend/ includes the configuration, the core, the C API or the hook
 report "src/config/ includes more than common/, config/ and backend/backend.hpp" "$(scan "$src/config" '#[[:space:]]*include[[:space:]]*["<](core|ipc|api|hooks|preload|backend)/' | grep -v '"backend/backend.hpp"')"
 report "src/core/ includes the option table (config/config.hpp): PoolOptions and the defaults are its door" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"config/' | grep -vE '"config/(pool_options|defaults)\.hpp"')"
 report "src/core/ includes a driver or system header" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](cuda|cuda_runtime|hip/[a-z_]*|dlfcn|fcntl|unistd|sys/[a-z_]*|linux/[a-z_]*)\.h[">]')"
-report "src/core/ includes the ipc layer or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|api|hooks)/')"
+report "src/core/ includes the ipc layer, the ledger or the C API (they build on the core)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*["<](ipc|ledger|api|hooks)/')"
+# ledger/: the segment shared with other processes (docs/ledger.md); it implements
+# core/state/admission.hpp and sees nothing else of the core, nor the backends or the API.
+report "src/ledger/ includes more than common/, ledger/ and core/state/admission.hpp" "$(scan "$src/ledger" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload|ipc|config)/|#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' | grep -v '"core/state/admission.hpp"')"
 # ipc/: the operating system's side of sharing memory between processes
 # (status pages, sockets, pidfds); it implements the channel interfaces of
 # core/share/channel_interfaces.hpp and sees nothing else of the core, nor the backends or the API.

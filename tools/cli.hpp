@@ -58,6 +58,7 @@ struct ArgCursor {
 // status: 0 success, 1 failure, 2 usage error.
 int cmd_info(int argc, char** argv);
 int cmd_replay(int argc, char** argv);
+int cmd_ledger(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 // `vpmm replay --help`'s option list.
 extern const char* const kReplayHelp;

@@ -3,7 +3,8 @@
 // effective value and where it came from. `replay` (cmd_replay.cpp):
 // allocation traces and PyTorch snapshots on a fresh pool each, with
 // fragmentation figures, timelines, invariant checks and expectations.
-// `plot` (cmd_plot.cpp): a timeline as an SVG chart. Only the public C API
+// `plot` (cmd_plot.cpp): a timeline as an SVG chart. `ledger` (cmd_ledger.cpp):
+// the members and budget of a ledger shared between processes. Only the public C API
 // (vpmm.h) is used, and the tool links libvpmm.so like any other client.
 #include <cstdio>
 #include <string>
@@ -23,6 +24,8 @@ const char* const kHelp =
     "                            (docs/trace-format.md; `vpmm replay --help`)\n"
     "  plot TIMELINE.csv -o OUT.svg [--trace NAME]\n"
     "                            chart mapped, live and requested bytes over op index\n"
+    "  ledger NAME [OPTIONS]     the members of a ledger shared by the pools of several processes\n"
+    "                            and its budget (docs/ledger.md; `vpmm ledger --help`)\n"
     "  help                      this text\n"
     "  version                   the library version\n"
     "\n";
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
   if (cmd == "replay") return cmd_replay(argc - 2, argv + 2);
   if (cmd == "plot") return cmd_plot(argc - 2, argv + 2);
+  if (cmd == "ledger") return cmd_ledger(argc - 2, argv + 2);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kHelp, stdout);
     return 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/dump_text.hpp"
+#include "api/ledger_join.hpp"
 #include "api/pool_shell.hpp"
 #include "backend/registry.hpp"
 #include "common/status.hpp"
@@ -93,8 +94,11 @@ VPMM_API vpmm_status vpmm_config_init_sized(vpmm_config* config, uint32_t struct
   return VPMM_OK;
 }
 
-VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
-  const char* call = "vpmm_pool_create";
+}  // extern "C"
+
+// vpmm_pool_create and vpmm_pool_create_ledger (api/ledger_join.hpp).
+vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, const char* ledger,
+                                   vpmm_pool** out) {
   // A constructor's out-parameter is NULL on failure (the exception to the
   // header's "out-parameters untouched on error"): a caller that skips the
   // status check then fails on NULL, not on an uninitialised pointer.
@@ -112,8 +116,12 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     st = vpmm::config_resolve(c, *backend, &opt);
     if (st != VPMM_OK) return st;
     const int32_t kind = backend->kind();
+    // A ledger shared with other processes, if the caller or VPMM_LEDGER names one.
+    std::unique_ptr<vpmm::Admission> admission;
+    st = vpmm::api::join_ledger(call, ledger, c, opt, &admission);
+    if (st != VPMM_OK) return st;
     std::unique_ptr<vpmm::Pool> pool;
-    st = vpmm::Pool::create(std::move(backend), opt, &pool);
+    st = vpmm::Pool::create(std::move(backend), vpmm::make_host_services(), opt, &pool, std::move(admission));
     if (st != VPMM_OK) return std::strncmp(vpmm_last_error(), call, std::strlen(call)) == 0 ? st : vpmm::fail_context(st, call);
     std::unique_ptr<vpmm_pool> shell(new vpmm_pool);
     vpmm::config_effective(opt, kind, &c);
@@ -123,6 +131,12 @@ VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out
     *out = shell.release();
     return VPMM_OK;
   });
+}
+
+extern "C" {
+
+VPMM_API vpmm_status vpmm_pool_create(const vpmm_config* config, vpmm_pool** out) {
+  return vpmm::api::create_pool("vpmm_pool_create", config, nullptr, out);
 }
 
 VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool) {

@@ -258,6 +258,10 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, config_init_sized),
     VPMM_F_(vpmm_api, PTR, torch_record_stream),
     VPMM_F_(vpmm_api, PTR, pool_driver_profile),
+    VPMM_F_(vpmm_api, PTR, pool_create_ledger),
+    VPMM_F_(vpmm_api, PTR, ledger_read),
+    VPMM_F_(vpmm_api, PTR, ledger_set_budget),
+    VPMM_F_(vpmm_api, PTR, ledger_remove),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),
@@ -304,6 +308,37 @@ constexpr FieldDef k_vpmm_driver_profile[] = {
     VPMM_F_(vpmm_driver_profile, U64, stream_wait_calls),
     VPMM_F_(vpmm_driver_profile, U64, stream_wait_ns),
 };
+constexpr FieldDef k_vpmm_ledger_member[] = {
+    VPMM_F_(vpmm_ledger_member, U32, struct_size),
+    VPMM_F_(vpmm_ledger_member, U32, slot),
+    VPMM_F_(vpmm_ledger_member, I32, pid),
+    VPMM_F_(vpmm_ledger_member, I32, device),
+    VPMM_F_(vpmm_ledger_member, U32, corrupt),
+    VPMM_F_(vpmm_ledger_member, U32, n_evictable_tags),
+    VPMM_F_(vpmm_ledger_member, U64, admitted_bytes),
+    VPMM_F_(vpmm_ledger_member, U64, mapped_bytes),
+    VPMM_F_(vpmm_ledger_member, U64, reserved_bytes),
+    VPMM_F_(vpmm_ledger_member, U64, backed_up_bytes),
+    VPMM_F_(vpmm_ledger_member, U64, host_admitted_bytes),
+    VPMM_F_(vpmm_ledger_member, U64, n_admissions),
+    VPMM_F_(vpmm_ledger_member, U64, n_refused),
+    VPMM_F_(vpmm_ledger_member, U64, admission_wait_ns),
+    VPMM_F_(vpmm_ledger_member, U64, n_pressure_asked),
+    VPMM_F_(vpmm_ledger_member, U64, n_pressure_answered),
+};
+constexpr FieldDef k_vpmm_ledger_info[] = {
+    VPMM_F_(vpmm_ledger_info, U32, struct_size),
+    VPMM_F_(vpmm_ledger_info, I32, device),
+    VPMM_F_(vpmm_ledger_info, U64, budget_bytes),
+    VPMM_F_(vpmm_ledger_info, U64, admitted_bytes),
+    VPMM_F_(vpmm_ledger_info, U64, host_budget_bytes),
+    VPMM_F_(vpmm_ledger_info, U64, host_admitted_bytes),
+    VPMM_F_(vpmm_ledger_info, U64, n_pressure_requests),
+    VPMM_F_(vpmm_ledger_info, U32, n_members),
+    VPMM_F_(vpmm_ledger_info, U32, n_corrupt),
+    VPMM_F_(vpmm_ledger_info, U32, budget_corrupt),
+    VPMM_F_(vpmm_ledger_info, U32, host_budget_corrupt),
+};
 constexpr FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),
     VPMM_F_(vpmm_option_info, I32, kind),
@@ -337,7 +372,7 @@ constexpr StructDef kStructs[] = {
     VPMM_S_(vpmm_config),  VPMM_S_(vpmm_alloc_attrs), VPMM_S_(vpmm_tag_stats),
     VPMM_S_(vpmm_stats),   VPMM_S_(vpmm_region_info),   VPMM_S_(vpmm_option_info),
     VPMM_S_(vpmm_field_info), VPMM_S_(vpmm_api), VPMM_S_(vpmm_ipc_entry), VPMM_S_(vpmm_ipc_stats),
-    VPMM_S_(vpmm_driver_profile),
+    VPMM_S_(vpmm_driver_profile), VPMM_S_(vpmm_ledger_member), VPMM_S_(vpmm_ledger_info),
 };
 #undef VPMM_S_
 

@@ -143,3 +143,5 @@ VPMM_POOL_OPTION(view_min_size, "VPMM_VIEW_MIN_SIZE", SIZE, 0, parse_view_min_si
                  "own, kept for the next request of its size); \"off\" = never",
                  nullptr, resolve_view_min_size, show_view_min_size)
 VPMM_SETTING_OPTION(kPendingReuse, nullptr)
+VPMM_SETTING_OPTION(kLedger, nullptr)
+VPMM_SETTING_OPTION(kLedgerBudget, nullptr)

@@ -17,9 +17,10 @@ Pool::Pool(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
 }
 
 vpmm_status Pool::create(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
-                         const PoolOptions& opt, std::unique_ptr<Pool>* out) {
+                         const PoolOptions& opt, std::unique_ptr<Pool>* out, std::unique_ptr<Admission> admission) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), std::move(host), opt));
   std::lock_guard<std::mutex> lock(p->mu_);
+  if (admission) p->state_.set_admission(std::move(admission));
   vpmm_status st = p->alloc_.init();
   if (st == VPMM_OK) st = p->state_.init();
   if (st != VPMM_OK) return st;
@@ -234,7 +235,19 @@ vpmm_status Pool::set_backup_dir(const char* dir) {
 
 vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out) {
   std::unique_lock<std::mutex> lock(mu_);
-  return state_.capacity().reserve(bytes, flags, timeout_ns, lock, out);
+  Capacity& cap = state_.capacity();
+  Reservation* r = nullptr;
+  vpmm_status st = cap.reserve(bytes, flags, timeout_ns, lock, &r);
+  if (st != VPMM_OK) return st;
+  // A reservation counts as admitted by the ledger, if the pool is in one:
+  // refused there, it is undone (nothing was charged to it yet).
+  st = state_.admit_reserved(r->size);
+  if (st != VPMM_OK) {
+    if (cap.prepare_release(r) == VPMM_OK) cap.finish_release(r);
+    return st;
+  }
+  *out = r;
+  return VPMM_OK;
 }
 
 vpmm_status Pool::reservation_info(const Reservation* r, uint64_t* size, uint64_t* used) {
@@ -248,6 +261,8 @@ vpmm_status Pool::release_reservation(Reservation* r) {
     std::lock_guard<std::mutex> lock(mu_);
     vpmm_status st = cap.prepare_release(r);
     if (st != VPMM_OK) return st;
+    uint64_t size = 0, used = 0;
+    if (cap.info(r, &size, &used) == VPMM_OK && size > used) state_.give_back_reserved(size - used);
     alloc_.release_reservation(r);  // its allocations stay valid and become unreserved
     cap.finish_release(r);
   }

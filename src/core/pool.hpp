@@ -37,8 +37,11 @@ class Pool final {
  public:
   // A pool over `backend` and the host services `host` (pageable memory,
   // files, host copies); without them, the process's (make_host_services).
+  // `admission` (may be null): asked before every handle the pool creates,
+  // its initial pages included (a ledger shared with other processes).
   static vpmm_status create(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
-                            const PoolOptions& opt, std::unique_ptr<Pool>* out);
+                            const PoolOptions& opt, std::unique_ptr<Pool>* out,
+                            std::unique_ptr<Admission> admission = nullptr);
   static vpmm_status create(std::unique_ptr<Backend> backend, const PoolOptions& opt, std::unique_ptr<Pool>* out) {
     return create(std::move(backend), make_host_services(), opt, out);
   }

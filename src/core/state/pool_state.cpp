@@ -194,6 +194,10 @@ vpmm_status PoolState::create_handles(uint64_t bytes, uint64_t max_handle, std::
   // fails at the driver's first refusal, not in a host allocation of one
   // entry per page it would have needed.
   hs.reserve(std::min<uint64_t>(bytes / max_handle + 1, 4096));
+  if (admission_) {
+    vpmm_status st = admission_->admit(bytes);
+    if (st != VPMM_OK) return st;
+  }
   uint64_t left = bytes;
   while (left) {
     uint64_t sz = std::min(left, max_handle);
@@ -201,6 +205,7 @@ vpmm_status PoolState::create_handles(uint64_t bytes, uint64_t max_handle, std::
     vpmm_status st = backend_->create(sz, &ph);
     if (st != VPMM_OK) {
       release_handles_into(hs, orphans);
+      if (admission_) admission_->give_back(left);  // admitted, never created
       return st;
     }
     hs.push_back({ph, sz});
@@ -222,22 +227,28 @@ void PoolState::release_handles(const std::vector<Mapping>& hs) {
   for (const Mapping& h : hs) release_handle(h);
 }
 
+vpmm_status PoolState::release_counted(const Mapping& h) {
+  vpmm_status st = backend_->release(h.handle, h.size);
+  if (st == VPMM_OK && admission_) admission_->give_back(h.size);
+  return st;
+}
+
 void PoolState::release_handles_into(const std::vector<Mapping>& hs, std::vector<Mapping>* orphans) {
   for (const Mapping& h : hs)
-    if (backend_->release(h.handle, h.size) != VPMM_OK) orphans->push_back(h);
+    if (release_counted(h) != VPMM_OK) orphans->push_back(h);
 }
 
 void PoolState::release_handle(const Mapping& h) {
   if (handle_listener_) handle_listener_->before_release(h.handle);
   // An unmapped handle nobody uses: if the driver refuses to release it now,
   // keep it and try again at the next trim or at destroy rather than leak it.
-  if (backend_->release(h.handle, h.size) != VPMM_OK) orphans_.push_back(h);
+  if (release_counted(h) != VPMM_OK) orphans_.push_back(h);
 }
 
 void PoolState::retry_orphans() {
   size_t kept = 0;
   for (const Mapping& h : orphans_)
-    if (backend_->release(h.handle, h.size) != VPMM_OK) orphans_[kept++] = h;
+    if (release_counted(h) != VPMM_OK) orphans_[kept++] = h;
   orphans_.resize(kept);
 }
 
@@ -291,7 +302,7 @@ void PoolState::release_all() {
     release_handle(mp.second);
   }
   retry_orphans();
-  for (const Mapping& h : orphans_) twice([&] { return backend_->release(h.handle, h.size); });
+  for (const Mapping& h : orphans_) twice([&] { return release_counted(h); });
   for (auto& kv : m_)  // paused, retained and disk backups: memory and files given back
     if (kv.second.backup) drop_backup(kv.second);
   m_.clear();  // drops the events while the backend still exists

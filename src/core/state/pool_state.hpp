@@ -12,7 +12,9 @@
 // allocation's VA, a region's backup).
 // May call: the backend, the host services, and two narrow interfaces the layers above install
 // (HandleListener: the allocator's views; BackupReleaser: the pauser's
-// stores). Nothing else of the pool.
+// stores), and the Admission the C API may give it (a ledger shared with
+// other processes, src/ledger/): asked before every handle is created, told
+// after every handle is released. Nothing else of the pool.
 //
 // The allocator (core/alloc/), the sharer (core/share/) and the pauser
 // (core/pause/) each hold a reference to it; the pool facade (core/pool.hpp)
@@ -26,6 +28,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/host_services.hpp"
+#include "core/state/admission.hpp"
 #include "core/state/capacity.hpp"
 #include "core/state/counters.hpp"
 #include "config/pool_options.hpp"
@@ -85,6 +88,14 @@ class PoolState {
     handle_listener_ = handles;
     backup_releaser_ = backups;
   }
+  // Before init(): from then on every handle is admitted by `a` first.
+  void set_admission(std::unique_ptr<Admission> a) { admission_ = std::move(a); }
+  // A reservation's bytes admitted (and given back) outside the pool: no
+  // Admission, nothing asked.
+  vpmm_status admit_reserved(uint64_t bytes) { return admission_ ? admission_->reserve_credit(bytes) : VPMM_OK; }
+  void give_back_reserved(uint64_t bytes) {
+    if (admission_) admission_->give_back_credit(bytes);
+  }
 
   // The first VA chunk, and the initial pages mapped into it
   // (PoolOptions::initial_pages). On failure the pool's destructor gives
@@ -105,6 +116,19 @@ class PoolState {
   // do to that memory, so that s's free point covers it (the allocator's
   // free of pages and of views).
   void order_after_alloc_stream(const Region& live, Stream s);
+  // THE rule for memory that reaches stream s from a free region `from`
+  // (docs/design.md, "Memory between streams"): the point of s's order
+  // after which the memory's earlier work is done, for the allocation's
+  // Region::seq. Memory s freed itself: that free's point (its own work
+  // before, ordered by the stream). Memory another stream freed while its
+  // work was still queued, after s was made to wait for that work on the
+  // GPU (`waited`): a fresh point of s, so an event recorded on s for a
+  // later free on a third stream comes after the wait, and so after the
+  // lender's work. Completed or never-used memory: 0, nothing to order.
+  uint64_t handover_seq(Stream s, const Region& from, bool waited) {
+    if (from.stream == s) return from.seq;
+    return waited ? ++m_.stream(s).free_seq : 0;
+  }
 
   // --- handles and VA ----------------------------------------------------
   vpmm_status reserve_chunk(uint64_t min_bytes, uint64_t* va, uint64_t* size);
@@ -113,8 +137,9 @@ class PoolState {
   vpmm_status check_growth_limit(uint64_t bytes) const { return cap_.check_growth(m_.totals().mapped, bytes); }
   bool growth_fits(uint64_t bytes) const { return cap_.growth_fits(m_.totals().mapped, bytes); }
   // Creates handles no larger than max_handle; needs no mutex (the limit is
-  // the caller's to check). On failure nothing is left; handles the driver
-  // refused to release go to *orphans.
+  // the caller's to check). The Admission, if any, admits the bytes first
+  // (its refusal is the call's OUT_OF_MEMORY). On failure nothing is left;
+  // handles the driver refused to release go to *orphans (and stay admitted).
   vpmm_status create_handles(uint64_t bytes, uint64_t max_handle, std::vector<Mapping>* out,
                              std::vector<Mapping>* orphans);
   // Largest handle a growth of `shortfall` bytes is cut into under the
@@ -170,6 +195,9 @@ class PoolState {
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams
   HandleListener* handle_listener_ = nullptr;
   BackupReleaser* backup_releaser_ = nullptr;
+  std::unique_ptr<Admission> admission_;  // null: nothing outside the pool is asked
+  // Releases one handle; its bytes go back to the Admission when it went.
+  vpmm_status release_counted(const Mapping& h);
 };
 
 // The shared state as a collaborator holds it: references to the parts it

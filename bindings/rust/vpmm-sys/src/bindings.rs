@@ -16,6 +16,9 @@ pub const VPMM_RESERVE_BLOCK: u32 = 1;
 pub const VPMM_RESERVE_UPTO: u32 = 2;
 pub const VPMM_RESERVE_OVERDRAFT_IGNORE: u32 = 16;
 pub const VPMM_RESERVE_OVERDRAFT_GROW: u32 = 32;
+pub const VPMM_LEDGER_DEVICES: u32 = 16;
+pub const VPMM_LEDGER_MEMBERS: u32 = 64;
+pub const VPMM_LEDGER_HOST: i32 = -1;
 pub const VPMM_DEFAULT_POOL_LARGE_ROUNDING: u32 = 512;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -3532,6 +3535,553 @@ fn bindgen_test_layout_vpmm_ipc_stats() {
 extern "C" {
     pub fn vpmm_pool_ipc_stats(pool: *mut vpmm_pool, stats: *mut vpmm_ipc_stats) -> vpmm_status;
 }
+extern "C" {
+    pub fn vpmm_pool_create_ledger(
+        config: *const vpmm_config,
+        ledger: *const ::std::os::raw::c_char,
+        out: *mut *mut vpmm_pool,
+    ) -> vpmm_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_ledger_member {
+    pub struct_size: u32,
+    pub slot: u32,
+    pub pid: i32,
+    pub device: i32,
+    pub corrupt: u32,
+    pub n_evictable_tags: u32,
+    pub admitted_bytes: u64,
+    pub mapped_bytes: u64,
+    pub reserved_bytes: u64,
+    pub backed_up_bytes: u64,
+    pub host_admitted_bytes: u64,
+    pub n_admissions: u64,
+    pub n_refused: u64,
+    pub admission_wait_ns: u64,
+    pub n_pressure_asked: u64,
+    pub n_pressure_answered: u64,
+}
+#[test]
+fn bindgen_test_layout_vpmm_ledger_member() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_ledger_member>(),
+        104usize,
+        concat!("Size of: ", stringify!(vpmm_ledger_member))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_ledger_member>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_ledger_member))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_slot() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).slot) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(slot)
+            )
+        );
+    }
+    test_field_slot();
+    fn test_field_pid() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pid) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(pid)
+            )
+        );
+    }
+    test_field_pid();
+    fn test_field_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(device)
+            )
+        );
+    }
+    test_field_device();
+    fn test_field_corrupt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).corrupt) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(corrupt)
+            )
+        );
+    }
+    test_field_corrupt();
+    fn test_field_n_evictable_tags() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_evictable_tags) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(n_evictable_tags)
+            )
+        );
+    }
+    test_field_n_evictable_tags();
+    fn test_field_admitted_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admitted_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(admitted_bytes)
+            )
+        );
+    }
+    test_field_admitted_bytes();
+    fn test_field_mapped_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).mapped_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(mapped_bytes)
+            )
+        );
+    }
+    test_field_mapped_bytes();
+    fn test_field_reserved_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved_bytes) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(reserved_bytes)
+            )
+        );
+    }
+    test_field_reserved_bytes();
+    fn test_field_backed_up_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backed_up_bytes) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(backed_up_bytes)
+            )
+        );
+    }
+    test_field_backed_up_bytes();
+    fn test_field_host_admitted_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_admitted_bytes) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(host_admitted_bytes)
+            )
+        );
+    }
+    test_field_host_admitted_bytes();
+    fn test_field_n_admissions() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_admissions) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(n_admissions)
+            )
+        );
+    }
+    test_field_n_admissions();
+    fn test_field_n_refused() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_refused) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(n_refused)
+            )
+        );
+    }
+    test_field_n_refused();
+    fn test_field_admission_wait_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admission_wait_ns) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(admission_wait_ns)
+            )
+        );
+    }
+    test_field_admission_wait_ns();
+    fn test_field_n_pressure_asked() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_pressure_asked) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(n_pressure_asked)
+            )
+        );
+    }
+    test_field_n_pressure_asked();
+    fn test_field_n_pressure_answered() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_pressure_answered) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(n_pressure_answered)
+            )
+        );
+    }
+    test_field_n_pressure_answered();
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vpmm_ledger_info {
+    pub struct_size: u32,
+    pub device: i32,
+    pub budget_bytes: u64,
+    pub admitted_bytes: u64,
+    pub host_budget_bytes: u64,
+    pub host_admitted_bytes: u64,
+    pub n_pressure_requests: u64,
+    pub n_members: u32,
+    pub n_corrupt: u32,
+    pub budget_corrupt: u32,
+    pub host_budget_corrupt: u32,
+}
+#[test]
+fn bindgen_test_layout_vpmm_ledger_info() {
+    assert_eq!(
+        ::std::mem::size_of::<vpmm_ledger_info>(),
+        64usize,
+        concat!("Size of: ", stringify!(vpmm_ledger_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<vpmm_ledger_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(vpmm_ledger_info))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(device)
+            )
+        );
+    }
+    test_field_device();
+    fn test_field_budget_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).budget_bytes) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(budget_bytes)
+            )
+        );
+    }
+    test_field_budget_bytes();
+    fn test_field_admitted_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).admitted_bytes) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(admitted_bytes)
+            )
+        );
+    }
+    test_field_admitted_bytes();
+    fn test_field_host_budget_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_budget_bytes) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(host_budget_bytes)
+            )
+        );
+    }
+    test_field_host_budget_bytes();
+    fn test_field_host_admitted_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_admitted_bytes) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(host_admitted_bytes)
+            )
+        );
+    }
+    test_field_host_admitted_bytes();
+    fn test_field_n_pressure_requests() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_pressure_requests) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(n_pressure_requests)
+            )
+        );
+    }
+    test_field_n_pressure_requests();
+    fn test_field_n_members() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_members) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(n_members)
+            )
+        );
+    }
+    test_field_n_members();
+    fn test_field_n_corrupt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_corrupt) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(n_corrupt)
+            )
+        );
+    }
+    test_field_n_corrupt();
+    fn test_field_budget_corrupt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).budget_corrupt) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(budget_corrupt)
+            )
+        );
+    }
+    test_field_budget_corrupt();
+    fn test_field_host_budget_corrupt() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).host_budget_corrupt) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(host_budget_corrupt)
+            )
+        );
+    }
+    test_field_host_budget_corrupt();
+}
+extern "C" {
+    pub fn vpmm_ledger_read(
+        name: *const ::std::os::raw::c_char,
+        device: i32,
+        info: *mut vpmm_ledger_info,
+        members: *mut vpmm_ledger_member,
+        capacity: u32,
+        n_members: *mut u32,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_ledger_set_budget(
+        name: *const ::std::os::raw::c_char,
+        device: i32,
+        bytes: u64,
+    ) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_ledger_remove(name: *const ::std::os::raw::c_char) -> vpmm_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vpmm_api {
@@ -3965,12 +4515,39 @@ pub struct vpmm_api {
     pub pool_driver_profile: ::std::option::Option<
         unsafe extern "C" fn(pool: *mut vpmm_pool, out: *mut vpmm_driver_profile) -> vpmm_status,
     >,
+    pub pool_create_ledger: ::std::option::Option<
+        unsafe extern "C" fn(
+            config: *const vpmm_config,
+            ledger: *const ::std::os::raw::c_char,
+            out: *mut *mut vpmm_pool,
+        ) -> vpmm_status,
+    >,
+    pub ledger_read: ::std::option::Option<
+        unsafe extern "C" fn(
+            name: *const ::std::os::raw::c_char,
+            device: i32,
+            info: *mut vpmm_ledger_info,
+            members: *mut vpmm_ledger_member,
+            capacity: u32,
+            n_members: *mut u32,
+        ) -> vpmm_status,
+    >,
+    pub ledger_set_budget: ::std::option::Option<
+        unsafe extern "C" fn(
+            name: *const ::std::os::raw::c_char,
+            device: i32,
+            bytes: u64,
+        ) -> vpmm_status,
+    >,
+    pub ledger_remove: ::std::option::Option<
+        unsafe extern "C" fn(name: *const ::std::os::raw::c_char) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        680usize,
+        712usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -5440,6 +6017,74 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_driver_profile();
+    fn test_field_pool_create_ledger() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_create_ledger) as usize - ptr as usize
+            },
+            680usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_create_ledger)
+            )
+        );
+    }
+    test_field_pool_create_ledger();
+    fn test_field_ledger_read() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ledger_read) as usize - ptr as usize
+            },
+            688usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(ledger_read)
+            )
+        );
+    }
+    test_field_ledger_read();
+    fn test_field_ledger_set_budget() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ledger_set_budget) as usize - ptr as usize
+            },
+            696usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(ledger_set_budget)
+            )
+        );
+    }
+    test_field_ledger_set_budget();
+    fn test_field_ledger_remove() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ledger_remove) as usize - ptr as usize
+            },
+            704usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(ledger_remove)
+            )
+        );
+    }
+    test_field_ledger_remove();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;

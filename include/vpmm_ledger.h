@@ -1,0 +1,120 @@
+/*
+ * libvpmm: the ledger, one memory budget for the pools of several processes
+ * on one device (docs/ledger.md).
+ *
+ * Part of the public header: vpmm.h includes it, so a program includes
+ * vpmm.h; including this file first works too (it includes vpmm.h). The
+ * conventions of vpmm.h hold: statuses, vpmm_last_error() on failure, no
+ * exception crosses the ABI, structs read and written only up to the
+ * struct_size the caller set. Plain C99.
+ *
+ * A pool that joins a ledger asks it before it creates physical memory
+ * (its initial pages, every growth, every resume) and gives the bytes back
+ * when its handles go (free after trim, pause, destroy); vpmm_pool_reserve
+ * counts as admitted. The members of one ledger, whatever processes they
+ * live in, never hold more than the budget of their device together,
+ * however they race. A member that dies (SIGKILL included) has its share
+ * reclaimed by the next member that looks. Nothing is locked: a member
+ * that stops anywhere holds only its own share.
+ *
+ * The ledger is the shared-memory segment /dev/shm/vpmm.ledger.NAME, made
+ * by the first member with mode 0600: a process of another user cannot
+ * open it, and a member refuses to join a segment that is not its own
+ * user's with mode 0600 and the ledger's size, or whose header is corrupt.
+ * What other members wrote is validated, never trusted: a corrupt slot
+ * makes admission refuse (OUT_OF_MEMORY, naming it) rather than guess.
+ */
+#ifndef VPMM_LEDGER_H
+#define VPMM_LEDGER_H
+
+#include "vpmm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most devices (ordinals 0-15) and members (pools) a ledger holds. */
+#define VPMM_LEDGER_DEVICES 16
+#define VPMM_LEDGER_MEMBERS 64
+/* vpmm_ledger_set_budget's device for the host budget (backups). */
+#define VPMM_LEDGER_HOST (-1)
+
+/* Like vpmm_pool_create, with the pool a member of ledger `ledger` (created
+ * if it does not exist; NULL or "" = what VPMM_LEDGER says, and none when it
+ * is unset). A name is 1-64 characters of [A-Za-z0-9_.-], not starting with
+ * '.'. The device's budget is set by whoever first joins for that device:
+ * VPMM_LEDGER_BUDGET ("8G", or "80%" of the device), else the device's
+ * memory (the host backend's: host_capacity). vpmm_pool_create joins
+ * VPMM_LEDGER's ledger the same way.
+ * Errors: those of vpmm_pool_create; INVALID_ARGUMENT (a bad name, a
+ * malformed VPMM_LEDGER_BUDGET); WRONG_STATE (a segment of another user, of
+ * a mode other than 0600, of the wrong size or with a corrupt header);
+ * OUT_OF_MEMORY (the initial pages do not fit the budget, or all 64 slots are
+ * taken by live members); UNSUPPORTED (a device ordinal past 15).
+ * Thread safe. *out is NULL on failure. */
+VPMM_API vpmm_status vpmm_pool_create_ledger(const vpmm_config* config, const char* ledger, vpmm_pool** out);
+
+/* One member as vpmm_ledger_read sees it. */
+typedef struct vpmm_ledger_member {
+  uint32_t struct_size;         /* set by the caller in members[0]: every element's size */
+  uint32_t slot;                /* its slot, 0-63 */
+  int32_t pid;                  /* the process */
+  int32_t device;               /* the device ordinal it budgets against (16: unreadable) */
+  uint32_t corrupt;             /* 1: the slot fails its checks; its figures are not to be believed */
+  uint32_t n_evictable_tags;    /* tags it marked evictable (0 until pressure between members exists) */
+  uint64_t admitted_bytes;      /* what the ledger admitted it (mapped + reserved, in 4 KiB units) */
+  uint64_t mapped_bytes;        /* physical bytes its pool holds */
+  uint64_t reserved_bytes;      /* admitted for its reservations, not yet drawn on */
+  uint64_t backed_up_bytes;     /* host bytes of its pause backups (0 until the host budget exists) */
+  uint64_t host_admitted_bytes; /* host bytes the ledger admitted it */
+  uint64_t n_admissions;        /* admissions granted */
+  uint64_t n_refused;           /* admissions refused */
+  uint64_t admission_wait_ns;   /* time its admissions took, retries included */
+  uint64_t n_pressure_asked;    /* pressure requests it posted */
+  uint64_t n_pressure_answered; /* pressure requests it answered */
+} vpmm_ledger_member;
+
+/* The ledger as a whole, and one device's budget. */
+typedef struct vpmm_ledger_info {
+  uint32_t struct_size;     /* = sizeof(vpmm_ledger_info), set by the caller */
+  int32_t device;           /* the device of budget_bytes and admitted_bytes (vpmm_ledger_read's) */
+  uint64_t budget_bytes;    /* that device's budget; 0 = not set (no member of it yet) */
+  uint64_t admitted_bytes;  /* bytes admitted to that device's members */
+  uint64_t host_budget_bytes;   /* 0 = not set */
+  uint64_t host_admitted_bytes; /* host bytes admitted */
+  uint64_t n_pressure_requests; /* pressure requests posted so far */
+  uint32_t n_members;       /* members in use, every device (live, or corrupt) */
+  uint32_t n_corrupt;       /* slots that fail their checks (admission refuses while any does) */
+  uint32_t budget_corrupt;  /* 1: the device's budget word fails its check (admission refuses) */
+  uint32_t host_budget_corrupt; /* 1: the host budget's word fails its check */
+} vpmm_ledger_info;
+
+/* Reads ledger `name`: *info (may be NULL) for `device` (0-15), and up to
+ * `capacity` members of every device into members[] (may be NULL when
+ * capacity is 0), each of members[0].struct_size bytes; *n_members (may be
+ * NULL) receives how many there are, which may exceed capacity. Slots of
+ * dead processes are reclaimed on the way (reading is looking). Does not
+ * join. Errors: INVALID_ARGUMENT (a bad name or device, no such ledger, a
+ * struct_size that is not a size of the struct, members NULL with
+ * capacity > 0); WRONG_STATE (as vpmm_pool_create_ledger). Thread safe. */
+VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_ledger_info* info,
+                                      vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members);
+
+/* Sets the budget of `device` (0-15), or with VPMM_LEDGER_HOST the host
+ * budget, to `bytes` (rounded down to 4 KiB), while the ledger runs. A
+ * lower budget takes nothing from anyone: it admits nothing new until the
+ * members hold less. Any process of the ledger's user may call it.
+ * Errors: INVALID_ARGUMENT (a bad name or device, no such ledger);
+ * WRONG_STATE (as vpmm_pool_create_ledger). Thread safe. */
+VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, uint64_t bytes);
+
+/* Removes the name of ledger `name` (shm_unlink): processes that joined it
+ * keep theirs; the next pool to join makes a new one. For a ledger whose
+ * segment was corrupted or whose creator died while making it.
+ * Errors: INVALID_ARGUMENT (a bad name, no such ledger). Thread safe. */
+VPMM_API vpmm_status vpmm_ledger_remove(const char* name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VPMM_LEDGER_H */

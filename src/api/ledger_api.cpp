@@ -1,0 +1,165 @@
+// The ledger's C functions (include/vpmm_ledger.h) and the join a pool's
+// creation makes (ledger_join.hpp). The ledger itself is src/ledger/.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "api/ledger_join.hpp"
+#include "api/pool_shell.hpp"
+#include "common/settings.hpp"
+#include "common/status.hpp"
+#include "config/config.hpp"
+#include "ledger/ledger.hpp"
+#include "ledger/member.hpp"
+#include "vpmm.h"
+
+using vpmm::api::guarded;
+
+namespace vpmm {
+namespace api {
+
+namespace {
+
+// VPMM_LEDGER_BUDGET: bytes as parse_size reads them, or "N%" of the device.
+bool parse_budget(const char* text, uint64_t* bytes, double* fraction) {
+  const size_t n = std::strlen(text);
+  if (n > 1 && text[n - 1] == '%') {
+    char* end = nullptr;
+    const double pct = std::strtod(text, &end);
+    if (end != text + n - 1 || !(pct > 0.0 && pct <= 100.0)) return false;
+    *fraction = pct / 100.0;
+    return true;
+  }
+  return parse_size(text, bytes) && *bytes > 0;
+}
+
+}  // namespace
+
+vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
+                        std::unique_ptr<Admission>* out) {
+  out->reset();
+  if (!name || !*name) name = setting_text(Setting::kLedger);
+  if (!name || !*name) return VPMM_OK;  // no ledger: nothing changes
+  ledger::JoinRequest req;
+  req.name = name;
+  req.device = c.device > 0 ? static_cast<uint32_t>(c.device) : 0;
+  req.device_total = opt.device_total;
+  if (const char* b = setting_text(Setting::kLedgerBudget)) {
+    if (*b && !parse_budget(b, &req.budget_bytes, &req.budget_fraction))
+      return fail(VPMM_ERR_INVALID_ARGUMENT,
+                  "%s: VPMM_LEDGER_BUDGET=\"%.64s\" is not a budget (bytes such as \"8G\", or a share of the "
+                  "device such as \"80%%\")",
+                  call, b);
+  }
+  std::unique_ptr<ledger::LedgerMember> m;
+  vpmm_status st = ledger::LedgerMember::join(call, req, &m);
+  if (st != VPMM_OK) return st;
+  *out = std::move(m);
+  return VPMM_OK;
+}
+
+}  // namespace api
+}  // namespace vpmm
+
+extern "C" {
+
+VPMM_API vpmm_status vpmm_pool_create_ledger(const vpmm_config* config, const char* ledger, vpmm_pool** out) {
+  return vpmm::api::create_pool("vpmm_pool_create_ledger", config, ledger, out);
+}
+
+VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_ledger_info* info,
+                                      vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members) {
+  const char* call = "vpmm_ledger_read";
+  if (device < 0 || device >= VPMM_LEDGER_DEVICES)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: device %d is not 0-%d", call, device, VPMM_LEDGER_DEVICES - 1);
+  // The caller's sizes: at least the first two words, at most 64 KiB.
+  if (info && (info->struct_size < 8 || info->struct_size > 65536))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: info->struct_size %u is not a vpmm_ledger_info size (expected %u)",
+                      call, info->struct_size, static_cast<unsigned>(sizeof(vpmm_ledger_info)));
+  if (capacity && !members)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: members is NULL with capacity %u", call, capacity);
+  const uint32_t stride = capacity ? members[0].struct_size : 0;
+  if (capacity && (stride < 8 || stride > 65536 || stride % 8 != 0))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: members[0].struct_size %u is not a vpmm_ledger_member size (expected %u)", call, stride,
+                      static_cast<unsigned>(sizeof(vpmm_ledger_member)));
+  return guarded(call, [&]() -> vpmm_status {
+    std::unique_ptr<vpmm::ledger::Ledger> l;
+    vpmm_status st = vpmm::ledger::Ledger::open(call, name, false, &l);
+    if (st != VPMM_OK) return st;
+    const std::vector<vpmm::ledger::MemberView> ms = l->members();
+    vpmm_ledger_info full;
+    std::memset(&full, 0, sizeof full);
+    full.struct_size = sizeof full;
+    full.device = device;
+    full.n_members = static_cast<uint32_t>(ms.size());
+    bool set = false;
+    if (!l->budget(static_cast<uint32_t>(device), &full.budget_bytes, &set)) full.budget_corrupt = 1;
+    if (!l->host_budget(&full.host_budget_bytes, &set)) full.host_budget_corrupt = 1;
+    full.n_pressure_requests = l->pressure_requests();
+    for (const vpmm::ledger::MemberView& v : ms) {
+      if (v.corrupt) {
+        ++full.n_corrupt;
+        continue;
+      }
+      if (v.device == static_cast<uint32_t>(device)) full.admitted_bytes += v.charge;
+      full.host_admitted_bytes += v.host_charge;
+    }
+    if (info) {
+      const uint32_t n = info->struct_size;
+      std::memcpy(info, &full, n < sizeof full ? n : sizeof full);
+      info->struct_size = n;
+    }
+    for (uint32_t i = 0; i < capacity && i < ms.size(); ++i) {
+      const vpmm::ledger::MemberView& v = ms[i];
+      vpmm_ledger_member m;
+      std::memset(&m, 0, sizeof m);
+      m.struct_size = stride;
+      m.slot = v.slot;
+      m.pid = static_cast<int32_t>(v.pid);
+      m.device = static_cast<int32_t>(v.device);
+      m.corrupt = v.corrupt ? 1 : 0;
+      m.admitted_bytes = v.charge;
+      m.mapped_bytes = v.mapped;
+      m.reserved_bytes = v.reserved;
+      m.backed_up_bytes = v.backed_up;
+      m.host_admitted_bytes = v.host_charge;
+      m.n_admissions = v.n_admissions;
+      m.n_refused = v.n_refused;
+      m.admission_wait_ns = v.wait_ns;
+      m.n_pressure_asked = v.n_pressure_asked;
+      m.n_pressure_answered = v.n_pressure_answered;
+      m.n_evictable_tags = v.tags.empty() ? 0 : 1 + static_cast<uint32_t>(std::count(v.tags.begin(), v.tags.end(), ','));
+      char* dst = reinterpret_cast<char*>(members) + static_cast<size_t>(i) * stride;
+      std::memcpy(dst, &m, stride < sizeof m ? stride : sizeof m);
+    }
+    if (n_members) *n_members = static_cast<uint32_t>(ms.size());
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, uint64_t bytes) {
+  const char* call = "vpmm_ledger_set_budget";
+  if (device != VPMM_LEDGER_HOST && (device < 0 || device >= VPMM_LEDGER_DEVICES))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: device %d is not 0-%d or VPMM_LEDGER_HOST", call, device,
+                      VPMM_LEDGER_DEVICES - 1);
+  return guarded(call, [&]() -> vpmm_status {
+    std::unique_ptr<vpmm::ledger::Ledger> l;
+    vpmm_status st = vpmm::ledger::Ledger::open(call, name, false, &l);
+    if (st != VPMM_OK) return st;
+    if (device == VPMM_LEDGER_HOST)
+      l->set_host_budget(bytes);
+    else
+      l->set_budget(static_cast<uint32_t>(device), bytes);
+    return VPMM_OK;
+  });
+}
+
+VPMM_API vpmm_status vpmm_ledger_remove(const char* name) {
+  const char* call = "vpmm_ledger_remove";
+  return guarded(call, [&]() -> vpmm_status { return vpmm::ledger::Ledger::remove(call, name); });
+}
+
+}  // extern "C"

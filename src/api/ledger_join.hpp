@@ -1,0 +1,25 @@
+// What the pool's creation (c_api.cpp) and the ledger's C functions
+// (ledger_api.cpp) share: creating a pool, and the Admission a pool gets
+// when it joins a ledger (src/ledger/, docs/ledger.md).
+#pragma once
+
+#include <memory>
+
+#include "config/pool_options.hpp"
+#include "core/state/admission.hpp"
+#include "vpmm.h"
+
+namespace vpmm {
+namespace api {
+
+// vpmm_pool_create's body; `ledger` NULL or "": VPMM_LEDGER's, if set.
+vpmm_status create_pool(const char* call, const vpmm_config* config, const char* ledger, vpmm_pool** out);
+
+// Joins ledger `name` (NULL or "": VPMM_LEDGER's; *out stays null when
+// neither names one) for a pool of configuration `c` resolved into `opt`;
+// the budget of its device is VPMM_LEDGER_BUDGET's, else the device's memory.
+vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
+                        std::unique_ptr<Admission>* out);
+
+}  // namespace api
+}  // namespace vpmm

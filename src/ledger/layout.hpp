@@ -1,0 +1,132 @@
+// The ledger segment's layout (docs/ledger.md, "Segment layout"): what lies
+// in /dev/shm/vpmm.ledger.NAME, shared by every member. Nothing in it is
+// trusted: a reader validates every field it uses (the header's constants
+// and check word, each slot's identity check, each checked word).
+//
+// Every field is a 64-bit lock-free atomic, which is address-free and so
+// valid across processes that map the segment at different addresses.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace vpmm {
+namespace ledger {
+
+constexpr uint64_t kMagic = 0x3147444c6d6d7076ull;  // "vpmmLDG1" as little-endian bytes
+constexpr uint64_t kVersion = 1;
+constexpr uint32_t kSlots = 64;
+constexpr uint32_t kDevices = 16;
+constexpr uint64_t kHeaderBytes = 4096;
+constexpr uint64_t kSlotBytes = 256;
+constexpr uint64_t kSegmentBytes = kHeaderBytes + kSlots * kSlotBytes;
+constexpr uint64_t kUnit = 4096;  // the unit of checked words' values
+constexpr size_t kTagsBytes = 96;
+
+using Word = std::atomic<uint64_t>;
+static_assert(Word::is_always_lock_free, "the ledger needs lock-free 64-bit atomics");
+
+struct Header {
+  // Immutable once the magic is published.
+  Word magic;
+  Word version;
+  Word header_bytes;
+  Word segment_bytes;
+  Word slots;
+  Word devices;
+  Word nonce;
+  Word creator_pid;
+  Word check;  // header_check() of the fields above
+  // Mutable, checked words (field ids kBudgetField + device, kHostBudgetField).
+  Word budget[kDevices];
+  Word host_budget;
+  Word pressure_seq;  // counts pressure requests (shown only)
+};
+static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
+
+// Owner word: state (bits 62-63), generation (bits 32-61), pid (bits 0-31).
+enum SlotState : uint64_t { kFree = 0, kClaiming = 1, kActive = 2, kReclaiming = 3 };
+
+struct Slot {
+  Word owner;
+  Word start_time;  // /proc/PID/stat field 22 of the owner
+  Word device;
+  Word ident;       // slot_ident() of owner, start time and device
+  Word charge;      // checked word: bytes admitted (mapped + reserved credit)
+  Word pending;     // bytes being claimed right now (a hint for racing admitters)
+  Word host_charge; // checked word: host bytes admitted for backups
+  // Shown only: clamped when read, never used to admit.
+  Word mapped;
+  Word reserved;
+  Word backed_up;
+  Word n_admissions;
+  Word n_refused;
+  Word wait_ns;
+  Word n_pressure_asked;
+  Word n_pressure_answered;
+  Word heartbeat_ns;
+  Word tags[kTagsBytes / 8];  // the evictable tags, "a,b", NUL-terminated if shorter
+};
+static_assert(sizeof(Slot) <= kSlotBytes, "slot fits its stride");
+
+struct Segment {
+  Header header;
+  char header_pad[kHeaderBytes - sizeof(Header)];
+  struct alignas(8) PaddedSlot {
+    Slot s;
+    char pad[kSlotBytes - sizeof(Slot)];
+  } slots[kSlots];
+};
+static_assert(sizeof(Segment) == kSegmentBytes, "segment layout");
+
+inline uint64_t owner_word(SlotState st, uint64_t gen, uint32_t pid) {
+  return (uint64_t(st) << 62) | ((gen & ((1ull << 30) - 1)) << 32) | pid;
+}
+inline SlotState owner_state(uint64_t w) { return static_cast<SlotState>(w >> 62); }
+inline uint64_t owner_gen(uint64_t w) { return (w >> 32) & ((1ull << 30) - 1); }
+inline uint32_t owner_pid(uint64_t w) { return static_cast<uint32_t>(w); }
+
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+// Checked words: a value in kUnit units (40 bits) and a 24-bit hash of the
+// value, the field and the segment's nonce; garbage passes 1 in 2^24.
+constexpr uint64_t kMaxUnits = (1ull << 40) - 1;
+constexpr uint64_t kBudgetField = 1ull << 20;
+constexpr uint64_t kHostBudgetField = (1ull << 20) + 0xff;
+inline uint64_t charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 1; }
+inline uint64_t host_charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 2; }
+
+inline uint64_t word_hash(uint64_t units, uint64_t field, uint64_t nonce) {
+  return mix(units ^ mix(field ^ nonce)) & 0xffffff;
+}
+inline uint64_t encode_units(uint64_t units, uint64_t field, uint64_t nonce) {
+  if (units > kMaxUnits) units = kMaxUnits;
+  return (units << 24) | word_hash(units, field, nonce);
+}
+inline bool decode_units(uint64_t w, uint64_t field, uint64_t nonce, uint64_t* units) {
+  const uint64_t u = w >> 24;
+  if ((w & 0xffffff) != word_hash(u, field, nonce)) return false;
+  *units = u;
+  return true;
+}
+inline uint64_t units_up(uint64_t bytes) { return bytes / kUnit + (bytes % kUnit != 0); }
+inline uint64_t units_down(uint64_t bytes) { return bytes / kUnit; }
+inline uint64_t bytes_of(uint64_t units) { return units * kUnit; }
+
+inline uint64_t header_check(uint64_t nonce, uint64_t creator_pid) {
+  return mix(kMagic ^ mix(kVersion ^ mix(kHeaderBytes ^ mix(kSegmentBytes ^ mix(kSlots ^ mix(kDevices ^ mix(nonce ^ mix(creator_pid))))))));
+}
+inline uint64_t slot_ident(uint64_t owner, uint64_t start_time, uint64_t device, uint64_t nonce) {
+  return mix(owner ^ mix(start_time ^ mix(device ^ mix(nonce ^ 0x5107))));
+}
+
+}  // namespace ledger
+}  // namespace vpmm

@@ -1,0 +1,217 @@
+// LedgerMember (see member.hpp and docs/ledger.md, "Admission: no lock").
+#include "ledger/member.hpp"
+
+#include <time.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+
+#include "common/status.hpp"
+#include "ledger/process_identity.hpp"
+
+namespace vpmm {
+namespace ledger {
+
+namespace {
+
+// A refusal is retried only while another member was claiming at the same
+// moment (both may have seen the other's claim and both backed off); a
+// stopped member's stale claim ends the retries after about this many.
+constexpr int kAttempts = 64;
+
+uint64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void backoff(int attempt) {
+  thread_local std::minstd_rand rng(static_cast<unsigned>(now_ns() ^ ProcessIdentity::self_pid()));
+  const long us = 20 + static_cast<long>(rng() % (50u + 10u * static_cast<unsigned>(attempt)));
+  struct timespec ts = {0, us * 1000L};
+  nanosleep(&ts, nullptr);
+}
+
+double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+uint64_t field_of(uint64_t base, uint64_t owner) { return base ^ (owner_gen(owner) << 32); }
+
+}  // namespace
+
+vpmm_status LedgerMember::join(const char* call, const JoinRequest& req, std::unique_ptr<LedgerMember>* out) {
+  if (req.device >= kDevices)
+    return fail(VPMM_ERR_UNSUPPORTED, "%s: ledger %s: device %u is past the %u devices a ledger budgets", call,
+                req.name ? req.name : "", req.device, kDevices);
+  std::unique_ptr<Ledger> l;
+  vpmm_status st = Ledger::open(call, req.name, true, &l);
+  if (st != VPMM_OK) return st;
+  uint64_t budget = req.budget_bytes;
+  if (!budget && req.budget_fraction > 0.0)
+    budget = static_cast<uint64_t>(req.budget_fraction * static_cast<double>(req.device_total));
+  if (!budget) budget = req.device_total;
+  if (budget) l->init_budget(req.device, budget);
+  uint32_t slot = 0;
+  uint64_t owner = 0;
+  st = l->claim(call, req.device, &slot, &owner);
+  if (st != VPMM_OK) return st;
+  out->reset(new LedgerMember(std::move(l), req.device, slot, owner));
+  return VPMM_OK;
+}
+
+LedgerMember::~LedgerMember() { ledger_->leave(slot_, owner_); }
+
+bool LedgerMember::publish(uint64_t bytes) {
+  if (broken_) return false;
+  Slot& s = ledger_->slot(slot_);
+  if (s.owner.load() != owner_) {
+    broken_ = true;
+    return false;
+  }
+  const uint64_t want = bytes ? encode_units(units_up(bytes), field_of(charge_field(slot_), owner_), ledger_->nonce()) : 0;
+  uint64_t expect = word_;
+  if (!s.charge.compare_exchange_strong(expect, want)) {
+    broken_ = true;
+    return false;
+  }
+  word_ = want;
+  return true;
+}
+
+void LedgerMember::show() {
+  Slot& s = ledger_->slot(slot_);
+  s.mapped.store(mapped_);
+  s.reserved.store(credit_);
+  s.n_admissions.store(n_admissions_);
+  s.n_refused.store(n_refused_);
+  s.wait_ns.store(wait_ns_);
+  s.heartbeat_ns.store(now_ns());
+}
+
+vpmm_status LedgerMember::refuse_broken(const char* what, uint64_t bytes) {
+  ++n_refused_;
+  return fail(VPMM_ERR_OUT_OF_MEMORY,
+              "ledger %s: %s of %" PRIu64 " bytes refused: this member's slot %u was rewritten by another process, "
+              "so nothing more is admitted",
+              ledger_->name().c_str(), what, bytes, slot_);
+}
+
+vpmm_status LedgerMember::admit_shared(uint64_t bytes, const char* what) {
+  if (broken_) return refuse_broken(what, bytes);
+  Slot& s = ledger_->slot(slot_);
+  const uint64_t t0 = now_ns();
+  DeviceSum sum;
+  uint64_t budget = 0;
+  bool budget_set = false, budget_ok = true;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // Claim first (the pending hint, then the charge), then look: see
+    // member.hpp for why this order admits nobody past the budget.
+    s.pending.store(units_up(bytes));
+    if (!publish(charge_ + bytes)) {
+      s.pending.store(0);
+      return refuse_broken(what, bytes);
+    }
+    if (race_point_) race_point_();
+    sum = ledger_->scan(device_, false, static_cast<int>(slot_));
+    budget_ok = ledger_->budget(device_, &budget, &budget_set);
+    const bool fits = sum.corrupt_slot < 0 && budget_ok && (!budget_set || sum.units <= units_down(budget));
+    if (fits) {
+      charge_ += bytes;
+      s.pending.store(0);
+      ++n_admissions_;
+      wait_ns_ += now_ns() - t0;
+      return VPMM_OK;
+    }
+    const bool taken_back = publish(charge_);
+    s.pending.store(0);
+    if (!taken_back) return refuse_broken(what, bytes);
+    if (sum.corrupt_slot >= 0 || !budget_ok || !sum.others_pending) break;
+    backoff(attempt);
+  }
+  ++n_refused_;
+  wait_ns_ += now_ns() - t0;
+  show();
+  if (!budget_ok)
+    return fail(VPMM_ERR_OUT_OF_MEMORY, "ledger %s: %s of %" PRIu64 " bytes refused: the budget of device %u is corrupt",
+                ledger_->name().c_str(), what, bytes, device_);
+  if (sum.corrupt_slot >= 0)
+    return fail(VPMM_ERR_OUT_OF_MEMORY,
+                "ledger %s: %s of %" PRIu64 " bytes refused: slot %d cannot be trusted (%s); remove the ledger "
+                "(vpmm ledger %s --remove) once its members are gone",
+                ledger_->name().c_str(), what, bytes, sum.corrupt_slot, sum.corrupt_why, ledger_->name().c_str());
+  // Who holds what: the largest holders, this process's own charge among them.
+  // The sum holds this member's claim as it published it; shown without.
+  const uint64_t tentative = units_up(charge_ + bytes) - units_up(charge_);
+  uint64_t admitted = sum.units - (sum.units >= tentative ? tentative : sum.units);
+  for (DeviceSum::Holder& h : sum.holders)
+    if (h.slot == slot_) h.units -= h.units >= tentative ? tentative : h.units;
+  char holders[512];
+  size_t n = 0;
+  holders[0] = '\0';
+  uint64_t others = 0;
+  const uint32_t self = ProcessIdentity::self_pid();
+  for (size_t i = 0; i < sum.holders.size(); ++i) {
+    const DeviceSum::Holder& h = sum.holders[i];
+    if (!h.units) continue;
+    if (i < 6 && n < sizeof holders - 64)
+      n += static_cast<size_t>(std::snprintf(holders + n, sizeof holders - n, "%spid %u%s %.1f MiB", i ? ", " : "",
+                                             h.pid, h.pid == self ? " (this process)" : "", mib(bytes_of(h.units))));
+    else
+      others += bytes_of(h.units);
+  }
+  if (others && n < sizeof holders - 48)
+    std::snprintf(holders + n, sizeof holders - n, ", others %.1f MiB", mib(others));
+  return fail(VPMM_ERR_OUT_OF_MEMORY,
+              "ledger %s: %s of %" PRIu64 " bytes on device %u would pass its budget of %" PRIu64
+              " bytes (%.1f MiB admitted: %s)",
+              ledger_->name().c_str(), what, bytes, device_, budget, mib(bytes_of(admitted)),
+              n ? holders : "nobody");
+}
+
+vpmm_status LedgerMember::admit(uint64_t bytes) {
+  if (!bytes) return VPMM_OK;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t drawn = credit_ < bytes ? credit_ : bytes;
+  if (bytes > drawn) {
+    vpmm_status st = admit_shared(bytes - drawn, "growth");
+    if (st != VPMM_OK) return st;
+  }
+  credit_ -= drawn;
+  mapped_ += bytes;
+  show();
+  return VPMM_OK;
+}
+
+void LedgerMember::lower(uint64_t bytes) {
+  if (bytes > charge_) bytes = charge_;
+  if (publish(charge_ - bytes)) charge_ -= bytes;
+}
+
+void LedgerMember::give_back(uint64_t bytes) {
+  if (!bytes) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  mapped_ -= bytes < mapped_ ? bytes : mapped_;
+  lower(bytes);
+  show();
+}
+
+vpmm_status LedgerMember::reserve_credit(uint64_t bytes) {
+  if (!bytes) return VPMM_OK;
+  std::lock_guard<std::mutex> lock(mu_);
+  vpmm_status st = admit_shared(bytes, "reservation");
+  if (st != VPMM_OK) return st;
+  credit_ += bytes;
+  show();
+  return VPMM_OK;
+}
+
+void LedgerMember::give_back_credit(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t g = credit_ < bytes ? credit_ : bytes;
+  credit_ -= g;
+  lower(g);
+  show();
+}
+
+}  // namespace ledger
+}  // namespace vpmm

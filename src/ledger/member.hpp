@@ -1,0 +1,81 @@
+// LedgerMember: one pool's membership of a ledger (docs/ledger.md), the
+// Admission the pool asks before it creates physical memory. It owns its
+// slot: it is the only writer of the slot's charge, which it changes by
+// compare-and-swap against what it last wrote, so a slot someone else
+// rewrote is noticed (the member then admits nothing more).
+//
+// Admission publishes the new charge first, then sums the device's slots:
+// of two racing members at least one sees both charges, so none admits past
+// the budget. Growths draw first on the credit reservations admitted.
+//
+// Thread safe (a private mutex orders this member's own admissions; other
+// members are other slots). Destroying it leaves the ledger: the slot and
+// whatever it still held go back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/state/admission.hpp"
+#include "ledger/ledger.hpp"
+
+namespace vpmm {
+namespace ledger {
+
+struct JoinRequest {
+  const char* name = nullptr;
+  uint32_t device = 0;
+  uint64_t device_total = 0;     // the device's memory (for a fraction, and the default budget)
+  uint64_t budget_bytes = 0;     // budget if this member sets it first; 0 = the fraction's
+  double budget_fraction = 0.0;  // of device_total; 0 = the whole device
+};
+
+class LedgerMember final : public Admission {
+ public:
+  static vpmm_status join(const char* call, const JoinRequest& req, std::unique_ptr<LedgerMember>* out);
+  ~LedgerMember() override;
+  LedgerMember(const LedgerMember&) = delete;
+  LedgerMember& operator=(const LedgerMember&) = delete;
+
+  vpmm_status admit(uint64_t bytes) override;
+  void give_back(uint64_t bytes) override;
+  vpmm_status reserve_credit(uint64_t bytes) override;
+  void give_back_credit(uint64_t bytes) override;
+
+  Ledger& ledger() { return *ledger_; }
+  uint32_t slot() const { return slot_; }
+  // Tests only: runs between an admission's claim and its look at the
+  // others (where a racing member's whole admission may fall).
+  void set_race_point_for_tests(std::function<void()> f) { race_point_ = std::move(f); }
+
+ private:
+  LedgerMember(std::unique_ptr<Ledger> l, uint32_t device, uint32_t slot, uint64_t owner)
+      : ledger_(std::move(l)), device_(device), slot_(slot), owner_(owner) {}
+  // Admits `bytes` more against the budget (mu_ held).
+  vpmm_status admit_shared(uint64_t bytes, const char* what);
+  // Writes the charge `bytes` into the slot by CAS; false (and broken_)
+  // when the slot is not as this member left it.
+  bool publish(uint64_t bytes);
+  void lower(uint64_t bytes);  // mu_ held
+  void show();                 // the shown-only figures (mu_ held)
+  vpmm_status refuse_broken(const char* what, uint64_t bytes);
+
+  std::mutex mu_;
+  std::unique_ptr<Ledger> ledger_;
+  uint32_t device_ = 0;
+  uint32_t slot_ = 0;
+  uint64_t owner_ = 0;
+  uint64_t charge_ = 0;  // bytes admitted: mapped_ + credit_
+  uint64_t credit_ = 0;  // admitted for reservations, not yet drawn on
+  uint64_t mapped_ = 0;
+  uint64_t word_ = 0;    // the charge word as this member last wrote it
+  uint64_t n_admissions_ = 0, n_refused_ = 0, wait_ns_ = 0;
+  bool broken_ = false;
+  std::function<void()> race_point_;
+};
+
+}  // namespace ledger
+}  // namespace vpmm

@@ -1,0 +1,545 @@
+// The ledger (docs/ledger.md, include/vpmm_ledger.h): pools of several
+// processes on one device share one budget. Host backend, several processes
+// (fork): admission races never pass the budget, members killed anywhere
+// give their share back, reservations count, the segment is refused when it
+// is not the user's own 0600 file, and a hostile member (garbage in the
+// segment, a claim left pending by a stopped process) makes the others
+// refuse or carry on, never crash, hang or over-admit.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.hpp"
+#include "ledger/layout.hpp"
+#include "ledger/ledger.hpp"
+#include "ledger/member.hpp"
+#include "ledger/process_identity.hpp"
+#include "vpmm.h"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+
+std::string fresh_name() {
+  static int n = 0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "vt-ledger-%d-%d", static_cast<int>(getpid()), ++n);
+  vpmm_ledger_remove(buf);  // a leftover of an earlier run with this pid
+  return buf;
+}
+
+struct NameGuard {  // removes the ledger's name at the end of a case
+  std::string name;
+  ~NameGuard() { vpmm_ledger_remove(name.c_str()); }
+};
+
+vpmm_config host_config(uint64_t initial_pages = 0) {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = kPage;
+  c.va_size = 1024 * kPage;
+  c.host_capacity = 256ull << 20;
+  c.initial_pages = initial_pages;
+  c.small_size = 1;  // every request takes whole pages: one page, one admission
+  return c;
+}
+
+// A pool in ledger `name`; its budget, if this pool makes the ledger, is
+// set right after (the first member's default is the device's memory).
+vpmm_pool* join(const std::string& name, uint64_t initial_pages = 0) {
+  vpmm_config c = host_config(initial_pages);
+  vpmm_pool* p = nullptr;
+  if (vpmm_pool_create_ledger(&c, name.c_str(), &p) != VPMM_OK) {
+    std::printf("       join %s: %s\n", name.c_str(), vpmm_last_error());
+    return nullptr;
+  }
+  return p;
+}
+
+vpmm_ledger_info read_info(const std::string& name) {
+  vpmm_ledger_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (vpmm_ledger_read(name.c_str(), 0, &info, nullptr, 0, nullptr) != VPMM_OK)
+    std::printf("       read %s: %s\n", name.c_str(), vpmm_last_error());
+  return info;
+}
+
+// A page shared with children: counters they add to, a flag they wait on.
+struct Shared {
+  std::atomic<uint64_t> live{0};       // bytes of allocations alive in every child
+  std::atomic<uint64_t> peak{0};
+  std::atomic<uint64_t> over{0};       // times live passed the budget
+  std::atomic<uint64_t> n_ok{0};       // successful mallocs
+  std::atomic<uint64_t> n_oom{0};
+  std::atomic<uint64_t> n_other{0};    // failures other than out-of-memory
+  std::atomic<uint32_t> ready{0};      // children that joined
+  std::atomic<uint32_t> stop{0};
+};
+
+Shared* shared_page() {
+  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return new (m) Shared();
+}
+
+// A child's allocation loop: M threads each take pages until refused, keep
+// them a while, give them back (trimmed, so that the others can have them),
+// for `rounds` rounds (or until told to stop, rounds 0).
+void hammer(vpmm_pool* p, Shared* sh, uint64_t budget, int threads, int rounds, unsigned seed) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([=] {
+      std::minstd_rand rng(seed * 131 + static_cast<unsigned>(t));
+      std::vector<void*> held;
+      for (int r = 0; rounds == 0 ? sh->stop.load() == 0 : r < rounds; ++r) {
+        const int want = 1 + static_cast<int>(rng() % 8);
+        for (int k = 0; k < want; ++k) {
+          const uint64_t size = kPage * (1 + rng() % 3);
+          void* ptr = nullptr;
+          const vpmm_status st = vpmm_pool_malloc(p, size, nullptr, &ptr);
+          if (st == VPMM_OK) {
+            // Counted after the ledger admitted it, uncounted before the
+            // free gives it back: live never exceeds what was admitted.
+            const uint64_t now = sh->live.fetch_add(size) + size;
+            if (now > budget) sh->over.fetch_add(1);
+            uint64_t pk = sh->peak.load();
+            while (now > pk && !sh->peak.compare_exchange_weak(pk, now)) {
+            }
+            sh->n_ok.fetch_add(1);
+            std::memset(ptr, 0x5a, 64);
+            held.push_back(ptr);
+            *reinterpret_cast<uint64_t*>(static_cast<char*>(ptr) + 64) = size;
+          } else if (st == VPMM_ERR_OUT_OF_MEMORY) {
+            sh->n_oom.fetch_add(1);
+            break;
+          } else {
+            sh->n_other.fetch_add(1);
+            break;
+          }
+        }
+        while (held.size() > rng() % 3) {
+          void* ptr = held.back();
+          held.pop_back();
+          const uint64_t size = *reinterpret_cast<uint64_t*>(static_cast<char*>(ptr) + 64);
+          sh->live.fetch_sub(size);
+          vpmm_pool_free(p, ptr, nullptr);
+          // Nothing cached: every malloc grows, so every one is an
+          // admission, and what live counts is what the members hold.
+          vpmm_pool_trim(p, 0);
+        }
+      }
+      for (void* ptr : held) {
+        sh->live.fetch_sub(*reinterpret_cast<uint64_t*>(static_cast<char*>(ptr) + 64));
+        vpmm_pool_free(p, ptr, nullptr);
+      }
+    });
+  for (auto& t : ts) t.join();
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return status;
+}
+
+}  // namespace
+
+TEST("a pool's pages are admitted by its ledger and given back at free, trim and destroy") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name, 4);
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
+  vpmm_ledger_info info = read_info(name);
+  CHECK_EQ(info.n_members, 1u);
+  CHECK_EQ(info.budget_bytes, 16 * kPage);
+  CHECK_EQ(info.admitted_bytes, 4 * kPage);  // the initial pages
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, nullptr, &a));
+  CHECK_EQ(read_info(name).admitted_bytes, 10 * kPage);  // the initial pages, then 6 more
+  void* b = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(p, 8 * kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_MSG(std::strstr(vpmm_last_error(), "ledger") && std::strstr(vpmm_last_error(), "(this process)"),
+            "the refusal names the ledger and who holds what: %s", vpmm_last_error());
+  CHECK_OK(vpmm_pool_malloc(p, 6 * kPage, nullptr, &b));
+  CHECK_EQ(read_info(name).admitted_bytes, 16 * kPage);
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));
+  CHECK_EQ(read_info(name).admitted_bytes, 16 * kPage);  // cached, still mapped
+  CHECK_OK(vpmm_pool_trim(p, 0));
+  CHECK_EQ(read_info(name).admitted_bytes, 6 * kPage);
+  CHECK_OK(vpmm_pool_destroy(p));
+  info = read_info(name);
+  CHECK_EQ(info.n_members, 0u);
+  CHECK_EQ(info.admitted_bytes, 0u);
+}
+
+TEST("two pools of one ledger share its budget; a lower budget admits nothing new, a higher one does") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 8 * kPage));
+  void* a = nullptr;
+  void* b = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 5 * kPage, nullptr, &a));
+  CHECK_EQ(vpmm_pool_malloc(q, 4 * kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_OK(vpmm_pool_malloc(q, 3 * kPage, nullptr, &b));
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 4 * kPage));  // below what they hold
+  CHECK_OK(vpmm_pool_free(q, b, nullptr));
+  CHECK_OK(vpmm_pool_trim(q, 0));
+  CHECK_EQ(vpmm_pool_malloc(q, kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);  // 5 held, budget 4
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 6 * kPage));
+  CHECK_OK(vpmm_pool_malloc(q, kPage, nullptr, &b));
+  vpmm_pool_destroy(p);
+  vpmm_pool_destroy(q);
+}
+
+TEST("a reservation counts as admitted, once: growths under it draw on it, its release gives the rest back") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 10 * kPage));
+  vpmm_reservation* r = nullptr;
+  CHECK_OK(vpmm_pool_reserve(p, 6 * kPage, 0, &r));
+  CHECK_EQ(read_info(name).admitted_bytes, 6 * kPage);
+  void* b = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(q, 5 * kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_OK(vpmm_pool_malloc(q, 4 * kPage, nullptr, &b));
+  // p's allocation under its reservation needs no more admission.
+  void* a = nullptr;
+  vpmm_alloc_attrs at;
+  std::memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.reservation = r;
+  CHECK_OK(vpmm_pool_malloc_ex(p, 4 * kPage, nullptr, &at, &a));
+  CHECK_EQ(read_info(name).admitted_bytes, 10 * kPage);
+  vpmm_reservation* r2 = nullptr;
+  CHECK_EQ(vpmm_pool_reserve(q, kPage, 0, &r2), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_OK(vpmm_reservation_release(p, r));  // 2 pages of it unused: back
+  CHECK_EQ(read_info(name).admitted_bytes, 8 * kPage);
+  CHECK_OK(vpmm_pool_reserve(q, 2 * kPage, 0, &r2));
+  vpmm_pool_destroy(p);
+  vpmm_pool_destroy(q);
+  CHECK_EQ(read_info(name).admitted_bytes, 0u);
+}
+
+TEST("two admissions racing at the worst moment: one of them sees the other, the budget holds") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm::ledger::JoinRequest req;
+  req.name = name.c_str();
+  req.budget_bytes = 10 * kPage;
+  std::unique_ptr<vpmm::ledger::LedgerMember> a, b;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
+  if (!a || !b) return;
+  // b's whole admission falls between a's claim and a's look at the others.
+  vpmm_status b_status = VPMM_ERR_INTERNAL;
+  bool raced = false;
+  a->set_race_point_for_tests([&] {
+    if (raced) return;  // a's retries, if any, see b as it is
+    raced = true;
+    b_status = b->admit(6 * kPage);
+  });
+  const vpmm_status a_status = a->admit(6 * kPage);
+  CHECK(a_status == VPMM_OK || b_status == VPMM_OK);
+  CHECK_MSG(a_status != VPMM_OK || b_status != VPMM_OK, "both admitted 6 of a 10-page budget");
+  CHECK(read_info(name).admitted_bytes <= 10 * kPage);
+}
+
+TEST("4 processes x 4 threads allocating to the budget never pass it, and nothing is left after") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  const uint64_t budget = 48 * kPage;
+  vpmm_pool* p = join(name);  // makes the ledger, sets its budget before any child joins
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, budget));
+  Shared* sh = shared_page();
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      vpmm_pool* c = join(name);
+      if (!c) _exit(2);
+      hammer(c, sh, budget, 4, 40, static_cast<unsigned>(k + 1));
+      vpmm_pool_destroy(c);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) CHECK_EQ(wait_child(pid), 0);
+  CHECK_EQ(sh->over.load(), 0u);
+  CHECK_EQ(sh->n_other.load(), 0u);
+  CHECK(sh->n_ok.load() > 0);
+  CHECK(sh->n_oom.load() > 0);  // they did reach the budget
+  std::printf("       %llu mallocs, %llu refused, peak %llu of %llu bytes\n",
+              static_cast<unsigned long long>(sh->n_ok.load()), static_cast<unsigned long long>(sh->n_oom.load()),
+              static_cast<unsigned long long>(sh->peak.load()), static_cast<unsigned long long>(budget));
+  const vpmm_ledger_info info = read_info(name);
+  CHECK_EQ(info.n_members, 1u);  // the parent's pool
+  CHECK_EQ(info.admitted_bytes, 0u);
+  // The whole budget is there for the taking again.
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, budget, nullptr, &a));
+  vpmm_pool_destroy(p);
+}
+
+TEST("members SIGKILLed at random points give their share back to the next member that looks") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  const uint64_t budget = 32 * kPage;
+  vpmm_pool* p = join(name);
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, budget));
+  std::minstd_rand rng(7);
+  for (int round = 0; round < 6; ++round) {
+    Shared* sh = shared_page();
+    std::vector<pid_t> kids;
+    for (int k = 0; k < 3; ++k) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        vpmm_pool* c = join(name);
+        if (!c) _exit(2);
+        sh->ready.fetch_add(1);
+        hammer(c, sh, budget, 3, 0, static_cast<unsigned>(round * 10 + k));
+        _exit(0);
+      }
+      kids.push_back(pid);
+    }
+    // Kill each child after it made a random number of allocations more.
+    for (pid_t pid : kids) {
+      const uint64_t until = sh->n_ok.load() + rng() % 200;
+      while (sh->n_ok.load() < until && sh->n_oom.load() + sh->n_ok.load() < until + 100000) std::this_thread::yield();
+      kill(pid, SIGKILL);
+    }
+    for (pid_t pid : kids) {
+      const int st = wait_child(pid);
+      CHECK(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    }
+    // (No over-budget check here: a killed child's bytes stay in the shared
+    // count it can no longer take them out of; the race test checks that.)
+    CHECK(sh->n_other.load() == 0);
+    munmap(sh, 4096);
+    const vpmm_ledger_info info = read_info(name);  // reading is looking: the dead are reclaimed
+    CHECK_EQ(info.n_members, 1u);
+    CHECK_EQ(info.admitted_bytes, 0u);
+  }
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, budget, nullptr, &a));
+  vpmm_pool_destroy(p);
+}
+
+TEST("a member that dies between its claim and its admission's end leaks nothing") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
+  // The child does what an admission does up to its publication of the new
+  // charge, with its pending claim still set, and dies there.
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::unique_ptr<vpmm::ledger::Ledger> l;
+    if (vpmm::ledger::Ledger::open("child", name.c_str(), false, &l) != VPMM_OK) _exit(2);
+    uint32_t slot = 0;
+    uint64_t owner = 0;
+    if (l->claim("child", 0, &slot, &owner) != VPMM_OK) _exit(3);
+    vpmm::ledger::Slot& s = l->slot(slot);
+    s.pending.store(vpmm::ledger::units_up(12 * kPage));
+    s.charge.store(vpmm::ledger::encode_units(vpmm::ledger::units_up(12 * kPage),
+                                              vpmm::ledger::charge_field(slot) ^ (vpmm::ledger::owner_gen(owner) << 32),
+                                              l->nonce()));
+    _exit(0);
+  }
+  CHECK_EQ(wait_child(pid), 0);
+  // Its 12 pages are gone with it: the whole budget can be had.
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 16 * kPage, nullptr, &a));
+  CHECK_EQ(read_info(name).n_members, 1u);
+  vpmm_pool_destroy(p);
+}
+
+TEST("a stopped member's pending claim counts and bounds the others' retries; nobody hangs or over-admits") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::unique_ptr<vpmm::ledger::Ledger> l;
+    if (vpmm::ledger::Ledger::open("child", name.c_str(), false, &l) != VPMM_OK) _exit(2);
+    uint32_t slot = 0;
+    uint64_t owner = 0;
+    if (l->claim("child", 0, &slot, &owner) != VPMM_OK) _exit(3);
+    vpmm::ledger::Slot& s = l->slot(slot);
+    s.pending.store(vpmm::ledger::units_up(6 * kPage));
+    s.charge.store(vpmm::ledger::encode_units(vpmm::ledger::units_up(6 * kPage),
+                                              vpmm::ledger::charge_field(slot) ^ (vpmm::ledger::owner_gen(owner) << 32),
+                                              l->nonce()));
+    char c = 1;
+    if (write(fds[1], &c, 1) != 1) _exit(4);
+    raise(SIGSTOP);  // stopped mid-admission, for good
+    _exit(0);
+  }
+  char c = 0;
+  CHECK(read(fds[0], &c, 1) == 1);
+  int st = 0;
+  CHECK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 10 * kPage, nullptr, &a));  // 6 + 10 = the budget
+  void* b = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(p, kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);  // refused after bounded retries
+  kill(pid, SIGKILL);
+  wait_child(pid);
+  CHECK_OK(vpmm_pool_malloc(p, 6 * kPage, nullptr, &b));  // its share came back
+  vpmm_pool_destroy(p);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST("garbage written into the segment makes members refuse, never crash or over-admit") {
+  for (int where = 0; where < 3; ++where) {  // 0: a free slot's charge, 1: a member's slot, 2: everything
+    const std::string name = fresh_name();
+    NameGuard g{name};
+    vpmm_pool* p = join(name);
+    vpmm_pool* q = join(name);
+    CHECK(p && q);
+    if (!p || !q) return;
+    CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
+    void* a = nullptr;
+    CHECK_OK(vpmm_pool_malloc(q, 8 * kPage, nullptr, &a));
+    pid_t pid = fork();
+    if (pid == 0) {  // the hostile member: same user, writes through its own mapping
+      const std::string path = "/dev/shm/vpmm.ledger." + name;
+      int fd = open(path.c_str(), O_RDWR);
+      if (fd < 0) _exit(2);
+      auto* seg = static_cast<unsigned char*>(
+          mmap(nullptr, vpmm::ledger::kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+      if (seg == MAP_FAILED) _exit(3);
+      std::minstd_rand rng(where + 1);
+      if (where == 0) {
+        auto* s = reinterpret_cast<vpmm::ledger::Segment*>(seg);
+        s->slots[40].s.charge.store(0x1234);
+      } else if (where == 1) {
+        auto* s = reinterpret_cast<vpmm::ledger::Segment*>(seg);
+        for (uint32_t i = 0; i < vpmm::ledger::kSlots; ++i)
+          if (vpmm::ledger::owner_state(s->slots[i].s.owner.load()) == vpmm::ledger::kActive &&
+              s->slots[i].s.charge.load() != 0)
+            s->slots[i].s.charge.store((uint64_t(rng()) << 32) | rng());  // q's slot
+      } else {
+        for (uint64_t i = 0; i < vpmm::ledger::kSegmentBytes; ++i) seg[i] = static_cast<unsigned char>(rng());
+      }
+      _exit(0);
+    }
+    CHECK_EQ(wait_child(pid), 0);
+    void* b = nullptr;
+    const vpmm_status st = vpmm_pool_malloc(p, 8 * kPage, nullptr, &b);
+    CHECK_EQ(st, VPMM_ERR_OUT_OF_MEMORY);
+    CHECK_MSG(std::strstr(vpmm_last_error(), "trusted") || std::strstr(vpmm_last_error(), "overwritten") ||
+                  std::strstr(vpmm_last_error(), "rewritten"),
+              "case %d: %s", where, vpmm_last_error());
+    // Reading the ledger does not crash either, and says what it found.
+    vpmm_ledger_info info;
+    std::memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    vpmm_ledger_member ms[8];
+    std::memset(ms, 0, sizeof ms);
+    ms[0].struct_size = sizeof ms[0];
+    uint32_t n = 0;
+    const vpmm_status rs = vpmm_ledger_read(name.c_str(), 0, &info, ms, 8, &n);
+    if (where < 2)
+      CHECK(rs == VPMM_OK && info.n_corrupt >= 1);
+    else
+      CHECK_EQ(rs, VPMM_ERR_WRONG_STATE);  // the header fails its check: refused
+    // q's own memory stays its own, and its free works.
+    CHECK_OK(vpmm_pool_free(q, a, nullptr));
+    vpmm_pool_destroy(p);
+    vpmm_pool_destroy(q);
+  }
+}
+
+TEST("a segment that is not the user's own 0600 file is refused") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  const std::string shm = "/vpmm.ledger." + name;
+  int fd = shm_open(shm.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  CHECK(fd >= 0);
+  CHECK(ftruncate(fd, static_cast<off_t>(vpmm::ledger::kSegmentBytes)) == 0);
+  CHECK(fchmod(fd, 0644) == 0);
+  vpmm_config c = host_config();
+  vpmm_pool* p = nullptr;
+  CHECK_EQ(vpmm_pool_create_ledger(&c, name.c_str(), &p), VPMM_ERR_WRONG_STATE);
+  CHECK(std::strstr(vpmm_last_error(), "0600") != nullptr);
+  CHECK(p == nullptr);
+  // 0600 but never initialised (its creator died before the magic): refused
+  // after a bounded wait, with a hint.
+  CHECK(fchmod(fd, 0600) == 0);
+  CHECK_EQ(vpmm_pool_create_ledger(&c, name.c_str(), &p), VPMM_ERR_WRONG_STATE);
+  CHECK(std::strstr(vpmm_last_error(), "magic") != nullptr);
+  close(fd);
+  // A symbolic link is not followed.
+  vpmm_ledger_remove(name.c_str());
+  const std::string link = "/dev/shm/vpmm.ledger." + name;
+  CHECK(symlink("/dev/null", link.c_str()) == 0);
+  CHECK_EQ(vpmm_pool_create_ledger(&c, name.c_str(), &p), VPMM_ERR_WRONG_STATE);
+  unlink(link.c_str());
+  // Bad names are refused before anything is opened.
+  CHECK_EQ(vpmm_pool_create_ledger(&c, "../etc", &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_pool_create_ledger(&c, ".hidden", &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_ledger_read("no-such-ledger-here", 0, nullptr, nullptr, 0, nullptr), VPMM_ERR_INVALID_ARGUMENT);
+}
+
+TEST("VPMM_LEDGER makes vpmm_pool_create join, VPMM_LEDGER_BUDGET sets the first member's budget") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  setenv("VPMM_LEDGER", name.c_str(), 1);
+  setenv("VPMM_LEDGER_BUDGET", "50%", 1);
+  vpmm_config c = host_config();
+  vpmm_pool* p = nullptr;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  const vpmm_ledger_info info = read_info(name);
+  CHECK_EQ(info.n_members, 1u);
+  CHECK_EQ(info.budget_bytes, (256ull << 20) / 2);  // half the host backend's capacity
+  vpmm_pool_destroy(p);
+  setenv("VPMM_LEDGER_BUDGET", "lots", 1);
+  vpmm_ledger_remove(name.c_str());
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "VPMM_LEDGER_BUDGET") != nullptr);
+  unsetenv("VPMM_LEDGER");
+  unsetenv("VPMM_LEDGER_BUDGET");
+  CHECK_OK(vpmm_pool_create(&c, &p));  // no ledger: nothing asked
+  vpmm_pool_destroy(p);
+}
+
+int main(int argc, char** argv) {
+  unsetenv("VPMM_LEDGER");
+  unsetenv("VPMM_LEDGER_BUDGET");
+  return vt::run_all(argc, argv);
+}

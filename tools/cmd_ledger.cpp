@@ -1,0 +1,162 @@
+// `vpmm ledger NAME`: the members of a ledger (docs/ledger.md) and the
+// budget of a device, read through vpmm_ledger_read; --set-budget changes
+// the budget (vpmm_ledger_set_budget), --remove removes the ledger's name.
+// Reading reclaims the slots of dead members, as any look does.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "vpmm.h"
+
+namespace vcli {
+
+namespace {
+
+const char* const kLedgerHelp =
+    "usage: vpmm ledger NAME [--device D] [--set-budget BYTES] [--host-budget BYTES] [--remove]\n"
+    "\n"
+    "  lists the members of ledger NAME (pid, device, admitted, mapped, reserved, backed up,\n"
+    "  evictable tags, admissions) and the budget of device D (default 0)\n"
+    "  --set-budget BYTES   set device D's budget (\"8G\", bytes) while the ledger runs\n"
+    "  --host-budget BYTES  set the host budget of backups\n"
+    "  --remove             remove the ledger's name (members keep theirs; the next pool makes a new one)\n";
+
+// "8G", "512M", "4096": a size with an optional K/M/G/T suffix (powers of 1024).
+bool parse_bytes(const std::string& s, uint64_t* out) {
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  uint64_t mult = 1;
+  switch (*end) {
+    case 'K': case 'k': mult = 1ull << 10; ++end; break;
+    case 'M': case 'm': mult = 1ull << 20; ++end; break;
+    case 'G': case 'g': mult = 1ull << 30; ++end; break;
+    case 'T': case 't': mult = 1ull << 40; ++end; break;
+    default: break;
+  }
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end) return false;
+  *out = static_cast<uint64_t>(v) * mult;
+  return v == 0 || *out / mult == v;
+}
+
+std::string wait_text(uint64_t ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", static_cast<double>(ns) / 1e6);
+  return b;
+}
+
+}  // namespace
+
+int cmd_ledger(int argc, char** argv) {
+  std::string name;
+  int32_t device = 0;
+  bool remove = false, set_budget = false, set_host = false;
+  uint64_t budget = 0, host_budget = 0;
+  ArgCursor a(argc, argv);
+  while (a.i < argc) {
+    if (!a.next_is_option()) {
+      if (!name.empty()) return usage_error("ledger: one NAME only");
+      name = argv[a.i++];
+      continue;
+    }
+    a.take_option();
+    if (a.name == "--help") {
+      std::fputs(kLedgerHelp, stdout);
+      return 0;
+    }
+    if (a.name == "--remove") {
+      remove = true;
+      continue;
+    }
+    if (a.name != "--device" && a.name != "--set-budget" && a.name != "--host-budget")
+      return usage_error("ledger: unknown option " + a.name);
+    if (!a.take_value()) return usage_error("ledger: " + a.name + " needs a value");
+    if (a.name == "--device") {
+      char* end = nullptr;
+      const long d = std::strtol(a.value.c_str(), &end, 10);
+      if (a.value.empty() || *end || d < 0 || d >= VPMM_LEDGER_DEVICES)
+        return usage_error("ledger: --device " + a.value + " is not 0-15");
+      device = static_cast<int32_t>(d);
+    } else if (a.name == "--set-budget") {
+      if (!parse_bytes(a.value, &budget)) return usage_error("ledger: --set-budget " + a.value + " is not a size");
+      set_budget = true;
+    } else {
+      if (!parse_bytes(a.value, &host_budget))
+        return usage_error("ledger: --host-budget " + a.value + " is not a size");
+      set_host = true;
+    }
+  }
+  if (name.empty()) return usage_error("ledger: which ledger? (vpmm ledger NAME)");
+  if (remove) {
+    const vpmm_status st = vpmm_ledger_remove(name.c_str());
+    if (st != VPMM_OK) {
+      std::fprintf(stderr, "vpmm: %s\n", status_msg(st).c_str());
+      return 1;
+    }
+    std::printf("removed ledger %s\n", name.c_str());
+    return 0;
+  }
+  if (set_budget || set_host) {
+    vpmm_status st = VPMM_OK;
+    if (set_budget) st = vpmm_ledger_set_budget(name.c_str(), device, budget);
+    if (st == VPMM_OK && set_host) st = vpmm_ledger_set_budget(name.c_str(), VPMM_LEDGER_HOST, host_budget);
+    if (st != VPMM_OK) {
+      std::fprintf(stderr, "vpmm: %s\n", status_msg(st).c_str());
+      return 1;
+    }
+  }
+  vpmm_ledger_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  std::vector<vpmm_ledger_member> ms(VPMM_LEDGER_MEMBERS);
+  std::memset(ms.data(), 0, ms.size() * sizeof ms[0]);
+  ms[0].struct_size = sizeof ms[0];
+  uint32_t n = 0;
+  const vpmm_status st =
+      vpmm_ledger_read(name.c_str(), device, &info, ms.data(), static_cast<uint32_t>(ms.size()), &n);
+  if (st != VPMM_OK) {
+    std::fprintf(stderr, "vpmm: %s\n", status_msg(st).c_str());
+    return 1;
+  }
+  std::printf("ledger %s\n", name.c_str());
+  if (info.budget_corrupt)
+    std::printf("  device %d budget: CORRUPT (admission refuses)\n", device);
+  else if (info.budget_bytes)
+    std::printf("  device %d budget: %s, admitted %s (%.1f%%)\n", device, fmt_bytes(info.budget_bytes).c_str(),
+                fmt_bytes(info.admitted_bytes).c_str(),
+                100.0 * static_cast<double>(info.admitted_bytes) / static_cast<double>(info.budget_bytes));
+  else
+    std::printf("  device %d budget: not set (no member of the device yet)\n", device);
+  if (info.host_budget_corrupt)
+    std::printf("  host budget: CORRUPT\n");
+  else if (info.host_budget_bytes)
+    std::printf("  host budget: %s, admitted %s\n", fmt_bytes(info.host_budget_bytes).c_str(),
+                fmt_bytes(info.host_admitted_bytes).c_str());
+  else
+    std::printf("  host budget: not set\n");
+  std::printf("  members: %u%s, pressure requests: %llu\n", info.n_members,
+              info.n_corrupt ? " (some CORRUPT: admission refuses while they are)" : "",
+              static_cast<unsigned long long>(info.n_pressure_requests));
+  if (!n) return 0;
+  std::printf("  %-4s %-8s %-6s %-10s %-10s %-10s %-10s %-9s %-10s %-7s %s\n", "slot", "pid", "device", "admitted",
+              "mapped", "reserved", "backed up", "evictable", "admissions", "refused", "waited");
+  for (uint32_t i = 0; i < n && i < ms.size(); ++i) {
+    const vpmm_ledger_member& m = ms[i];
+    if (m.corrupt) {
+      std::printf("  %-4u CORRUPT (fails its checks; pid word %d)\n", m.slot, m.pid);
+      continue;
+    }
+    std::printf("  %-4u %-8d %-6d %-10s %-10s %-10s %-10s %-9u %-10llu %-7llu %s\n", m.slot, m.pid, m.device,
+                fmt_bytes(m.admitted_bytes).c_str(), fmt_bytes(m.mapped_bytes).c_str(),
+                fmt_bytes(m.reserved_bytes).c_str(), fmt_bytes(m.backed_up_bytes).c_str(), m.n_evictable_tags,
+                static_cast<unsigned long long>(m.n_admissions), static_cast<unsigned long long>(m.n_refused),
+                wait_text(m.admission_wait_ns).c_str());
+  }
+  return 0;
+}
+
+}  // namespace vcli
