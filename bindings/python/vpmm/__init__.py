@@ -25,6 +25,7 @@ from typing import Any, Dict
 
 from . import _library
 from ._library import path as _path
+from ._ledger import LEDGER_HOST, ledger, remove_ledger, set_ledger_budget  # docs/ledger.md
 from ._pool import (ALLOC_HOST_BACKUP, BACKENDS, BACKUP_STORES, REGION_KINDS, Pool, Reservation,
                     default_pool, region)
 from .errors import (BackendError, InternalError, InvalidArgument, OutOfMemory, Timeout,
@@ -47,7 +48,8 @@ __all__ = ["Pool", "Reservation", "region", "default_pool", "library_path", "ver
            "abi_version", "use_as_torch_allocator", "default_pool_stats", "VpmmError", "Error",
            "InvalidArgument", "OutOfMemory", "UnknownPointer", "WrongState", "Unsupported",
            "BackendError", "InternalError", "Timeout", "BACKENDS", "REGION_KINDS",
-           "ALLOC_HOST_BACKUP", "BACKUP_STORES", "backend_info"]
+           "ALLOC_HOST_BACKUP", "BACKUP_STORES", "backend_info", "ledger", "set_ledger_budget",
+           "remove_ledger", "LEDGER_HOST"]
 
 
 def library_path() -> str:

@@ -1,0 +1,76 @@
+"""vpmm.ledger (docs/ledger.md) from Python: a pool joins through VPMM_LEDGER,
+vpmm.ledger() lists it and a member in another process, set_ledger_budget
+bounds them, and a killed member's share comes back (host backend)."""
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vpmm  # noqa: E402
+
+MiB = 1 << 20
+CHILD = """
+import os, sys, vpmm
+pool = vpmm.Pool(backend="host", page_size=64 << 10)
+p = pool.malloc(8 << 20)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+class LedgerTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.name = f"vt-py-ledger-{os.getpid()}"
+        try:
+            vpmm.remove_ledger(self.name)
+        except vpmm.InvalidArgument:
+            pass
+        os.environ["VPMM_LEDGER"] = self.name
+
+    def tearDown(self) -> None:
+        os.environ.pop("VPMM_LEDGER", None)
+        try:
+            vpmm.remove_ledger(self.name)
+        except vpmm.InvalidArgument:
+            pass
+
+    def test_members_budget_and_a_killed_member(self) -> None:
+        pool = vpmm.Pool(backend="host", page_size=64 << 10)
+        vpmm.set_ledger_budget(self.name, 0, 16 * MiB)
+        pool.malloc(4 * MiB)
+        info = vpmm.ledger(self.name)
+        self.assertEqual(info["budget_bytes"], 16 * MiB)
+        self.assertEqual(info["admitted_bytes"], 4 * MiB)
+        self.assertEqual([m["pid"] for m in info["members"]], [os.getpid()])
+        child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__))))
+        try:
+            self.assertEqual(child.stdout.readline().strip(), b"ready")
+            info = vpmm.ledger(self.name)
+            self.assertEqual(sorted(m["pid"] for m in info["members"]), sorted([os.getpid(), child.pid]))
+            self.assertEqual(info["admitted_bytes"], 12 * MiB)
+            with self.assertRaises(vpmm.OutOfMemory) as e:
+                pool.malloc(8 * MiB)
+            self.assertIn(f"pid {child.pid}", str(e.exception))
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            child.stdin.close()
+            child.stdout.close()
+        info = vpmm.ledger(self.name)  # reading is looking: the dead member is reclaimed
+        self.assertEqual(len(info["members"]), 1)
+        pool.malloc(8 * MiB)
+        pool.close()
+        self.assertEqual(vpmm.ledger(self.name)["admitted_bytes"], 0)
+
+    def test_errors(self) -> None:
+        with self.assertRaises(vpmm.InvalidArgument):
+            vpmm.ledger("no-such-ledger-" + str(os.getpid()))
+        with self.assertRaises(vpmm.InvalidArgument):
+            vpmm.ledger("../bad")
+
+
+if __name__ == "__main__":
+    unittest.main()
