@@ -308,6 +308,15 @@ class CloseRaceTest(unittest.TestCase):
     ROUNDS = 120
     THREADS = 4
 
+    def setUp(self):
+        # Switch threads often: more interleavings per round, and a close
+        # waiting for the GIL behind spinning workers gets it sooner.
+        self.interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)
+
+    def tearDown(self):
+        sys.setswitchinterval(self.interval)
+
     def race(self, make, ops, close):
         for _ in range(self.ROUNDS):
             obj = make()
