@@ -449,7 +449,24 @@ class TransportTest(unittest.TestCase):
             finally:
                 ipc.SERVE_DEADLINE_S = old
             self.assertEqual(ex.state, "active")
-            ex.close()
+            # close() does not wait for the server's send to a silent peer:
+            # it cuts that connection, and the export closes when it ends.
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                before = {t.ident for t in threading.enumerate()}
+                s.connect(h.address)
+                s.sendall(h.nonce)
+                answer = None
+                while answer is None:  # the server's thread for this connection
+                    answer = next((t for t in threading.enumerate()
+                                   if t.name == "vpmm-ipc-answer" and t.ident not in before), None)
+                    select.select([], [], [], 0.001)
+                wait_blocked_in_sendmsg(answer)
+                ex.close()
+                poller = select.poll()
+                poller.register(s, select.POLLRDHUP)
+                self.assertNotEqual(poller.poll(30000), [], "close() left the server's send running")
+                answer.join()
+            self.assertEqual(big.ipc_stats()["exports"], 0)
         finally:
             big.close()
 
