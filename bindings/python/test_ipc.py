@@ -335,6 +335,8 @@ def wait_blocked_in_sendmsg(thread):
     """Returns once `thread` is blocked in sendmsg (or, on an architecture
     whose number is not listed, in some system call)."""
     want = SENDMSG.get(platform.machine())
+    while thread.native_id is None:  # still starting
+        select.select([], [], [], 0.001)
     path = f"/proc/self/task/{thread.native_id}/syscall"
     while True:
         with open(path) as f:
@@ -451,6 +453,7 @@ class TransportTest(unittest.TestCase):
             self.assertEqual(ex.state, "active")
             # close() does not wait for the server's send to a silent peer:
             # it cuts that connection, and the export closes when it ends.
+            ipc.SERVE_DEADLINE_S = 600  # not what ends the send here
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 before = {t.ident for t in threading.enumerate()}
                 s.connect(h.address)
@@ -466,6 +469,7 @@ class TransportTest(unittest.TestCase):
                 poller.register(s, select.POLLRDHUP)
                 self.assertNotEqual(poller.poll(30000), [], "close() left the server's send running")
                 answer.join()
+            ipc.SERVE_DEADLINE_S = old
             self.assertEqual(big.ipc_stats()["exports"], 0)
         finally:
             big.close()
