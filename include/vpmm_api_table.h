@@ -160,6 +160,7 @@ typedef struct vpmm_api {
                              struct vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members);
   vpmm_status (*ledger_set_budget)(const char* name, int32_t device, uint64_t bytes);
   vpmm_status (*ledger_remove)(const char* name);
+  vpmm_status (*pool_ledger_evictable)(vpmm_pool* pool, const char* const* tags, size_t n);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

@@ -108,6 +108,20 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
  * WRONG_STATE (as vpmm_pool_create_ledger). Thread safe. */
 VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, uint64_t bytes);
 
+/* The tags of `pool` that other members' pressure may pause, in the order
+ * to pause them (replacing any earlier list; n 0 clears it). When another
+ * member of the ledger cannot be admitted, it posts a request and waits (at
+ * most 1 s); this pool's watcher thread sees it within a few milliseconds,
+ * calls the pool's pressure callback (under_pressure 1), trims the pool's
+ * cached free memory, then pauses these tags one by one (with their backups,
+ * as vpmm_pool_pause does) until the bytes asked for went back. A member
+ * that does not answer in time is not waited for: the asking call then
+ * fails with OUT_OF_MEMORY. Resume the tags when the memory is back (the
+ * resume is admitted like any growth). Tags are copied (at most 64, each
+ * 1-63 bytes, no comma). Errors: INVALID_ARGUMENT (a bad pool or tag),
+ * WRONG_STATE (the pool is in no ledger). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_ledger_evictable(vpmm_pool* pool, const char* const* tags, size_t n);
+
 /* Removes the name of ledger `name` (shm_unlink): processes that joined it
  * keep theirs; the next pool to join makes a new one. For a ledger whose
  * segment was corrupted or whose creator died while making it.

@@ -120,6 +120,7 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     std::unique_ptr<vpmm::Admission> admission;
     st = vpmm::api::join_ledger(call, ledger, c, opt, &admission);
     if (st != VPMM_OK) return st;
+    vpmm::Admission* member = admission.get();
     std::unique_ptr<vpmm::Pool> pool;
     st = vpmm::Pool::create(std::move(backend), vpmm::make_host_services(), opt, &pool, std::move(admission));
     if (st != VPMM_OK) return std::strncmp(vpmm_last_error(), call, std::strlen(call)) == 0 ? st : vpmm::fail_context(st, call);
@@ -128,6 +129,7 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     shell->config = c;
     shell->pool = std::move(pool);
     shell->pool->set_handle(shell.get());
+    if (member) vpmm::api::ledger_attach(shell.get(), member);
     *out = shell.release();
     return VPMM_OK;
   });
@@ -144,6 +146,7 @@ VPMM_API vpmm_status vpmm_pool_destroy(vpmm_pool* pool) {
   if (!pool) return VPMM_OK;
   return guarded(call, [&]() -> vpmm_status {
     VPMM_CHECK_POOL(call, pool);
+    vpmm::api::ledger_forget(pool);  // its ledger watcher calls into the pool: stopped first
     std::lock_guard<std::mutex> lock(g_shells_mu);
     if (!g_dead_shells) g_dead_shells = new std::vector<vpmm_pool*>();
     g_dead_shells->reserve(g_dead_shells->size() + 1);  // may throw before anything changes

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "api/ledger_join.hpp"
@@ -60,10 +63,84 @@ vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c
   return VPMM_OK;
 }
 
+namespace {
+// The members of this process's pools, by shell: what vpmm_pool_ledger_evictable
+// and the watchers reach. Reachable at exit: not a leak.
+std::mutex g_members_mu;
+std::unordered_map<vpmm_pool*, ledger::LedgerMember*>* g_members = nullptr;
+
+ledger::LedgerMember* member_of(vpmm_pool* shell) {
+  std::lock_guard<std::mutex> lock(g_members_mu);
+  if (!g_members) return nullptr;
+  auto it = g_members->find(shell);
+  return it == g_members->end() ? nullptr : it->second;
+}
+}  // namespace
+
+void ledger_attach(vpmm_pool* shell, Admission* a) {
+  // Only join_ledger makes the Admission of a pool's creation.
+  auto* m = static_cast<ledger::LedgerMember*>(a);
+  {
+    std::lock_guard<std::mutex> lock(g_members_mu);
+    if (!g_members) g_members = new std::unordered_map<vpmm_pool*, ledger::LedgerMember*>();
+    (*g_members)[shell] = m;
+  }
+  m->start_watcher([shell, m](uint64_t need) {
+    // Another member is short of `need` bytes: the pool hears of it (its
+    // pressure callback), gives back its cached free memory, then pauses
+    // its evictable tags in their order until `need` went back.
+    const uint64_t before = m->charge();
+    auto freed = [&] {
+      const uint64_t now = m->charge();
+      return now < before ? before - now : 0;
+    };
+    shell->pool->report_outside_pressure();
+    vpmm_pool_trim(shell, 0);
+    for (const std::string& tag : m->evictable()) {
+      if (freed() >= need) break;
+      vpmm_pool_pause(shell, tag.c_str());
+    }
+  });
+}
+
+void ledger_forget(vpmm_pool* shell) {
+  ledger::LedgerMember* m = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_members_mu);
+    if (!g_members) return;
+    auto it = g_members->find(shell);
+    if (it == g_members->end()) return;
+    m = it->second;
+    g_members->erase(it);
+  }
+  m->stop_watcher();
+}
+
 }  // namespace api
 }  // namespace vpmm
 
 extern "C" {
+
+VPMM_API vpmm_status vpmm_pool_ledger_evictable(vpmm_pool* pool, const char* const* tags, size_t n) {
+  const char* call = "vpmm_pool_ledger_evictable";
+  VPMM_CHECK_POOL(call, pool);
+  if (n && !tags) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tags is NULL with n %zu", call, n);
+  if (n > 64) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %zu tags (at most 64)", call, n);
+  return guarded(call, [&]() -> vpmm_status {
+    std::vector<std::string> list;
+    for (size_t i = 0; i < n; ++i) {
+      if (!tags[i] || !*tags[i] || std::strlen(tags[i]) > VPMM_TAG_MAX_BYTES || std::strchr(tags[i], ','))
+        return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: tags[%zu] is not a tag (1-%d bytes, no comma)", call, i,
+                          VPMM_TAG_MAX_BYTES);
+      list.emplace_back(tags[i]);
+    }
+    vpmm::ledger::LedgerMember* m = vpmm::api::member_of(pool);
+    if (!m) return vpmm::fail(VPMM_ERR_WRONG_STATE, "%s: the pool is in no ledger", call);
+    m->set_evictable(std::move(list));
+    return VPMM_OK;
+  });
+}
+
 
 VPMM_API vpmm_status vpmm_pool_create_ledger(const vpmm_config* config, const char* ledger, vpmm_pool** out) {
   return vpmm::api::create_pool("vpmm_pool_create_ledger", config, ledger, out);

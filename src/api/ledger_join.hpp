@@ -21,5 +21,12 @@ vpmm_status create_pool(const char* call, const vpmm_config* config, const char*
 vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
                         std::unique_ptr<Admission>* out);
 
+// After the pool's shell exists: its member answers the other members'
+// pressure requests (the pool's pressure callback, trim, its evictable tags
+// paused in order) on the member's watcher thread.
+void ledger_attach(vpmm_pool* shell, Admission* member);
+// Before the pool goes: the watcher stops (it calls into the pool).
+void ledger_forget(vpmm_pool* shell);
+
 }  // namespace api
 }  // namespace vpmm

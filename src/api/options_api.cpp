@@ -262,6 +262,7 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, ledger_read),
     VPMM_F_(vpmm_api, PTR, ledger_set_budget),
     VPMM_F_(vpmm_api, PTR, ledger_remove),
+    VPMM_F_(vpmm_api, PTR, pool_ledger_evictable),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

@@ -285,6 +285,15 @@ void Pool::set_pressure_callback(vpmm_pressure_fn fn, void* user) {
   state_.capacity().set_pressure_callback(fn, user);
 }
 
+void Pool::report_outside_pressure() {
+  uint64_t mapped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped = state_.map().totals().mapped;
+  }
+  report_pressure(1, mapped);
+}
+
 void Pool::report_pressure(int transition, uint64_t mapped) {
   vpmm_pressure_fn fn;
   void* user;

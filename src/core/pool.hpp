@@ -95,6 +95,9 @@ class Pool final {
   vpmm_status set_limit(uint64_t bytes);
   void set_oom_callback(vpmm_oom_fn fn, void* user);
   void set_pressure_callback(vpmm_pressure_fn fn, void* user);
+  // Calls the pressure callback with under_pressure 1 and the mapped bytes
+  // (another member of the pool's ledger asks for memory back); no mutex held.
+  void report_outside_pressure();
   void set_handle(vpmm_pool* h) { handle_ = h; }
 
   // Sharing memory with other processes (Sharer, sharer.hpp says what each

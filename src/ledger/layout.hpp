@@ -41,7 +41,12 @@ struct Header {
   // Mutable, checked words (field ids kBudgetField + device, kHostBudgetField).
   Word budget[kDevices];
   Word host_budget;
-  Word pressure_seq;  // counts pressure requests (shown only)
+  Word pressure_seq;  // counts pressure requests; the latest is the one members answer
+  // The latest request (hints: a member answering garbage gives memory back
+  // for nothing, nothing worse): device, bytes wanted, the asking slot.
+  Word pressure_device;
+  Word pressure_bytes;
+  Word pressure_slot;
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
 
@@ -66,6 +71,7 @@ struct Slot {
   Word n_pressure_asked;
   Word n_pressure_answered;
   Word heartbeat_ns;
+  Word pressure_answered;  // the latest request this member answered
   Word tags[kTagsBytes / 8];  // the evictable tags, "a,b", NUL-terminated if shorter
 };
 static_assert(sizeof(Slot) <= kSlotBytes, "slot fits its stride");

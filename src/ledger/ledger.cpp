@@ -57,7 +57,7 @@ void zero_word(Word& w, uint64_t base, uint64_t owner, uint64_t nonce) {
 
 void zero_figures(Slot& s) {
   for (Word* w : {&s.mapped, &s.reserved, &s.backed_up, &s.n_admissions, &s.n_refused, &s.wait_ns,
-                  &s.n_pressure_asked, &s.n_pressure_answered, &s.heartbeat_ns, &s.pending})
+                  &s.n_pressure_asked, &s.n_pressure_answered, &s.heartbeat_ns, &s.pending, &s.pressure_answered})
     w->store(0);
   for (Word& w : s.tags) w.store(0);
 }
@@ -298,6 +298,7 @@ vpmm_status Ledger::claim(const char* call, uint32_t device, uint32_t* out_slot,
       const uint64_t claiming = owner_word(kClaiming, owner_gen(o), pid);
       if (!s.owner.compare_exchange_strong(o, claiming)) continue;
       zero_figures(s);
+      s.pressure_answered.store(seg_->header.pressure_seq.load());  // earlier requests are not its to answer
       s.start_time.store(start);
       s.device.store(device);
       const uint64_t active = owner_word(kActive, owner_gen(o), pid);
@@ -371,6 +372,19 @@ DeviceSum Ledger::scan(uint32_t device, bool host, int self) {
   std::sort(sum.holders.begin(), sum.holders.end(),
             [](const DeviceSum::Holder& a, const DeviceSum::Holder& b) { return a.units > b.units; });
   return sum;
+}
+
+void Ledger::answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered) {
+  *others = *answered = 0;
+  for (uint32_t i = 0; i < kSlots; ++i) {
+    if (i == self) continue;
+    Slot& s = slot(i);
+    const uint64_t o = s.owner.load();
+    if (owner_state(o) != kActive || !ident_ok(i, o) || s.device.load() != device) continue;
+    if (reclaim_if_dead(i, o)) continue;
+    ++*others;
+    if (s.pressure_answered.load() >= seq) ++*answered;
+  }
 }
 
 std::vector<MemberView> Ledger::members() {

@@ -79,8 +79,25 @@ class Ledger {
   bool host_budget(uint64_t* bytes, bool* set) const;
   void set_host_budget(uint64_t bytes);
   void init_host_budget(uint64_t bytes);
-  void note_pressure() { seg_->header.pressure_seq.fetch_add(1); }
+  // Posts a pressure request for `bytes` on `device` from `slot`; its number.
+  uint64_t ask(uint32_t device, uint64_t bytes, uint32_t slot) {
+    Header& h = seg_->header;
+    h.pressure_device.store(device);
+    h.pressure_bytes.store(bytes);
+    h.pressure_slot.store(slot);
+    return h.pressure_seq.fetch_add(1) + 1;
+  }
   uint64_t pressure_requests() const { return seg_->header.pressure_seq.load(); }
+  struct Request {
+    uint64_t seq, device, bytes, slot;
+  };
+  Request request() const {
+    const Header& h = seg_->header;
+    return {h.pressure_seq.load(), h.pressure_device.load(), h.pressure_bytes.load(), h.pressure_slot.load()};
+  }
+  // Active members of `device` other than `self`, and how many of them
+  // answered request `seq` (a stopped or busy member does not).
+  void answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered);
 
   // --- slots ----------------------------------------------------------------
   // Claims a free slot (reclaiming dead ones if none is free) as this

@@ -3,8 +3,10 @@
 
 #include <time.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "common/status.hpp"
@@ -19,6 +21,9 @@ namespace {
 // moment (both may have seen the other's claim and both backed off); a
 // stopped member's stale claim ends the retries after about this many.
 constexpr int kAttempts = 64;
+// How long an admission the budget refused waits for the other members to
+// give memory back before it fails.
+constexpr int kPressureWaitMs = 1000;
 
 uint64_t now_ns() {
   struct timespec ts;
@@ -59,7 +64,76 @@ vpmm_status LedgerMember::join(const char* call, const JoinRequest& req, std::un
   return VPMM_OK;
 }
 
-LedgerMember::~LedgerMember() { ledger_->leave(slot_, owner_); }
+LedgerMember::~LedgerMember() {
+  stop_watcher();
+  ledger_->leave(slot_, owner_);
+}
+
+void LedgerMember::start_watcher(Responder r) {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (watcher_.joinable()) return;
+  responder_ = std::move(r);
+  stopping_ = false;
+  watcher_ = std::thread([this] { watch(); });
+}
+
+void LedgerMember::stop_watcher() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
+}
+
+// The watcher: a look at the request counter every 2 ms (a load of one
+// shared word), and an answer to each new request of this device from
+// another member. A heartbeat shows it runs.
+void LedgerMember::watch() {
+  Slot& s = ledger_->slot(slot_);
+  uint64_t seen = s.pressure_answered.load();
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!stopping_) {
+    watch_cv_.wait_for(lock, std::chrono::milliseconds(2));
+    if (stopping_) break;
+    s.heartbeat_ns.store(now_ns());
+    const Ledger::Request r = ledger_->request();
+    if (r.seq == seen) continue;
+    seen = r.seq;
+    if (r.device == device_ && r.slot != slot_ && responder_) {
+      lock.unlock();
+      responder_(r.bytes);
+      lock.lock();
+      s.n_pressure_answered.store(++n_answered_);
+    }
+    s.pressure_answered.store(seen);
+  }
+}
+
+void LedgerMember::set_evictable(std::vector<std::string> tags) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tags_ = std::move(tags);
+  std::string shown;
+  for (const std::string& t : tags_) shown += (shown.empty() ? "" : ",") + t;
+  char buf[kTagsBytes] = {};
+  std::strncpy(buf, shown.c_str(), sizeof buf - 1);
+  Slot& s = ledger_->slot(slot_);
+  for (size_t k = 0; k < kTagsBytes / 8; ++k) {
+    uint64_t w = 0;
+    std::memcpy(&w, buf + 8 * k, 8);
+    s.tags[k].store(w);
+  }
+}
+
+std::vector<std::string> LedgerMember::evictable() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tags_;
+}
+
+uint64_t LedgerMember::charge() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return charge_;
+}
 
 bool LedgerMember::publish(uint64_t bytes) {
   if (broken_) return false;
@@ -96,40 +170,95 @@ vpmm_status LedgerMember::refuse_broken(const char* what, uint64_t bytes) {
               ledger_->name().c_str(), what, bytes, slot_);
 }
 
-vpmm_status LedgerMember::admit_shared(uint64_t bytes, const char* what) {
-  if (broken_) return refuse_broken(what, bytes);
+vpmm_status LedgerMember::try_admit(uint64_t bytes, DeviceSum* sum, uint64_t* budget, bool* budget_ok) {
   Slot& s = ledger_->slot(slot_);
-  const uint64_t t0 = now_ns();
-  DeviceSum sum;
-  uint64_t budget = 0;
-  bool budget_set = false, budget_ok = true;
+  bool budget_set = false;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     // Claim first (the pending hint, then the charge), then look: see
     // member.hpp for why this order admits nobody past the budget.
     s.pending.store(units_up(bytes));
     if (!publish(charge_ + bytes)) {
       s.pending.store(0);
-      return refuse_broken(what, bytes);
+      return VPMM_ERR_WRONG_STATE;
     }
     if (race_point_) race_point_();
-    sum = ledger_->scan(device_, false, static_cast<int>(slot_));
-    budget_ok = ledger_->budget(device_, &budget, &budget_set);
-    const bool fits = sum.corrupt_slot < 0 && budget_ok && (!budget_set || sum.units <= units_down(budget));
+    *sum = ledger_->scan(device_, false, static_cast<int>(slot_));
+    *budget_ok = ledger_->budget(device_, budget, &budget_set);
+    const bool fits = sum->corrupt_slot < 0 && *budget_ok && (!budget_set || sum->units <= units_down(*budget));
     if (fits) {
       charge_ += bytes;
       s.pending.store(0);
-      ++n_admissions_;
-      wait_ns_ += now_ns() - t0;
       return VPMM_OK;
     }
     const bool taken_back = publish(charge_);
     s.pending.store(0);
-    if (!taken_back) return refuse_broken(what, bytes);
-    if (sum.corrupt_slot >= 0 || !budget_ok || !sum.others_pending) break;
+    if (!taken_back) return VPMM_ERR_WRONG_STATE;
+    if (sum->corrupt_slot >= 0 || !*budget_ok || !sum->others_pending) break;
     backoff(attempt);
   }
-  ++n_refused_;
+  return VPMM_ERR_OUT_OF_MEMORY;
+}
+
+vpmm_status LedgerMember::admit_shared(std::unique_lock<std::mutex>& lock, uint64_t bytes, const char* what) {
+  if (broken_) return refuse_broken(what, bytes);
+  const uint64_t t0 = now_ns();
+  DeviceSum sum;
+  uint64_t budget = 0;
+  bool budget_ok = true;
+  vpmm_status st = try_admit(bytes, &sum, &budget, &budget_ok);
+  if (st == VPMM_ERR_OUT_OF_MEMORY && sum.corrupt_slot < 0 && budget_ok) {
+    // Over the budget: if anyone else holds memory on the device, ask.
+    bool others = false;
+    for (const DeviceSum::Holder& h : sum.holders) others |= h.slot != slot_;
+    if (others) {
+      st = ask_others(lock, bytes, what);
+      wait_ns_ += now_ns() - t0;
+      if (st == VPMM_OK) ++n_admissions_;
+      show();
+      return st;
+    }
+  }
   wait_ns_ += now_ns() - t0;
+  if (st == VPMM_OK) {
+    ++n_admissions_;
+    return VPMM_OK;
+  }
+  if (st == VPMM_ERR_WRONG_STATE) return refuse_broken(what, bytes);
+  return refuse(what, bytes, sum, budget, budget_ok, "");
+}
+
+vpmm_status LedgerMember::ask_others(std::unique_lock<std::mutex>& lock, uint64_t bytes, const char* what) {
+  Slot& s = ledger_->slot(slot_);
+  const uint64_t seq = ledger_->ask(device_, bytes, slot_);
+  s.n_pressure_asked.store(++n_asked_);
+  const uint64_t deadline = now_ns() + kPressureWaitMs * 1000000ull;
+  DeviceSum sum;
+  uint64_t budget = 0;
+  bool budget_ok = true;
+  uint32_t others = 0, answered = 0;
+  vpmm_status st = VPMM_ERR_OUT_OF_MEMORY;
+  for (;;) {
+    // Dropped while waiting: this member's own watcher and releases need it.
+    lock.unlock();
+    struct timespec ts = {0, 2 * 1000000L};
+    nanosleep(&ts, nullptr);
+    lock.lock();
+    ledger_->answers(device_, slot_, seq, &others, &answered);
+    st = try_admit(bytes, &sum, &budget, &budget_ok);
+    if (st != VPMM_ERR_OUT_OF_MEMORY || sum.corrupt_slot >= 0 || !budget_ok) break;
+    if (answered == others || now_ns() > deadline) break;  // all answered (and this try came after), or time is up
+  }
+  if (st == VPMM_OK) return VPMM_OK;
+  if (st == VPMM_ERR_WRONG_STATE) return refuse_broken(what, bytes);
+  char asked[160];
+  std::snprintf(asked, sizeof asked, "; asked the other members to give memory back: %u of %u answered within %d ms",
+                answered, others, kPressureWaitMs);
+  return refuse(what, bytes, sum, budget, budget_ok, asked);
+}
+
+vpmm_status LedgerMember::refuse(const char* what, uint64_t bytes, DeviceSum& sum, uint64_t budget, bool budget_ok,
+                                 const char* asked) {
+  ++n_refused_;
   show();
   if (!budget_ok)
     return fail(VPMM_ERR_OUT_OF_MEMORY, "ledger %s: %s of %" PRIu64 " bytes refused: the budget of device %u is corrupt",
@@ -154,7 +283,7 @@ vpmm_status LedgerMember::admit_shared(uint64_t bytes, const char* what) {
     const DeviceSum::Holder& h = sum.holders[i];
     if (!h.units) continue;
     if (i < 6 && n < sizeof holders - 64)
-      n += static_cast<size_t>(std::snprintf(holders + n, sizeof holders - n, "%spid %u%s %.1f MiB", i ? ", " : "",
+      n += static_cast<size_t>(std::snprintf(holders + n, sizeof holders - n, "%spid %u%s %.1f MiB", n ? ", " : "",
                                              h.pid, h.pid == self ? " (this process)" : "", mib(bytes_of(h.units))));
     else
       others += bytes_of(h.units);
@@ -163,20 +292,28 @@ vpmm_status LedgerMember::admit_shared(uint64_t bytes, const char* what) {
     std::snprintf(holders + n, sizeof holders - n, ", others %.1f MiB", mib(others));
   return fail(VPMM_ERR_OUT_OF_MEMORY,
               "ledger %s: %s of %" PRIu64 " bytes on device %u would pass its budget of %" PRIu64
-              " bytes (%.1f MiB admitted: %s)",
+              " bytes (%.1f MiB admitted: %s)%s",
               ledger_->name().c_str(), what, bytes, device_, budget, mib(bytes_of(admitted)),
-              n ? holders : "nobody");
+              n ? holders : "nobody", asked);
 }
 
 vpmm_status LedgerMember::admit(uint64_t bytes) {
   if (!bytes) return VPMM_OK;
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t drawn = credit_ < bytes ? credit_ : bytes;
-  if (bytes > drawn) {
-    vpmm_status st = admit_shared(bytes - drawn, "growth");
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    const uint64_t drawn = credit_ < bytes ? credit_ : bytes;
+    if (drawn == bytes) break;
+    vpmm_status st = admit_shared(lock, bytes - drawn, "growth");
     if (st != VPMM_OK) return st;
+    if (credit_ >= drawn) {
+      credit_ += bytes - drawn;  // admitted: the growth draws it below with the rest
+      break;
+    }
+    // Another thread drew the credit while an ask waited without the lock:
+    // what was admitted becomes credit, and the growth draws again.
+    credit_ += bytes - drawn;
   }
-  credit_ -= drawn;
+  credit_ -= bytes;
   mapped_ += bytes;
   show();
   return VPMM_OK;
@@ -197,8 +334,8 @@ void LedgerMember::give_back(uint64_t bytes) {
 
 vpmm_status LedgerMember::reserve_credit(uint64_t bytes) {
   if (!bytes) return VPMM_OK;
-  std::lock_guard<std::mutex> lock(mu_);
-  vpmm_status st = admit_shared(bytes, "reservation");
+  std::unique_lock<std::mutex> lock(mu_);
+  vpmm_status st = admit_shared(lock, bytes, "reservation");
   if (st != VPMM_OK) return st;
   credit_ += bytes;
   show();

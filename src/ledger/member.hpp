@@ -8,16 +8,28 @@
 // of two racing members at least one sees both charges, so none admits past
 // the budget. Growths draw first on the credit reservations admitted.
 //
+// Pressure (docs/ledger.md, "Pressure between members"): an admission the
+// budget refuses posts a request and waits, at most kPressureWaitMs, for
+// the other members of the device to give memory back; each member's
+// watcher thread (start_watcher) sees the request within a few
+// milliseconds and runs its responder (the C API's: the pressure callback,
+// trim, then the evictable tags paused in their order). A member that does
+// not answer in time is not waited for.
+//
 // Thread safe (a private mutex orders this member's own admissions; other
-// members are other slots). Destroying it leaves the ledger: the slot and
-// whatever it still held go back.
+// members are other slots). Destroying it stops the watcher and leaves the
+// ledger: the slot and whatever it still held go back.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/state/admission.hpp"
 #include "ledger/ledger.hpp"
@@ -51,11 +63,22 @@ class LedgerMember final : public Admission {
   // others (where a racing member's whole admission may fall).
   void set_race_point_for_tests(std::function<void()> f) { race_point_ = std::move(f); }
 
+  // What answers the other members' requests: called on the watcher
+  // thread with the bytes asked for, without any of this member's locks.
+  using Responder = std::function<void(uint64_t bytes)>;
+  void start_watcher(Responder r);
+  // Joins the watcher (before the pool it answers for goes).
+  void stop_watcher();
+  // The tags to pause under pressure, in order (shown in the slot).
+  void set_evictable(std::vector<std::string> tags);
+  std::vector<std::string> evictable();
+  uint64_t charge();
+
  private:
   LedgerMember(std::unique_ptr<Ledger> l, uint32_t device, uint32_t slot, uint64_t owner)
       : ledger_(std::move(l)), device_(device), slot_(slot), owner_(owner) {}
   // Admits `bytes` more against the budget (mu_ held).
-  vpmm_status admit_shared(uint64_t bytes, const char* what);
+  vpmm_status admit_shared(std::unique_lock<std::mutex>& lock, uint64_t bytes, const char* what);
   // Writes the charge `bytes` into the slot by CAS; false (and broken_)
   // when the slot is not as this member left it.
   bool publish(uint64_t bytes);
@@ -75,6 +98,21 @@ class LedgerMember final : public Admission {
   uint64_t n_admissions_ = 0, n_refused_ = 0, wait_ns_ = 0;
   bool broken_ = false;
   std::function<void()> race_point_;
+  // Asks the others and waits (lock held on entry and exit, dropped while
+  // waiting); OK once `bytes` were admitted.
+  vpmm_status ask_others(std::unique_lock<std::mutex>& lock, uint64_t bytes, const char* what);
+  // One admission attempt round (the claim-look protocol with its retries).
+  vpmm_status try_admit(uint64_t bytes, DeviceSum* sum, uint64_t* budget, bool* budget_ok);
+  vpmm_status refuse(const char* what, uint64_t bytes, DeviceSum& sum, uint64_t budget, bool budget_ok,
+                     const char* asked);
+  void watch();
+  uint64_t n_asked_ = 0, n_answered_ = 0;
+  std::vector<std::string> tags_;
+  Responder responder_;
+  std::thread watcher_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool stopping_ = false;
 };
 
 }  // namespace ledger

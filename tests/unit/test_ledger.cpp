@@ -485,6 +485,124 @@ TEST("garbage written into the segment makes members refuse, never crash or over
   }
 }
 
+namespace {
+std::atomic<int> g_pressure_calls{0};
+void count_pressure(vpmm_pool*, int under, uint64_t, void*) {
+  if (under) g_pressure_calls.fetch_add(1);
+}
+bool pattern_ok(const void* p, uint64_t n, unsigned char seed) {
+  const unsigned char* b = static_cast<const unsigned char*>(p);
+  for (uint64_t i = 0; i < n; i += 4093)
+    if (b[i] != static_cast<unsigned char>(seed + i / 4093)) return false;
+  return true;
+}
+void fill_pattern(void* p, uint64_t n, unsigned char seed) {
+  unsigned char* b = static_cast<unsigned char*>(p);
+  for (uint64_t i = 0; i < n; i += 4093) b[i] = static_cast<unsigned char>(seed + i / 4093);
+}
+}  // namespace
+
+TEST("pressure round trip: a trainer's evictable tag is paused to admit an engine, both intact after") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  const uint64_t weights = 12 * kPage, engine = 8 * kPage;
+  vpmm_pool* e = join(name);  // the engine (this process) makes the ledger
+  CHECK(e != nullptr);
+  if (!e) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
+  int to_child[2], to_parent[2];
+  CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {  // the trainer
+    vpmm_pool* t = join(name);
+    if (!t) _exit(2);
+    vpmm_pool_set_pressure_callback(t, count_pressure, nullptr);
+    vpmm_alloc_attrs at;
+    std::memset(&at, 0, sizeof at);
+    at.struct_size = sizeof at;
+    at.tag = "weights";
+    at.flags = VPMM_ALLOC_HOST_BACKUP;
+    void* w = nullptr;
+    if (vpmm_pool_malloc_ex(t, weights, nullptr, &at, &w) != VPMM_OK) _exit(3);
+    fill_pattern(w, weights, 7);
+    const char* tags[] = {"weights"};
+    if (vpmm_pool_ledger_evictable(t, tags, 1) != VPMM_OK) _exit(4);
+    char c = 'r';
+    if (write(to_parent[1], &c, 1) != 1) _exit(5);
+    if (read(to_child[0], &c, 1) != 1) _exit(6);  // the engine is done: take the weights back
+    if (vpmm_pool_resume(t, "weights") != VPMM_OK) _exit(7);
+    if (!pattern_ok(w, weights, 7)) _exit(8);
+    if (g_pressure_calls.load() < 1) _exit(9);  // it heard of the pressure through its callback
+    vpmm_pool_destroy(t);
+    _exit(0);
+  }
+  char c = 0;
+  CHECK(read(to_parent[0], &c, 1) == 1);
+  // 12 pages of weights + 8 would pass the 16-page budget: the trainer pauses them.
+  void* x = nullptr;
+  CHECK_OK(vpmm_pool_malloc(e, engine, nullptr, &x));
+  if (x) {
+    fill_pattern(x, engine, 99);
+    CHECK(pattern_ok(x, engine, 99));
+  }
+  vpmm_ledger_member ms[4];
+  std::memset(ms, 0, sizeof ms);
+  ms[0].struct_size = sizeof ms[0];
+  vpmm_ledger_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  uint32_t n = 0;
+  CHECK_OK(vpmm_ledger_read(name.c_str(), 0, &info, ms, 4, &n));
+  CHECK(info.admitted_bytes <= 16 * kPage);
+  CHECK(info.n_pressure_requests >= 1);
+  bool trainer_answered = false;
+  for (uint32_t i = 0; i < n && i < 4; ++i)
+    if (ms[i].pid == pid) trainer_answered = ms[i].n_pressure_answered >= 1 && ms[i].n_evictable_tags == 1;
+  CHECK(trainer_answered);
+  if (x) CHECK_OK(vpmm_pool_free(e, x, nullptr));
+  CHECK_OK(vpmm_pool_trim(e, 0));
+  c = 'g';
+  CHECK(write(to_child[1], &c, 1) == 1);
+  CHECK_EQ(wait_child(pid), 0);  // the trainer resumed with its bytes intact
+  vpmm_pool_destroy(e);
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+}
+
+TEST("a member that does not answer is not waited for: the asker fails after the bounded wait, naming it") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  CHECK(p != nullptr);
+  if (!p) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 8 * kPage));
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    vpmm_pool* c = join(name);
+    void* a = nullptr;
+    if (!c || vpmm_pool_malloc(c, 6 * kPage, nullptr, &a) != VPMM_OK) _exit(2);
+    char ch = 1;
+    if (write(fds[1], &ch, 1) != 1) _exit(3);
+    raise(SIGSTOP);  // alive, holding 6 pages, answering nothing
+    _exit(0);
+  }
+  char ch = 0;
+  CHECK(read(fds[0], &ch, 1) == 1);
+  int st = 0;
+  CHECK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
+  void* b = nullptr;
+  CHECK_EQ(vpmm_pool_malloc(p, 4 * kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_MSG(std::strstr(vpmm_last_error(), "0 of 1 answered") != nullptr && std::strstr(vpmm_last_error(), "pid"),
+            "%s", vpmm_last_error());
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &b));  // what fits is still admitted
+  kill(pid, SIGKILL);
+  wait_child(pid);
+  vpmm_pool_destroy(p);
+  close(fds[0]);
+  close(fds[1]);
+}
+
 TEST("a segment that is not the user's own 0600 file is refused") {
   const std::string name = fresh_name();
   NameGuard g{name};

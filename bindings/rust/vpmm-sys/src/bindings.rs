@@ -4080,6 +4080,13 @@ extern "C" {
     ) -> vpmm_status;
 }
 extern "C" {
+    pub fn vpmm_pool_ledger_evictable(
+        pool: *mut vpmm_pool,
+        tags: *const *const ::std::os::raw::c_char,
+        n: usize,
+    ) -> vpmm_status;
+}
+extern "C" {
     pub fn vpmm_ledger_remove(name: *const ::std::os::raw::c_char) -> vpmm_status;
 }
 #[repr(C)]
@@ -4542,12 +4549,19 @@ pub struct vpmm_api {
     pub ledger_remove: ::std::option::Option<
         unsafe extern "C" fn(name: *const ::std::os::raw::c_char) -> vpmm_status,
     >,
+    pub pool_ledger_evictable: ::std::option::Option<
+        unsafe extern "C" fn(
+            pool: *mut vpmm_pool,
+            tags: *const *const ::std::os::raw::c_char,
+            n: usize,
+        ) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        712usize,
+        720usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -6085,6 +6099,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_ledger_remove();
+    fn test_field_pool_ledger_evictable() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_ledger_evictable) as usize - ptr as usize
+            },
+            712usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_ledger_evictable)
+            )
+        );
+    }
+    test_field_pool_ledger_evictable();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
