@@ -83,9 +83,13 @@ for s in "${steps[@]}"; do
 done
 
 echo
-echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores ($(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release 2>/dev/null)), commit $commit, fresh clone, ccache off:"
+echo "Measured (finished) $(date -u '+%Y-%m-%d %H:%M UTC') on $(nproc) cores ($(sed -n 's/^PRETTY_NAME="\(.*\)"/\1/p' /etc/os-release 2>/dev/null)), commit $commit, fresh clone, ccache off:"
 echo
 echo "| command | CPU (user + sys) | wall | load average (1 min) at start -> end | packages installed |"
 echo "|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+if [ -f "$work/test.log" ]; then
+  echo
+  echo "scripts/test.sh's last line: $(grep '^test.sh:' "$work/test.log" | tail -1)"
+fi
 [ -z "${KEEP:-}" ] || echo "logs: $work/*.log"
