@@ -407,6 +407,31 @@ class CloseRaceTest(unittest.TestCase):
         self.assertIn(CLOSED, str(e.exception))
         self.assertEqual(repr(pool), "<vpmm.Pool closed>")
 
+    def test_an_interrupt_inside_a_call_leaves_no_call_behind(self):
+        # A KeyboardInterrupt (or any exception of a signal handler) raised
+        # right after a call registered itself, before its native call: the
+        # profile hook raises at exactly that instruction. A call left
+        # counted would keep every later close() waiting.
+        pool = vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=256 * PAGE)
+        p = pool.malloc(PAGE)
+
+        def interrupt_after_register(frame, event, arg):
+            if event == "c_return" and getattr(arg, "__self__", None) is pool._guard._threads:
+                sys.setprofile(None)
+                raise KeyboardInterrupt
+        for call in (lambda: pool.free(p), lambda: pool.malloc(PAGE), pool.stats, pool.layout):
+            sys.setprofile(interrupt_after_register)
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    call()
+            finally:
+                sys.setprofile(None)
+            self.assertEqual(pool._guard._threads, [])
+        closer = threading.Thread(target=pool.close)  # another thread: it would wait for a phantom call
+        closer.start()
+        closer.join()
+        self.assertTrue(pool._guard.released)
+
     def test_close_waits_for_the_background_futures_it_started(self):
         # prepare_export_in_background is what vpmm.torch.resume starts by
         # itself. The future's call is held (an event) until close() has had

@@ -289,10 +289,16 @@ class Guard:
         return self._state == _RELEASED
 
     def __enter__(self) -> "Guard":
-        self._threads.append(_get_ident())
-        if self._state != _OPEN:
-            self._left()
-            raise self.closed_error()
+        me = _get_ident()
+        try:
+            # An exception from a signal handler (KeyboardInterrupt) can land
+            # right after the append: it must not leave the entry behind.
+            self._threads.append(me)
+            if self._state != _OPEN:
+                raise self.closed_error()
+        except BaseException:
+            self._drop(me)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -303,6 +309,16 @@ class Guard:
     def _left(self) -> None:
         self._threads.remove(_get_ident())
         self._ended()
+
+    def _drop(self, me: int) -> None:
+        """Removes an entry of `me` if it is there (a call refused, or
+        interrupted before its first instruction), then _ended."""
+        try:
+            self._threads.remove(me)
+        except ValueError:
+            return
+        if self._state != _OPEN:
+            self._ended()
 
     def _ended(self) -> None:
         """A call ended while a close is pending: wake it, or release."""
@@ -327,7 +343,13 @@ class Guard:
                 self._idle.wait()
             if self._state == _RELEASED:
                 return False
-            self._threads.append(_get_ident())
+            me = _get_ident()
+            try:
+                self._threads.append(me)
+            except BaseException:  # interrupted right after the append
+                if me in self._threads:
+                    self._threads.remove(me)
+                raise
             return True
 
     def _run(self, release: Callable[[], None]) -> None:
@@ -352,12 +374,15 @@ class Guard:
                 # returns once the handle is released, as the first does
                 # (unless this thread is inside a call the release waits for).
                 while wait and self._state != _RELEASED and me not in self._threads:
-                    self._idle.wait()
+                    self._idle.wait(0.05)
                 return False
             self._state = _CLOSING
             if wait:
+                # Woken by each call that ends; the timeout also rechecks in
+                # case a call was interrupted (KeyboardInterrupt) between
+                # leaving and waking us.
                 while any(t != me for t in list(self._threads)):
-                    self._idle.wait()
+                    self._idle.wait(0.05)
             if self._threads:
                 self._release = release  # the last call out releases
                 return True

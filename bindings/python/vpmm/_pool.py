@@ -393,15 +393,17 @@ class Pool:
         try:
             if reservation is None:
                 g, me = self._guard, _get_ident()  # `with self._guard`, inlined (see free)
-                g._threads.append(me)
-                if g._state:
-                    g._left()
-                    raise _pool_closed()
                 try:
+                    g._threads.append(me)
+                    if g._state:
+                        raise _pool_closed()
                     st = _pool_malloc_ex(self._h, size, stream, ctypes.byref(attrs) if attrs is not None else None,
                                          ctypes.byref(out))
                 finally:
-                    g._threads.remove(me)
+                    try:
+                        g._threads.remove(me)
+                    except ValueError:  # interrupted before the append
+                        pass
                     if g._state:
                         g._ended()
                 if st:
@@ -429,14 +431,16 @@ class Pool:
         """Free an address returned by :meth:`malloc`, in the order of `stream`."""
         # `with self._guard`, inlined on the two hottest calls (L.Guard).
         g, me = self._guard, _get_ident()
-        g._threads.append(me)
-        if g._state:
-            g._left()
-            raise _pool_closed()
         try:
+            g._threads.append(me)  # inside the try: see L.Guard.__enter__
+            if g._state:
+                raise _pool_closed()
             st = _pool_free(self._h, ptr, stream)
         finally:
-            g._threads.remove(me)
+            try:
+                g._threads.remove(me)
+            except ValueError:  # interrupted before the append
+                pass
             if g._state:
                 g._ended()
         if st:
