@@ -27,6 +27,19 @@
 // count, requested bytes, mapped bytes against every explicit limit), lookup
 // of every allocation, and the order of pressure callbacks.
 //
+// Views (view_min_size the default, 2 or 8 pages, or off: the initial
+// byte's bits 3-4) take other streams' pending frees, held or not, with a
+// wait of the caller's stream; the fills and verifies of the blocks they
+// serve find any ordering they miss.
+//
+// Kind 31 drives the PyTorch hooks on the process's default pool (host
+// backend): tensors allocated on one of three streams of their own, read on
+// others (vpmm_torch_record_stream, the read queued there), freed by
+// "PyTorch" on the allocating stream with their last use still queued (held
+// or not), while tensors of third streams take the memory: a free moved to
+// a recorded stream that skips the allocating stream's work shows as a
+// verify kernel seeing another tensor's bytes.
+//
 // Input layout: [shape, va, initial, limits] then operations; an operation
 // byte is kind (low 5 bits), stream slot (bits 5-6) and a flag (bit 7),
 // followed by the kind's own bytes (fuzz/make_seeds.py writes seeds).
@@ -35,6 +48,7 @@
 // defects (see kSkipNames), to look past them while they are open.
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -171,8 +185,29 @@ struct Slot {
   Counter done = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
+// The PyTorch hooks' side of an input (kind 31): the default pool of device 0
+// and three host streams of its own (never the World's slots: the default
+// pool outlives every input, so its streams are retired from it at the end).
+constexpr int kTorchStreams = 3;
+struct TorchBlock {
+  void* p = nullptr;
+  uint64_t size = 0;
+  uint64_t seed = 0;
+  int stream = 0;
+};
+struct TorchSide {
+  bool tried = false;
+  vpmm_pool* pool = nullptr;  // null: no host default pool here (a GPU machine): kind 31 does nothing
+  vpmm_stream s[kTorchStreams] = {};
+  int holds[kTorchStreams] = {};
+  uint64_t launched[kTorchStreams] = {};
+  Counter done[kTorchStreams];
+  std::vector<TorchBlock> blocks;
+};
+
 struct World {
   vpmm_pool* pool = nullptr;
+  TorchSide torch;
   Slot slots[kStreams];
   std::vector<Block> blocks;
   std::vector<vpmm_reservation*> reservations;
@@ -666,6 +701,129 @@ void tight_resume(World& w, fz::Reader& in) {
   }
 }
 
+bool torch_start(TorchSide& t) {
+  if (t.tried) return t.pool != nullptr;
+  t.tried = true;
+  vpmm_pool* dp = nullptr;
+  if (vpmm_default_pool(0, &dp) != VPMM_OK || std::strcmp(vpmm_pool_backend_name(dp), "host") != 0) return false;
+  for (int k = 0; k < kTorchStreams; ++k) {
+    FZ_CHECK(vpmm_host_stream_create(&t.s[k]) == VPMM_OK, "torch stream create");
+    t.done[k] = std::make_shared<std::atomic<uint64_t>>(0);
+  }
+  t.pool = dp;
+  return true;
+}
+
+void torch_launch(TorchSide& t, int k, void (*fn)(void*), const TorchBlock& b) {
+  Job* j = new Job{static_cast<unsigned char*>(b.p), b.size, b.seed, t.done[k]};
+  FZ_CHECK(vpmm_host_stream_launch(t.s[k], fn, j) == VPMM_OK, "torch launch on %d", k);
+  ++t.launched[k];
+}
+
+// Whether torch stream k has run everything queued on it (false: held, or
+// waiting on a held stream through a wait the pool inserted).
+bool torch_drain(TorchSide& t, int k) {
+  if (t.holds[k]) return false;
+  vpmm_status st = vpmm_host_stream_synchronize(t.s[k]);
+  FZ_CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE, "torch synchronize %d -> %d", k, st);
+  return st == VPMM_OK;
+}
+
+void torch_free(TorchSide& t, size_t i) {
+  TorchBlock b = t.blocks[i];
+  t.blocks.erase(t.blocks.begin() + static_cast<long>(i));
+  // Its last use, queued on the allocating stream (held: still to run).
+  torch_launch(t, b.stream, verify_kernel, b);
+  VLOG("  torch free %p (%llu bytes) on stream %d%s\n", b.p, (unsigned long long)b.size, b.stream,
+       t.holds[b.stream] ? " (held)" : "");
+  vpmm_torch_free(b.p, static_cast<ptrdiff_t>(b.size), 0, t.s[b.stream]);
+}
+
+void torch_op(World& w, fz::Reader& in) {
+  TorchSide& t = w.torch;
+  if (!torch_start(t)) return;
+  // The byte: what (bits 0-2), stream k (bits 3-4), stream j (bits 5-6),
+  // a flag (bit 7).
+  const uint8_t b = in.u8();
+  const int k = ((b >> 3) & 3) % kTorchStreams, j = ((b >> 5) & 3) % kTorchStreams;
+  switch (b & 7) {
+    case 0:
+    case 1:
+    case 5: {  // a tensor on stream k, written there at once
+      const uint16_t r = in.u16();
+      const uint64_t sz = (r & 1) ? ((r >> 1) % 2048 + 1) * 64 : (((r >> 1) % 4) + 1) * (1ull << 20) - (r >> 3) % 2 * 100;
+      void* p = vpmm_torch_malloc(static_cast<ptrdiff_t>(sz), 0, t.s[k]);
+      VLOG("  torch malloc(%llu) on stream %d -> %p\n", (unsigned long long)sz, k, p);
+      if (!p) break;  // out of memory: PyTorch raises
+      TorchBlock blk;
+      blk.p = p;
+      blk.size = sz;
+      blk.seed = w.next_seed++;
+      blk.stream = k;
+      t.blocks.push_back(blk);
+      torch_launch(t, k, fill_kernel, blk);
+      break;
+    }
+    case 2: {  // used on stream j too: Tensor.record_stream, and j's read queued
+      if (t.blocks.empty()) break;
+      const TorchBlock& blk = t.blocks[in.u8() % t.blocks.size()];
+      // The program orders j's read after the tensor's writes (an event,
+      // wait_stream): here the allocating stream runs them first.
+      if (j != blk.stream && torch_drain(t, blk.stream)) torch_launch(t, j, verify_kernel, blk);
+      vpmm_torch_record_stream(blk.p, t.s[j]);
+      break;
+    }
+    case 3:
+    case 6: {  // freed by PyTorch on its allocating stream
+      if (t.blocks.empty()) break;
+      torch_free(t, in.u8() % t.blocks.size());
+      break;
+    }
+    case 4:  // hold or release stream k
+      if ((b & 0x80) && t.holds[k]) {
+        FZ_CHECK(vpmm_host_stream_release(t.s[k]) == VPMM_OK, "torch release");
+        --t.holds[k];
+      } else if (t.holds[k] < 2) {
+        FZ_CHECK(vpmm_host_stream_hold(t.s[k]) == VPMM_OK, "torch hold");
+        ++t.holds[k];
+      }
+      break;
+    default: {  // every hold released; once all drained, the CPU reads every tensor
+      for (int x = 0; x < kTorchStreams; ++x)
+        for (; t.holds[x]; --t.holds[x]) FZ_CHECK(vpmm_host_stream_release(t.s[x]) == VPMM_OK, "torch release");
+      for (int x = 0; x < kTorchStreams; ++x) {
+        FZ_CHECK(torch_drain(t, x), "torch stream %d does not drain with nothing held", x);
+        FZ_CHECK(t.done[x]->load() == t.launched[x], "torch stream %d ran %llu of %llu kernels", x,
+                 (unsigned long long)t.done[x]->load(), (unsigned long long)t.launched[x]);
+      }
+      for (const TorchBlock& blk : t.blocks) {
+        const unsigned char* q = static_cast<const unsigned char*>(blk.p);
+        for_sampled(blk.size, [&](uint64_t i) {
+          FZ_CHECK(q[i] == pattern(blk.seed, i), "tensor %p (%llu bytes) byte %llu is wrong", blk.p,
+                   (unsigned long long)blk.size, (unsigned long long)i);
+        });
+      }
+      break;
+    }
+  }
+}
+
+// The end of an input: every tensor freed, the streams drained, retired from
+// the default pool (which outlives the input) and destroyed.
+void torch_end(TorchSide& t) {
+  if (!t.pool) return;
+  for (int x = 0; x < kTorchStreams; ++x)
+    for (; t.holds[x]; --t.holds[x]) FZ_CHECK(vpmm_host_stream_release(t.s[x]) == VPMM_OK, "torch release");
+  while (!t.blocks.empty()) torch_free(t, t.blocks.size() - 1);
+  for (int x = 0; x < kTorchStreams; ++x) FZ_CHECK(torch_drain(t, x), "torch stream %d drains at the end", x);
+  FZ_CHECK(vpmm_pool_check(t.pool) == VPMM_OK, "default pool invariants");
+  for (int x = 0; x < kTorchStreams; ++x) {
+    FZ_CHECK(vpmm_pool_stream_retire(t.pool, t.s[x]) == VPMM_OK, "torch stream retire");
+    FZ_CHECK(vpmm_host_stream_destroy(t.s[x]) == VPMM_OK, "torch stream destroy");
+  }
+  t.pool = nullptr;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -680,7 +838,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.page_size = kPages[shape % 4];
   c.va_size = c.page_size * (16 + (in.u8() % 4) * 64);  // small chunks: several get reserved
   c.host_capacity = kCapacity;
-  c.initial_pages = in.u8() % 8;
+  const uint8_t initial = in.u8();
+  c.initial_pages = initial % 8;
+  // Views: the default (64 MiB: none in this 16 MiB pool), over 2 or 8
+  // pages, or off.
+  static const uint64_t kViewPages[] = {0, 2, 8, UINT64_MAX};
+  const uint64_t view_pages = kViewPages[(initial >> 3) % 4];
+  if (view_pages == UINT64_MAX)
+    c.view_min_size = VPMM_VIEWS_OFF;
+  else if (view_pages)
+    c.view_min_size = view_pages * c.page_size;
   c.max_handle_size = (shape >> 2) % 3 == 0 ? 0 : (shape >> 2) % 3 == 1 ? c.page_size : 4 * c.page_size;
   c.small_size = (shape >> 4) % 2 ? 1 : 0;  // 1 = small allocator off
   c.backup_cache_size = (shape >> 5) % 2 ? c.page_size : 0;
@@ -693,11 +860,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if ((lim & 6) == 4) c.memory_limit_fraction = 0.25;
   w.page = c.page_size;
   VLOG("pool: page %llu va %llu initial %llu max_handle %llu small_size %llu backup_cache %llu "
-       "large_rounding %llu limit %llu fraction %g\n",
+       "large_rounding %llu limit %llu fraction %g view_min_size %llu\n",
        (unsigned long long)c.page_size, (unsigned long long)c.va_size, (unsigned long long)c.initial_pages,
        (unsigned long long)c.max_handle_size, (unsigned long long)c.small_size,
        (unsigned long long)c.backup_cache_size, (unsigned long long)c.large_rounding,
-       (unsigned long long)c.memory_limit, c.memory_limit_fraction);
+       (unsigned long long)c.memory_limit, c.memory_limit_fraction, (unsigned long long)c.view_min_size);
   vpmm_status cst = vpmm_pool_create(&c, &w.pool);
   if (cst != VPMM_OK) {
     FZ_CHECK(cst == VPMM_ERR_INVALID_ARGUMENT && (c.memory_limit || c.memory_limit_fraction > 0),
@@ -930,7 +1097,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       }
-      default: {  // 25-31: more mallocs and frees, the bulk of a program
+      case 31:  // the PyTorch hooks on the default pool
+        torch_op(w, in);
+        break;
+      default: {  // 25-30: more mallocs and frees, the bulk of a program
         if (kind < 29 || w.blocks.empty()) {
           uint16_t r = in.u16();
           uint64_t sz = (r & 1) ? (r >> 1) % 2048 + 1 : ((r >> 1) % 16 + 1) * w.page;
@@ -964,6 +1134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   // Teardown: release holds, free everything in stream order, destroy.
+  torch_end(w.torch);
   for (int s = 0; s < kStreams; ++s)
     while (w.slots[s].holds) {
       FZ_CHECK(vpmm_host_stream_release(w.st(s)) == VPMM_OK, "release");

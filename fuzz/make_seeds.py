@@ -102,6 +102,21 @@ put("fuzz_ops", "stale_reservations", hdr() + op(RESERVE) + bytes([0, 10]) + op(
 put("fuzz_ops", "creation_limits", hdr(0x02, 0, 0, 0x43) + b"".join(malloc_pages(6) for _ in range(4))
     + op(TRIM) + bytes([0]) + malloc_pages(10))
 
+# Views over 2 pages (the initial byte's bits 3-4): two 2-page blocks freed on
+# a held stream after their own stream ran (other streams' pending frees),
+# then a 4-page request on a third stream that no free region fits.
+put("fuzz_ops", "view_foreign_pending", hdr(0x02, 0, 0x08) + malloc_pages(2, 1) + malloc_pages(1, 1)
+    + malloc_pages(2, 1) + malloc_pages(1, 1) + op(HOLD, 2) + op(FREE_OTHER, 2) + u16(0)
+    + op(FREE_OTHER, 2) + u16(1) + malloc_pages(4, 3) + op(RELEASE, 2) + op(CPU_CHECK))
+# The PyTorch hooks (kind 31; its byte: what in bits 0-2, stream k in bits 3-4,
+# j in bits 5-6, a flag in bit 7): a tensor on stream 0, read on stream 1 (record_stream), its
+# stream then held with its last use queued, freed by PyTorch on stream 0;
+# a tensor of the same size on stream 2; every hold released and checked.
+TORCH = 31
+put("fuzz_ops", "record_stream_third_stream", hdr()
+    + op(TORCH) + bytes([0x00]) + u16(6) + op(TORCH) + bytes([0x22, 0]) + op(TORCH) + bytes([0x04])
+    + op(TORCH) + bytes([0x03, 0]) + op(TORCH) + bytes([0x10]) + u16(6) + op(TORCH) + bytes([0x07]))
+
 # (fuzz/corpus/fuzz_ops/regression_* are earlier libFuzzer finds, carried over
 # to this layout by hand; this script does not write them.)
 

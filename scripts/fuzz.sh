@@ -22,7 +22,9 @@
 # and leaves the input in <build>/artifacts/crash-S-k. To reproduce:
 # <build>/fuzz_ops_random --seed S --iter k (or the file as argument).
 #
-# Targets: fuzz_ops (op sequences on a host pool), fuzz_api (hostile arguments
+# Targets: fuzz_ops (op sequences on a host pool, views taking other streams'
+# pending frees, and the PyTorch hooks' record_stream and frees on the
+# default pool with third streams held), fuzz_api (hostile arguments
 # to every exported function), fuzz_config (VPMM_* environment, config fields
 # and, when tools/trace.hpp exists, the trace parser), fuzz_snapshot (the
 # pickle reader and PyTorch memory snapshots as traces, tools/pickle.hpp and
