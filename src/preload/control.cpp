@@ -22,8 +22,10 @@
 // link (not followed: O_NOFOLLOW) or any other file; anything else refuses
 // the channel, with a message on stderr, and no command is ever read. Every
 // open checks again what it opened (fstat), so a path swapped after the
-// check is refused too. The path belongs in a directory only the user can
-// write, the per-user runtime directory ($XDG_RUNTIME_DIR) rather than /tmp.
+// check is refused too; the command FIFO is opened once, for good (with a
+// writer of the thread's own, so no command is lost between two
+// controllers). The path belongs in a directory only the user can write,
+// the per-user runtime directory ($XDG_RUNTIME_DIR) rather than /tmp.
 //
 // Before pausing, each device is synchronised through the real runtime, so
 // kernels already queued do not read memory as it goes. The program must not
@@ -155,38 +157,70 @@ void reply(const std::string& line) {
   std::fprintf(stderr, "libvpmm_preload: ctl: nobody read the answer '%s'\n", line.c_str());
 }
 
+// Opens the command FIFO for good: a reader, and a writer of the thread's
+// own so that the FIFO never reads as ended between two controllers (when
+// the last reader closes, what a controller just wrote is dropped: the next
+// command would be lost) and is never opened again by its name. Both ends
+// are checked, and must be the same FIFO. -1 when refused (said on stderr).
+int open_commands() {
+  const char* why = nullptr;
+  int fd = -1;
+  do {
+    fd = open_fifo(ctl_path(), O_RDONLY | O_NONBLOCK, &why);
+  } while (fd < 0 && !why && errno == EINTR);
+  if (fd < 0) {
+    if (why)
+      refuse(ctl_path(), why);
+    else
+      std::fprintf(stderr, "libvpmm_preload: ctl: open %s: %s (control stops)\n", ctl_path().c_str(),
+                   std::strerror(errno));
+    return -1;
+  }
+  const int keep = open_fifo(ctl_path(), O_WRONLY | O_NONBLOCK, &why);
+  struct stat r, w;
+  if (keep < 0 || fstat(fd, &r) != 0 || fstat(keep, &w) != 0 || r.st_dev != w.st_dev || r.st_ino != w.st_ino) {
+    refuse(ctl_path(), why ? why : "was replaced while it was opened");
+    if (keep >= 0) close(keep);
+    close(fd);
+    return -1;
+  }
+  // The writer stays open for the process's life (never written: commands
+  // come from controllers); reads block again.
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    std::fprintf(stderr, "libvpmm_preload: ctl: %s: %s (control stops)\n", ctl_path().c_str(), std::strerror(errno));
+    close(keep);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 void* serve(void*) {
+  const int fd = open_commands();
+  if (fd < 0) return nullptr;
   std::string buf;
+  char chunk[256];
   for (;;) {
-    const char* why = nullptr;
-    int fd = open_fifo(ctl_path(), O_RDONLY, &why);  // blocks until a controller writes
-    if (fd < 0) {
-      if (!why && errno == EINTR) continue;
-      // Swapped for something else since the start: stop rather than read
-      // (or spin on) a file that is no FIFO of the user's.
-      if (why)
-        refuse(ctl_path(), why);
-      else
-        std::fprintf(stderr, "libvpmm_preload: ctl: open %s: %s (control stops)\n", ctl_path().c_str(),
-                     std::strerror(errno));
+    const ssize_t got = read(fd, chunk, sizeof chunk);  // blocks until a controller writes
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {  // cannot happen while the thread's own writer is open
+      std::fprintf(stderr, "libvpmm_preload: ctl: reading %s: %s (control stops)\n", ctl_path().c_str(),
+                   got < 0 ? std::strerror(errno) : "end of file");
+      close(fd);
       return nullptr;
     }
-    char chunk[256];
-    ssize_t got;
-    while ((got = read(fd, chunk, sizeof chunk)) > 0 || (got < 0 && errno == EINTR)) {
-      if (got <= 0) continue;
-      buf.append(chunk, static_cast<size_t>(got));
-      size_t nl;
-      while ((nl = buf.find('\n')) != std::string::npos) {
-        std::string line = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-        if (line.empty()) continue;
-        const size_t sp = line.find(' ');
-        reply(run(line.substr(0, sp), sp == std::string::npos ? "" : line.substr(sp + 1)));
-      }
+    buf.append(chunk, static_cast<size_t>(got));
+    if (buf.size() > 65536) buf.clear();  // no line that long is a command: drop it rather than grow
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty()) continue;
+      const size_t sp = line.find(' ');
+      reply(run(line.substr(0, sp), sp == std::string::npos ? "" : line.substr(sp + 1)));
     }
-    close(fd);
   }
 }
 

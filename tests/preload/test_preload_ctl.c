@@ -18,6 +18,7 @@
  * for a pause. Before the fix every hostile case paused it (and the reply
  * overwrote the link's target). */
 #define _GNU_SOURCE /* RTLD_DEFAULT, realpath */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -169,6 +170,27 @@ static int stderr_says(const char* err, const char* what) {
   return strstr(buf, what) != NULL && strstr(buf, "refusing the control channel") != NULL;
 }
 
+/* Removes `path` and, for a directory, what is in it (lstat: links are
+ * removed, never followed). */
+static void remove_tree(const char* path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    DIR* d = opendir(path);
+    struct dirent* e;
+    while (d && (e = readdir(d)) != NULL) {
+      char sub[4600];
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      remove_tree(sub);
+    }
+    if (d) closedir(d);
+    rmdir(path);
+  } else {
+    unlink(path);
+  }
+}
+
 /* A fresh directory for one case: ctl (PATH), reply (PATH.reply), victim,
  * err. */
 struct Case {
@@ -263,6 +285,7 @@ int main(int argc, char** argv) {
   rc = run_child(self, c.ctl, c.err, c.victim);
   CHECK(rc == 1);
 
+  remove_tree(g_base);
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed ? 1 : 0;
 }
