@@ -65,8 +65,8 @@ typedef struct vpmm_ledger_member {
   uint64_t admitted_bytes;      /* what the ledger admitted it (mapped + reserved, in 4 KiB units) */
   uint64_t mapped_bytes;        /* physical bytes its pool holds */
   uint64_t reserved_bytes;      /* admitted for its reservations, not yet drawn on */
-  uint64_t backed_up_bytes;     /* host bytes of its pause backups (0 until the host budget exists) */
-  uint64_t host_admitted_bytes; /* host bytes the ledger admitted it */
+  uint64_t backed_up_bytes;     /* bytes of its pause backups, as of its last pause, resume or trim */
+  uint64_t host_admitted_bytes; /* host bytes its backups hold (pinned, cached included, pageable, mmap) */
   uint64_t n_admissions;        /* admissions granted */
   uint64_t n_refused;           /* admissions refused */
   uint64_t admission_wait_ns;   /* time its admissions took, retries included */
@@ -101,7 +101,13 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
                                       vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members);
 
 /* Sets the budget of `device` (0-15), or with VPMM_LEDGER_HOST the host
- * budget, to `bytes` (rounded down to 4 KiB), while the ledger runs. A
+ * budget, to `bytes` (rounded down to 4 KiB), while the ledger runs. The
+ * host budget bounds what the members' backups hold in host memory (pinned,
+ * cached pinned buffers included, pageable and mmap; disk backups are not
+ * host memory): a vpmm_pool_pause whose backups would pass it fails with
+ * OUT_OF_MEMORY before anything is paused (the estimate is the tag's live
+ * bytes less its retained backups: it may refuse a pause that would have
+ * fit, never admit one that does not). Unset (0, the default): no bound. A
  * lower budget takes nothing from anyone: it admits nothing new until the
  * members hold less. Any process of the ledger's user may call it.
  * Errors: INVALID_ARGUMENT (a bad name or device, no such ledger);

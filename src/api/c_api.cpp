@@ -369,7 +369,13 @@ VPMM_API vpmm_status vpmm_region_pop(void) { return scope_pop("vpmm_region_pop")
 VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_pause";
   VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->pause(tag, n_changed); });
+  return guarded(call, [&] {
+    // In a ledger with a host budget, the backups are admitted first.
+    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag);
+    if (st == VPMM_OK) st = pool->pool->pause(tag, n_changed);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_pause(vpmm_pool* pool, const char* tag) {
@@ -382,7 +388,12 @@ VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uin
   VPMM_CHECK_POOL(call, pool);
   if (flags & ~VPMM_PAUSE_BACKUP_UNCHANGED)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
-  return guarded(call, [&] { return pool->pool->pause(tag, n_changed, flags); });
+  return guarded(call, [&] {
+    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag);
+    if (st == VPMM_OK) st = pool->pool->pause(tag, n_changed, flags);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir) {
@@ -394,7 +405,11 @@ VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir) 
 VPMM_API vpmm_status vpmm_pool_resume_ex(vpmm_pool* pool, const char* tag, uint64_t* n_changed) {
   const char* call = "vpmm_pool_resume";
   VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->resume(tag, n_changed); });
+  return guarded(call, [&] {
+    const vpmm_status st = pool->pool->resume(tag, n_changed);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_resume_flags(vpmm_pool* pool, const char* tag, uint32_t flags,
@@ -403,7 +418,11 @@ VPMM_API vpmm_status vpmm_pool_resume_flags(vpmm_pool* pool, const char* tag, ui
   VPMM_CHECK_POOL(call, pool);
   if (flags & ~VPMM_RESUME_RETAIN_BACKUP)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
-  return guarded(call, [&] { return pool->pool->resume(tag, n_changed, flags); });
+  return guarded(call, [&] {
+    const vpmm_status st = pool->pool->resume(tag, n_changed, flags);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_resume(vpmm_pool* pool, const char* tag) {
@@ -414,13 +433,21 @@ VPMM_API vpmm_status vpmm_pool_prepare_backups(vpmm_pool* pool, const char* tag,
                                                uint64_t* cached_bytes) {
   const char* call = "vpmm_pool_prepare_backups";
   VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->prepare_backups(tag, cached_bytes); });
+  return guarded(call, [&] {
+    const vpmm_status st = pool->pool->prepare_backups(tag, cached_bytes);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 VPMM_API vpmm_status vpmm_pool_trim(vpmm_pool* pool, uint64_t keep_bytes) {
   const char* call = "vpmm_pool_trim";
   VPMM_CHECK_POOL(call, pool);
-  return guarded(call, [&] { return pool->pool->trim(keep_bytes); });
+  return guarded(call, [&] {
+    const vpmm_status st = pool->pool->trim(keep_bytes);
+    vpmm::api::ledger_sync_host(pool);
+    return st;
+  });
 }
 
 namespace {

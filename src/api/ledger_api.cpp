@@ -116,6 +116,27 @@ void ledger_forget(vpmm_pool* shell) {
   m->stop_watcher();
 }
 
+vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag) {
+  ledger::LedgerMember* m = member_of(shell);
+  if (!m) return VPMM_OK;
+  vpmm_tag_stats ts;
+  std::memset(&ts, 0, sizeof ts);
+  ts.struct_size = sizeof ts;
+  if (shell->pool->tag_stats(tag, &ts) != VPMM_OK) return VPMM_OK;  // the pause reports a bad tag itself
+  const uint64_t need = ts.live_bytes > ts.retained_bytes ? ts.live_bytes - ts.retained_bytes : 0;
+  return m->admit_host(call, need);
+}
+
+void ledger_sync_host(vpmm_pool* shell) {
+  ledger::LedgerMember* m = member_of(shell);
+  if (!m) return;
+  vpmm_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  shell->pool->stats(&s);
+  m->set_host_held(s.backup_pinned_bytes + s.backup_pageable_bytes + s.backup_mmap_bytes, s.backup_bytes);
+}
+
 }  // namespace api
 }  // namespace vpmm
 

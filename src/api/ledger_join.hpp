@@ -27,6 +27,13 @@ vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c
 void ledger_attach(vpmm_pool* shell, Admission* member);
 // Before the pool goes: the watcher stops (it calls into the pool).
 void ledger_forget(vpmm_pool* shell);
+// Before a pause of `tag`: its backups' host bytes (at most the tag's live
+// bytes less what retained backups already hold) admitted against the host
+// budget; OUT_OF_MEMORY refuses the pause before anything changed.
+vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag);
+// After a pause, resume or trim: the member's host charge set to what the
+// pool's backups hold (pinned, cached included, pageable and mmap).
+void ledger_sync_host(vpmm_pool* shell);
 
 }  // namespace api
 }  // namespace vpmm

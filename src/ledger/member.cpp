@@ -110,6 +110,72 @@ void LedgerMember::watch() {
   }
 }
 
+bool LedgerMember::publish_host(uint64_t bytes) {
+  if (broken_) return false;
+  Slot& s = ledger_->slot(slot_);
+  if (s.owner.load() != owner_) {
+    broken_ = true;
+    return false;
+  }
+  const uint64_t want =
+      bytes ? encode_units(units_up(bytes), field_of(host_charge_field(slot_), owner_), ledger_->nonce()) : 0;
+  uint64_t expect = host_word_;
+  if (!s.host_charge.compare_exchange_strong(expect, want)) {
+    broken_ = true;
+    return false;
+  }
+  host_word_ = want;
+  return true;
+}
+
+vpmm_status LedgerMember::admit_host(const char* call, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (broken_) return refuse_broken("a pause's backup", bytes);
+  if (!bytes) return VPMM_OK;
+  Slot& s = ledger_->slot(slot_);
+  uint64_t budget = 0;
+  bool set = false;
+  DeviceSum sum;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // The same claim-then-look order as the device's admission.
+    s.pending.store(units_up(bytes));
+    if (!publish_host(host_charge_ + bytes)) {
+      s.pending.store(0);
+      return refuse_broken("a pause's backup", bytes);
+    }
+    sum = ledger_->scan(device_, true, static_cast<int>(slot_));
+    const bool ok = ledger_->host_budget(&budget, &set);
+    if (sum.corrupt_slot < 0 && ok && (!set || sum.units <= units_down(budget))) {
+      host_charge_ += bytes;
+      s.pending.store(0);
+      return VPMM_OK;
+    }
+    const bool back = publish_host(host_charge_);
+    s.pending.store(0);
+    if (!back) return refuse_broken("a pause's backup", bytes);
+    if (!ok)
+      return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: ledger %s: the host budget is corrupt; nothing was paused", call,
+                  ledger_->name().c_str());
+    if (sum.corrupt_slot >= 0)
+      return fail(VPMM_ERR_OUT_OF_MEMORY, "%s: ledger %s: slot %d cannot be trusted (%s); nothing was paused", call,
+                  ledger_->name().c_str(), sum.corrupt_slot, sum.corrupt_why);
+    if (!sum.others_pending) break;
+    backoff(attempt);
+  }
+  const uint64_t tentative = units_up(host_charge_ + bytes) - units_up(host_charge_);
+  const uint64_t held = sum.units >= tentative ? sum.units - tentative : 0;
+  return fail(VPMM_ERR_OUT_OF_MEMORY,
+              "%s: ledger %s: backups of %" PRIu64 " bytes would pass the host budget of %" PRIu64
+              " bytes (%.1f MiB of host memory held for backups by its members); nothing was paused",
+              call, ledger_->name().c_str(), bytes, budget, mib(bytes_of(held)));
+}
+
+void LedgerMember::set_host_held(uint64_t host_bytes, uint64_t backed_up) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (publish_host(host_bytes)) host_charge_ = host_bytes;
+  ledger_->slot(slot_).backed_up.store(backed_up);
+}
+
 void LedgerMember::set_evictable(std::vector<std::string> tags) {
   std::lock_guard<std::mutex> lock(mu_);
   tags_ = std::move(tags);

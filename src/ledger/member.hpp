@@ -74,6 +74,13 @@ class LedgerMember final : public Admission {
   std::vector<std::string> evictable();
   uint64_t charge();
 
+  // The host budget (backups in pinned and mmap memory): OUT_OF_MEMORY
+  // when `bytes` more than this member holds would pass it (an unset host
+  // budget admits anything); `call` names the public function.
+  vpmm_status admit_host(const char* call, uint64_t bytes);
+  // What the pool's backups hold now (host bytes, and backup bytes shown).
+  void set_host_held(uint64_t host_bytes, uint64_t backed_up);
+
  private:
   LedgerMember(std::unique_ptr<Ledger> l, uint32_t device, uint32_t slot, uint64_t owner)
       : ledger_(std::move(l)), device_(device), slot_(slot), owner_(owner) {}
@@ -95,6 +102,8 @@ class LedgerMember final : public Admission {
   uint64_t credit_ = 0;  // admitted for reservations, not yet drawn on
   uint64_t mapped_ = 0;
   uint64_t word_ = 0;    // the charge word as this member last wrote it
+  uint64_t host_charge_ = 0, host_word_ = 0;  // the same for the host charge
+  bool publish_host(uint64_t bytes);
   uint64_t n_admissions_ = 0, n_refused_ = 0, wait_ns_ = 0;
   bool broken_ = false;
   std::function<void()> race_point_;

@@ -603,6 +603,50 @@ TEST("a member that does not answer is not waited for: the asker fails after the
   close(fds[1]);
 }
 
+TEST("the host budget: a pause whose backups would pass it fails with nothing paused; within it, it counts") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 64 * kPage));
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), VPMM_LEDGER_HOST, 10 * kPage));
+  vpmm_alloc_attrs at;
+  std::memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.flags = VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP;  // pageable: nothing pinned stays cached
+  at.tag = "a";
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(p, 8 * kPage, nullptr, &at, &a));
+  at.tag = "b";
+  void* b = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(q, 4 * kPage, nullptr, &at, &b));
+  if (!a || !b) return;
+  fill_pattern(a, 8 * kPage, 3);
+  fill_pattern(b, 4 * kPage, 5);
+  CHECK_OK(vpmm_pool_pause(p, "a"));  // 8 of 10 host pages
+  vpmm_ledger_info info = read_info(name);
+  CHECK(info.host_admitted_bytes >= 8 * kPage && info.host_admitted_bytes <= 10 * kPage);
+  CHECK_EQ(vpmm_pool_pause(q, "b"), VPMM_ERR_OUT_OF_MEMORY);  // 8 + 4 > 10
+  CHECK_MSG(std::strstr(vpmm_last_error(), "host budget") && std::strstr(vpmm_last_error(), "nothing was paused"),
+            "%s", vpmm_last_error());
+  vpmm_tag_stats ts;
+  std::memset(&ts, 0, sizeof ts);
+  ts.struct_size = sizeof ts;
+  CHECK_OK(vpmm_pool_tag_stats(q, "b", &ts));
+  CHECK_EQ(ts.paused_bytes, 0u);
+  CHECK(pattern_ok(b, 4 * kPage, 5));  // nothing lost: still active, still its bytes
+  CHECK_OK(vpmm_pool_resume(p, "a"));  // the mmap backup goes: the host budget is free again
+  CHECK(pattern_ok(a, 8 * kPage, 3));
+  CHECK_OK(vpmm_pool_pause(q, "b"));
+  CHECK_OK(vpmm_pool_resume(q, "b"));
+  CHECK(pattern_ok(b, 4 * kPage, 5));
+  vpmm_pool_destroy(p);
+  vpmm_pool_destroy(q);
+  CHECK_EQ(read_info(name).host_admitted_bytes, 0u);
+}
+
 TEST("a segment that is not the user's own 0600 file is refused") {
   const std::string name = fresh_name();
   NameGuard g{name};
