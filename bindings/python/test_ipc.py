@@ -455,13 +455,13 @@ class TransportTest(unittest.TestCase):
             # it cuts that connection, and the export closes when it ends.
             ipc.SERVE_DEADLINE_S = 600  # not what ends the send here
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                before = {t.ident for t in threading.enumerate()}
+                before = set(threading.enumerate())  # Thread objects: an ended thread's ident is reused
                 s.connect(h.address)
                 s.sendall(h.nonce)
                 answer = None
                 while answer is None:  # the server's thread for this connection
                     answer = next((t for t in threading.enumerate()
-                                   if t.name == "vpmm-ipc-answer" and t.ident not in before), None)
+                                   if t.name == "vpmm-ipc-answer" and t not in before), None)
                     select.select([], [], [], 0.001)
                 wait_blocked_in_sendmsg(answer)
                 ex.close()
@@ -473,6 +473,34 @@ class TransportTest(unittest.TestCase):
             self.assertEqual(big.ipc_stats()["exports"], 0)
         finally:
             big.close()
+
+    def test_a_flood_of_silent_connections_gets_no_thread_each(self):
+        p = self.pool.malloc(SIZE, tag="w")
+        ctypes.memset(p, 0x6B, SIZE)
+        with self.pool.export(p) as ex:
+            h = ex.handle()
+            silent = []
+            try:
+                for _ in range(ipc.MAX_CONNECTIONS):
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.connect(h.address)  # and says nothing: each holds an answer slot
+                    silent.append(s)
+                with self.assertRaises(vpmm.WrongState) as e:
+                    h.open(vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=64 * PAGE))
+                self.assertIn("busy", str(e.exception))
+            finally:
+                for s in silent:
+                    s.close()
+            for t in threading.enumerate():  # the silent ones' answers end with their peers
+                if t.name == "vpmm-ipc-answer":
+                    t.join()
+            other = vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=64 * PAGE)
+            try:
+                with h.open(other) as imp:
+                    self.assertEqual(ctypes.string_at(imp.ptr, SIZE), b"\x6b" * SIZE)
+            finally:
+                other.close()
+        self.pool.free(p)
 
     def test_open_says_why_the_exporter_stopped_mid_message(self):
         desc = bytes(24) + b"NONCE123"

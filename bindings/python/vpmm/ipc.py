@@ -47,12 +47,15 @@ from . import _library as L
 from .errors import BackendError, InvalidArgument, Timeout, Unsupported, VpmmError, WrongState
 
 __all__ = ["Export", "Import", "Handle", "Entry", "STATES", "recv", "send", "open_descriptor",
-           "SERVE_DEADLINE_S", "OPEN_DEADLINE_S"]
+           "SERVE_DEADLINE_S", "OPEN_DEADLINE_S", "MAX_CONNECTIONS"]
 
 #: Seconds the descriptor server gives one connection (reading the request,
 #: sending the descriptors) before it shuts the connection down: a peer that
 #: asks and never reads holds a thread and the export's descriptors no longer.
 SERVE_DEADLINE_S = 30.0
+#: Connections the descriptor server answers at once; more are refused at
+#: once ("busy": :meth:`Handle.open` raises :class:`vpmm.WrongState` saying so).
+MAX_CONNECTIONS = 64
 #: Seconds :meth:`Handle.open` gives the exporter's descriptor server to
 #: answer and send everything (then :class:`vpmm.Timeout`).
 OPEN_DEADLINE_S = 30.0
@@ -178,6 +181,7 @@ class _FdServer:
 
     def __init__(self) -> None:
         self.exports: "weakref.WeakValueDictionary[bytes, Export]" = weakref.WeakValueDictionary()
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.address = b"\0vpmm-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.address)
@@ -190,9 +194,28 @@ class _FdServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            if not self.slots.acquire(blocking=False):
+                # Anyone on the host may connect (an abstract socket has no
+                # permissions): a flood gets no thread, and honest importers
+                # are answered again as the deadline frees slots.
+                with conn:
+                    try:
+                        conn.setblocking(False)  # a fresh socket's buffer takes this at once
+                        conn.send(b"\x01the descriptor server of process %d is busy (%d connections "
+                                  b"in flight)" % (os.getpid(), MAX_CONNECTIONS))
+                        conn.recv(64)  # the request if it came: closed unread, it would reset the answer
+                    except OSError:
+                        pass
+                continue
             threading.Thread(target=self._answer, args=(conn,), name="vpmm-ipc-answer", daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
+        try:
+            self._answer_one(conn)
+        finally:
+            self.slots.release()
+
+    def _answer_one(self, conn: socket.socket) -> None:
         with conn:
             conn.settimeout(None)  # blocking: the deadline below bounds it
             with _Deadline(conn, SERVE_DEADLINE_S) as deadline:
@@ -238,10 +261,15 @@ def _start_server() -> None:
 
 
 def _read_rest(conn: socket.socket, limit: int = 4096) -> bytes:
-    """What the peer sends until it closes (at most `limit` bytes)."""
+    """What the peer sends until it closes (at most `limit` bytes). A peer
+    that closed with bytes of ours unread resets the connection once its
+    own bytes are read: that is its end too."""
     b = b""
     while len(b) < limit:
-        part = conn.recv(limit - len(b))
+        try:
+            part = conn.recv(limit - len(b))
+        except ConnectionResetError:
+            break
         if not part:
             break
         b += part
@@ -499,7 +527,10 @@ class Handle:
             raise WrongState(4, f"vpmm.ipc: the exporting process {self.pid} does not answer on its "
                                 f"descriptor socket ({e}): it exited, or is in another network "
                                 "namespace") from e
-        s.sendall(self.nonce)
+        try:
+            s.sendall(self.nonce)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before it read the request: its answer is there to read
         status = _read_exact(s, 1)
         if status != b"\x00":
             raise WrongState(4, "vpmm.ipc: process %d: %s" % (self.pid, _read_rest(s).decode(errors="replace")))
