@@ -62,9 +62,10 @@ VPMM_API void vpmm_torch_free(void* ptr, ptrdiff_t size, int device, void* strea
  * completed, and at the free t waits on the GPU for all work queued so far
  * on the allocating stream (the tensor's own kernels included) and on every
  * other recorded stream (one event each, counted in n_stream_waits; the CPU
- * does not wait). A recorded stream the backend no longer knows (destroyed
- * meanwhile) is synchronized on the CPU instead; if it is t, the free goes
- * to the allocating stream, after the others, so nothing leaks.
+ * does not wait; should a wait fail, the CPU synchronizes that stream). A
+ * recorded stream the backend no longer knows (destroyed meanwhile) is
+ * skipped; if it is t, the free goes to the allocating stream, after the
+ * others, so nothing leaks.
  * Recording on the allocating stream itself, or again on a stream already
  * recorded, changes nothing; a NULL ptr is ignored. The record lasts until
  * the free (or a new allocation at the same address).

@@ -49,9 +49,11 @@ void* RecordedStreams::free_stream(vpmm_pool* pool, void* ptr, void* own) {
     target = own;
   }
   for (void* s : streams) {
-    if (hook_stream_wait(pool, target, s) == VPMM_OK) continue;
-    // Not a stream of the backend any more, or the wait failed: waiting on
-    // the CPU is all that is left (a destroyed stream's work is drained).
+    const vpmm_status w = hook_stream_wait(pool, target, s);
+    // INVALID_ARGUMENT: the backend no longer knows it (destroyed meanwhile;
+    // as before, nothing can wait for a destroyed stream's last work).
+    if (w == VPMM_OK || w == VPMM_ERR_INVALID_ARGUMENT) continue;
+    // The wait itself failed: waiting on the CPU is all that is left.
     vpmm_status st = vpmm_pool_stream_synchronize(pool, s);
     if (st != VPMM_OK && hook_log_enabled(HookLog::kError))
       std::fprintf(stderr, "libvpmm: vpmm_torch_free: waiting for stream %p, recorded on %p: %s\n", s, ptr,

@@ -29,9 +29,10 @@ class RecordedStreams {
   // memory on t in t's order (after the work that used it) and on any other
   // stream only after t's work completes, so t first waits on the GPU for
   // the work queued so far on `own` (the tensor's own kernels) and on every
-  // other recorded stream. A recorded stream that cannot be waited for
-  // (destroyed) is synchronized on the CPU, reported on stderr if that
-  // fails; if t is one, the free stays on `own`, after the others.
+  // other recorded stream. A recorded stream the backend no longer knows
+  // (destroyed) is skipped; one whose wait fails is synchronized on the CPU,
+  // reported on stderr if that fails too. If t is destroyed, the free stays
+  // on `own`, after the others.
   void* free_stream(vpmm_pool* pool, void* ptr, void* own);
 
   // A new allocation at `ptr`: entries an earlier one left there (recorded,
