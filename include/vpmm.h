@@ -418,6 +418,14 @@ VPMM_API vpmm_status vpmm_pool_get_config(vpmm_pool* pool, vpmm_config* config);
  * (the reason is then in vpmm_last_error()). Thread safe. */
 VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
 
+/* The name of backend kind `kind` (VPMM_BACKEND_*: "auto", "cuda", "hip",
+ * "host"), as VPMM_BACKEND and vpmm_pool_backend_name spell it; NULL for a
+ * value that is no kind. The library's one table of the names: a tool or
+ * binding lists the kinds by asking for 0, 1, ... until NULL. Whether a kind
+ * is built in is another question (vpmm_pool_create says UNSUPPORTED). The
+ * string is static. Thread safe. */
+VPMM_API const char* vpmm_backend_kind_name(int32_t kind);
+
 /* ------------------------------------------------------------------------ */
 /* Allocation                                                               */
 /* ------------------------------------------------------------------------ */
@@ -433,6 +441,15 @@ VPMM_API const char* vpmm_pool_backend_name(vpmm_pool* pool);
 #define VPMM_ALLOC_RETAIN_BACKUP 8u /* the backup outlives resume: the next pause writes into it
                                      * again (same host address, same file), or skips the copy
                                      * when declared unchanged (VPMM_PAUSE_BACKUP_UNCHANGED) */
+
+/* The backup store at `index` of the library's table, in flag order: 0 is
+ * the default ("pinned", *flag 0), then "mmap" (VPMM_ALLOC_BACKUP_MMAP) and
+ * "disk" (VPMM_ALLOC_BACKUP_DISK). Returns its static name and stores the
+ * allocation flag that chooses it in *flag (may be NULL); NULL past the last
+ * store, *flag untouched. For bindings that name the stores: they list them
+ * by asking for 0, 1, ... until NULL instead of repeating the table.
+ * Thread safe. */
+VPMM_API const char* vpmm_backup_store_name(uint32_t index, uint32_t* flag);
 
 typedef struct vpmm_alloc_attrs {
   uint32_t struct_size; /* = sizeof(vpmm_alloc_attrs) */

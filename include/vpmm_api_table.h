@@ -161,6 +161,9 @@ typedef struct vpmm_api {
   vpmm_status (*ledger_set_budget)(const char* name, int32_t device, uint64_t bytes);
   vpmm_status (*ledger_remove)(const char* name);
   vpmm_status (*pool_ledger_evictable)(vpmm_pool* pool, const char* const* tags, size_t n);
+  /* the name tables: backend kinds, backup stores */
+  const char* (*backend_kind_name)(int32_t kind);
+  const char* (*backup_store_name)(uint32_t index, uint32_t* flag);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

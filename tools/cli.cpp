@@ -45,13 +45,8 @@ std::string trace_name(const std::string& path) {
 }
 
 const char* backend_arg_name(int32_t b) {
-  switch (b) {
-    case VPMM_BACKEND_AUTO: return "auto";
-    case VPMM_BACKEND_CUDA: return "cuda";
-    case VPMM_BACKEND_HIP: return "hip";
-    case VPMM_BACKEND_HOST: return "host";
-    default: return "?";
-  }
+  const char* name = vpmm_backend_kind_name(b);  // the library's table of the names
+  return name ? name : "?";
 }
 
 std::string layout_of(vpmm_pool* pool) {

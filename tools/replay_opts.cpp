@@ -123,11 +123,15 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
   if (!a.take_value()) return usage_error(n + " wants a value");
   const std::string& val = a.value;
   if (n == "--backend") {
-    if (val == "auto") o.backend = VPMM_BACKEND_AUTO;
-    else if (val == "cuda") o.backend = VPMM_BACKEND_CUDA;
-    else if (val == "hip") o.backend = VPMM_BACKEND_HIP;
-    else if (val == "host") o.backend = VPMM_BACKEND_HOST;
-    else return usage_error("--backend wants auto, cuda, hip or host, got '" + val + "'");
+    // The kinds as the library names them (vpmm_backend_kind_name: 0, 1, ... until NULL).
+    std::string names;
+    int32_t kind = -1;
+    for (int32_t k = 0; const char* name = vpmm_backend_kind_name(k); ++k) {
+      if (val == name) kind = k;
+      names += (k ? ", " : "") + std::string(name);
+    }
+    if (kind < 0) return usage_error("--backend wants one of " + names + ", got '" + val + "'");
+    o.backend = kind;
   } else if (n == "--page-size" || n == "--va-size" || n == "--max-handle-size" ||
              n == "--host-capacity" || n == "--small-size" || n == "--large-rounding") {
     SizeOpt* s = n == "--page-size" ? &o.page_size : n == "--va-size" ? &o.va_size

@@ -17,10 +17,10 @@ namespace {
 static_assert(offsetof(vpmm_api, version) == 8, "vpmm_api: the entries start after two uint32_t");
 static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) % sizeof(void (*)(void)) == 0,
               "vpmm_api: only function pointers after the header");
-// 89 functions in ABI 1's table (every exported function but
+// 91 functions in ABI 1's table (every exported function but
 // vpmm_get_api). Appending one means changing this count, and the test of the
 // exported symbols then checks the new entry.
-static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 89,
+static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 91,
               "vpmm_api: an exported function was added without a table entry (or vice versa)");
 
 vpmm_api make_table() {
@@ -117,6 +117,8 @@ vpmm_api make_table() {
   t.ledger_set_budget = vpmm_ledger_set_budget;
   t.ledger_remove = vpmm_ledger_remove;
   t.pool_ledger_evictable = vpmm_pool_ledger_evictable;
+  t.backend_kind_name = vpmm_backend_kind_name;
+  t.backup_store_name = vpmm_backup_store_name;
   return t;
 }
 

@@ -1,8 +1,10 @@
 // vpmm_backend_info (vpmm.h): the describe line of a compiled-in backend's
 // registry entry. The API layer asks the registry; it knows no backend.
+// vpmm_backend_kind_name: the kinds' one name table (common/backend_kinds.hpp).
 #include <cstring>
 
 #include "backend/registry.hpp"
+#include "common/backend_kinds.hpp"
 #include "common/status.hpp"
 #include "config/config.hpp"
 #include "vpmm.h"
@@ -13,7 +15,7 @@ VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capaci
   const char* call = "vpmm_backend_info";
   if (buf == nullptr && capacity > 0)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: buf is NULL with capacity %zu", call, capacity);
-  if (backend < VPMM_BACKEND_AUTO || backend > VPMM_BACKEND_HOST)
+  if (!vpmm::backend_kind_name(backend))
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: backend %d is not a VPMM_BACKEND_* value",
                       call, backend);
   const vpmm::BackendEntry* e = vpmm::find_backend_entry(backend);
@@ -34,5 +36,7 @@ VPMM_API vpmm_status vpmm_backend_info(int32_t backend, char* buf, size_t capaci
   }
   return VPMM_OK;
 }
+
+VPMM_API const char* vpmm_backend_kind_name(int32_t kind) { return vpmm::backend_kind_name(kind); }
 
 }  // extern "C"

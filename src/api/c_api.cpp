@@ -16,6 +16,7 @@
 #include "api/ledger_join.hpp"
 #include "api/pool_shell.hpp"
 #include "backend/registry.hpp"
+#include "common/backend_kinds.hpp"
 #include "common/status.hpp"
 #include "config/config.hpp"
 #include "core/pause/stores/store_table.hpp"
@@ -173,6 +174,21 @@ thread_local std::vector<Scope>* t_scopes = nullptr;
 uint32_t known_flags() { return VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP | vpmm::backup_store_flags(); }
 constexpr size_t kMaxBackupDirBytes = 4095;
 
+// The stores in flag order: the default (flag 0), then one per flag bit.
+const char* store_at(uint32_t index, uint32_t* flag) {
+  if (index == 0) {
+    if (flag) *flag = 0;
+    return vpmm::backup_store_name(0);
+  }
+  const uint32_t bits = vpmm::backup_store_flags();
+  for (uint32_t b = 0, i = 0; b < 32; ++b)
+    if ((bits >> b) & 1u && ++i == index) {
+      if (flag) *flag = 1u << b;
+      return vpmm::backup_store_name(1u << b);
+    }
+  return nullptr;
+}
+
 // The flag combinations an allocation or a scope may ask for.
 vpmm_status check_alloc_flags(const char* call, const char* what, uint32_t flags) {
   if (flags & ~known_flags())
@@ -224,7 +240,7 @@ vpmm_status explain_oom(const char* call, vpmm_pool* pool, uint64_t size) {
   }
   const char* backend = pool->pool->backend_name();
   const char* source = limit && limit == s.capacity_bytes    ? "memory_limit"
-                       : std::strcmp(backend, "host") == 0 ? "host_capacity"
+                       : std::strcmp(backend, vpmm::backend_kind_name(VPMM_BACKEND_HOST)) == 0 ? "host_capacity"
                                                            : "device memory";
   using ull = unsigned long long;
   if (s.capacity_bytes == 0)  // no device total known: nothing to compare with
@@ -270,6 +286,8 @@ vpmm_status malloc_scoped(const char* call, vpmm_pool* pool, uint64_t size, vpmm
   }
   return malloc_with(call, pool, size, stream, nullptr, 0, nullptr, nullptr, out);
 }
+
+VPMM_API const char* vpmm_backup_store_name(uint32_t index, uint32_t* flag) { return store_at(index, flag); }
 
 VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                                       void** out) {

@@ -263,6 +263,8 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, ledger_set_budget),
     VPMM_F_(vpmm_api, PTR, ledger_remove),
     VPMM_F_(vpmm_api, PTR, pool_ledger_evictable),
+    VPMM_F_(vpmm_api, PTR, backend_kind_name),
+    VPMM_F_(vpmm_api, PTR, backup_store_name),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

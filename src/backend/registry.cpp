@@ -26,15 +26,11 @@ const BackendEntry* const kEntries[] = {
 };
 constexpr size_t kEntryCount = sizeof kEntries / sizeof kEntries[0];
 
-// Names of the kinds the ABI knows, for "not built" messages about a kind
-// that has no entry in this build.
+// Names of the kinds the ABI knows (common/backend_kinds.hpp), for "not
+// built" messages about a kind that has no entry in this build.
 const char* kind_label(int32_t kind) {
-  switch (kind) {
-    case VPMM_BACKEND_CUDA: return "CUDA";
-    case VPMM_BACKEND_HIP: return "HIP";
-    case VPMM_BACKEND_HOST: return "host";
-    default: return nullptr;
-  }
+  const BackendKindName* k = kind == VPMM_BACKEND_AUTO ? nullptr : backend_kind(kind);
+  return k ? k->label : nullptr;
 }
 
 // VPMM_LOG at info or debug. Read at each selection, not once per process as

@@ -21,13 +21,14 @@
 
 #include "backend/backend.hpp"
 #include "backend/host_stream_control.hpp"
+#include "common/backend_kinds.hpp"
 #include "vpmm.h"
 
 namespace vpmm {
 
 struct BackendEntry {
   int32_t kind;      // VPMM_BACKEND_* (never AUTO)
-  const char* name;  // "cuda", "host", ...: Backend::name() of what make() returns
+  const char* name;  // backend_kind_name(kind): Backend::name() of what make() returns
   // Creates a backend, or returns nullptr with *st set and the thread-local
   // error naming the reason (library missing, no device, bad parameter).
   std::unique_ptr<Backend> (*make)(const BackendParams& p, vpmm_status* st);

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/backend_kinds.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -40,17 +41,15 @@ namespace {
   "K, M, G or T (powers of 1024), e.g. \"8G\""
 
 bool parse_backend(const char* v, int32_t* out, Refusal* why) {
-  struct {
-    const char* name;
-    int32_t value;
-  } names[] = {{"auto", VPMM_BACKEND_AUTO}, {"cuda", VPMM_BACKEND_CUDA},
-               {"hip", VPMM_BACKEND_HIP}, {"host", VPMM_BACKEND_HOST}};
-  for (const auto& n : names)
-    if (strcasecmp(v, n.name) == 0) {
-      *out = n.value;
+  for (const BackendKindName& k : kBackendKinds)
+    if (strcasecmp(v, k.name) == 0) {
+      *out = k.kind;
       return true;
     }
-  return refuse(why, "not a backend name; accepted: auto, cuda, hip, host");
+  char names[64] = "";
+  for (size_t i = 0, n = 0; i < kBackendKindCount && n < sizeof names; ++i)
+    n += static_cast<size_t>(std::snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", kBackendKinds[i].name));
+  return refuse(why, "not a backend name; accepted: %s", names);
 }
 
 // "8G" = bytes; "80%" = a fraction of device memory.
@@ -156,7 +155,7 @@ bool parse_log(const char* v, vpmm_config*, Refusal* why) {
 // pages reads the page_size of row 2.
 
 vpmm_status check_backend(const vpmm_config& c, const char* call) {
-  if (c.backend < VPMM_BACKEND_AUTO || c.backend > VPMM_BACKEND_HOST)
+  if (!backend_kind_name(c.backend))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: config->backend %d is not a VPMM_BACKEND_* value",
                 call, c.backend);
   return VPMM_OK;

@@ -285,4 +285,31 @@ TEST("a failed vpmm_pool_create sets *out to NULL (bad field, malformed variable
   CHECK(p == nullptr);
 }
 
+// The fixed lists the library names once, for the tool and the bindings.
+TEST("vpmm_backend_kind_name and vpmm_backup_store_name list the library's tables, then NULL") {
+  const char* kinds[] = {"auto", "cuda", "hip", "host"};
+  for (int32_t k = 0; k < 4; ++k) CHECK(std::strcmp(vpmm_backend_kind_name(k), kinds[k]) == 0);
+  CHECK(vpmm_backend_kind_name(4) == nullptr);
+  CHECK(vpmm_backend_kind_name(-1) == nullptr);
+  CHECK_EQ(vpmm_backend_kind_name(VPMM_BACKEND_HOST), kinds[3] == std::string("host") ? vpmm_backend_kind_name(3) : nullptr);
+  vpmm_pool* p = make_pool();
+  CHECK(p != nullptr);
+  CHECK(std::strcmp(vpmm_pool_backend_name(p), vpmm_backend_kind_name(VPMM_BACKEND_HOST)) == 0);
+  vpmm_pool_destroy(p);
+  struct Store {
+    const char* name;
+    uint32_t flag;
+  } stores[] = {{"pinned", 0}, {"mmap", VPMM_ALLOC_BACKUP_MMAP}, {"disk", VPMM_ALLOC_BACKUP_DISK}};
+  for (uint32_t i = 0; i < 3; ++i) {
+    uint32_t flag = 99;
+    const char* name = vpmm_backup_store_name(i, &flag);
+    CHECK(name != nullptr && std::strcmp(name, stores[i].name) == 0);
+    CHECK_EQ(flag, stores[i].flag);
+  }
+  CHECK(vpmm_backup_store_name(0, nullptr) != nullptr);
+  uint32_t untouched = 99;
+  CHECK(vpmm_backup_store_name(3, &untouched) == nullptr);
+  CHECK_EQ(untouched, 99u);
+}
+
 TEST_MAIN()

@@ -15,8 +15,30 @@ from .errors import InvalidArgument, OutOfMemory, Timeout, Unsupported
 __all__ = ["Pool", "Reservation", "region", "default_pool", "BACKENDS", "REGION_KINDS",
            "ALLOC_HOST_BACKUP", "BACKUP_STORES"]
 
+def _backend_kinds() -> Dict[str, int]:
+    """The library's table of the backend kinds (vpmm_backend_kind_name)."""
+    kinds: Dict[str, int] = {}
+    while True:
+        name = L.backend_kind_name(len(kinds))
+        if not name:
+            return kinds
+        kinds[name.decode()] = len(kinds)
+
+
+def _backup_stores() -> Dict[str, int]:
+    """The library's table of the backup stores and their allocation flags
+    (vpmm_backup_store_name), the default store first."""
+    stores: Dict[str, int] = {}
+    flag = ctypes.c_uint32(0)
+    while True:
+        name = L.backup_store_name(len(stores), ctypes.byref(flag))
+        if not name:
+            return stores
+        stores[name.decode()] = flag.value
+
+
 #: vpmm_config.backend values by name.
-BACKENDS: Dict[str, int] = {"auto": 0, "cuda": 1, "hip": 2, "host": 3}
+BACKENDS: Dict[str, int] = _backend_kinds()
 #: vpmm_region_info.kind values and their names.
 REGION_KINDS: Dict[int, str] = {1: "live", 2: "free", 3: "hole", 4: "zombie", 5: "small", 6: "paused", 7: "lent"}
 #: VPMM_ALLOC_HOST_BACKUP: pause keeps the bytes in host memory, resume restores them.
@@ -24,8 +46,8 @@ ALLOC_HOST_BACKUP = 1
 #: Where a backup lives (vpmm.h, "Backup stores"): page-locked memory cached
 #: across pauses (the default), pageable memory given back to the OS at
 #: resume, or a file per allocation in a directory.
-BACKUP_STORES: Tuple[str, ...] = ("pinned", "mmap", "disk")
-_STORE_FLAGS = {"pinned": 0, "mmap": 2, "disk": 4}  # VPMM_ALLOC_BACKUP_MMAP, _DISK
+_STORE_FLAGS: Dict[str, int] = _backup_stores()  # name -> VPMM_ALLOC_BACKUP_* (0: the default)
+BACKUP_STORES: Tuple[str, ...] = tuple(_STORE_FLAGS)
 _ALLOC_RETAIN_BACKUP = 8
 _PAUSE_BACKUP_UNCHANGED = 1
 _RESUME_RETAIN_BACKUP = 1

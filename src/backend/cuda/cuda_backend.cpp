@@ -67,7 +67,7 @@ struct Cu {
   using Event = CUevent;
   using NativeStream = CUstream;
   using Current = CUcontext;
-  static constexpr const char* kDriver = "cuda";
+  static constexpr const char* kDriver = backend_kind_name(VPMM_BACKEND_CUDA);
   static constexpr Error kSuccess = CUDA_SUCCESS;
   static constexpr Error kNotReady = CUDA_ERROR_NOT_READY;
   static constexpr const char* kEventRecord = "cuEventRecord";
@@ -149,7 +149,7 @@ class CudaBackend final : public gpu::GpuBackend<CudaBackend, Cu> {
     (void)d_->DevicePrimaryCtxRelease(dev_);
   }
 
-  const char* name() const override { return "cuda"; }
+  const char* name() const override { return backend_kind_name(VPMM_BACKEND_CUDA); }
   int32_t kind() const override { return VPMM_BACKEND_CUDA; }
   uint64_t granularity() const override { return gran_; }
   uint64_t recommended_page_size() const override { return recommended_; }
@@ -624,7 +624,7 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendParams& p, vpmm_status* 
 }  // namespace
 
 extern const BackendEntry kCudaBackendEntry;
-const BackendEntry kCudaBackendEntry = {VPMM_BACKEND_CUDA, "cuda", make_cuda_backend,
+const BackendEntry kCudaBackendEntry = {VPMM_BACKEND_CUDA, backend_kind_name(VPMM_BACKEND_CUDA), make_cuda_backend,
                                         cuda_backend_usable, nullptr, nullptr};
 
 }  // namespace vpmm

@@ -91,7 +91,7 @@ struct Hip {
   using Event = hipEvent_t;
   using NativeStream = hipStream_t;
   using Current = int;
-  static constexpr const char* kDriver = "hip";
+  static constexpr const char* kDriver = backend_kind_name(VPMM_BACKEND_HIP);
   static constexpr Error kSuccess = hipSuccess;
   static constexpr Error kNotReady = hipErrorNotReady;
   static constexpr const char* kEventRecord = "hipEventRecord";
@@ -181,7 +181,7 @@ class HipBackend final : public gpu::GpuBackend<HipBackend, Hip> {
     access_.flags = hipMemAccessFlagsProtReadWrite;
   }
 
-  const char* name() const override { return "hip"; }
+  const char* name() const override { return backend_kind_name(VPMM_BACKEND_HIP); }
   int32_t kind() const override { return VPMM_BACKEND_HIP; }
   uint64_t granularity() const override { return s_.gran; }
   uint64_t recommended_page_size() const override { return s_.recommended; }
@@ -840,7 +840,7 @@ size_t describe_hip(const BackendParams& p, char* buf, size_t capacity) {
 }  // namespace
 
 extern const BackendEntry kHipBackendEntry;
-const BackendEntry kHipBackendEntry = {VPMM_BACKEND_HIP, "hip", make_hip_backend, hip_backend_usable,
+const BackendEntry kHipBackendEntry = {VPMM_BACKEND_HIP, backend_kind_name(VPMM_BACKEND_HIP), make_hip_backend, hip_backend_usable,
                                        nullptr, describe_hip};
 
 }  // namespace vpmm

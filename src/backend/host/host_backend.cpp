@@ -150,7 +150,7 @@ class HostBackend final : public Backend {
     close(fd_);
   }
 
-  const char* name() const override { return "host"; }
+  const char* name() const override { return backend_kind_name(VPMM_BACKEND_HOST); }
   int32_t kind() const override { return VPMM_BACKEND_HOST; }
   uint64_t granularity() const override { return gran_; }
   uint64_t recommended_page_size() const override { return kRecommendedPage; }
@@ -783,7 +783,7 @@ const HostStreamControl kHostStreams = {
 }  // namespace
 
 extern const BackendEntry kHostBackendEntry;
-const BackendEntry kHostBackendEntry = {VPMM_BACKEND_HOST, "host", make_host_backend,
+const BackendEntry kHostBackendEntry = {VPMM_BACKEND_HOST, backend_kind_name(VPMM_BACKEND_HOST), make_host_backend,
                                         host_backend_usable, &kHostStreams, nullptr};
 
 }  // namespace vpmm

@@ -505,6 +505,12 @@ extern "C" {
 extern "C" {
     pub fn vpmm_pool_backend_name(pool: *mut vpmm_pool) -> *const ::std::os::raw::c_char;
 }
+extern "C" {
+    pub fn vpmm_backend_kind_name(kind: i32) -> *const ::std::os::raw::c_char;
+}
+extern "C" {
+    pub fn vpmm_backup_store_name(index: u32, flag: *mut u32) -> *const ::std::os::raw::c_char;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vpmm_alloc_attrs {
@@ -4556,12 +4562,17 @@ pub struct vpmm_api {
             n: usize,
         ) -> vpmm_status,
     >,
+    pub backend_kind_name:
+        ::std::option::Option<unsafe extern "C" fn(kind: i32) -> *const ::std::os::raw::c_char>,
+    pub backup_store_name: ::std::option::Option<
+        unsafe extern "C" fn(index: u32, flag: *mut u32) -> *const ::std::os::raw::c_char,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        720usize,
+        736usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -6116,6 +6127,40 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_ledger_evictable();
+    fn test_field_backend_kind_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backend_kind_name) as usize - ptr as usize
+            },
+            720usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(backend_kind_name)
+            )
+        );
+    }
+    test_field_backend_kind_name();
+    fn test_field_backup_store_name() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).backup_store_name) as usize - ptr as usize
+            },
+            728usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(backup_store_name)
+            )
+        );
+    }
+    test_field_backup_store_name();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
