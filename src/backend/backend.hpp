@@ -9,7 +9,7 @@
 // fault-injecting adaptor (tests/support/fault_backend.hpp) can fail the Nth
 // call of any kind. What the host does for the pool without the driver
 // (pageable memory, backup files, host copies) is HostServices' instead
-// (host_services.hpp).
+// (host_services/host_services.hpp).
 //
 // Errors: every call returns a vpmm_status; on failure the backend has set
 // the thread-local message (common/status.hpp) naming the driver call and the
@@ -58,7 +58,7 @@ enum Capability : uint32_t {
 };
 
 // Kinds of call the pool makes, for counters and fault injection: the
-// device's (Backend), and the host's (HostServices, host_services.hpp):
+// device's (Backend), and the host's (HostServices, host_services/host_services.hpp):
 // pageable_alloc, pageable_free, file_*, host_copy.
 enum class Op : int {
   reserve, unreserve, create, release, map, unmap, set_access,
@@ -152,7 +152,7 @@ class Backend {
   // Pinned host memory (kCapPinnedHost): page-locked for the device, so its
   // copies run at full speed. Freed by host_free_pinned with the size it was
   // allocated with. Pageable memory, files and host copies are the host's,
-  // not the driver's (backend/host_services.hpp).
+  // not the driver's (backend/host_services/host_services.hpp).
   vpmm_status host_alloc_pinned(uint64_t size, void** out);
   vpmm_status host_free_pinned(void* p, uint64_t size);
   vpmm_status mem_info(uint64_t* free_bytes, uint64_t* total_bytes);

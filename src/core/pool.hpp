@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "core/alloc/allocator.hpp"
 #include "core/pause/pauser.hpp"
 #include "core/share/sharer.hpp"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "support/fault_backend.hpp"
 #include "backend/registry.hpp"
 #include "backend_counters.hpp"

@@ -1,4 +1,4 @@
-// FaultHostServices: a HostServices adaptor (backend/host_services.hpp) that
+// FaultHostServices: a HostServices adaptor (backend/host_services/host_services.hpp) that
 // forwards every call to inner host services and fails a chosen one, as
 // FaultBackend does for the device's calls: how the tests prove that a full
 // disk, a failed write or read, or no pageable memory leaves every
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "support/fault_backend.hpp"
 
 namespace vpmm {

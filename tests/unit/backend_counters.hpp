@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "check.hpp"
 
 namespace vt {

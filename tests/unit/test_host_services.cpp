@@ -1,4 +1,4 @@
-// The host services (backend/host_services.hpp): what the pool asks of the
+// The host services (backend/host_services/host_services.hpp): what the pool asks of the
 // host rather than of a device driver, and their fault adaptor.
 //  - pageable memory: handed out and freed by its own call and size; a
 //    pointer it did not hand out, a wrong size or a second free is refused;
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "backend_counters.hpp"
 #include "check.hpp"
 #include "support/fault_host_services.hpp"

@@ -2,7 +2,7 @@
 // on it that more than one of them needs.
 //
 // Owns: the backend, the host services (pageable memory, files, host copies:
-// backend/host_services.hpp), the resolved options, the region map, the counters, the
+// backend/host_services/host_services.hpp), the resolved options, the region map, the counters, the
 // tag table, the capacity (limit, reservations, callbacks), the id counter
 // of regions, the handles the driver refused to release (orphans) and the
 // stand-in keys of retired streams.
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "core/state/admission.hpp"
 #include "core/state/capacity.hpp"
 #include "core/state/counters.hpp"

@@ -5,7 +5,7 @@
 // and the active allocation keeps it between pauses (the footprint stays
 // constant); it is removed when the allocation is freed. Its bytes move
 // through the pinned staging slots in large writes and reads, with direct
-// I/O where the file system allows it (backend/backup_files.cpp).
+// I/O where the file system allows it ((backend/host_services/backup_files.cpp)).
 //
 // The file is never opened again by its name: whoever may write the
 // directory could put a symbolic link or a file of their own there between

@@ -23,7 +23,7 @@
 #include <unordered_map>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 
 namespace vpmm {
 

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 #include "vpmm.h"
 
 namespace vpmm {

@@ -1,6 +1,6 @@
 // HostServices (see host_services.hpp): the checked, counted face, and the
 // process's implementation.
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 #include <new>
 #include <unordered_map>
 
-#include "backend/host_io.hpp"
+#include "backend/host_services/host_io.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {

@@ -106,8 +106,8 @@ class HostServices {
 };
 
 // The process's host services: mmap for pageable memory (tracked, so a bad
-// pointer is refused), backend/backup_files.cpp for files,
-// backend/host_copy.cpp for copies.
+// pointer is refused), host_services/backup_files.cpp for files,
+// host_services/host_copy.cpp for copies.
 std::unique_ptr<HostServices> make_host_services();
 std::shared_ptr<HostServices> make_shared_host_services();
 

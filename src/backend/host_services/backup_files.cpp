@@ -34,7 +34,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "backend/host_io.hpp"
+#include "backend/host_services/host_io.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {

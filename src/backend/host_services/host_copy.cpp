@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/host_io.hpp"
+#include "backend/host_services/host_io.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {

@@ -1,14 +1,14 @@
 // The host's file system and memory copies, as the process's HostServices
 // (host_services.cpp) performs them: backup files with direct I/O where the
 // file system allows it (backup_files.cpp), copies spread over a few threads
-// (host_copy.cpp). Internal to src/backend/: the pool reaches them through
+// (host_copy.cpp). Internal to src/backend/host_services/: the pool reaches them through
 // HostServices only, so that a test adaptor can fail them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "backend/host_services.hpp"
+#include "backend/host_services/host_services.hpp"
 
 namespace vpmm {
 namespace host_io {
