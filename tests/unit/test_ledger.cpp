@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,9 +92,35 @@ struct Shared {
   std::atomic<uint32_t> stop{0};
 };
 
+// A memfd, so that exec'd children map the same page (its fd is inherited).
+int g_shared_fd = -1;
 Shared* shared_page() {
-  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_shared_fd >= 0) close(g_shared_fd);
+  g_shared_fd = static_cast<int>(syscall(SYS_memfd_create, "vt-ledger-shared", 0));
+  if (g_shared_fd < 0 || ftruncate(g_shared_fd, 4096) != 0) return nullptr;
+  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, g_shared_fd, 0);
   return new (m) Shared();
+}
+Shared* map_shared(int fd) {
+  void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return m == MAP_FAILED ? nullptr : static_cast<Shared*>(m);
+}
+
+// Children that start threads (a pool in a ledger has a watcher thread) are
+// exec'd, not only forked: a fork of a threaded process may not start
+// threads (ThreadSanitizer refuses it, and the sanitizer suite runs these).
+pid_t spawn(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"/proc/self/exe", "--child"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  return pid;
 }
 
 // A child's allocation loop: M threads each take pages until refused, keep
@@ -277,17 +304,9 @@ TEST("4 processes x 4 threads allocating to the budget never pass it, and nothin
   CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, budget));
   Shared* sh = shared_page();
   std::vector<pid_t> kids;
-  for (int k = 0; k < 4; ++k) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      vpmm_pool* c = join(name);
-      if (!c) _exit(2);
-      hammer(c, sh, budget, 4, 40, static_cast<unsigned>(k + 1));
-      vpmm_pool_destroy(c);
-      _exit(0);
-    }
-    kids.push_back(pid);
-  }
+  for (int k = 0; k < 4; ++k)
+    kids.push_back(spawn({"hammer", name, std::to_string(budget), "4", "40", std::to_string(k + 1),
+                          std::to_string(g_shared_fd)}));
   for (pid_t pid : kids) CHECK_EQ(wait_child(pid), 0);
   CHECK_EQ(sh->over.load(), 0u);
   CHECK_EQ(sh->n_other.load(), 0u);
@@ -317,17 +336,9 @@ TEST("members SIGKILLed at random points give their share back to the next membe
   for (int round = 0; round < 6; ++round) {
     Shared* sh = shared_page();
     std::vector<pid_t> kids;
-    for (int k = 0; k < 3; ++k) {
-      pid_t pid = fork();
-      if (pid == 0) {
-        vpmm_pool* c = join(name);
-        if (!c) _exit(2);
-        sh->ready.fetch_add(1);
-        hammer(c, sh, budget, 3, 0, static_cast<unsigned>(round * 10 + k));
-        _exit(0);
-      }
-      kids.push_back(pid);
-    }
+    for (int k = 0; k < 3; ++k)
+      kids.push_back(spawn({"hammer", name, std::to_string(budget), "3", "0", std::to_string(round * 10 + k),
+                            std::to_string(g_shared_fd)}));
     // Kill each child after it made a random number of allocations more.
     for (pid_t pid : kids) {
       const uint64_t until = sh->n_ok.load() + rng() % 200;
@@ -505,37 +516,14 @@ void fill_pattern(void* p, uint64_t n, unsigned char seed) {
 TEST("pressure round trip: a trainer's evictable tag is paused to admit an engine, both intact after") {
   const std::string name = fresh_name();
   NameGuard g{name};
-  const uint64_t weights = 12 * kPage, engine = 8 * kPage;
+  const uint64_t engine = 8 * kPage;  // the trainer holds 12 pages of weights
   vpmm_pool* e = join(name);  // the engine (this process) makes the ledger
   CHECK(e != nullptr);
   if (!e) return;
   CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 16 * kPage));
   int to_child[2], to_parent[2];
   CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {  // the trainer
-    vpmm_pool* t = join(name);
-    if (!t) _exit(2);
-    vpmm_pool_set_pressure_callback(t, count_pressure, nullptr);
-    vpmm_alloc_attrs at;
-    std::memset(&at, 0, sizeof at);
-    at.struct_size = sizeof at;
-    at.tag = "weights";
-    at.flags = VPMM_ALLOC_HOST_BACKUP;
-    void* w = nullptr;
-    if (vpmm_pool_malloc_ex(t, weights, nullptr, &at, &w) != VPMM_OK) _exit(3);
-    fill_pattern(w, weights, 7);
-    const char* tags[] = {"weights"};
-    if (vpmm_pool_ledger_evictable(t, tags, 1) != VPMM_OK) _exit(4);
-    char c = 'r';
-    if (write(to_parent[1], &c, 1) != 1) _exit(5);
-    if (read(to_child[0], &c, 1) != 1) _exit(6);  // the engine is done: take the weights back
-    if (vpmm_pool_resume(t, "weights") != VPMM_OK) _exit(7);
-    if (!pattern_ok(w, weights, 7)) _exit(8);
-    if (g_pressure_calls.load() < 1) _exit(9);  // it heard of the pressure through its callback
-    vpmm_pool_destroy(t);
-    _exit(0);
-  }
+  pid_t pid = spawn({"trainer", name, std::to_string(to_child[0]), std::to_string(to_parent[1])});
   char c = 0;
   CHECK(read(to_parent[0], &c, 1) == 1);
   // 12 pages of weights + 8 would pass the 16-page budget: the trainer pauses them.
@@ -577,16 +565,7 @@ TEST("a member that does not answer is not waited for: the asker fails after the
   CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 8 * kPage));
   int fds[2];
   CHECK(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    vpmm_pool* c = join(name);
-    void* a = nullptr;
-    if (!c || vpmm_pool_malloc(c, 6 * kPage, nullptr, &a) != VPMM_OK) _exit(2);
-    char ch = 1;
-    if (write(fds[1], &ch, 1) != 1) _exit(3);
-    raise(SIGSTOP);  // alive, holding 6 pages, answering nothing
-    _exit(0);
-  }
+  pid_t pid = spawn({"holder", name, std::to_string(fds[1])});
   char ch = 0;
   CHECK(read(fds[0], &ch, 1) == 1);
   int st = 0;
@@ -700,8 +679,62 @@ TEST("VPMM_LEDGER makes vpmm_pool_create join, VPMM_LEDGER_BUDGET sets the first
   vpmm_pool_destroy(p);
 }
 
+namespace {
+// The exec'd children (spawn): argv = --child ROLE ARGS...
+int child_main(int argc, char** argv) {
+  const std::string role = argv[2];
+  const std::string name = argc > 3 ? argv[3] : "";
+  if (role == "hammer" && argc == 9) {  // NAME BUDGET THREADS ROUNDS SEED SHARED_FD
+    Shared* sh = map_shared(std::atoi(argv[8]));
+    vpmm_pool* c = join(name);
+    if (!c || !sh) return 2;
+    sh->ready.fetch_add(1);
+    hammer(c, sh, std::strtoull(argv[4], nullptr, 10), std::atoi(argv[5]), std::atoi(argv[6]),
+           static_cast<unsigned>(std::atoi(argv[7])));
+    vpmm_pool_destroy(c);
+    return 0;
+  }
+  if (role == "trainer" && argc == 6) {  // NAME FROM_PARENT_FD TO_PARENT_FD
+    const int from = std::atoi(argv[4]), to = std::atoi(argv[5]);
+    const uint64_t weights = 12 * kPage;
+    vpmm_pool* t = join(name);
+    if (!t) return 2;
+    vpmm_pool_set_pressure_callback(t, count_pressure, nullptr);
+    vpmm_alloc_attrs at;
+    std::memset(&at, 0, sizeof at);
+    at.struct_size = sizeof at;
+    at.tag = "weights";
+    at.flags = VPMM_ALLOC_HOST_BACKUP;
+    void* w = nullptr;
+    if (vpmm_pool_malloc_ex(t, weights, nullptr, &at, &w) != VPMM_OK) return 3;
+    fill_pattern(w, weights, 7);
+    const char* tags[] = {"weights"};
+    if (vpmm_pool_ledger_evictable(t, tags, 1) != VPMM_OK) return 4;
+    char c = 'r';
+    if (write(to, &c, 1) != 1) return 5;
+    if (read(from, &c, 1) != 1) return 6;  // the engine is done: take the weights back
+    if (vpmm_pool_resume(t, "weights") != VPMM_OK) return 7;
+    if (!pattern_ok(w, weights, 7)) return 8;
+    if (g_pressure_calls.load() < 1) return 9;  // it heard of the pressure through its callback
+    vpmm_pool_destroy(t);
+    return 0;
+  }
+  if (role == "holder" && argc == 5) {  // NAME TO_PARENT_FD
+    vpmm_pool* c = join(name);
+    void* a = nullptr;
+    if (!c || vpmm_pool_malloc(c, 6 * kPage, nullptr, &a) != VPMM_OK) return 2;
+    char ch = 1;
+    if (write(std::atoi(argv[4]), &ch, 1) != 1) return 3;
+    raise(SIGSTOP);  // alive, holding 6 pages, answering nothing
+    return 0;
+  }
+  return 100;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   unsetenv("VPMM_LEDGER");
   unsetenv("VPMM_LEDGER_BUDGET");
+  if (argc >= 3 && std::strcmp(argv[1], "--child") == 0) return child_main(argc, argv);
   return vt::run_all(argc, argv);
 }
