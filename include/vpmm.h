@@ -234,6 +234,17 @@ enum {
 #define VPMM_HANDLE_SIZE_UNLIMITED UINT64_MAX
 /* vpmm_config.view_min_size: no request is served by a view. */
 #define VPMM_VIEWS_OFF UINT64_MAX
+/* vpmm_config.driver_budget: never move pages to save memory (only at the
+ * memory limit or under pressure). */
+#define VPMM_DRIVER_BUDGET_NEVER (-2.0)
+/* vpmm_config.driver_budget: no budget: page-exact within remap_slack at any
+ * driver cost (the behaviour before the budget). */
+#define VPMM_DRIVER_BUDGET_EXACT (-1.0)
+/* vpmm_config.placement: the placement chains (docs/design.md). */
+#define VPMM_PLACEMENT_DEFAULT 0 /* reap, best fit, grow within the driver budget, remap */
+#define VPMM_PLACEMENT_EXACT 1   /* reap, best fit, remap: page-exact at any driver cost */
+#define VPMM_PLACEMENT_VIEWS 2   /* reap, best fit, views, remap (the default before the budget) */
+#define VPMM_PLACEMENT_PENDING 3 /* reap, best fit, pending reuse, grow within the budget, remap */
 
 typedef struct vpmm_config {
   uint32_t struct_size;   /* = sizeof(vpmm_config) */
@@ -344,6 +355,33 @@ typedef struct vpmm_config {
                              * loop", has both measured). Rounded up to page_size.
                             * Pools with exportable = 1 make no views. env VPMM_VIEW_MIN_SIZE
                             * ("256M", or "off"). See docs/handles.md ("Views"). */
+  double driver_budget; /* the share of elapsed time the pool may spend in the driver moving
+                         * pages to stay page-exact. When a malloc would move pages (remap)
+                         * and the pool's driver time, counted against the time since it was
+                         * created (a token bucket: 1% of elapsed time accrues, up to 1% of
+                         * 10 s), cannot pay for the move at ~75 us per 2 MiB page, the pool
+                         * grows by what the request lacks instead, within memory_limit, the
+                         * reservations and a ceiling of 1.10 x the bytes asked for; past
+                         * those, or under memory pressure, pages move as before. A loop then
+                         * stops moving pages once its shapes were seen, at the price of some
+                         * memory (docs/handles.md, "A driver-time budget").
+                         * 0 (default) = 0.01; VPMM_DRIVER_BUDGET_NEVER = never move pages to
+                         * save memory (only at the limit); VPMM_DRIVER_BUDGET_EXACT = no
+                         * budget: page-exact within remap_slack at any driver cost.
+                         * env VPMM_DRIVER_BUDGET ("1%", "0.01", "0" or "never", "exact"). */
+  int32_t placement;    /* the placement chain, VPMM_PLACEMENT_*: the steps a page-level
+                         * request goes through until one serves it (docs/design.md,
+                         * "Placement as a chain of steps"). 0 = VPMM_PLACEMENT_DEFAULT.
+                         * env VPMM_PLACEMENT ("default", "exact", "views", "pending"; the
+                         * names `vpmm replay --policy` takes). */
+  int32_t budget_clock_us; /* what the driver budget counts time by. 0 (default) = the wall
+                         * clock and the driver time measured; N > 0 = a modelled clock:
+                         * every malloc and free stands for N microseconds of the program's
+                         * work and every handle operation for its H100 cost (cuMemMap 1.6,
+                         * cuMemSetAccess 41, cuMemUnmap 31, cuMemCreate 16, cuMemRelease 21
+                         * us), so that a replay decides as a GPU run would, the same way
+                         * every run (`vpmm replay` sets it, --op-time). env
+                         * VPMM_BUDGET_CLOCK_US. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -353,7 +391,7 @@ typedef struct vpmm_config {
  * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
  * Bytes written: sizeof(vpmm_config) as this library has it, unless
  * config->struct_size already holds the size of an earlier vpmm_config (112,
- * 120, 128, 136, 144 or 152 bytes: a program built against an older header
+ * 120, 128, 136, 144, 152 or 160 bytes: a program built against an older header
  * that sets it first), then only that many. New code that wants no guess
  * passes its size to vpmm_config_init_sized. Sets struct_size.
  * NULL config is ignored. Thread safe (reads the environment). */
@@ -489,7 +527,8 @@ VPMM_API vpmm_status vpmm_pool_malloc(vpmm_pool* pool, uint64_t size, vpmm_strea
  * thread's innermost tag scope, or untagged). The tag is copied. The
  * backup store flags and directory are fixed for the allocation's life: a
  * disk-backed allocation without attrs->backup_dir takes the pool's
- * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR;
+ * directory of the moment (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR
+ * (as it was when the pool was created: options are read once);
  * the malloc checks that the directory exists and the process may create
  * files in it (nothing is allocated otherwise); the files are made at the
  * first pause. A tagged
@@ -982,6 +1021,13 @@ typedef struct vpmm_stats {
   uint64_t n_view_malloc; /* mallocs served by a view, over the pool's life */
   uint64_t n_view_reuse;  /* of them, by an idle view whose handles were all free at home:
                            * no driver call at all */
+  /* The driver budget (vpmm_config.driver_budget; docs/handles.md) */
+  uint64_t handles_moved;      /* handles moved to keep memory page-exact (Phase 2's harvests,
+                                * views' refills), over the pool's life: what the budget charges
+                                * (~75 us each on an H100) */
+  uint64_t n_budget_grow;      /* mallocs that grew instead of moving pages because the budget
+                                * could not pay for the move, over the pool's life */
+  uint64_t bytes_budget_grown; /* the bytes those mallocs created */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set;
@@ -1209,6 +1255,24 @@ VPMM_API vpmm_status vpmm_option_get(uint32_t i, vpmm_option_info* out);
  * *index (may be NULL) receives its index. Errors: INVALID_ARGUMENT (null
  * name or out, bad struct_size, no such option). Thread safe. */
 VPMM_API vpmm_status vpmm_option_find(const char* name, vpmm_option_info* out, uint32_t* index);
+
+/* Parse `text` as the option `name` (field name "placement" or variable
+ * "VPMM_PLACEMENT") reads it from the environment, and store the value in
+ * that field of *config: the library's own parser, so a program or binding
+ * that takes options as text ("1%", "64M", "views") accepts and refuses
+ * exactly what the VPMM_* variables do. Only that field's bytes are written,
+ * and only if config->struct_size (set it: vpmm_config_init) reaches them.
+ * Errors: INVALID_ARGUMENT (a NULL argument, no such option, an option
+ * without a field, a struct_size too short, or a value the option refuses:
+ * the message says why and what it accepts). Thread safe; *config is the
+ * caller's to guard. */
+VPMM_API vpmm_status vpmm_option_parse(const char* name, const char* text, vpmm_config* config);
+
+/* The name of placement chain `placement` (VPMM_PLACEMENT_*: "default",
+ * "exact", "views", "pending"), as VPMM_PLACEMENT and vpmm_option_parse take
+ * it; NULL for a value that names no chain. The string is static. Thread
+ * safe. */
+VPMM_API const char* vpmm_placement_name(int32_t placement);
 
 /* vpmm_field_info.kind: the C type of a public struct's field. */
 /* Signed constants in the style of the status codes (see there). */

@@ -164,6 +164,9 @@ typedef struct vpmm_api {
   /* the name tables: backend kinds, backup stores */
   const char* (*backend_kind_name)(int32_t kind);
   const char* (*backup_store_name)(uint32_t index, uint32_t* flag);
+  /* options parsed as their variables are */
+  vpmm_status (*option_parse)(const char* name, const char* text, vpmm_config* config);
+  const char* (*placement_name)(int32_t placement);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

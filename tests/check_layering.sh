@@ -7,7 +7,8 @@
 #             backends only the interface (backend/backend.hpp, whose
 #             granularity and memory resolve the defaults); never the core,
 #             so the core reads its options from below
-#   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls,
+#   core/     pure C++: no driver or system headers, no mmap/memfd/syscalls, no
+#             environment (getenv, common/settings.hpp: the options are read below),
 #             and of backend/ only the interfaces (backend/backend.hpp, the
 #             device; backend/host_services/host_services.hpp, the host's files and memory);
 #             of config/ only PoolOptions and the defaults, never the table;
@@ -58,6 +59,7 @@ report "src/ledger/ includes more than common/, ledger/ and core/state/admission
 # core/share/channel_interfaces.hpp and sees nothing else of the core, nor the backends or the API.
 report "src/ipc/ includes more than common/, ipc/ and core/share/channel_interfaces.hpp" "$(scan "$src/ipc" '#[[:space:]]*include[[:space:]]*["<](backend|api|hooks|preload)/|#[[:space:]]*include[[:space:]]*"core/[a-z_/]+\.hpp"' | grep -v '"core/share/channel_interfaces.hpp"')"
 report "src/core/ includes a backend's internals (backend/backend.hpp and backend/host_services/host_services.hpp are the doors)" "$(scan "$src/core" '#[[:space:]]*include[[:space:]]*"backend/' | grep -vE '"backend/(backend|host_services/host_services)\.hpp"')"
+report "src/core/ reads the environment (options are read once, through the option list: src/config/)" "$(scan "$src/core" '(^|[^A-Za-z0-9_])(getenv|secure_getenv|setting_on|setting_text)[[:space:]]*\(|#[[:space:]]*include[[:space:]]*"common/settings\.hpp"')"
 report "src/core/ makes a system call (the backend does that)" "$(scan "$src/core" '(^|[^A-Za-z0-9_.>])(mmap|munmap|mprotect|madvise|mlock|munlock|memfd_create|syscall|fallocate|ftruncate|dlopen|dlsym|posix_memalign)[[:space:]]*\(')"
 
 # hooks/, preload/ and history/: every quoted include is a public header or their own.

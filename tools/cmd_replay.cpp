@@ -40,6 +40,11 @@
 namespace vcli {
 namespace {
 
+// What an op of a trace stands for in the driver budget's modelled clock
+// (--op-time): the hard client's step (~300 ms on an H100) over its ~5,000
+// allocations and frees is ~60 us; dense loops allocate less often.
+constexpr int32_t kDefaultOpTimeUs = 50;
+
 // Whether the caller set the variable of `option`, named by the library's
 // option table (the one place that knows the VPMM_* names).
 bool option_set_in_env(const char* option) {
@@ -104,6 +109,20 @@ void print_driver_by_kind(const vpmm_driver_profile& end, const vpmm_driver_prof
     line += buf;
   }
   std::printf("  driver by kind    second half: %s\n", line.c_str());
+}
+
+// The second half's driver time as a GPU would spend it (the pool's calls
+// at H100 costs; set-access per mapped handle: its cost is per handle) per
+// the time the half's ops stand for (--op-time): what the driver budget
+// keeps under its share. -1 without a modelled clock.
+double modelled_driver_share(const vpmm_driver_profile& end, const vpmm_driver_profile& half, uint64_t ops,
+                             int32_t op_us) {
+  if (op_us <= 0 || ops == 0) return -1.0;
+  const double map = double(end.map_calls - half.map_calls), unmap = double(end.unmap_calls - half.unmap_calls);
+  const double create = double(end.create_calls - half.create_calls);
+  const double release = double(end.release_calls - half.release_calls);
+  const double ns = map * (1600 + 41000) + unmap * 31000 + create * 16000 + release * 20500;
+  return ns / (double(ops) * op_us * 1000.0);
 }
 
 // Where the pool's driver work went: all of it, and the second half alone.
@@ -344,11 +363,11 @@ bool pool_config(const std::string& path, const ReplayOpts& o, const Input& in, 
                  uint64_t* page) {
   vpmm_config_init(c);
   if (o.backend >= 0) c->backend = o.backend;
-  PolicySettings policy;
-  if (!o.policy.empty() && policy_settings(o.policy, &policy)) {
-    c->view_min_size = policy.view_min_size;
-    c->remap_slack = policy.remap_slack;
-  }
+  if (!o.policy.empty()) policy_settings(o.policy, c);
+  // The driver budget decides by a modelled clock, so that a replay decides
+  // as the same loop on a GPU would, and the same way at every run.
+  if (o.op_time_us >= 0) c->budget_clock_us = static_cast<int32_t>(o.op_time_us);
+  else if (!std::getenv("VPMM_BUDGET_CLOCK_US")) c->budget_clock_us = kDefaultOpTimeUs;
   if (o.page_size.set) c->page_size = o.page_size.value;
   // When neither option nor environment fixes the page size, ask a probe
   // pool of the same backend what its default is.
@@ -491,6 +510,8 @@ class TraceReplay {
     row->steady_views = end_.n_view_malloc - at_half_.n_view_malloc;
     row->steady_view_reuse = end_.n_view_reuse - at_half_.n_view_reuse;
     row->views = end_.n_views;
+    row->steady_driver_share = modelled_driver_share(profile_end_, profile_at_half_,
+                                                     res_.ops_done - trace_.ops.size() / 2, eff_.budget_clock_us);
   }
 
  private:
@@ -709,7 +730,14 @@ class TraceReplay {
                 : trace_.format == vtrace::TraceFormat::kRmmCsv ? ", RMM log" : "");
     if (!header_flags_.empty())
       std::printf("  trace flags       %s (its # replay: line; command-line flags win)\n", header_flags_.c_str());
-    std::printf("  placement         %s, remap slack %s%s%s\n",
+    char budget[96];
+    if (eff_.driver_budget == VPMM_DRIVER_BUDGET_EXACT) std::snprintf(budget, sizeof budget, "no driver budget");
+    else if (eff_.driver_budget == VPMM_DRIVER_BUDGET_NEVER) std::snprintf(budget, sizeof budget, "driver budget never");
+    else if (eff_.budget_clock_us > 0)
+      std::snprintf(budget, sizeof budget, "driver budget %g%% (an op is %d us)", 100.0 * eff_.driver_budget,
+                    eff_.budget_clock_us);
+    else std::snprintf(budget, sizeof budget, "driver budget %g%% (wall clock)", 100.0 * eff_.driver_budget);
+    std::printf("  placement         %s chain, %s, %s, remap slack %s%s%s\n", vpmm_placement_name(eff_.placement) ? vpmm_placement_name(eff_.placement) : "?", budget,
                 eff_.view_min_size == VPMM_VIEWS_OFF ? "views off"
                                                      : ("views from " + fmt_bytes(eff_.view_min_size)).c_str(),
                 eff_.remap_slack < 0 ? "exact" : std::to_string(eff_.remap_slack).substr(0, 5).c_str(),
@@ -740,6 +768,12 @@ class TraceReplay {
     std::printf("  mapped pages      %" PRIu64 "\n", s.mapped_bytes / page_);
     print_remapping(s, at_half_, res_.peak_requested);
     print_driver_by_kind(profile_end_, profile_at_half_);
+    const uint64_t half_ops = res_.ops_done - trace_.ops.size() / 2;
+    const double share = modelled_driver_share(profile_end_, profile_at_half_, half_ops, eff_.budget_clock_us);
+    if (share >= 0)
+      std::printf("  driver share      second half: %.2f%% of the time its %" PRIu64
+                  " ops stand for at %d us each (the pool's calls at H100 costs)\n",
+                  100.0 * share, half_ops, eff_.budget_clock_us);
     std::printf("  layout            %s\n", layout_.c_str());
     if (in_.snapshot) print_snapshot_facts(in_.facts, s.peak_mapped_bytes, in_.load_ms);
     if (o_.lag)
@@ -889,8 +923,8 @@ int replay_one(const std::string& path, const ReplayOpts& cmdline, std::FILE* ti
 // --policy's comparison of one trace: a row per policy, in the order given.
 void print_policies(const std::string& path, const std::vector<PolicyRow>& rows) {
   std::printf("%s: placement policies\n", path.c_str());
-  std::printf("    %-8s %10s %18s %20s %18s %18s\n", "policy", "peak/req", "2nd-half remapped",
-              "2nd-half drv calls", "2nd-half handles", "2nd-half views");
+  std::printf("    %-8s %10s %18s %18s %20s %18s %18s\n", "policy", "peak/req", "2nd-half remapped",
+              "2nd-half drv share", "2nd-half drv calls", "2nd-half handles", "2nd-half views");
   for (const PolicyRow& r : rows) {
     if (!r.ok) {
       std::printf("    %-8s failed (see above)\n", r.policy.c_str());
@@ -898,8 +932,10 @@ void print_policies(const std::string& path, const std::vector<PolicyRow>& rows)
     }
     char views[64];
     std::snprintf(views, sizeof views, "%" PRIu64 " (%" PRIu64 " free)", r.steady_views, r.steady_view_reuse);
-    std::printf("    %-8s %10.3f %17.1f%% %20" PRIu64 " %18" PRIu64 " %18s\n", r.policy.c_str(), r.peak_ratio,
-                100.0 * r.steady_remap, r.steady_driver_calls, r.steady_handles, views);
+    char share[32] = "-";
+    if (r.steady_driver_share >= 0) std::snprintf(share, sizeof share, "%.2f%%", 100.0 * r.steady_driver_share);
+    std::printf("    %-8s %10.3f %17.1f%% %18s %20" PRIu64 " %18" PRIu64 " %18s\n", r.policy.c_str(), r.peak_ratio,
+                100.0 * r.steady_remap, share, r.steady_driver_calls, r.steady_handles, views);
   }
 }
 

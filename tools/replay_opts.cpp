@@ -54,10 +54,15 @@ const char* const kReplayHelp =
     "  --release-all             then free what is live, sync, vpmm_pool_trim(0), and print\n"
     "                            what stays mapped (empty_cache() after freeing everything)\n"
     "  --expect-held-pages N     --release-all, and fail unless N pages stay mapped\n"
-    "  --policy NAME[,NAME...]   replay under each placement policy in turn and compare them\n"
+    "  --policy NAME[,NAME...]   replay under each placement chain in turn and compare them\n"
     "                            (peak ratio, second-half remapping, driver calls, handles):\n"
-    "                            views (the default), remap (views off: pages move, the\n"
-    "                            default before views), exact (remap, and no remap slack)\n"
+    "                            default (grow where the driver budget cannot pay for moving\n"
+    "                            pages), exact (pages move: page-exact within the remap slack),\n"
+    "                            views (exact with views, the default before the budget),\n"
+    "                            pending (default, and other streams' pending frees reused)\n"
+    "  --op-time US              what each op of the trace stands for in the driver budget's\n"
+    "                            clock, in microseconds (default 50, or VPMM_BUDGET_CLOCK_US;\n"
+    "                            0: the wall clock): a GPU step's time over its allocations\n"
     "  --verbose                 print every op with the layout after it\n"
     "  --log-remaps              print a line for every op that remapped pages or grew the pool:\n"
     "                            its size, what it moved and created, the free memory before it\n"
@@ -82,15 +87,16 @@ const char* const kReplayHelp =
     "expectation failed), 2 usage error.\n";
 
 
-const char* const kPolicyHelp = "views, remap or exact";
+const char* const kPolicyHelp = "default, exact, views or pending";
 
-// The policies are settings of the pool's own options, so a program gets any
-// of them from the environment (VPMM_VIEW_MIN_SIZE, VPMM_REMAP_SLACK).
-bool policy_settings(const std::string& name, PolicySettings* out) {
-  if (name == "views") *out = {0, 0.0};  // the defaults: views from 64 MiB, slack 0.015
-  else if (name == "remap") *out = {VPMM_VIEWS_OFF, 0.0};
-  else if (name == "exact") *out = {VPMM_VIEWS_OFF, -1.0};
-  else return false;
+// The policies are the library's placement chains (VPMM_PLACEMENT), parsed
+// by the library's own table, so a program gets any of them from the
+// environment.
+bool policy_settings(const std::string& name, vpmm_config* c) {
+  vpmm_config scratch;
+  vpmm_config_init_defaults(&scratch);
+  if (vpmm_option_parse("placement", name.c_str(), &scratch) != VPMM_OK) return false;
+  if (c) c->placement = scratch.placement;
   return true;
 }
 
@@ -160,6 +166,11 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
     if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--gpu-lag wants a number of ops, got '" + val + "'");
     o.gpu_lag = std::strtoull(val.c_str(), nullptr, 10);
+  } else if (n == "--op-time") {
+    if (val.empty() || val.size() > 7 || val.find_first_not_of("0123456789") != std::string::npos)
+      return usage_error("--op-time wants microseconds (0 to 1000000), got '" + val + "'");
+    o.op_time_us = std::strtoll(val.c_str(), nullptr, 10);
+    if (o.op_time_us > 1000000) return usage_error("--op-time wants microseconds (0 to 1000000), got '" + val + "'");
   } else if (n == "--device") {
     if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--device wants a device number, got '" + val + "'");
@@ -173,8 +184,7 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
       size_t comma = val.find(',', at);
       if (comma == std::string::npos) comma = val.size();
       const std::string name = val.substr(at, comma - at);
-      PolicySettings ps;
-      if (!policy_settings(name, &ps)) return usage_error("--policy: unknown policy '" + name + "' (" + kPolicyHelp + ")");
+      if (!policy_settings(name, nullptr)) return usage_error("--policy: unknown policy '" + name + "' (" + kPolicyHelp + ")");
       o.policies.push_back(name);
       at = comma + 1;
     }

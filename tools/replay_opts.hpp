@@ -36,6 +36,9 @@ struct ReplayOpts {
   bool log_remaps = false;  // a line per op that remapped or grew the pool
   bool lag = false;  // snapshots, host backend: frees PyTorch completed late stay pending that long
   uint64_t gpu_lag = 0;  // host backend: the trace's streams complete their work every gpu_lag ops
+  // The driver budget's modelled clock (vpmm_config.budget_clock_us): what
+  // each op of the trace stands for; -1: VPMM_BUDGET_CLOCK_US, else 50.
+  int64_t op_time_us = -1;
   bool expect_layout_set = false;
   std::string expect_layout;
   bool expect_mapped_set = false;
@@ -62,17 +65,16 @@ struct PolicyRow {
   double peak_ratio = 0;           // peak mapped / peak requested
   double steady_remap = 0;         // second-half remapped bytes / peak requested
   uint64_t steady_driver_calls = 0, steady_handles = 0;  // driver calls, handles created: second half
+  double steady_driver_share = -1;  // second half: modelled driver time / modelled time (-1: wall clock)
   uint64_t steady_views = 0, steady_view_reuse = 0;      // view mallocs, of them with no driver call
   uint64_t views = 0;              // views at the end
 };
 
 // The placement policies --policy names, with what each sets (kPolicyHelp).
 // Returns false for an unknown name.
-struct PolicySettings {
-  uint64_t view_min_size;  // vpmm_config.view_min_size
-  double remap_slack;      // vpmm_config.remap_slack
-};
-bool policy_settings(const std::string& name, PolicySettings* out);
+// Whether `name` is a placement chain (vpmm_config.placement); sets it in *c
+// when c is given.
+bool policy_settings(const std::string& name, vpmm_config* c);
 extern const char* const kPolicyHelp;
 
 

@@ -17,6 +17,22 @@ const (
 // HandleSizeUnlimited for Config.MaxHandleSize: one physical handle per growth.
 const HandleSizeUnlimited = ^uint64(0)
 
+// DriverBudgetNever and DriverBudgetExact for Config.DriverBudget: never move
+// pages to save memory (only at the limit), or no budget (page-exact within
+// RemapSlack at any driver cost).
+const (
+	DriverBudgetNever = -2.0
+	DriverBudgetExact = -1.0
+)
+
+// The placement chains for Config.Placement (VPMM_PLACEMENT_*).
+const (
+	PlacementDefault int32 = 0 // reap, best fit, grow within the driver budget, remap
+	PlacementExact   int32 = 1 // reap, best fit, remap: page-exact at any driver cost
+	PlacementViews   int32 = 2 // reap, best fit, views, remap
+	PlacementPending int32 = 3 // the default with other streams' pending frees reused whole
+)
+
 // ViewsOff for Config.ViewMinSize: no request is served by a view.
 const ViewsOff = ^uint64(0)
 
@@ -44,7 +60,10 @@ type Config struct {
 	LargeRounding       uint64  // what untagged requests above SmallSize round up to (0 = PageSize; 512: pages shared); env VPMM_LARGE_ROUNDING
 	RemapSlack          float64 // how far past the bytes asked for a malloc grows instead of remapping (0 = 0.015; negative = page-exact); env VPMM_REMAP_SLACK
 	Exportable          uint64  // 1 = handles other processes can import (vpmm_pool_export, docs/ipc.md); env VPMM_EXPORTABLE
-	ViewMinSize         uint64  // smallest untagged request a view may serve (0 = 64 MiB, ViewsOff = none); env VPMM_VIEW_MIN_SIZE
+	ViewMinSize         uint64  // smallest untagged request a view may serve (0 = 64 MiB in the views chain, else none; ViewsOff = none); env VPMM_VIEW_MIN_SIZE
+	DriverBudget        float64 // share of elapsed time the pool may spend moving pages (0 = 0.01; DriverBudgetNever, DriverBudgetExact); env VPMM_DRIVER_BUDGET
+	Placement           int32   // the placement chain (PlacementDefault, PlacementExact, PlacementViews, PlacementPending); env VPMM_PLACEMENT
+	BudgetClockUs       int32   // 0 = the budget counts wall time; N = each malloc and free stands for N us (replays); env VPMM_BUDGET_CLOCK_US
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -91,6 +110,9 @@ func configFromC(c *C.vpmm_config) Config {
 		RemapSlack:          float64(c.remap_slack),
 		Exportable:          uint64(c.exportable),
 		ViewMinSize:         uint64(c.view_min_size),
+		DriverBudget:        float64(c.driver_budget),
+		Placement:           int32(c.placement),
+		BudgetClockUs:       int32(c.budget_clock_us),
 		configError:         int32(c.config_error),
 	}
 }
@@ -119,5 +141,8 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.remap_slack = C.double(cfg.RemapSlack)
 	c.exportable = C.uint64_t(cfg.Exportable)
 	c.view_min_size = C.uint64_t(cfg.ViewMinSize)
+	c.driver_budget = C.double(cfg.DriverBudget)
+	c.placement = C.int32_t(cfg.Placement)
+	c.budget_clock_us = C.int32_t(cfg.BudgetClockUs)
 	return c
 }

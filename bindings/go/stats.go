@@ -63,6 +63,9 @@ type Stats struct {
 	ViewVABytes           uint64 // VA reserved by views (counted in ReservedVABytes).
 	NViewMalloc           uint64 // Mallocs served by a view.
 	NViewReuse            uint64 // Of them, by an idle view whose handles were all free: no driver call.
+	HandlesMoved          uint64 // Handles moved to keep memory page-exact: what the driver budget charges.
+	NBudgetGrow           uint64 // Mallocs that grew instead of moving pages (the budget could not pay).
+	BytesBudgetGrown      uint64 // The bytes those mallocs created.
 }
 
 func statsFromC(s *C.vpmm_stats) Stats {
@@ -124,6 +127,9 @@ func statsFromC(s *C.vpmm_stats) Stats {
 		ViewVABytes:           uint64(s.view_va_bytes),
 		NViewMalloc:           uint64(s.n_view_malloc),
 		NViewReuse:            uint64(s.n_view_reuse),
+		HandlesMoved:          uint64(s.handles_moved),
+		NBudgetGrow:           uint64(s.n_budget_grow),
+		BytesBudgetGrown:      uint64(s.bytes_budget_grown),
 	}
 }
 

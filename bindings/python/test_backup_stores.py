@@ -143,15 +143,26 @@ class BackupStoreTest(unittest.TestCase):
         self.assertEqual(self.pool.stats()["n_live"], 0)
 
     def test_environment_directory(self):
+        # VPMM_BACKUP_DIR is read with the options, when a pool is made.
         os.environ["VPMM_BACKUP_DIR"] = self.dir.name
         try:
-            p = self.pool.malloc(PAGE, tag="e", host_backup=True, backup_store="disk")
+            pool = vpmm.Pool("host", use_env=False, page_size=PAGE, va_size=1024 * PAGE,
+                             host_capacity=64 << 20)
         finally:
             del os.environ["VPMM_BACKUP_DIR"]
-        self.assertTrue(self.pool.pause("e"))
+        p = pool.malloc(PAGE, tag="e", host_backup=True, backup_store="disk")
+        self.assertTrue(pool.pause("e"))
         self.assertEqual(len(self.files()), 1)
-        self.assertTrue(self.pool.resume("e"))
-        self.pool.free(p)
+        self.assertTrue(pool.resume("e"))
+        pool.free(p)
+        pool.close()
+        # A pool made before the variable was set does not see it.
+        os.environ["VPMM_BACKUP_DIR"] = self.dir.name
+        try:
+            with self.assertRaises(vpmm.InvalidArgument):
+                self.pool.malloc(PAGE, tag="f", host_backup=True, backup_store="disk")
+        finally:
+            del os.environ["VPMM_BACKUP_DIR"]
 
 
 # A stand-in for the parts of torch that vpmm.torch's MemPool routing uses:

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "config/config.hpp"
+#include "config/defaults.hpp"
 #include "common/status.hpp"
 #include "vpmm.h"
 
@@ -156,6 +157,9 @@ constexpr FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, view_va_bytes),
     VPMM_F_(vpmm_stats, U64, n_view_malloc),
     VPMM_F_(vpmm_stats, U64, n_view_reuse),
+    VPMM_F_(vpmm_stats, U64, handles_moved),
+    VPMM_F_(vpmm_stats, U64, n_budget_grow),
+    VPMM_F_(vpmm_stats, U64, bytes_budget_grown),
 };
 constexpr FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),
@@ -265,6 +269,8 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, pool_ledger_evictable),
     VPMM_F_(vpmm_api, PTR, backend_kind_name),
     VPMM_F_(vpmm_api, PTR, backup_store_name),
+    VPMM_F_(vpmm_api, PTR, option_parse),
+    VPMM_F_(vpmm_api, PTR, placement_name),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),
@@ -472,6 +478,36 @@ VPMM_API vpmm_status vpmm_option_find(const char* name, vpmm_option_info* out, u
   if (st == VPMM_OK && index) *index = i;
   return st;
 }
+
+VPMM_API vpmm_status vpmm_option_parse(const char* name, const char* text, vpmm_config* config) {
+  const char* call = "vpmm_option_parse";
+  if (!name || !text || !config)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s is NULL", call, !name ? "name" : !text ? "text" : "config");
+  uint32_t i = 0;
+  const vpmm::OptionDef* o = vpmm::find_option(name, &i);
+  if (!o) return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: no option is named \"%.64s\"", call, name);
+  if (!o->parse || o->offset == UINT32_MAX)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: option \"%s\" has no vpmm_config field to parse into", call,
+                      o->name);
+  if (config->struct_size < o->offset + o->size)
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT,
+                      "%s: config->struct_size %u does not reach the field %s (set it: vpmm_config_init)", call,
+                      config->struct_size, o->name);
+  // Parsed into a whole struct of this library's size, then only the
+  // field's bytes go back: a caller's shorter struct is never overrun.
+  vpmm_config scratch;
+  std::memset(&scratch, 0, sizeof scratch);
+  std::memcpy(&scratch, config, std::min<size_t>(config->struct_size, sizeof scratch));
+  vpmm::Refusal why;
+  if (!o->parse(text, &scratch, &why))
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %s = \"%.64s\": %s", call, o->env ? o->env : o->name, text,
+                      why.text);
+  std::memcpy(reinterpret_cast<char*>(config) + o->offset, reinterpret_cast<const char*>(&scratch) + o->offset,
+              o->size);
+  return VPMM_OK;
+}
+
+VPMM_API const char* vpmm_placement_name(int32_t placement) { return vpmm::placement_chain_name(placement); }
 
 VPMM_API vpmm_status vpmm_struct_layout(const char* name, uint32_t* size, uint32_t* fields) {
   const vpmm::StructDef* s = vpmm::find_struct(name);

@@ -12,7 +12,7 @@
 //
 // T provides:
 //   using Api, Error, Event, NativeStream, Current;
-//   static constexpr const char* kDriver;             backend_kind_name(): "cuda" / "hip"
+//   static const char* const kDriver;                 backend_kind_name(): "cuda" / "hip"
 //   static constexpr Error kSuccess, kNotReady;
 //   static void format_error(Error, char*, size_t);
 //   static vpmm_status status_of(Error, Blame);

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "common/settings.hpp"
 #include "common/backend_kinds.hpp"
 #include "common/status.hpp"
 
@@ -94,6 +95,64 @@ bool parse_remap_slack(const char* v, vpmm_config* c, Refusal* why) {
                                                                          : "out of range (above 1)",
                   accepted);
   c->remap_slack = pct ? x / 100.0 : x;
+  return true;
+}
+
+// VPMM_DRIVER_BUDGET: "0.01", "1%", "never" or 0 (VPMM_DRIVER_BUDGET_NEVER:
+// the field's 0 is the default, as everywhere), "exact" (no budget).
+bool parse_driver_budget(const char* v, vpmm_config* c, Refusal* why) {
+  static const char* const accepted =
+      "accepted: a fraction above 0 up to 1 (\"0.01\"), a percentage up to 100% (\"1%\"), \"never\" "
+      "or 0 (move pages only at the limit), or \"exact\" (no budget)";
+  if (std::strcmp(v, "exact") == 0) {
+    c->driver_budget = VPMM_DRIVER_BUDGET_EXACT;
+    return true;
+  }
+  if (std::strcmp(v, "never") == 0) {
+    c->driver_budget = VPMM_DRIVER_BUDGET_NEVER;
+    return true;
+  }
+  const size_t n = std::strlen(v);
+  const bool pct = n > 1 && v[n - 1] == '%';
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  if (n == 0 || end == v || end != v + n - (pct ? 1 : 0)) return refuse(why, "not a number; %s", accepted);
+  if (!(x >= 0.0 && x <= (pct ? 100.0 : 1.0)))
+    return refuse(why, "%s; %s", x < 0.0 ? "out of range (negative)" : pct ? "out of range (above 100%)"
+                                                                         : "out of range (above 1)",
+                  accepted);
+  c->driver_budget = x == 0.0 ? VPMM_DRIVER_BUDGET_NEVER : pct ? x / 100.0 : x;
+  return true;
+}
+
+// VPMM_PLACEMENT: a chain's name (placement_chain_name is the one table).
+bool parse_placement(const char* v, vpmm_config* c, Refusal* why) {
+  for (int32_t p = 0; placement_chain_name(p); ++p)
+    if (std::strcmp(v, placement_chain_name(p)) == 0) {
+      c->placement = p;
+      return true;
+    }
+  char names[160] = "";
+  for (int32_t p = 0; placement_chain_name(p); ++p) {
+    const size_t n = std::strlen(names);
+    std::snprintf(names + n, sizeof names - n, "%s%s", p ? ", " : "", placement_chain_name(p));
+  }
+  return refuse(why, "not a placement chain; accepted: %s", names);
+}
+
+// VPMM_BUDGET_CLOCK_US: microseconds a malloc or free stands for (0: wall clock).
+bool parse_budget_clock(const char* v, vpmm_config* c, Refusal* why) {
+  static const char* const accepted =
+      "accepted: 0 (the wall clock) or microseconds of work per malloc and free, up to 1000000";
+  uint64_t x = 0;
+  Refusal size_why;
+  if (!parse_size(v, &x, &size_why)) {
+    char* cut = std::strchr(size_why.text, ';');
+    if (cut) *cut = '\0';
+    return refuse(why, "%s; %s", size_why.text, accepted);
+  }
+  if (x > 1000000) return refuse(why, "out of range (above 1000000); %s", accepted);
+  c->budget_clock_us = static_cast<int32_t>(x);
   return true;
 }
 
@@ -268,11 +327,44 @@ void show_remap_slack(const PoolOptions& o, int32_t, vpmm_config* c) {
   c->remap_slack = o.remap_slack > 0.0 ? o.remap_slack : -1.0;
 }
 
+vpmm_status check_driver_budget(const vpmm_config& c, const char* call) {
+  const double b = c.driver_budget;
+  if (!(b <= 1.0) || (b < 0.0 && b != VPMM_DRIVER_BUDGET_EXACT && b != VPMM_DRIVER_BUDGET_NEVER))
+    return fail(VPMM_ERR_INVALID_ARGUMENT,
+                "%s: driver_budget %g is not a fraction from 0 to 1, VPMM_DRIVER_BUDGET_NEVER (-2) or "
+                "VPMM_DRIVER_BUDGET_EXACT (-1)",
+                call, b);
+  return VPMM_OK;
+}
+
+vpmm_status resolve_driver_budget(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
+  // PoolOptions keeps the sentinels: the budget step tells "never" from "exact".
+  o->driver_budget = c.driver_budget == 0.0 ? kDefaultDriverBudget : c.driver_budget;
+  // The legacy switch of the pending-reuse step, read here, once, with the options.
+  o->pending_reuse = setting_on(Setting::kPendingReuse);
+  const char* dir = setting_text(Setting::kBackupDir);
+  o->backup_dir = dir ? dir : "";
+  return VPMM_OK;
+}
+
+void show_driver_budget(const PoolOptions& o, int32_t, vpmm_config* c) { c->driver_budget = o.driver_budget; }
+
+vpmm_status check_placement(const vpmm_config& c, const char* call) {
+  if (!placement_chain_name(c.placement) || c.placement < 0)
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: placement %d is not a VPMM_PLACEMENT_* chain (0 to %d)", call,
+                c.placement, placement_chain_count() - 1);
+  return VPMM_OK;
+}
+
 vpmm_status resolve_view_min_size(const vpmm_config& c, Backend&, const char*, PoolOptions* o) {
   // 0 is the default size (defaults.hpp, kDefaultViewMinSize, says why).
   // Exported memory is found by the region map's address: views stay out of
   // exportable pools.
-  if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable) {
+  // The default size serves only chains with a views step (views: the
+  // default before the driver budget); a size set explicitly adds the step
+  // to any chain (placement_chain_steps).
+  if (c.view_min_size == VPMM_VIEWS_OFF || c.exportable ||
+      (c.view_min_size == 0 && c.placement != VPMM_PLACEMENT_VIEWS)) {
     o->view_min_size = 0;
   } else {
     const uint64_t want = c.view_min_size ? c.view_min_size : kDefaultViewMinSize;

@@ -143,5 +143,21 @@ VPMM_POOL_OPTION(view_min_size, "VPMM_VIEW_MIN_SIZE", SIZE, 0, parse_view_min_si
                  "own, kept for the next request of its size); \"off\" = never",
                  nullptr, resolve_view_min_size, show_view_min_size)
 VPMM_SETTING_OPTION(kPendingReuse, nullptr)
+VPMM_POOL_OPTION(driver_budget, "VPMM_DRIVER_BUDGET", FRACTION, kDefaultDriverBudget, parse_driver_budget,
+                 "0 (" VPMM_STR_(VPMM_DEFAULT_DRIVER_BUDGET_) ")",
+                 "share of elapsed time the pool may spend moving pages; past it a malloc grows "
+                 "instead (within the limit and 1.1x the bytes asked for): a fraction up to 1, a "
+                 "percentage, \"never\" (or 0: move only at the limit) or \"exact\" (no budget)",
+                 check_driver_budget, resolve_driver_budget, show_driver_budget)
+VPMM_POOL_OPTION(placement, "VPMM_PLACEMENT", INT32, VPMM_PLACEMENT_DEFAULT, parse_placement, "default",
+                 "the placement chain: default (reap, best fit, grow within the driver budget, remap), "
+                 "exact (reap, best fit, remap), views (reap, best fit, views, remap), pending "
+                 "(default with other streams' pending frees reused whole)",
+                 check_placement, nullptr, nullptr)
+VPMM_POOL_OPTION(budget_clock_us, "VPMM_BUDGET_CLOCK_US", INT32, 0, parse_budget_clock, "0 (the wall clock)",
+                 "what the driver budget counts by: 0 = wall clock and measured driver time; N = every "
+                 "malloc and free stands for N us of work and each handle operation for its H100 cost "
+                 "(deterministic replays)",
+                 nullptr, nullptr, nullptr)
 VPMM_SETTING_OPTION(kLedger, nullptr)
 VPMM_SETTING_OPTION(kLedgerBudget, nullptr)

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "config/defaults.hpp"
 #include "vpmm.h"
@@ -36,10 +37,16 @@ struct PoolOptions {
   // Not options:
   uint64_t device_total = 0;       // the backend's memory (capacity when there is no limit)
   uint64_t pause_batch_bytes = 0;  // D2H copies per pause pipeline event (0 = kPauseBatchBytes); tests
-  // The placement policy consulted before the default phases, by its name
+  // The placement policy consulted before the placement chain, by its name
   // in the placement registry (core/alloc/placement.hpp); null or "default":
-  // none, phases 0-2 place everything.
-  const char* placement = nullptr;
+  // none, the chain (placement) places everything.
+  const char* policy = nullptr;
+  // VPMM_PENDING_REUSE=1 (a setting, read with the options): the chain gets
+  // the pending-reuse step before views and Phase 2 if it lacks it.
+  bool pending_reuse = false;
+  // VPMM_BACKUP_DIR (a setting, read with the options): the disk store's
+  // directory when neither the attributes, a tag scope nor the pool name one.
+  std::string backup_dir;
 };
 
 }  // namespace vpmm

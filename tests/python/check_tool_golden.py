@@ -62,7 +62,7 @@ CASES = {
     # --lag: the hard client's 97 side-stream gathers, completed 52 events
     # after their free, held pending on host streams that long, under both
     # policies (docs/trace-format.md).
-    "replay_moe_lag_policies": (["replay", "--backend", "host", "--lag", "--policy", "views,remap",
+    "replay_moe_lag_policies": (["replay", "--backend", "host", "--lag", "--policy", "default,views,exact",
                                  "traces/moe_training.pickle.gz"], []),
     # --gpu-lag: every stream's work completes only every 40 ops (and at
     # syncs), as behind a GPU: other streams' frees stay pending meanwhile.

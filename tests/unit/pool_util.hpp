@@ -29,6 +29,9 @@ struct HostPoolSpec {
   double remap_slack = 0;       // 0 = the default; negative = page-exact
   uint64_t view_min_size = 0;   // 0 = the default (or VPMM_VIEW_MIN_SIZE)
   uint64_t memory_limit = 0;    // bytes; 0 = none (or VPMM_MEMORY_LIMIT)
+  double driver_budget = 0;     // 0 = the default (or VPMM_DRIVER_BUDGET); VPMM_DRIVER_BUDGET_*
+  int32_t placement = -1;       // -1 = the default (or VPMM_PLACEMENT); VPMM_PLACEMENT_*
+  int32_t budget_clock_us = 0;  // 0 = the wall clock (or VPMM_BUDGET_CLOCK_US)
   // Ignore the VPMM_* environment (vpmm_config_init_defaults): for the tests
   // whose pool must be exactly this one whatever the caller's shell sets.
   bool defaults_only = false;
@@ -50,6 +53,9 @@ inline vpmm_pool* make_host_pool(const HostPoolSpec& s) {
   c.remap_slack = s.remap_slack;
   if (s.view_min_size) c.view_min_size = s.view_min_size;
   if (s.memory_limit) c.memory_limit = s.memory_limit;
+  if (s.driver_budget != 0) c.driver_budget = s.driver_budget;
+  if (s.placement >= 0) c.placement = s.placement;
+  if (s.budget_clock_us) c.budget_clock_us = s.budget_clock_us;
   use_test_backend(&c);  // host, or HIP over the emulator (test_backend.hpp)
   vpmm_pool* p = nullptr;
   if (vpmm_pool_create(&c, &p) != VPMM_OK) {

@@ -178,10 +178,13 @@ TEST("a backup directory that does not exist, or is no directory, fails the mall
     CHECK(names("vpmm_pool_malloc_ex"));
     CHECK_EQ(vpmm_pool_set_backup_dir(p, bad.c_str()), VPMM_ERR_INVALID_ARGUMENT);
     CHECK(names(bad.c_str()));
-    // VPMM_BACKUP_DIR is read at the malloc too.
+    // VPMM_BACKUP_DIR (read with the options, when a pool is made) is checked at the malloc too.
     setenv("VPMM_BACKUP_DIR", bad.c_str(), 1);
-    void* x = vt::malloc_tagged(p, kPage, "w", kDisk, nullptr, &st);
+    vpmm_pool* q = host_pool();
     unsetenv("VPMM_BACKUP_DIR");
+    CHECK(q != nullptr);
+    void* x = q ? vt::malloc_tagged(q, kPage, "w", kDisk, nullptr, &st) : nullptr;
+    if (q) vpmm_pool_destroy(q);
     CHECK(x == nullptr);
     CHECK_EQ(st, VPMM_ERR_INVALID_ARGUMENT);
     CHECK(names(bad.c_str()));

@@ -698,10 +698,12 @@ TEST("misuse: store and retain flags need VPMM_ALLOC_HOST_BACKUP; one store at m
 
 TEST("directories: the allocation's, else the pool's (vpmm_pool_set_backup_dir), else VPMM_BACKUP_DIR") {
   TempDir d1, d2, d3;
+  // VPMM_BACKUP_DIR is read with the options, when the pool is made.
+  setenv("VPMM_BACKUP_DIR", d3.path.c_str(), 1);
   vpmm_pool* p = api_pool();
+  unsetenv("VPMM_BACKUP_DIR");
   CHECK(p != nullptr);
   if (!p) return;
-  setenv("VPMM_BACKUP_DIR", d3.path.c_str(), 1);
   void* from_env = vt::malloc_tagged(p, kPage, "w", kDisk);
   CHECK_OK(vpmm_pool_set_backup_dir(p, d2.path.c_str()));
   void* from_pool = vt::malloc_tagged(p, 2 * kPage, "w", kDisk);
@@ -710,7 +712,6 @@ TEST("directories: the allocation's, else the pool's (vpmm_pool_set_backup_dir),
   CHECK_OK(vpmm_pool_malloc_ex(p, 3 * kPage, nullptr, &a, &own));
   CHECK_OK(vpmm_pool_set_backup_dir(p, nullptr));  // back to VPMM_BACKUP_DIR for new allocations
   void* env_again = vt::malloc_tagged(p, 4 * kPage, "w", kDisk);
-  unsetenv("VPMM_BACKUP_DIR");
   CHECK(from_env && from_pool && own && env_again);
   CHECK_OK(vpmm_pool_pause(p, "w"));
   CHECK_EQ(d1.bytes(), 3 * kPage);

@@ -127,7 +127,7 @@ std::unique_ptr<Pool> make_pool(const char* policy, uint64_t initial_pages = 16,
   o.va_size = 64 * kPage;
   o.initial_pages = initial_pages;
   o.small_size = 0;  // every request is page level
-  o.placement = policy;
+  o.policy = policy;
   std::unique_ptr<Pool> pool;
   st = Pool::create(std::move(b), o, &pool);
   if (out_st) *out_st = st;

@@ -219,14 +219,19 @@ TEST("below view_min_size, tagged, with views off or an exportable pool: pages m
     CHECK_EQ(got.view_min_size, uint64_t{VPMM_VIEWS_OFF});
     vpmm_pool_destroy(p);
   }
-  vpmm_config_init(&c);
+  vpmm_config_init_defaults(&c);
   c.backend = VPMM_BACKEND_HOST;
   c.view_min_size = 0;
   CHECK_OK(vpmm_pool_create(&c, &p));
   vpmm_config got;
   vpmm_config_init(&got);
   CHECK_OK(vpmm_pool_get_config(p, &got));
-  CHECK_EQ(got.view_min_size, uint64_t{64} << 20);  // on by default, from 64 MiB
+  CHECK_EQ(got.view_min_size, uint64_t{VPMM_VIEWS_OFF});  // the default chain has no views step
+  vpmm_pool_destroy(p);
+  c.placement = VPMM_PLACEMENT_VIEWS;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  CHECK_OK(vpmm_pool_get_config(p, &got));
+  CHECK_EQ(got.view_min_size, uint64_t{64} << 20);  // the views chain: from 64 MiB
   vpmm_pool_destroy(p);
 }
 

@@ -67,7 +67,8 @@ struct Cu {
   using Event = CUevent;
   using NativeStream = CUstream;
   using Current = CUcontext;
-  static constexpr const char* kDriver = backend_kind_name(VPMM_BACKEND_CUDA);
+  // Not constexpr: under -fsanitize the address of a table row is no constant expression.
+  static inline const char* const kDriver = backend_kind_name(VPMM_BACKEND_CUDA);
   static constexpr Error kSuccess = CUDA_SUCCESS;
   static constexpr Error kNotReady = CUDA_ERROR_NOT_READY;
   static constexpr const char* kEventRecord = "cuEventRecord";

@@ -91,7 +91,8 @@ struct Hip {
   using Event = hipEvent_t;
   using NativeStream = hipStream_t;
   using Current = int;
-  static constexpr const char* kDriver = backend_kind_name(VPMM_BACKEND_HIP);
+  // Not constexpr: under -fsanitize the address of a table row is no constant expression.
+  static inline const char* const kDriver = backend_kind_name(VPMM_BACKEND_HIP);
   static constexpr Error kSuccess = hipSuccess;
   static constexpr Error kNotReady = hipErrorNotReady;
   static constexpr const char* kEventRecord = "hipEventRecord";

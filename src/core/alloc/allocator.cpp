@@ -1,8 +1,8 @@
-// Allocator (see allocator.hpp): malloc and free at every size, Phase 1 and
-// the page level's steps around the phases, the placement policy's calls,
-// and what the allocations look like from outside (lookup, stats, snapshot,
-// check). Phase 0 and Phase 2 are Defrag's (defrag.cpp), views
-// ViewAllocator's (view_alloc.cpp).
+// Allocator (see allocator.hpp): malloc and free at every size, the
+// placement chain's run and the carve after it, the placement policy's
+// calls, and what the allocations look like from outside (lookup, stats,
+// snapshot, check). The steps are steps/*.cpp; Phase 0 and Phase 2 are
+// Defrag's (defrag.cpp), views ViewAllocator's (view_alloc.cpp).
 #include "core/alloc/allocator.hpp"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 #include <new>
 #include <tuple>
 
-#include "common/settings.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -20,32 +19,53 @@ namespace vpmm {
 #define VPMM_HOT_INLINE __attribute__((always_inline))
 
 namespace {
-constexpr int kOtherStreamProbe = 8;  // completed-candidates probed per foreign stream
-// best_fit_pending_other takes a region at most this many times the request:
-// a small request carved from a much larger pending region leaves the large
-// requests after it (the hard client's logits) to remap or grow. Measured
-// with `vpmm replay --gpu-lag` on two recordings of the hard client at five
-// lags (docs/handles.md, "The GPU's lag on the host"): 8 kept every cell
-// at 11-15% second-half remapping under views; no bound left three at
-// 24-27% and took the views-off policy to 1.022x.
-constexpr uint64_t kPendingFitMax = 8;
 constexpr uint64_t kSmallMinimum = kSmallQuantum;  // small_size below this disables small blocks
 }  // namespace
 
 Allocator::Allocator(PoolState& st)
     : StateRefs(st),
-      pending_reuse_(setting_on(Setting::kPendingReuse)),
       small_(new SmallAllocator(*this, st.options().small_size)),
       defrag_(st, *small_),
-      views_(st, *small_) {}
+      views_(st, *small_),
+      budget_(st.options(), st.counters()),
+      steps_ctx_(st, defrag_, views_, budget_) {}
 
 Allocator::~Allocator() = default;
 
 vpmm_status Allocator::init() {
-  const PlacementEntry* e = find_placement(opt_.placement);
+  if (!placement_chain_name(opt_.placement))
+    return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_create: placement %d is not a VPMM_PLACEMENT_* chain",
+                opt_.placement);
+  // The chain's row, with the steps the options add: views wherever a view
+  // size is set (the views chain's default size, or one set explicitly),
+  // pending reuse where the legacy switch asks for it; both before the
+  // steps that grow or move, in their order of the pending chain.
+  const PlacementChainDef& def = kPlacementChains[opt_.placement];
+  bool has_views = false, has_pending = false;
+  for (PageStepId id : def.steps) {
+    has_views |= id == PageStepId::kViews;
+    has_pending |= id == PageStepId::kPendingReuse;
+  }
+  size_t n = 0;
+  for (PageStepId id : def.steps) {
+    if (id == PageStepId::kEnd) break;
+    const bool grows = id == PageStepId::kBudget || id == PageStepId::kRemap;
+    if (grows && opt_.pending_reuse && !has_pending) {
+      chain_[n++] = page_step(PageStepId::kPendingReuse);
+      has_pending = true;
+    }
+    if (grows && opt_.view_min_size && !has_views) {
+      chain_[n++] = page_step(PageStepId::kViews);
+      has_views = true;
+    }
+    chain_[n++] = page_step(id);
+  }
+  chain_[n] = nullptr;
+  steps_ctx_.views_in_chain = has_views && opt_.view_min_size;
+  const PlacementEntry* e = find_placement(opt_.policy);
   if (e == nullptr)
     return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_create: no placement policy is named \"%s\"",
-                opt_.placement);
+                opt_.policy);
   if (e->make) policy_ = e->make(opt_);
   return VPMM_OK;
 }
@@ -59,177 +79,38 @@ void Allocator::shutdown() {
 }
 
 // ---------------------------------------------------------------------------
-// Phase 1
-// ---------------------------------------------------------------------------
-
-// The best candidate of one stream's index: (size, id, va), or none. A
-// template, not a std::function: this is every page-level malloc's path.
-template <typename ExactOk>
-static const std::tuple<uint64_t, uint64_t, uint64_t>* fit_in(const StreamState* st, uint64_t bytes,
-                                                              bool exact, const ExactOk& exact_ok) {
-  if (!st) return nullptr;
-  auto& idx = st->free_by_size;
-  auto it = idx.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
-  for (int probed = 0; it != idx.end() && probed < kOtherStreamProbe; ++it, ++probed)
-    if (!exact || exact_ok(std::get<2>(*it), std::get<0>(*it))) return &*it;
-  return nullptr;
-}
-
-RegionIt Allocator::best_fit_same_stream(uint64_t bytes, Stream s, bool exact) {
-  auto ok = [&](uint64_t va, uint64_t size) { return exact_run(va, size, bytes) != UINT64_MAX; };
-  const auto* own = fit_in(m_.find_stream(s), bytes, exact, ok);
-  // Never-used memory is as good as the caller's own: no event to wait for.
-  const auto* clean = fit_in(m_.clean_state(), bytes, exact, ok);
-  const auto* best = !own ? clean : !clean ? own : (*clean < *own ? clean : own);
-  return best ? m_.find(std::get<2>(*best)) : m_.end();
-}
-
-// The smallest candidate of the other streams by its whole index key (size,
-// id, va), so that equal sizes on two streams are decided by the key, never
-// by the streams map's iteration order (stream handles are heap addresses:
-// the order changed from run to run under ASLR, and so did replay figures).
-// completed_only: only regions whose stream's work before the free is done.
-RegionIt Allocator::best_fit_other(uint64_t bytes, Stream s, bool exact, bool completed_only) {
-  RegionIt best = m_.end();
-  std::tuple<uint64_t, uint64_t, uint64_t> best_key;
-  for (const auto& kv : m_.streams()) {
-    if (kv.first == s) continue;
-    int probed = 0;
-    for (auto it = kv.second.free_by_size.lower_bound(std::make_tuple(bytes, uint64_t(0), uint64_t(0)));
-         it != kv.second.free_by_size.end() && probed < kOtherStreamProbe; ++it, ++probed) {
-      if (best != m_.end() && !(*it < best_key)) break;
-      if (exact && exact_run(std::get<2>(*it), std::get<0>(*it), bytes) == UINT64_MAX) continue;
-      RegionIt r = m_.find(std::get<2>(*it));
-      bool done = false;
-      if (completed_only && !(st_.is_complete(r->second, &done) == VPMM_OK && done)) continue;
-      best = r;
-      best_key = *it;
-      break;
-    }
-  }
-  return best;
-}
-
-// With VPMM_PENDING_REUSE, Phase 1's last resort before views and Phase 2:
-// a free region of another stream that fits whole, though that stream's
-// work before the free is still queued, taken after a GPU-side wait of s on
-// it (the CPU never blocks). Views and Phase 2 take such memory the same
-// way, but piecemeal and by remapping; a GPU running behind the CPU leaves
-// most of another stream's frees pending (`vpmm replay --gpu-lag`), and the
-// request then moved pages while a region that fit lay free. Off by
-// default: vpmm_pool_free's contract (and the design's Phase 1) hand memory
-// to another stream only once that work completed, and a caller may rely
-// on not getting the same address back meanwhile. Where every event has
-// completed (host replays) the completed search saw the same regions and
-// this finds nothing more.
-RegionIt Allocator::best_fit_pending_other(uint64_t bytes, Stream s, bool exact) {
-  RegionIt best = best_fit_other(bytes, s, exact, false);
-  if (best == m_.end() || best->second.size / kPendingFitMax > bytes) return m_.end();
-  EventRef ev;
-  bool done = false;
-  if (st_.event_of(best->second, &ev) != VPMM_OK || st_.query(ev, &done) != VPMM_OK) return m_.end();
-  if (!done) {
-    if (backend_->stream_wait(s, ev->handle()) != VPMM_OK) return m_.end();
-    ++c_.n_stream_waits;
-  }
-  return best;
-}
-
-uint64_t Allocator::exact_run(uint64_t va, uint64_t size, uint64_t bytes) const {
-  // Sliding window over the whole handles inside [va, va+size): the first run
-  // of adjacent handles that adds up to exactly `bytes`.
-  auto maps = m_.whole_mappings_in(va, size);
-  size_t lo = 0;
-  uint64_t sum = 0;
-  for (size_t hi = 0; hi < maps.size(); ++hi) {
-    if (hi > lo && maps[hi - 1].first + maps[hi - 1].second.size != maps[hi].first) {
-      lo = hi;
-      sum = 0;
-    }
-    sum += maps[hi].second.size;
-    while (sum > bytes) sum -= maps[lo++].second.size;
-    if (sum == bytes) return maps[lo].first - va;
-  }
-  return UINT64_MAX;
-}
-
-// ---------------------------------------------------------------------------
 // The page level
 // ---------------------------------------------------------------------------
 
-inline VPMM_HOT_INLINE vpmm_status Allocator::default_phases(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
-                                                            const Attrs& a, LockWindow* window, RegionIt* out,
-                                                            size_t* ops, bool* remapped, uint64_t* view_va) {
-  // Slab pages (no window) are taken with the mutex held, while every other
-  // thread's malloc and free waits: their Phase 0 leaves the zombies to the
-  // next page-level malloc, whose Phase 0 unmaps them outside the mutex. A
-  // backlog unmapped here would stall the whole pool (~31 us a handle).
-  *ops += window ? defrag_.reap_zombies(window) : 0;
-  const bool exact = a.tag != 0;
-  RegionIt r = best_fit_same_stream(bytes, s, exact);
-  if (r == m_.end()) {
-    r = best_fit_other(bytes, s, exact, true);
-    if (r == m_.end() && pending_reuse_) r = best_fit_pending_other(bytes, s, exact);
-    if (r != m_.end()) ++c_.n_cross_stream_reuse;
+inline VPMM_HOT_INLINE vpmm_status Allocator::run_chain(PageCall& call) {
+  for (const PageStep* step = chain_; *step; ++step) {
+    vpmm_status st = (*step)(steps_ctx_, call);
+    if (st != kNextStep) return st;
   }
-  views_.note(bytes, kind, a, r != m_.end());
-  if (r == m_.end() && view_va && views_.wanted(bytes, kind, a)) {
-    vpmm_status st = views_.malloc(bytes, s, requested, a, window, view_va, ops,
-                                   [&] { return defrag_.planned_handle_ops(bytes, s, exact, *ops); });
-    if (st == VPMM_OK) {
-      *out = m_.end();
-      return VPMM_OK;
-    }
-    if (st != ViewAllocator::kDecline) return st;
-  }
-  if (r == m_.end()) {
-    std::vector<Defrag::MergeUndo> merges;
-    vpmm_status st = defrag_.defragment(bytes, s, exact, &merges, window, &r, ops);
-    if (st == Defrag::kRetryPhase1) {
-      // Phase 2 merged free regions that straddled a handle: one of them may
-      // now fit in place, with no remap at all.
-      r = best_fit_same_stream(bytes, s, exact);
-      if (r == m_.end()) r = best_fit_other(bytes, s, exact, true);
-      if (r == m_.end()) st = defrag_.defragment(bytes, s, exact, nullptr, window, &r, ops);
-      else st = VPMM_OK;
-      // A failed malloc changes nothing; if another thread changed the map
-      // while this one was mapping, the merges (harmless: completed free
-      // memory, one region instead of two) stay.
-      if (st != VPMM_OK && !(window && window->others_changed())) defrag_.undo_merges(merges);
-    }
-    if (st != VPMM_OK) return st;
-    // The span counted on the caller's free neighbour of the hole; another
-    // thread may have taken it while the mutex was released. Try again with
-    // the mutex held: the new span itself is now the caller's to harvest.
-    if (r->second.size < bytes) {
-      st = defrag_.defragment(bytes, s, exact, nullptr, nullptr, &r, ops);
-      if (st != VPMM_OK) return st;
-    }
-    *remapped = true;
-  }
-  *out = r;
-  return VPMM_OK;
+  // Phase 2 serves or fails every request it sees: a chain ends with it.
+  return fail(VPMM_ERR_INTERNAL, "placement chain \"%s\" served no step", placement_chain_name(opt_.placement));
 }
 
-inline VPMM_HOT_INLINE void Allocator::finish_pages(RegionIt* rp, uint64_t bytes, Stream s, Kind kind,
-                                                   uint64_t requested, const Attrs& a, LockWindow* window,
-                                                   bool remapped, size_t ops) {
-  RegionIt r = *rp;
-  if (a.tag != 0) {
+inline VPMM_HOT_INLINE void Allocator::finish_pages(PageCall& call) {
+  RegionIt r = call.out;
+  const uint64_t bytes = call.bytes;
+  const Stream s = call.stream;
+  if (call.attrs.tag != 0) {
     // Start on the handle run that fits exactly; the head stays free.
-    uint64_t off = exact_run(r->first, r->second.size, bytes);
+    uint64_t off = exact_run(m_, r->first, r->second.size, bytes);
     if (off != 0 && off != UINT64_MAX) r = m_.split(r, off);
   }
   if (r->second.size > bytes) m_.split(r, bytes);  // the tail keeps stream, event, id
-  // Memory this stream freed (or a span made of it) may still be in use by
-  // work queued here before: safe for this allocation by stream order, not
-  // for another stream it is freed on (free_pages).
-  const uint64_t seq = r->second.stream == s ? r->second.seq : 0;
-  m_.remake(r, kind, [&](Region& live) {
+  // The memory's earlier work, ordered for a free on another stream
+  // (PoolState::handover_seq): this stream's own (safe for this allocation
+  // by stream order), or a lender's this stream now waits for.
+  const uint64_t seq = st_.handover_seq(s, r->second, call.waited);
+  const Attrs& a = call.attrs;
+  m_.remake(r, call.kind, [&](Region& live) {
     live.stream = s;
     live.id = st_.next_id();
     live.seq = seq;
-    live.requested = requested;
+    live.requested = call.requested;
     live.tag = a.tag;
     live.flags = a.flags;
   });
@@ -240,63 +121,63 @@ inline VPMM_HOT_INLINE void Allocator::finish_pages(RegionIt* rp, uint64_t bytes
   // the mutex may not be released around a half-made one.
   // Without a window at most as many handles as this call moved, for the
   // reason above (the mutex is held).
-  if (remapped && !window) defrag_.reap_zombies(nullptr, ops);
-  *rp = r;
+  if (call.remapped && !call.window) defrag_.reap_zombies(nullptr, call.ops);
+  call.out = r;
 }
 
-// The default phases' path is every page-level malloc's: no policy object,
-// no request record, and the phases and the carve inlined (as one function
-// they were before the placement seam existed; split, each cost a call of
-// ten arguments on the hot path).
+// Every page-level malloc's path: no policy object, the chain's run and the
+// carve inlined (split, each cost a call of ten arguments on the hot path).
 inline VPMM_HOT_INLINE vpmm_status Allocator::alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested,
                                                          const Attrs& a, LockWindow* window, RegionIt* out,
                                                          size_t* handle_ops, uint64_t* view_va) {
-  if (policy_) return alloc_with_policy(bytes, s, kind, requested, a, window, out, handle_ops, view_va);
-  RegionIt r;
-  size_t ops = 0;
-  bool remapped = false;
-  vpmm_status st = default_phases(bytes, s, kind, requested, a, window, &r, &ops, &remapped, view_va);
+  PageCall call;
+  call.bytes = bytes;
+  call.requested = requested;
+  call.stream = s;
+  call.kind = kind;
+  call.attrs = a;
+  call.exact = a.tag != 0;
+  call.window = window;
+  call.view_va = view_va;
+  vpmm_status st = policy_ ? alloc_with_policy(call) : run_chain(call);
   if (st != VPMM_OK) return st;
-  if (r != m_.end()) finish_pages(&r, bytes, s, kind, requested, a, window, remapped, ops);  // else a view served it
-  if (handle_ops) *handle_ops += ops;
-  *out = r;
+  if (call.out != m_.end() && !call.carved) finish_pages(call);  // else a view served it
+  if (handle_ops) *handle_ops += call.ops;
+  *out = call.out;
   return VPMM_OK;
 }
 
-// A policy first; what it declines, the default phases.
-vpmm_status Allocator::alloc_with_policy(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                                         LockWindow* window, RegionIt* out, size_t* handle_ops, uint64_t* view_va) {
+// A policy first; what it declines, the chain.
+vpmm_status Allocator::alloc_with_policy(PageCall& call) {
   PageRequest req;
   req.seq = ++seq_;
-  req.bytes = bytes;
-  req.requested = requested;
-  req.stream = s;
-  req.kind = kind;
-  req.attrs = a;
+  req.bytes = call.bytes;
+  req.requested = call.requested;
+  req.stream = call.stream;
+  req.kind = call.kind;
+  req.attrs = call.attrs;
   RegionIt r;
-  size_t ops = 0;
-  bool remapped = false;
-  window_ = window;
+  window_ = call.window;
   vpmm_status st = policy_->place(req, *this, &r);
   window_ = nullptr;
   if (st == VPMM_OK) st = check_placed(req, r);
-  if (st == PlacementPolicy::kDecline)
-    st = default_phases(bytes, s, kind, requested, a, window, &r, &ops, &remapped, view_va);
+  if (st == VPMM_OK) call.out = r;
+  if (st == PlacementPolicy::kDecline) st = run_chain(call);
   if (st != VPMM_OK) return st;
-  if (r != m_.end()) finish_pages(&r, bytes, s, kind, requested, a, window, remapped, ops);
-  if (handle_ops) *handle_ops += ops;
-  *out = r;
-  policy_->placed(req, r != m_.end() ? r->first : *view_va,
-                  r != m_.end() ? r->second.id : views_.table().find(*view_va)->live.id);
+  // The carve now, so the policy hears where the allocation went.
+  if (call.out != m_.end()) finish_pages(call);
+  policy_->placed(req, call.out != m_.end() ? call.out->first : *call.view_va,
+                  call.out != m_.end() ? call.out->second.id : views_.table().find(*call.view_va)->live.id);
+  call.carved = true;
   return VPMM_OK;
 }
 
 vpmm_status Allocator::check_placed(const PageRequest& req, RegionIt r) const {
   const bool free_fit = r != m_.end() && r->second.kind == Kind::Free && r->second.size >= req.bytes;
-  if (!free_fit || (req.attrs.tag != 0 && exact_run(r->first, r->second.size, req.bytes) == UINT64_MAX))
+  if (!free_fit || (req.attrs.tag != 0 && exact_run(m_, r->first, r->second.size, req.bytes) == UINT64_MAX))
     return fail(VPMM_ERR_INTERNAL,
                 "placement policy \"%s\" placed a request of %" PRIu64 " bytes in a region that cannot hold it",
-                opt_.placement, req.bytes);
+                opt_.policy, req.bytes);
   return VPMM_OK;
 }
 
@@ -309,9 +190,17 @@ bool Allocator::usable(uint64_t va, Stream s) {
 }
 
 vpmm_status Allocator::default_place(const PageRequest& r, RegionIt* out) {
-  size_t ops = 0;
-  bool remapped = false;
-  return default_phases(r.bytes, r.stream, r.kind, r.requested, r.attrs, window_, out, &ops, &remapped, nullptr);
+  PageCall call;
+  call.bytes = r.bytes;
+  call.requested = r.requested;
+  call.stream = r.stream;
+  call.kind = r.kind;
+  call.attrs = r.attrs;
+  call.exact = r.attrs.tag != 0;
+  call.window = window_;
+  vpmm_status st = run_chain(call);  // no view_va: views are not tried
+  *out = call.out;
+  return st;
 }
 
 vpmm_status Allocator::assemble(uint64_t bytes, Stream s, RegionIt* out) {
@@ -397,6 +286,7 @@ vpmm_status Allocator::malloc(uint64_t size, Stream s, const Attrs& a, Reservati
                                                : (size + unit - 1) & ~(unit - 1);
   vpmm_status st = cap_.admit(bytes, res);
   if (st != VPMM_OK) return st;
+  budget_.tick();
   const uint64_t defrags = c_.n_defrag;
   size_t handle_ops = 0;
   if (small) {
@@ -466,6 +356,7 @@ vpmm_status Allocator::fail_unknown_pointer(const char* call, const void* ptr) {
 }
 
 vpmm_status Allocator::free(uint64_t va, Stream s) {
+  budget_.tick();
   RegionIt it = m_.find(va);
   if (it != m_.end() &&
       (it->second.kind == Kind::Live || (it->second.kind == Kind::Paused && !it->second.was_small))) {
@@ -703,6 +594,9 @@ void Allocator::fill_stats(vpmm_stats* out) {
   s.view_va_bytes = views.reserved();
   s.n_view_malloc = c_.n_view_malloc;
   s.n_view_reuse = c_.n_view_reuse;
+  s.handles_moved = c_.handles_moved;
+  s.n_budget_grow = c_.n_budget_grow;
+  s.bytes_budget_grown = c_.bytes_budget_grown;
 }
 
 std::vector<vpmm_region_info> Allocator::snapshot() {

@@ -1,25 +1,26 @@
-// Allocator: where allocations go. The page level runs the default
-// placement (docs/design.md, "malloc"):
+// Allocator: where allocations go, the coordinator of the placement chain.
+// A page-level request runs the steps of the pool's chain in order until one
+// serves it (page_steps.hpp; the chains are config/defaults.hpp's
+// kPlacementChains, chosen by vpmm_config.placement). The default chain:
 //
-//   Phase 0  reap zombies whose events completed (unmap old VAs -> holes)
-//   Phase 1  best fit on the caller's stream, then the smallest completed
-//            region of another stream (no synchronisation at all)
-//   views    a large request no free region fits may take the free handles
-//            where they lie, mapped at a VA of its own (view_alloc.hpp): a
-//            placement chosen by option (view_min_size), kept off by the
-//            view gate under churn (view_gate.hpp)
-//   Phase 2  take a hole, harvest free regions into it by remapping whole
-//            handles (caller's stream first, then others oldest first, with a
-//            GPU-side wait for pending foreign events), create only the
-//            shortfall, and hand the combined span to the caller (defrag.hpp)
+//   reap      Phase 0: unmap zombies whose events completed (old VAs -> holes)
+//   best_fit  Phase 1: best fit on the caller's stream, then the smallest
+//             completed region of another stream (no synchronisation at all)
+//   budget    grow by what the request lacks instead of moving pages when
+//             the driver budget cannot pay for the move (driver_budget.hpp)
+//   remap     Phase 2: take a hole, harvest free regions into it by remapping
+//             whole handles (caller's stream first, then others oldest first,
+//             with a GPU-side wait for pending foreign events), create only
+//             the shortfall, and hand the combined span to the caller
 //
-// A placement policy chosen by PoolOptions::placement (placement.hpp) is
-// consulted before these phases and told of every page-level allocation and
+// and the views and pending-reuse steps for the chains that name them.
+// A placement policy chosen by PoolOptions::policy (placement.hpp) is
+// consulted before the chain and told of every page-level allocation and
 // free. Requests up to small_size go to the small allocator (small.hpp),
 // which takes its slab pages from the page level like any request.
 //
 // Owns: the small allocator, Phase 2 (Defrag), the views (ViewAllocator),
-// the placement policy.
+// the driver budget, the chain, the placement policy.
 // May call: PoolState (region map, counters, capacity, events, handles).
 // Implements the narrow interfaces its parts call back through: SlabSource
 // (the small allocator), HandleListener (a handle is released: views forget
@@ -37,7 +38,9 @@
 #include <vector>
 
 #include "core/alloc/defrag.hpp"
+#include "core/alloc/driver_budget.hpp"
 #include "core/alloc/lock_window.hpp"
+#include "core/alloc/page_steps.hpp"
 #include "core/alloc/placement.hpp"
 #include "core/alloc/small.hpp"
 #include "core/alloc/view_alloc.hpp"
@@ -63,8 +66,9 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Makes the placement policy PoolOptions::placement names; INVALID_ARGUMENT
-  // for a name the registry does not know.
+  // Builds the chain vpmm_config.placement names and the placement policy
+  // PoolOptions::policy names; INVALID_ARGUMENT for a name the registry
+  // does not know.
   vpmm_status init();
 
   // An allocation of `size` bytes on stream s, charged to res (or the
@@ -131,7 +135,7 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
 
   // --- the page level ---
   // Hands out `bytes` as a region of `kind` on stream s: a placement policy
-  // first, then phases 0-2. A tagged request (a.tag != 0) gets a range made
+  // first, then the chain. A tagged request (a.tag != 0) gets a range made
   // of whole handles only. With a window, driver calls run outside the mutex
   // (see LockWindow). `handle_ops`, if given, adds the handles this call
   // unmapped or mapped. With view_va, a request of views' size that no free
@@ -140,29 +144,16 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   vpmm_status alloc_pages(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
                           LockWindow* window, RegionIt* out, size_t* handle_ops = nullptr,
                           uint64_t* view_va = nullptr);
-  // Phases 0-2: *out a free region of at least `bytes` on s (or *view_va).
-  // *remapped: Phase 2 ran. *ops adds the handles unmapped or mapped.
-  vpmm_status default_phases(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                             LockWindow* window, RegionIt* out, size_t* ops, bool* remapped,
-                             uint64_t* view_va);
-  vpmm_status alloc_with_policy(uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                                LockWindow* window, RegionIt* out, size_t* handle_ops, uint64_t* view_va);
-  // Carves the allocation from the front of free region *r, and after a
-  // remap without a window unmaps the harvest's old VAs (at most `ops`).
-  void finish_pages(RegionIt* r, uint64_t bytes, Stream s, Kind kind, uint64_t requested, const Attrs& a,
-                    LockWindow* window, bool remapped, size_t ops);
+  // The chain's steps in order for `call`, until one serves it.
+  vpmm_status run_chain(PageCall& call);
+  vpmm_status alloc_with_policy(PageCall& call);
+  // Carves the allocation from the front of free region call.out, and after
+  // a remap without a window unmaps the harvest's old VAs (at most call.ops).
+  void finish_pages(PageCall& call);
   // The region a policy returned, checked before it is carved.
   vpmm_status check_placed(const PageRequest& req, RegionIt r) const;
   // Returns a live/small region to the free set on stream s.
   void free_pages(RegionIt it, Stream s);
-  RegionIt best_fit_same_stream(uint64_t bytes, Stream s, bool exact);
-  RegionIt best_fit_other(uint64_t bytes, Stream s, bool exact, bool completed_only);
-  // The best fit among other streams' free regions whose work is still
-  // queued, with s made to wait for it on the GPU; end() when none fits.
-  RegionIt best_fit_pending_other(uint64_t bytes, Stream s, bool exact);
-  // Offset of a run of whole handles inside [va, va+size) that adds up to
-  // exactly `bytes`; UINT64_MAX when there is none.
-  uint64_t exact_run(uint64_t va, uint64_t size, uint64_t bytes) const;
   vpmm_status fail_unknown_pointer(const char* call, const void* ptr);
   // free_pages, and the policy told of it (when there is one: the free's
   // hot path copies nothing for it).
@@ -178,12 +169,13 @@ class Allocator final : private StateRefs, private SlabSource, private HandleLis
   }
 
 
-  // VPMM_PENDING_REUSE, read at the pool's creation: best_fit_pending_other
-  // runs after Phase 1's misses.
-  const bool pending_reuse_;
   std::unique_ptr<SmallAllocator> small_;
   Defrag defrag_;
   ViewAllocator views_;
+  DriverBudget budget_;
+  StepContext steps_ctx_;
+  // The chain's steps, in order, null-terminated (init builds it).
+  PageStep chain_[kMaxPageSteps + 2] = {};
   std::unique_ptr<PlacementPolicy> policy_;  // null: the default phases alone
   SlabWatcher* slab_watcher_ = nullptr;
   LockWindow* window_ = nullptr;             // the malloc's window while a policy runs

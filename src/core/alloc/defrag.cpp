@@ -555,6 +555,7 @@ RegionIt Defrag::commit(Transit* t) {
   if (t->plan.moved) {
     ++c_.n_defrag;
     c_.bytes_remapped += t->plan.moved;
+    c_.handles_moved += t->plan.moved_handles;
   }
   if (t->plan.shortfall) {
     ++c_.n_grow;
@@ -593,12 +594,31 @@ size_t Defrag::planned_handle_ops(uint64_t bytes, Stream s, bool exact, size_t h
   return 2 * t.plan.moved_handles + 2 * created;
 }
 
+Defrag::PlanCost Defrag::plan_costs(uint64_t bytes, Stream s, size_t handle_ops) {
+  PlanCost cost;
+  Transit moving;
+  start(&moving, bytes, s, false, &handle_ops);
+  plan_with_slack(&moving);
+  cost.moved_handles = moving.plan.moved_handles;
+  Transit growing;
+  start(&growing, bytes, s, false, &handle_ops);
+  growing.max_moved = 0;
+  plan_defrag(&growing);
+  cost.growth = growing.plan.shortfall;
+  return cost;
+}
+
 vpmm_status Defrag::defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
-                             LockWindow* window, RegionIt* out, size_t* handle_ops) {
+                             LockWindow* window, RegionIt* out, size_t* handle_ops, bool grow_only) {
   if (merges && merge_completed_straddles(merges)) return kRetryPhase1;
   Transit t;
   start(&t, bytes, s, exact, handle_ops);
-  plan_with_slack(&t);
+  if (grow_only) {
+    t.max_moved = 0;
+    plan_defrag(&t);
+  } else {
+    plan_with_slack(&t);
+  }
   vpmm_status st = wait_for_harvest(&t);
   if (st == VPMM_OK) st = claim(&t);
   if (st != VPMM_OK) return st;

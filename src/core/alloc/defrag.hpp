@@ -66,8 +66,18 @@ class Defrag : private StateRefs {
   // straddle a handle (recorded there so a later failure can undo them) and
   // ask for Phase 1 again (kRetryPhase1). `handle_ops`, if given, adds the
   // handles this call mapped.
+  // grow_only: the span moves no handle; it grows by all it lacks (the
+  // budget step's plan).
   vpmm_status defragment(uint64_t bytes, Stream s, bool exact, std::vector<MergeUndo>* merges,
-                         LockWindow* window, RegionIt* out, size_t* handle_ops);
+                         LockWindow* window, RegionIt* out, size_t* handle_ops, bool grow_only = false);
+  // What Phase 2 would do now for an untagged `bytes` on stream s, without
+  // doing it: the handles its plan moves, and the bytes a plan that moves
+  // nothing would create instead (the budget step weighs the two).
+  struct PlanCost {
+    size_t moved_handles = 0;
+    uint64_t growth = 0;
+  };
+  PlanCost plan_costs(uint64_t bytes, Stream s, size_t handle_ops);
   // The handle operations of the Phase 2 that defragment would plan now for
   // `bytes` on stream s, without doing it: a moved handle is mapped at the
   // span and unmapped at its old VA, a created one created and mapped (the

@@ -8,6 +8,8 @@
 #include "common/status.hpp"
 #include "core/alloc/view_alloc.hpp"
 
+#include "core/alloc/first_fit.hpp"
+
 namespace vpmm {
 
 namespace {
@@ -52,6 +54,7 @@ struct ViewTransit {
   std::vector<Mapping> orphans;
   size_t n_unmapped = 0, n_view_mapped = 0, n_home_mapped = 0;
   bool va_reserved = false;
+  bool waited = false;             // the stream waits on the GPU for a lender's work
 };
 
 ViewAllocator::ViewAllocator(PoolState& st, const SmallAllocator& small)
@@ -148,14 +151,24 @@ vpmm_status ViewAllocator::plan(ViewTransit* t) {
   });
   std::vector<bool> used(inv.size(), false);
   std::unordered_map<PhysHandle, size_t> at;  // handle -> inventory index
-  for (size_t i = 0; i < inv.size(); ++i) at.emplace(inv[i].m.handle, i);
+  std::vector<uint64_t> sizes(inv.size());
+  for (size_t i = 0; i < inv.size(); ++i) {
+    at.emplace(inv[i].m.handle, i);
+    sizes[i] = inv[i].m.size;
+  }
+  FirstFit unused(sizes);
+  auto use = [&](size_t i) {
+    used[i] = true;
+    unused.take(i);
+  };
+  // In inventory order, every unused entry that fits what is still wanted
+  // (the entries before the one found were too large for a larger want).
   auto take = [&](uint64_t want, std::vector<ViewSlot>* out) {
-    for (size_t i = 0; i < inv.size() && want; ++i)
-      if (!used[i] && inv[i].m.size <= want) {
-        used[i] = true;
-        out->push_back({inv[i].m.handle, inv[i].m.size});
-        want -= inv[i].m.size;
-      }
+    for (size_t i; want && (i = unused.find(want)) != FirstFit::npos;) {
+      use(i);
+      out->push_back({inv[i].m.handle, inv[i].m.size});
+      want -= inv[i].m.size;
+    }
     return want;
   };
   auto grow_into = [&](uint64_t bytes, std::vector<ViewSlot>* out, std::vector<bool>* is_grown) {
@@ -176,7 +189,7 @@ vpmm_status ViewAllocator::plan(ViewTransit* t) {
     // The view's own handles are never replacements: a handle maps once per view.
     for (const ViewSlot& s : v.slots) {
       auto i = at.find(s.handle);
-      if (s.handle && i != at.end()) used[i->second] = true;
+      if (s.handle && i != at.end()) use(i->second);
     }
     uint64_t covered = 0;
     for (size_t k = 0; k < v.slots.size(); ++k) {
@@ -270,6 +283,7 @@ vpmm_status ViewAllocator::wait(ViewTransit* t) {
     st = backend_->stream_wait(t->stream, ev->handle());
     if (st != VPMM_OK) return st;
     waited.push_back(ev.get());
+    t->waited = true;
     ++c_.n_stream_waits;
   }
   return VPMM_OK;
@@ -448,12 +462,15 @@ void ViewAllocator::commit(ViewTransit* t, const Attrs& a, uint64_t requested) {
   v->live.id = st_.next_id();
   v->live.requested = requested;
   v->live.flags = a.flags;
-  // As alloc_pages: homes this stream freed may still be in use by its work.
+  // The homes' earlier work, ordered for a free on another stream
+  // (PoolState::handover_seq): this stream's own frees, and the lenders'
+  // queued work this stream now waits for.
   for (const auto& l : t->lends)
-    if (l.original.stream == t->stream) v->live.seq = std::max(v->live.seq, l.original.seq);
+    v->live.seq = std::max(v->live.seq, st_.handover_seq(t->stream, l.original, t->waited));
   ++c_.n_view_malloc;
   uint64_t mapped = 0;
   for (size_t k : t->maps) mapped += t->slots[k].size;
+  c_.handles_moved += t->maps.size();
   if (mapped) {
     ++c_.n_defrag;
     c_.bytes_remapped += mapped;

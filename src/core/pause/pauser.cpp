@@ -12,7 +12,6 @@
 
 #include "core/pause/kit.hpp"
 #include "core/pause/pipeline.hpp"
-#include "common/settings.hpp"
 #include "common/status.hpp"
 #include "core/alloc/small.hpp"
 
@@ -410,8 +409,9 @@ vpmm_status Pauser::backup_dir_id(const char* call, const char* dir, uint32_t* i
     *id = st.default_dir();
     return VPMM_OK;
   }
-  const char* env = setting_text(Setting::kBackupDir);
-  if (env != nullptr && *env != '\0') return st.intern_dir(call, env, id);
+  // VPMM_BACKUP_DIR, read with the options when the pool was made.
+  const std::string& env = opt_.backup_dir;
+  if (!env.empty()) return st.intern_dir(call, env.c_str(), id);
   return fail(VPMM_ERR_INVALID_ARGUMENT,
               "%s: VPMM_ALLOC_BACKUP_DISK needs a directory: none in the attributes or the tag scope, "
               "none set for the pool (vpmm_pool_set_backup_dir) and VPMM_BACKUP_DIR is not set",

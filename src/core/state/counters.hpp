@@ -20,6 +20,12 @@ struct PoolCounters {
   uint64_t n_pause = 0, n_resume = 0, n_trim = 0, bytes_trimmed = 0, backup_bytes = 0;
   uint64_t driver_ns = 0, driver_calls = 0;  // spent in the driver by malloc and free
   uint64_t n_view_malloc = 0, n_view_reuse = 0;  // served by a view; of them, with no driver call
+  // Handles moved to keep memory page-exact (Phase 2's harvests, views'
+  // refills): what the driver budget charges (core/alloc/driver_budget.hpp).
+  uint64_t handles_moved = 0;
+  // Requests the budget step served by growing instead of moving, and the
+  // bytes those growths created.
+  uint64_t n_budget_grow = 0, bytes_budget_grown = 0;
 };
 
 // Hands the driver time its thread spent during a malloc or free to the

@@ -210,9 +210,21 @@ impl Config {
         /// Env `VPMM_EXPORTABLE`.
         exportable: u64;
         /// Smallest untagged request a view may serve: free handles mapped
-        /// where they lie at a VA of its own instead of moved (0 = 64 MiB,
-        /// `VIEWS_OFF` = no views). Env `VPMM_VIEW_MIN_SIZE`.
+        /// where they lie at a VA of its own instead of moved (0 = 64 MiB in
+        /// the views chain, none in the others; `VIEWS_OFF` = no views).
+        /// Env `VPMM_VIEW_MIN_SIZE`.
         view_min_size: u64;
+        /// Share of elapsed time the pool may spend moving pages; past it a
+        /// malloc grows instead (0 = 0.01; `sys::VPMM_DRIVER_BUDGET_NEVER`,
+        /// `sys::VPMM_DRIVER_BUDGET_EXACT`). Env `VPMM_DRIVER_BUDGET`.
+        driver_budget: f64;
+        /// The placement chain (`sys::VPMM_PLACEMENT_*`: default, exact,
+        /// views, pending). Env `VPMM_PLACEMENT`.
+        placement: i32;
+        /// 0 = the driver budget counts wall time; N = each malloc and free
+        /// stands for N us of work (deterministic replays). Env
+        /// `VPMM_BUDGET_CLOCK_US`.
+        budget_clock_us: i32;
     }
 }
 

@@ -136,6 +136,12 @@ plain_struct! {
         n_view_malloc,
         /// Of them, by an idle view whose handles were all free: no driver call.
         n_view_reuse,
+        /// Handles moved to keep memory page-exact: what the driver budget charges.
+        handles_moved,
+        /// Mallocs that grew instead of moving pages (the budget could not pay).
+        n_budget_grow,
+        /// The bytes those mallocs created.
+        bytes_budget_grown,
     }
 }
 

@@ -1,0 +1,308 @@
+// The driver budget (vpmm_config.driver_budget, core/alloc/driver_budget.hpp)
+// and the placement chains (vpmm_config.placement): a malloc that would move
+// pages grows by what it lacks instead when the budget's credit cannot pay
+// for the move (~75 us a handle), within memory_limit and 1.1x the bytes
+// asked for; past those pages move as before. A modelled clock
+// (budget_clock_us) makes every decision here exact. Pages of 64 KiB.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "pool_inspect.hpp"
+#include "pool_util.hpp"
+#include "vpmm.h"
+
+namespace {
+
+constexpr uint64_t kPage = 64 << 10;
+// 0.01% of the time: a full bucket (10 s of it) is 1 ms, 13 handle moves.
+constexpr double kTinyBudget = 0.0001;
+
+struct Spec {
+  double budget = kTinyBudget;
+  int32_t placement = VPMM_PLACEMENT_DEFAULT;
+  // A malloc or free stands for 1 ms: 10,000 of them fill the 1 ms bucket
+  // (fill_bucket); the tests' own calls (under 200) add no move's worth.
+  int32_t clock_us = 1000;
+  uint64_t limit_pages = 0;
+};
+
+vpmm_pool* pool(const Spec& sp) {
+  vt::HostPoolSpec s;
+  s.page = kPage;
+  s.va_pages = 2048;
+  s.capacity = 256ull << 20;
+  s.remap_slack = -1;  // no slack: every shortfall is moved or budgeted
+  s.driver_budget = sp.budget;
+  s.placement = sp.placement;
+  s.budget_clock_us = sp.clock_us;
+  s.memory_limit = sp.limit_pages * kPage;
+  s.small_size = 1;
+  s.defaults_only = true;
+  return vt::make_host_pool(s);
+}
+
+void* take(vpmm_pool* p, uint64_t pages) {
+  void* out = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, pages * kPage, nullptr, &out));
+  return out;
+}
+
+// `big` live pages, then `holes` single free pages between live ones: a
+// request of `holes` pages finds no free region and either moves the
+// scattered pages (`holes` handles) or grows.
+struct Scattered {
+  vpmm_pool* p = nullptr;
+  std::vector<void*> live;
+};
+
+Scattered scattered(const Spec& sp, uint64_t big, int holes) {
+  Scattered f;
+  f.p = pool(sp);
+  CHECK(f.p != nullptr);
+  if (!f.p) return f;
+  f.live.push_back(take(f.p, big));
+  std::vector<void*> gaps;
+  for (int i = 0; i < holes; ++i) {
+    gaps.push_back(take(f.p, 1));
+    f.live.push_back(take(f.p, 1));
+  }
+  for (void* g : gaps) CHECK_OK(vpmm_pool_free(f.p, g, nullptr));
+  return f;
+}
+
+// 10,200 mallocs and frees of one free page (it comes back where it was):
+// the bucket, empty at the pool's creation, is full after them.
+void fill_bucket(vpmm_pool* p) {
+  for (int i = 0; i < 5100; ++i) {
+    void* x = take(p, 1);
+    CHECK_OK(vpmm_pool_free(p, x, nullptr));
+  }
+}
+
+void finish(Scattered& f, std::vector<void*> more) {
+  for (void* q : more) CHECK_OK(vpmm_pool_free(f.p, q, nullptr));
+  for (void* q : f.live) CHECK_OK(vpmm_pool_free(f.p, q, nullptr));
+  CHECK_OK(vpmm_pool_check(f.p));
+  vpmm_pool_destroy(f.p);
+}
+
+}  // namespace
+
+TEST("a new pool moves no page: its bucket starts empty, so it grows") {
+  Scattered f = scattered(Spec{}, 300, 2);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 2);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 2 * kPage);
+  CHECK_EQ(after.n_budget_grow, before.n_budget_grow + 1);
+  CHECK_EQ(after.bytes_budget_grown, before.bytes_budget_grown + 2 * kPage);
+  finish(f, {q});
+}
+
+TEST("a move the full bucket can pay for is made: page-exact") {
+  Scattered f = scattered(Spec{}, 300, 8);  // 8 handles: 0.6 ms of the 1 ms bucket
+  if (!f.p) return;
+  fill_bucket(f.p);
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 8);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 8 * kPage);
+  CHECK_EQ(after.handles_moved, before.handles_moved + 8);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  finish(f, {q});
+}
+
+TEST("a move the bucket cannot pay for grows instead, and nothing moves") {
+  Scattered f = scattered(Spec{}, 300, 20);  // 20 handles: 1.5 ms, over the 1 ms bucket
+  if (!f.p) return;
+  fill_bucket(f.p);
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 20);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 20 * kPage);
+  CHECK_EQ(after.free_bytes, before.free_bytes);  // the scattered pages stay where they are
+  finish(f, {q});
+}
+
+TEST("once a move was refused, none is made until the bucket is full again") {
+  // 20 refused, then 8 that the full bucket could have paid for alone.
+  Scattered f = scattered(Spec{}, 300, 28);
+  if (!f.p) return;
+  fill_bucket(f.p);
+  void* q = take(f.p, 20);
+  const vpmm_stats mid = vt::stats(f.p);
+  void* r = take(f.p, 8);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, mid.bytes_remapped);
+  CHECK_EQ(after.mapped_bytes, mid.mapped_bytes + 8 * kPage);
+  finish(f, {q, r});
+}
+
+TEST("the bucket refills with the time the program's work stands for, and moves resume") {
+  Scattered f = scattered(Spec{}, 300, 28);
+  if (!f.p) return;
+  fill_bucket(f.p);
+  void* q = take(f.p, 20);  // refused (over the bucket): grows, and the bucket is emptied
+  const vpmm_stats mid = vt::stats(f.p);
+  CHECK_EQ(mid.bytes_remapped, 0u);
+  // The one-page churn takes a scattered page each time and gives it back:
+  // still 8 scattered single pages besides.
+  fill_bucket(f.p);
+  void* r = take(f.p, 8);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK(after.bytes_remapped > mid.bytes_remapped);
+  finish(f, {q, r});
+}
+
+TEST("driver_budget exact moves whatever the cost (the exact mode)") {
+  Spec sp;
+  sp.budget = VPMM_DRIVER_BUDGET_EXACT;
+  Scattered f = scattered(sp, 300, 20);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 20);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 20 * kPage);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  finish(f, {q});
+}
+
+TEST("the exact chain has no budget step: it moves whatever the budget") {
+  Spec sp;
+  sp.placement = VPMM_PLACEMENT_EXACT;
+  Scattered f = scattered(sp, 300, 20);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 20);
+  CHECK_EQ(vt::stats(f.p).bytes_remapped, before.bytes_remapped + 20 * kPage);
+  finish(f, {q});
+}
+
+TEST("driver_budget never grows even for a move the bucket could pay") {
+  Spec sp;
+  sp.budget = VPMM_DRIVER_BUDGET_NEVER;
+  Scattered f = scattered(sp, 300, 2);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 2);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 2 * kPage);
+  finish(f, {q});
+}
+
+TEST("memory_limit comes first: growth past it is not taken, pages move") {
+  Spec sp;
+  sp.budget = VPMM_DRIVER_BUDGET_NEVER;
+  // 300 + 2 x 4 pages mapped; the limit leaves room for no growth.
+  sp.limit_pages = 308;
+  Scattered f = scattered(sp, 300, 4);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  CHECK_EQ(before.mapped_bytes, 308 * kPage);
+  void* q = take(f.p, 4);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 4 * kPage);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  finish(f, {q});
+}
+
+TEST("past 1.1x the bytes asked for, pages move whatever the budget") {
+  Spec sp;
+  sp.budget = VPMM_DRIVER_BUDGET_NEVER;
+  // 11 live + 10 scattered free pages: growing 10 more would map 31 pages
+  // for 21 asked for (1.48x).
+  Scattered f = scattered(sp, 1, 10);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 10);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 10 * kPage);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  finish(f, {q});
+}
+
+TEST("tagged requests own whole handles of their size: the budget does not grow them") {
+  Spec sp;
+  sp.budget = VPMM_DRIVER_BUDGET_NEVER;
+  Scattered f = scattered(sp, 300, 4);
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = vt::malloc_tagged(f.p, 4 * kPage, "w", 0);
+  CHECK(q != nullptr);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 4 * kPage);
+  finish(f, {q});
+}
+
+TEST("placement and driver_budget parse as their variables do, and refuse with the accepted values") {
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  CHECK_EQ(c.placement, VPMM_PLACEMENT_DEFAULT);
+  CHECK_OK(vpmm_option_parse("placement", "views", &c));
+  CHECK_EQ(c.placement, VPMM_PLACEMENT_VIEWS);
+  CHECK_OK(vpmm_option_parse("VPMM_PLACEMENT", "pending", &c));
+  CHECK_EQ(c.placement, VPMM_PLACEMENT_PENDING);
+  CHECK_EQ(vpmm_option_parse("placement", "fastest", &c), VPMM_ERR_INVALID_ARGUMENT);
+  const std::string e = vpmm_last_error();
+  CHECK(e.find("default, exact, views, pending") != std::string::npos);
+  CHECK_EQ(c.placement, VPMM_PLACEMENT_PENDING);  // a refusal writes nothing
+  for (int32_t i = 0; vpmm_placement_name(i); ++i) {
+    CHECK_OK(vpmm_option_parse("placement", vpmm_placement_name(i), &c));
+    CHECK_EQ(c.placement, i);
+  }
+  CHECK(vpmm_placement_name(-1) == nullptr);
+  CHECK(vpmm_placement_name(4) == nullptr);
+  CHECK_OK(vpmm_option_parse("driver_budget", "2%", &c));
+  CHECK(c.driver_budget == 0.02);
+  CHECK_OK(vpmm_option_parse("driver_budget", "0", &c));
+  CHECK(c.driver_budget == VPMM_DRIVER_BUDGET_NEVER);
+  CHECK_OK(vpmm_option_parse("driver_budget", "exact", &c));
+  CHECK(c.driver_budget == VPMM_DRIVER_BUDGET_EXACT);
+  CHECK_EQ(vpmm_option_parse("driver_budget", "150%", &c), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(vpmm_last_error()).find("above 100%") != std::string::npos);
+  CHECK_EQ(vpmm_option_parse("budget_clock_us", "-5", &c), VPMM_ERR_INVALID_ARGUMENT);
+  // A struct of an older size that does not reach the field: nothing written.
+  vpmm_config old;
+  vpmm_config_init_defaults(&old);
+  old.struct_size = 160;
+  old.placement = 7;
+  CHECK_EQ(vpmm_option_parse("placement", "views", &old), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(old.placement, 7);
+  // A pool refuses a placement no chain has.
+  c.placement = 9;
+  vpmm_pool* p = nullptr;
+  c.backend = VPMM_BACKEND_HOST;
+  CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(p == nullptr);
+}
+
+TEST("the chain and the budget a pool runs are what vpmm_pool_get_config reports") {
+  Spec sp;
+  sp.placement = VPMM_PLACEMENT_VIEWS;
+  sp.budget = 0.02;
+  vpmm_pool* p = pool(sp);
+  CHECK(p != nullptr);
+  if (!p) return;
+  vpmm_config c;
+  std::memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  CHECK_OK(vpmm_pool_get_config(p, &c));
+  CHECK_EQ(c.placement, VPMM_PLACEMENT_VIEWS);
+  CHECK(c.driver_budget == 0.02);
+  CHECK(c.view_min_size != VPMM_VIEWS_OFF);  // the views chain turns views on at their default size
+  vpmm_pool_destroy(p);
+  Spec d;
+  p = pool(d);
+  CHECK_OK(vpmm_pool_get_config(p, &c));
+  CHECK_EQ(c.view_min_size, VPMM_VIEWS_OFF);  // the default chain has none
+  vpmm_pool_destroy(p);
+}
+
+TEST_MAIN()
