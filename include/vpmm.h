@@ -359,7 +359,9 @@ typedef struct vpmm_config {
                          * pages to stay page-exact. When a malloc would move pages (remap)
                          * and the pool's driver time, counted against the time since it was
                          * created (a token bucket: 1% of elapsed time accrues, up to 1% of
-                         * 10 s), cannot pay for the move at ~75 us per 2 MiB page, the pool
+                         * 10 s, from credit for 256 pages at creation; a refused move empties
+                         * it until 10 s pass with no move asked for), cannot pay for the
+                         * move at ~75 us per 2 MiB page, the pool
                          * grows by what the request lacks instead, within memory_limit, the
                          * reservations and a ceiling of 1.10 x the bytes asked for; past
                          * those, or under memory pressure, pages move as before. A loop then

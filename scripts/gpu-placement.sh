@@ -2,7 +2,7 @@
 # Placement (docs/handles.md, "Placement that learns the loop") on the GPU
 # machine, measured as users measure it; run from the repository root:
 #   1. builds the library and the vpmm tool (meson, CUDA; no GPU tests);
-#   2. `vpmm replay --backend cuda --policy views,remap` of the shipped
+#   2. `vpmm replay --backend cuda --policy default,exact,views` of the shipped
 #      training snapshots: the same decisions as the host replays, on the
 #      real driver, with its time per call;
 #   3. ROUNDS rounds (default 6) of the hard client (bench/torch/hard_client.py:
@@ -10,8 +10,8 @@
 #      gathers, eight shapes) and the dense training client
 #      (bench/torch/train_client.py: GPT, 16 layers, d=1024, batch scale
 #      TRAIN_SCALE, six shapes) under PyTorch native, expandable_segments,
-#      cudaMallocAsync, libvpmm's default ("vpmm": views) and libvpmm's
-#      previous policy ("vpmm-remap": VPMM_VIEW_MIN_SIZE=off), one process
+#      cudaMallocAsync and libvpmm's default chain ("vpmm"; "vpmm-exact",
+#      "vpmm-views", "vpmm-pending" run the other chains), one process
 #      each, the five alternating within a round and the order rotated by one
 #      every round. With two GPUs or more the hard client runs on GPU 0 and
 #      the dense one on GPU 1 at the same time (each comparison stays on one
@@ -32,9 +32,10 @@
 # several calls on one warm machine: FIRST_ROUND (default 1; rounds are
 # numbered and rotated from it), ROUND_NEED (seconds; a round starts only
 # with that much time left, so no round is cut in two), ALLOCS (default
-# "native expandable cudamallocasync vpmm vpmm-remap"; "vpmm-pending" is the
-# default with VPMM_PENDING_REUSE=1), CLIENTS (default
-# "hard train"), REPLAYS=0 (skip the CUDA replays). Each process's wall time
+# "native expandable cudamallocasync vpmm"; vpmm-exact, vpmm-views and
+# vpmm-pending run the other chains, VPMM_PLACEMENT), CLIENTS (default
+# "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
+# waves), REPLAYS=0 (skip the CUDA replays). Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
 # process on those CPUs: on the lent VMs the same process swings 15-25%
 # from one launch to the next with where the scheduler puts it, which the
@@ -52,6 +53,7 @@ REPLAYS=${REPLAYS:-1}
 HARD_CYCLES=${HARD_CYCLES:-2}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-2}
 TRAIN_SCALE=${TRAIN_SCALE:-4}
+SERVE_WAVES=${SERVE_WAVES:-14}
 BOX_RESERVE=20
 . "$(dirname "$0")/gpu-common.sh"
 
@@ -86,7 +88,7 @@ NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 # ------------------------------------------------------------------ replays
 (( REPLAYS )) && for t in traces/moe_training.pickle.gz traces/llama_training.pickle.gz traces/training.pickle.gz; do
   echo "---- $t" >> "$OUT/replays.log"
-  CUDA_VISIBLE_DEVICES=0 boxed 60 "$BUILD/tools/vpmm" replay --backend cuda --policy views,remap "$t" \
+  CUDA_VISIBLE_DEVICES=0 boxed 60 "$BUILD/tools/vpmm" replay --backend cuda --policy default,exact,views "$t" \
     >> "$OUT/replays.log" 2>&1
   echo "---- exit $?" >> "$OUT/replays.log"
 done
@@ -96,7 +98,7 @@ done
 grep -E "driver by malloc" "$OUT/replays.log" | sed 's/^/   /' >> "$SUM"
 
 # ------------------------------------------------------------------ clients
-read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm vpmm-remap}"
+read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm}"
 read -r -a KINDS <<< "$CLIENTS"
 
 # run_client KIND GPU ROUND NAME: one process on GPU, its JSON line appended
@@ -106,9 +108,15 @@ run_client() {
   local kind=$1 gpu=$2 rnd=$3 name=$4 alloc=$4 want t0=$(date +%s)
   local -a env=(-u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES="$gpu") pin=()
   [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
-  [ "$name" = vpmm-remap ] && { alloc=vpmm; env=(CUDA_VISIBLE_DEVICES="$gpu" VPMM_VIEW_MIN_SIZE=off); }
-  [ "$name" = vpmm-pending ] && { alloc=vpmm; env+=(VPMM_PENDING_REUSE=1); }
-  if [ "$kind" = hard ]; then
+  case "$name" in  # the other placement chains (VPMM_PLACEMENT)
+    vpmm-exact | vpmm-views | vpmm-pending) alloc=vpmm; env+=(VPMM_PLACEMENT="${name#vpmm-}") ;;
+  esac
+  if [ "$kind" = serve ]; then
+    want=75
+    (( $(left) - BOX_RESERVE < 35 )) && return 124
+    boxed "$want" "${pin[@]}" env "${env[@]}" python3 bench/torch/serve_client.py --alloc "$alloc" \
+      --waves "$SERVE_WAVES" --label "r$rnd $name" >> "$OUT/serve.jsonl" 2>> "$OUT/clients.err"
+  elif [ "$kind" = hard ]; then
     want=90
     (( $(left) - BOX_RESERVE < 45 )) && return 124
     boxed "$want" "${pin[@]}" env "${env[@]}" python3 bench/torch/hard_client.py --alloc "$alloc" \
@@ -135,7 +143,7 @@ rounds() {
     done
   done
 }
-: > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/clients.err"
+: > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/serve.jsonl"; : > "$OUT/clients.err"
 if (( NGPU >= 2 )); then
   say "clients: hard on GPU 0 and dense on GPU 1 at the same time, $ROUNDS rounds each"
   rounds hard 0 &
@@ -152,8 +160,8 @@ else
     done
   done
 fi
-say "hard client: $(grep -c '^{' "$OUT/hard.jsonl") processes; dense client: $(grep -c '^{' "$OUT/train.jsonl") processes"
+say "hard client: $(grep -c '^{' "$OUT/hard.jsonl") processes; dense client: $(grep -c '^{' "$OUT/train.jsonl") processes; serving client: $(grep -c '^{' "$OUT/serve.jsonl") processes"
 grep -E "exit [0-9]+$" "$OUT/clients.err" | sed 's/^/   failed: /' >> "$SUM"
-python3 bench/torch/placement_report.py "$OUT/hard.jsonl" "$OUT/train.jsonl" >> "$SUM" 2>&1
+python3 bench/torch/placement_report.py "$OUT/hard.jsonl" "$OUT/train.jsonl" "$OUT/serve.jsonl" >> "$SUM" 2>&1
 say "total: $(( $(date +%s) - START )) s"
 cat "$SUM"

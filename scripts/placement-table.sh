@@ -2,10 +2,11 @@
 # The placement policies side by side on every trace: each shipped trace and
 # snapshot (traces/*.trace, traces/*.pickle.gz) and every extra file or
 # directory of snapshots given, replayed on the host backend under each
-# policy of `vpmm replay --policy` (views, the default; remap, the
-# page-moving policy before it; exact, that without the remap slack). One
-# row per trace and policy: peak mapped / peak requested, bytes remapped in
-# the trace's second half per peak requested, and the second half's driver
+# placement chain of `vpmm replay --policy` (default, with the driver
+# budget; exact, pages move; views, the default before the budget). One
+# row per trace and chain: peak mapped / peak requested, bytes remapped in
+# the trace's second half per peak requested, its modelled driver share,
+# and the second half's driver
 # calls (malloc and free), handles created and mallocs served by a view
 # (with no driver call). docs/handles.md ("Placement that learns the loop")
 # quotes this table; the targets are peak <= 1.015 and second-half remapping
@@ -20,7 +21,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build
-policies=views,remap,exact
+policies=default,exact,views
 while [ $# -gt 0 ]; do
   case "$1" in
     -b) build=$2; shift 2 ;;
@@ -46,7 +47,7 @@ for x in "$@"; do
   fi
 done
 
-printf '%-26s %-7s %9s %11s %10s %9s %12s\n' trace policy peak/req 2nd-remap 2nd-calls 2nd-hdls 2nd-views
+printf '%-26s %-7s %9s %11s %10s %10s %9s %12s\n' trace policy peak/req 2nd-remap 2nd-share 2nd-calls 2nd-hdls 2nd-views
 status=0
 for f in "${files[@]}"; do
   out=$("$vpmm" replay --backend "$backend" --summary --policy "$policies" "$f" 2>&1)
@@ -58,8 +59,8 @@ for f in "${files[@]}"; do
     status=1
     continue
   fi
-  printf '%s\n' "$rows" | while read -r pol ratio rem calls hdls views rest; do
-    printf '%-26s %-7s %9s %11s %10s %9s %12s\n' "$(basename "$f")" "$pol" "$ratio" "$rem" "$calls" "$hdls" "$views $rest"
+  printf '%s\n' "$rows" | while read -r pol ratio rem share calls hdls views rest; do
+    printf '%-26s %-7s %9s %11s %10s %10s %9s %12s\n' "$(basename "$f")" "$pol" "$ratio" "$rem" "$share" "$calls" "$hdls" "$views $rest"
   done
 done
 exit $status

@@ -1,4 +1,4 @@
-"""Reads the JSON lines that hard_client.py and train_client.py print (one per
+"""Reads the JSON lines that hard_client.py, train_client.py and serve_client.py print (one per
 process, labelled "rN NAME" by scripts/gpu-placement.sh) and prints, for each
 client, every round's figures per allocator and the comparison the placement
 issue asks for:
@@ -10,7 +10,9 @@ issue asks for:
   - per round, libvpmm's median step over the fastest of PyTorch native,
     expandable_segments and cudaMallocAsync in the same round, and the
     geometric mean of that ratio over the rounds (target <= 1.00), for the
-    new default (vpmm) and the old policy (vpmm-remap).
+    default chain (vpmm) and the other chains run (vpmm-exact, vpmm-views,
+    vpmm-pending); the serving client's time per generated token counts as
+    its step (lower is faster: a ratio <= 1 is tokens/s >= the fastest).
 
   python3 bench/torch/placement_report.py hard.jsonl [train.jsonl ...]
 
@@ -22,7 +24,13 @@ import statistics
 import sys
 
 TORCH = ("native", "expandable", "cudamallocasync")
-ORDER = TORCH + ("vpmm", "vpmm-remap", "vpmm-pending")
+LIBVPMM = ("vpmm", "vpmm-exact", "vpmm-views", "vpmm-pending")
+ORDER = TORCH + LIBVPMM
+
+
+def step_ms(r):
+    """The process's median step, or the serving client's median time per token."""
+    return r.get("step_ms_median") or r.get("ms_per_token_median")
 
 
 def load(path):
@@ -60,7 +68,7 @@ def report(path):
     print(f"== {client} client ({path}): {len(rows)} processes, {len(rounds)} rounds")
     print(f"  {'round':6s} {'allocator':16s} {'step ms':>8s} {'peak/live':>9s} {'peak GiB':>9s} "
           f"{'driver share':>12s} {'remapped MB':>11s}")
-    ratios = {"vpmm": [], "vpmm-remap": [], "vpmm-pending": []}
+    ratios = {v: [] for v in LIBVPMM}
     for rnd in sorted(rounds, key=lambda k: int(k[1:]) if k[1:].isdigit() else 0):
         got = rounds[rnd]
         for name in [n for n in ORDER if any(n in g for g in rounds.values())]:
@@ -70,18 +78,18 @@ def report(path):
                 continue
             share = r.get("steady_driver_share")
             remapped = r.get("steady_remapped_bytes")
-            print(f"  {rnd:6s} {name:16s} {r.get('step_ms_median') or 0:8.1f} {peak_over_live(r) or 0:9.4f} "
+            print(f"  {rnd:6s} {name:16s} {step_ms(r) or 0:8.1f} {peak_over_live(r) or 0:9.4f} "
                   f"{r.get('peak_gib', 0):9.2f} "
                   f"{'' if share is None else f'{100 * share:11.2f}%':>12s} "
                   f"{'' if remapped is None else f'{remapped / 1e6:11.0f}':>11s}")
-        fastest = [got[n]["step_ms_median"] for n in TORCH if n in got and got[n].get("step_ms_median")]
+        fastest = [step_ms(got[n]) for n in TORCH if n in got and step_ms(got[n])]
         if not fastest:
             continue
         best = min(fastest)
         line = f"  {rnd:6s} fastest PyTorch {best:.1f} ms"
         for v in ratios:
-            if v in got and got[v].get("step_ms_median"):
-                q = got[v]["step_ms_median"] / best
+            if v in got and step_ms(got[v]):
+                q = step_ms(got[v]) / best
                 ratios[v].append(q)
                 line += f"; {v} / fastest {q:.3f}"
         print(line)
@@ -97,7 +105,7 @@ def report(path):
         pl = [peak_over_live(r) for r in rs if peak_over_live(r)]
         sh = [r["steady_driver_share"] for r in rs if r.get("steady_driver_share") is not None]
         rb = [r["steady_remapped_bytes"] for r in rs if r.get("steady_remapped_bytes") is not None]
-        print(f"  {client}: {v} peak/live {min(pl):.4f}-{max(pl):.4f} (target <= 1.015)"
+        print(f"  {client}: {v} peak/live {min(pl):.4f}-{max(pl):.4f} (target <= 1.03)"
               + (f", steady driver share {100 * min(sh):.2f}-{100 * max(sh):.2f}% (target <= 1%)" if sh else "")
               + (f", remapped {min(rb) / 1e6:.0f}-{max(rb) / 1e6:.0f} MB over the measured steps" if rb else ""))
         by_kind = [r["steady_driver_by_kind"] for r in rs if r.get("steady_driver_by_kind")]

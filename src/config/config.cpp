@@ -77,14 +77,9 @@ bool parse_limit(const char* v, vpmm_config* c, Refusal* why) {
   return refuse(why, "%s; %s", size_why.text, accepted);
 }
 
-// VPMM_REMAP_SLACK: "0.02", "2%", or "exact" (page-exact: a negative value).
-bool parse_remap_slack(const char* v, vpmm_config* c, Refusal* why) {
-  static const char* const accepted =
-      "accepted: a fraction from 0 to 1 (\"0.02\"), a percentage from 0% to 100% (\"2%\") or \"exact\"";
-  if (std::strcmp(v, "exact") == 0) {
-    c->remap_slack = -1.0;
-    return true;
-  }
+// A share written as a fraction from 0 to 1 ("0.02") or a percentage from
+// 0% to 100% ("2%"), as VPMM_REMAP_SLACK and VPMM_DRIVER_BUDGET take it.
+bool parse_share(const char* v, double* out, Refusal* why, const char* accepted) {
   const size_t n = std::strlen(v);
   const bool pct = n > 1 && v[n - 1] == '%';
   char* end = nullptr;
@@ -94,8 +89,19 @@ bool parse_remap_slack(const char* v, vpmm_config* c, Refusal* why) {
     return refuse(why, "%s; %s", x < 0.0 ? "out of range (negative)" : pct ? "out of range (above 100%)"
                                                                          : "out of range (above 1)",
                   accepted);
-  c->remap_slack = pct ? x / 100.0 : x;
+  *out = pct ? x / 100.0 : x;
   return true;
+}
+
+// VPMM_REMAP_SLACK: "0.02", "2%", or "exact" (page-exact: a negative value).
+bool parse_remap_slack(const char* v, vpmm_config* c, Refusal* why) {
+  static const char* const accepted =
+      "accepted: a fraction from 0 to 1 (\"0.02\"), a percentage from 0% to 100% (\"2%\") or \"exact\"";
+  if (std::strcmp(v, "exact") == 0) {
+    c->remap_slack = -1.0;
+    return true;
+  }
+  return parse_share(v, &c->remap_slack, why, accepted);
 }
 
 // VPMM_DRIVER_BUDGET: "0.01", "1%", "never" or 0 (VPMM_DRIVER_BUDGET_NEVER:
@@ -108,20 +114,9 @@ bool parse_driver_budget(const char* v, vpmm_config* c, Refusal* why) {
     c->driver_budget = VPMM_DRIVER_BUDGET_EXACT;
     return true;
   }
-  if (std::strcmp(v, "never") == 0) {
-    c->driver_budget = VPMM_DRIVER_BUDGET_NEVER;
-    return true;
-  }
-  const size_t n = std::strlen(v);
-  const bool pct = n > 1 && v[n - 1] == '%';
-  char* end = nullptr;
-  double x = std::strtod(v, &end);
-  if (n == 0 || end == v || end != v + n - (pct ? 1 : 0)) return refuse(why, "not a number; %s", accepted);
-  if (!(x >= 0.0 && x <= (pct ? 100.0 : 1.0)))
-    return refuse(why, "%s; %s", x < 0.0 ? "out of range (negative)" : pct ? "out of range (above 100%)"
-                                                                         : "out of range (above 1)",
-                  accepted);
-  c->driver_budget = x == 0.0 ? VPMM_DRIVER_BUDGET_NEVER : pct ? x / 100.0 : x;
+  double x = 0.0;
+  if (std::strcmp(v, "never") != 0 && !parse_share(v, &x, why, accepted)) return false;
+  c->driver_budget = x == 0.0 ? VPMM_DRIVER_BUDGET_NEVER : x;
   return true;
 }
 

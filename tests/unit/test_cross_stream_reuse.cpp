@@ -12,10 +12,17 @@
 #include <vector>
 
 #include "check.hpp"
+#include "host_kernels.hpp"
 #include "pool_util.hpp"
 #include "vpmm_host_streams.h"
 
 namespace {
+
+using vt::Fill;
+using vt::Stamp;
+using vt::fill_on_stream;
+using vt::run_unless_waiting;
+using vt::stamp;
 
 constexpr uint64_t kPage = 64 << 10;
 
@@ -33,35 +40,7 @@ vpmm_pool* host_pool(uint64_t limit_pages = 0, uint64_t small_size = 1, uint64_t
   return vt::make_host_pool(s);
 }
 
-// A host "kernel": writes its block when its (held) stream is released.
-struct Stamp {
-  void* block;
-  uint64_t bytes;
-  int byte;
-  std::atomic<int> ran{0};
-};
-void stamp(void* user) {
-  auto* k = static_cast<Stamp*>(user);
-  std::memset(k->block, k->byte, k->bytes);
-  k->ran = 1;
-}
-// Fills with vt::fill's pattern on the stream (the user's own use of its memory).
-struct Fill {
-  void* block;
-  uint64_t bytes;
-  uint64_t seed;
-};
-void fill_on_stream(void* user) {
-  auto* f = static_cast<Fill*>(user);
-  vt::fill(f->block, f->bytes, f->seed);
-}
 
-// C's own work runs now unless C waits for A (held): then a synchronize
-// says WRONG_STATE instead of blocking. Either way, no race decides the test.
-void run_unless_waiting(vpmm_stream c) {
-  const vpmm_status st = vpmm_host_stream_synchronize(c);
-  CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE);
-}
 
 // The late-kernel scenario: memory that stream A freed with A's
 // work pending is taken again on A by `take_on_a` (which never uses it),

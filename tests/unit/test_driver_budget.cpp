@@ -74,7 +74,7 @@ Scattered scattered(const Spec& sp, uint64_t big, int holes) {
 }
 
 // 10,200 mallocs and frees of one free page (it comes back where it was):
-// the bucket, empty at the pool's creation, is full after them.
+// the bucket is full after them.
 void fill_bucket(vpmm_pool* p) {
   for (int i = 0; i < 5100; ++i) {
     void* x = take(p, 1);
@@ -91,16 +91,28 @@ void finish(Scattered& f, std::vector<void*> more) {
 
 }  // namespace
 
-TEST("a new pool moves no page: its bucket starts empty, so it grows") {
-  Scattered f = scattered(Spec{}, 300, 2);
+TEST("a new pool pays its first moves from a starting credit (here the 1 ms bucket, 13 handles)") {
+  Scattered f = scattered(Spec{}, 300, 8);
   if (!f.p) return;
   const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 2);
+  void* q = take(f.p, 8);
+  const vpmm_stats after = vt::stats(f.p);
+  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 8 * kPage);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  CHECK_EQ(after.n_budget_grow, before.n_budget_grow);
+  finish(f, {q});
+}
+
+TEST("a move past the starting credit grows, and the stats count it") {
+  Scattered f = scattered(Spec{}, 300, 20);  // 20 handles: over the 13 the new pool's credit pays for
+  if (!f.p) return;
+  const vpmm_stats before = vt::stats(f.p);
+  void* q = take(f.p, 20);
   const vpmm_stats after = vt::stats(f.p);
   CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 2 * kPage);
+  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 20 * kPage);
   CHECK_EQ(after.n_budget_grow, before.n_budget_grow + 1);
-  CHECK_EQ(after.bytes_budget_grown, before.bytes_budget_grown + 2 * kPage);
+  CHECK_EQ(after.bytes_budget_grown, before.bytes_budget_grown + 20 * kPage);
   finish(f, {q});
 }
 

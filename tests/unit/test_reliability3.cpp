@@ -23,10 +23,17 @@
 #include <vector>
 
 #include "check.hpp"
+#include "host_kernels.hpp"
 #include "pool_util.hpp"
 #include "vpmm_host_streams.h"
 
 namespace {
+
+using vt::Fill;
+using vt::Stamp;
+using vt::fill_on_stream;
+using vt::run_unless_waiting;
+using vt::stamp;
 
 // Another process's pool, its export and the descriptor sent on `sock`;
 // then it waits for one byte and exits without cleaning up, as a crash would.
@@ -320,28 +327,6 @@ TEST("42.8: a new backup directory per round, the old one removed: descriptors s
 
 namespace {
 
-// A host "kernel" that writes its block when its (held) stream runs it.
-struct Stamp {
-  void* block;
-  uint64_t bytes;
-  int byte;
-  std::atomic<int> ran{0};
-};
-void stamp(void* user) {
-  auto* k = static_cast<Stamp*>(user);
-  std::memset(k->block, k->byte, k->bytes);
-  k->ran = 1;
-}
-// The next owner's use of its memory: vt::fill's pattern, on its stream.
-struct Fill {
-  void* block;
-  uint64_t bytes;
-  uint64_t seed;
-};
-void fill_on_stream(void* user) {
-  auto* f = static_cast<Fill*>(user);
-  vt::fill(f->block, f->bytes, f->seed);
-}
 
 bool host_default_pool(vpmm_pool** dp) {
   *dp = nullptr;

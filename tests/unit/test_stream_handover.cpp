@@ -15,10 +15,17 @@
 #include <vector>
 
 #include "check.hpp"
+#include "host_kernels.hpp"
 #include "pool_util.hpp"
 #include "vpmm_host_streams.h"
 
 namespace {
+
+using vt::Fill;
+using vt::Stamp;
+using vt::fill_on_stream;
+using vt::run_unless_waiting;
+using vt::stamp;
 
 constexpr uint64_t kPage = 64 << 10;
 constexpr int32_t kChains[] = {VPMM_PLACEMENT_DEFAULT, VPMM_PLACEMENT_EXACT, VPMM_PLACEMENT_VIEWS,
@@ -37,34 +44,7 @@ vpmm_pool* host_pool(int32_t chain, uint64_t view_pages) {
   return vt::make_host_pool(s);
 }
 
-// A host "kernel" writing a byte over a block when its stream runs it.
-struct Stamp {
-  void* block;
-  uint64_t bytes;
-  int byte;
-  std::atomic<int> ran{0};
-};
-void stamp(void* user) {
-  auto* k = static_cast<Stamp*>(user);
-  std::memset(k->block, k->byte, k->bytes);
-  k->ran = 1;
-}
-struct Fill {
-  void* block;
-  uint64_t bytes;
-  uint64_t seed;
-};
-void fill_on_stream(void* user) {
-  auto* f = static_cast<Fill*>(user);
-  vt::fill(f->block, f->bytes, f->seed);
-}
 
-// Runs a stream's queue now unless it waits on a held stream (then its
-// work stays queued): no race decides a test.
-void run_unless_waiting(vpmm_stream s) {
-  const vpmm_status st = vpmm_host_stream_synchronize(s);
-  CHECK(st == VPMM_OK || st == VPMM_ERR_WRONG_STATE);
-}
 
 struct Streams {
   vpmm_pool* p;

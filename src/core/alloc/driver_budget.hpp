@@ -5,7 +5,7 @@
 // a training step pays in full; growing by what a request lacks costs the
 // driver once, and the loop then finds the memory in place at every later
 // step. The budget is a token bucket: `share` x elapsed time accrues (up to
-// `share` x 10 s; a pool starts with it empty), a move spends its
+// `share` x 10 s; a pool starts with credit for 256 handles), a move spends its
 // modelled cost, and the budget step of the placement chain grows instead of
 // moving when the credit cannot pay. A refused move empties the bucket, and
 // so does every request to move until it is full again: moves resume only
