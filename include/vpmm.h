@@ -350,9 +350,11 @@ typedef struct vpmm_config {
                              * vpmm_pool_trim gives the idle ones back. Memory another stream freed
                              * while its work is still queued is taken too: the caller's stream
                              * then waits for that work on the GPU (the CPU never blocks). 0
-                             * (default) = 64 MiB; VPMM_VIEWS_OFF = no views, the page-moving policy
-                             * of earlier versions (docs/handles.md, "Placement that learns the
-                             * loop", has both measured). Rounded up to page_size.
+                             * (default) = 64 MiB in the views chain (VPMM_PLACEMENT_VIEWS) and no
+                             * views in the others; a size set here adds the views step to any
+                             * chain; VPMM_VIEWS_OFF = no views in any chain (docs/handles.md,
+                             * "Placement that learns the loop" and "A driver-time budget", has
+                             * them measured). Rounded up to page_size.
                             * Pools with exportable = 1 make no views. env VPMM_VIEW_MIN_SIZE
                             * ("256M", or "off"). See docs/handles.md ("Views"). */
   double driver_budget; /* the share of elapsed time the pool may spend in the driver moving

@@ -93,8 +93,10 @@ const char* const kPolicyHelp = "default, exact, views or pending";
 // by the library's own table, so a program gets any of them from the
 // environment.
 bool policy_settings(const std::string& name, vpmm_config* c) {
+  // Sized: the init of an uninitialised struct reads its struct_size, which
+  // garbage may make an older size (ASan's stack did: 'default' refused).
   vpmm_config scratch;
-  vpmm_config_init_defaults(&scratch);
+  if (vpmm_config_init_sized(&scratch, sizeof scratch, VPMM_CONFIG_DEFAULTS_ONLY) != VPMM_OK) return false;
   if (vpmm_option_parse("placement", name.c_str(), &scratch) != VPMM_OK) return false;
   if (c) c->placement = scratch.placement;
   return true;

@@ -138,9 +138,10 @@ VPMM_FIELD_OPTION(exportable, "VPMM_EXPORTABLE", COUNT, parse_exportable, "0 (no
                   "docs/ipc.md for the cost",
                   check_exportable, nullptr, nullptr)
 VPMM_POOL_OPTION(view_min_size, "VPMM_VIEW_MIN_SIZE", SIZE, 0, parse_view_min_size,
-                 "0 (" VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ ")",
+                 "0 (" VPMM_DEFAULT_VIEW_MIN_SIZE_TEXT_ " in the views chain, none in the others)",
                  "smallest request a view may serve (free handles mapped where they lie at a VA of its "
-                 "own, kept for the next request of its size); \"off\" = never",
+                 "own, kept for the next request of its size); a size adds views to any chain, "
+                 "\"off\" = never",
                  nullptr, resolve_view_min_size, show_view_min_size)
 VPMM_SETTING_OPTION(kPendingReuse, nullptr)
 VPMM_POOL_OPTION(driver_budget, "VPMM_DRIVER_BUDGET", FRACTION, kDefaultDriverBudget, parse_driver_budget,

@@ -255,7 +255,7 @@ TEST("tagged requests own whole handles of their size: the budget does not grow 
 
 TEST("placement and driver_budget parse as their variables do, and refuse with the accepted values") {
   vpmm_config c;
-  vpmm_config_init_defaults(&c);
+  CHECK_OK(vpmm_config_init_sized(&c, sizeof c, VPMM_CONFIG_DEFAULTS_ONLY));
   CHECK_EQ(c.placement, VPMM_PLACEMENT_DEFAULT);
   CHECK_OK(vpmm_option_parse("placement", "views", &c));
   CHECK_EQ(c.placement, VPMM_PLACEMENT_VIEWS);
@@ -282,7 +282,7 @@ TEST("placement and driver_budget parse as their variables do, and refuse with t
   CHECK_EQ(vpmm_option_parse("budget_clock_us", "-5", &c), VPMM_ERR_INVALID_ARGUMENT);
   // A struct of an older size that does not reach the field: nothing written.
   vpmm_config old;
-  vpmm_config_init_defaults(&old);
+  CHECK_OK(vpmm_config_init_sized(&old, sizeof old, VPMM_CONFIG_DEFAULTS_ONLY));
   old.struct_size = 160;
   old.placement = 7;
   CHECK_EQ(vpmm_option_parse("placement", "views", &old), VPMM_ERR_INVALID_ARGUMENT);
