@@ -126,19 +126,8 @@ vpmm_status Pool::stream_synchronize(Stream s) {
 }
 
 vpmm_status Pool::stream_wait_stream(Stream s, Stream on) {
-  Backend& b = state_.backend();
-  for (Stream x : {s, on})
-    if (!b.stream_valid(x))
-      return fail(VPMM_ERR_INVALID_ARGUMENT, "stream %p is not a valid %s stream", x, b.name());
-  if (s == on) return VPMM_OK;  // ordered by the stream itself
   std::lock_guard<std::mutex> lock(mu_);  // the event and wait counters
-  EventRef ev;
-  vpmm_status st = state_.record_event(on, &ev);
-  // The wait keeps the point it was given: the event may go right after.
-  if (st == VPMM_OK) st = b.stream_wait(s, ev->handle());
-  if (st != VPMM_OK) return fail_context(st, "ordering one stream after another");
-  ++state_.counters().n_stream_waits;
-  return VPMM_OK;
+  return state_.order_stream_after(s, on);
 }
 
 vpmm_status Pool::stream_retire(Stream s) {

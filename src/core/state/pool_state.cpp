@@ -165,6 +165,20 @@ void PoolState::order_after_alloc_stream(const Region& live, Stream s) {
   wait(ev);  // the GPU-side wait failed: the CPU waits instead
 }
 
+vpmm_status PoolState::order_stream_after(Stream s, Stream on) {
+  for (Stream x : {s, on})
+    if (!backend_->stream_valid(x))
+      return fail(VPMM_ERR_INVALID_ARGUMENT, "stream %p is not a valid %s stream", x, backend_->name());
+  if (s == on) return VPMM_OK;  // ordered by the stream itself
+  EventRef ev;
+  vpmm_status st = record_event(on, &ev);
+  // The wait keeps the point it was given: the event may go right after.
+  if (st == VPMM_OK) st = backend_->stream_wait(s, ev->handle());
+  if (st != VPMM_OK) return fail_context(st, "ordering one stream after another");
+  ++c_.n_stream_waits;
+  return VPMM_OK;
+}
+
 // ---------------------------------------------------------------------------
 // Handles and VA
 // ---------------------------------------------------------------------------

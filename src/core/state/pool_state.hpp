@@ -116,6 +116,10 @@ class PoolState {
   // do to that memory, so that s's free point covers it (the allocator's
   // free of pages and of views).
   void order_after_alloc_stream(const Region& live, Stream s);
+  // Stream s's later work waits on the GPU for what stream `on` has queued
+  // so far (the hooks' record_stream free); INVALID_ARGUMENT for a stream
+  // the backend does not know. Nothing to do when s is `on`.
+  vpmm_status order_stream_after(Stream s, Stream on);
   // THE rule for memory that reaches stream s from a free region `from`
   // (docs/design.md, "Memory between streams"): the point of s's order
   // after which the memory's earlier work is done, for the allocation's
