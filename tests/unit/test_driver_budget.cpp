@@ -82,6 +82,23 @@ void fill_bucket(vpmm_pool* p) {
   }
 }
 
+// Takes `pages` from f's pool and checks what it cost: `moved` pages
+// remapped (Phase 2) and `grown` pages created; the stats either side for
+// the caller's further checks.
+struct Taken {
+  void* q;
+  vpmm_stats before, after;
+};
+Taken take_checked(Scattered& f, uint64_t pages, uint64_t moved, uint64_t grown) {
+  Taken t;
+  t.before = vt::stats(f.p);
+  t.q = take(f.p, pages);
+  t.after = vt::stats(f.p);
+  CHECK_EQ(t.after.bytes_remapped - t.before.bytes_remapped, moved * kPage);
+  CHECK_EQ(t.after.mapped_bytes - t.before.mapped_bytes, grown * kPage);
+  return t;
+}
+
 void finish(Scattered& f, std::vector<void*> more) {
   for (void* q : more) CHECK_OK(vpmm_pool_free(f.p, q, nullptr));
   for (void* q : f.live) CHECK_OK(vpmm_pool_free(f.p, q, nullptr));
@@ -94,25 +111,19 @@ void finish(Scattered& f, std::vector<void*> more) {
 TEST("a new pool pays its first moves from a starting credit (here the 1 ms bucket, 13 handles)") {
   Scattered f = scattered(Spec{}, 300, 8);
   if (!f.p) return;
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 8);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 8 * kPage);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
-  CHECK_EQ(after.n_budget_grow, before.n_budget_grow);
+  const Taken t = take_checked(f, 8, 8, 0);
+  void* q = t.q;
+  CHECK_EQ(t.after.n_budget_grow, t.before.n_budget_grow);
   finish(f, {q});
 }
 
 TEST("a move past the starting credit grows, and the stats count it") {
   Scattered f = scattered(Spec{}, 300, 20);  // 20 handles: over the 13 the new pool's credit pays for
   if (!f.p) return;
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 20);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 20 * kPage);
-  CHECK_EQ(after.n_budget_grow, before.n_budget_grow + 1);
-  CHECK_EQ(after.bytes_budget_grown, before.bytes_budget_grown + 20 * kPage);
+  const Taken t = take_checked(f, 20, 0, 20);
+  void* q = t.q;
+  CHECK_EQ(t.after.n_budget_grow, t.before.n_budget_grow + 1);
+  CHECK_EQ(t.after.bytes_budget_grown, t.before.bytes_budget_grown + 20 * kPage);
   finish(f, {q});
 }
 
@@ -120,12 +131,9 @@ TEST("a move the full bucket can pay for is made: page-exact") {
   Scattered f = scattered(Spec{}, 300, 8);  // 8 handles: 0.6 ms of the 1 ms bucket
   if (!f.p) return;
   fill_bucket(f.p);
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 8);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 8 * kPage);
-  CHECK_EQ(after.handles_moved, before.handles_moved + 8);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  const Taken t = take_checked(f, 8, 8, 0);
+  void* q = t.q;
+  CHECK_EQ(t.after.handles_moved, t.before.handles_moved + 8);
   finish(f, {q});
 }
 
@@ -133,12 +141,9 @@ TEST("a move the bucket cannot pay for grows instead, and nothing moves") {
   Scattered f = scattered(Spec{}, 300, 20);  // 20 handles: 1.5 ms, over the 1 ms bucket
   if (!f.p) return;
   fill_bucket(f.p);
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 20);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 20 * kPage);
-  CHECK_EQ(after.free_bytes, before.free_bytes);  // the scattered pages stay where they are
+  const Taken t = take_checked(f, 20, 0, 20);
+  void* q = t.q;
+  CHECK_EQ(t.after.free_bytes, t.before.free_bytes);  // the scattered pages stay where they are
   finish(f, {q});
 }
 
@@ -148,11 +153,7 @@ TEST("once a move was refused, none is made until the bucket is full again") {
   if (!f.p) return;
   fill_bucket(f.p);
   void* q = take(f.p, 20);
-  const vpmm_stats mid = vt::stats(f.p);
-  void* r = take(f.p, 8);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, mid.bytes_remapped);
-  CHECK_EQ(after.mapped_bytes, mid.mapped_bytes + 8 * kPage);
+  void* r = take_checked(f, 8, 0, 8).q;
   finish(f, {q, r});
 }
 
@@ -177,11 +178,7 @@ TEST("driver_budget exact moves whatever the cost (the exact mode)") {
   sp.budget = VPMM_DRIVER_BUDGET_EXACT;
   Scattered f = scattered(sp, 300, 20);
   if (!f.p) return;
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 20);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 20 * kPage);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  void* q = take_checked(f, 20, 20, 0).q;
   finish(f, {q});
 }
 
@@ -201,11 +198,7 @@ TEST("driver_budget never grows even for a move the bucket could pay") {
   sp.budget = VPMM_DRIVER_BUDGET_NEVER;
   Scattered f = scattered(sp, 300, 2);
   if (!f.p) return;
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 2);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes + 2 * kPage);
+  void* q = take_checked(f, 2, 0, 2).q;
   finish(f, {q});
 }
 
@@ -232,11 +225,7 @@ TEST("past 1.1x the bytes asked for, pages move whatever the budget") {
   // for 21 asked for (1.48x).
   Scattered f = scattered(sp, 1, 10);
   if (!f.p) return;
-  const vpmm_stats before = vt::stats(f.p);
-  void* q = take(f.p, 10);
-  const vpmm_stats after = vt::stats(f.p);
-  CHECK_EQ(after.bytes_remapped, before.bytes_remapped + 10 * kPage);
-  CHECK_EQ(after.mapped_bytes, before.mapped_bytes);
+  void* q = take_checked(f, 10, 10, 0).q;
   finish(f, {q});
 }
 

@@ -78,9 +78,4 @@ bool DriverBudget::can_move(size_t handles) {
   return false;
 }
 
-int64_t DriverBudget::credit_ns() {
-  accrue();
-  return static_cast<int64_t>(credit_);
-}
-
 }  // namespace vpmm

@@ -46,8 +46,6 @@ class DriverBudget {
   bool can_move(size_t handles);
   // What a moved handle is charged (unmap + set-access + map at H100 cost).
   static uint64_t move_ns(size_t handles);
-  // The credit in nanoseconds (negative: in debt), after accruing to now.
-  int64_t credit_ns();
 
  private:
   uint64_t now_ns() const;
