@@ -14,6 +14,17 @@ const (
 	BackendHost Backend = C.VPMM_BACKEND_HOST // host memory: no GPU needed, for tests
 )
 
+// String is the kind's name as the library's one table of them spells it
+// (vpmm_backend_kind_name: "auto", "cuda", "hip", "host", as VPMM_BACKEND and
+// Pool.BackendName do); "" for a value that is no kind.
+func (b Backend) String() string {
+	name := C.vpmm_backend_kind_name(C.int32_t(b))
+	if name == nil {
+		return ""
+	}
+	return C.GoString(name)
+}
+
 // HandleSizeUnlimited for Config.MaxHandleSize: one physical handle per growth.
 const HandleSizeUnlimited = ^uint64(0)
 

@@ -103,3 +103,41 @@ func TestConfigHasEveryFieldOfTheLibrary(t *testing.T) {
 		t.Errorf("configFromC(toC(c)) != c:\n got %+v\nwant %+v", back, cfg)
 	}
 }
+
+// Backend's constants against the library's one table of the kinds' names
+// (vpmm_backend_kind_name, listed by asking for 0, 1, ... until NULL): a kind
+// the library gains without its constant here, or a constant the library does
+// not name, fails.
+func TestBackendConstantsAreTheLibraryKinds(t *testing.T) {
+	consts := []Backend{BackendAuto, BackendCUDA, BackendHIP, BackendHost}
+	kinds := 0
+	for Backend(kinds).String() != "" {
+		kinds++
+	}
+	if kinds != len(consts) {
+		t.Fatalf("the library names %d backend kinds, the binding has %d constants", kinds, len(consts))
+	}
+	seen := map[string]bool{}
+	for _, b := range consts {
+		name := b.String()
+		if name == "" || seen[name] {
+			t.Fatalf("constant %d: name %q (empty or repeated)", int32(b), name)
+		}
+		seen[name] = true
+	}
+	if BackendHost.String() != "host" {
+		t.Fatalf("BackendHost is %q", BackendHost.String())
+	}
+	c := DefaultConfig()
+	c.Backend = BackendHost
+	c.PageSize = 64 << 10
+	c.VASize = 64 * c.PageSize
+	p, err := NewPool(&c)
+	if err != nil {
+		t.Fatalf("NewPool: %v", err)
+	}
+	defer p.Close()
+	if p.BackendName() != BackendHost.String() {
+		t.Fatalf("a host pool's BackendName %q, BackendHost.String %q", p.BackendName(), BackendHost.String())
+	}
+}

@@ -109,7 +109,7 @@ func (p *Pool) takePanic(thread uint64) (interface{}, bool) {
 	return nil, false
 }
 
-// BackendName is "cuda", "hip" or "host" ("" after Close).
+// BackendName is the pool's kind as Backend.String names it ("" after Close).
 func (p *Pool) BackendName() string {
 	if p.closed.Load() {
 		return ""

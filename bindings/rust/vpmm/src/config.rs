@@ -35,6 +35,18 @@ impl Backend {
         }
     }
 
+    /// The kind's name as the library's one table of them spells it
+    /// (`vpmm_backend_kind_name`: `"auto"`, `"cuda"`, `"hip"`, `"host"`, as
+    /// `VPMM_BACKEND` and [`Pool::backend_name`](crate::Pool::backend_name) do).
+    pub fn name(self) -> &'static str {
+        // SAFETY: a static string (or NULL) for any value.
+        let p = unsafe { sys::vpmm_backend_kind_name(self.code()) };
+        if p.is_null() {
+            return "";
+        }
+        unsafe { std::ffi::CStr::from_ptr(p) }.to_str().unwrap_or("")
+    }
+
     /// The backend of a C constant; `None` for an unknown value.
     pub fn from_code(code: i32) -> Option<Backend> {
         match code {

@@ -85,7 +85,7 @@ impl Pool {
         self.raw.as_ptr()
     }
 
-    /// `"cuda"`, `"hip"` or `"host"`.
+    /// The pool's kind, as [`Backend::name`](crate::Backend::name) spells it.
     pub fn backend_name(&self) -> &'static str {
         // SAFETY: a static string for a valid pool.
         let p = unsafe { sys::vpmm_pool_backend_name(self.as_raw()) };

@@ -64,3 +64,26 @@ fn backend_codes_round_trip() {
     }
     assert_eq!(Backend::from_code(-1), None);
 }
+
+/// `Backend` against the library's one table of the kinds' names
+/// (`vpmm_backend_kind_name`, listed by asking for 0, 1, ... until NULL): a
+/// kind the library gains without its variant, or a variant the library does
+/// not name, fails.
+#[test]
+fn backend_variants_are_the_library_kinds() {
+    let mut kinds = 0;
+    while !unsafe { vpmm::sys::vpmm_backend_kind_name(kinds) }.is_null() {
+        let b = Backend::from_code(kinds).unwrap_or_else(|| panic!("library kind {} has no Backend", kinds));
+        assert_eq!(b.code(), kinds);
+        assert!(!b.name().is_empty());
+        kinds += 1;
+    }
+    let variants = [Backend::Auto, Backend::Cuda, Backend::Hip, Backend::Host];
+    assert_eq!(variants.len() as i32, kinds, "Backend's variants against the library's kinds");
+    for b in variants {
+        assert!(b.code() < kinds, "{:?} is no kind of the library", b);
+    }
+    assert_eq!(Backend::Host.name(), "host");
+    let pool = Pool::new(&Config::defaults().backend(Backend::Host).page_size(PAGE)).unwrap();
+    assert_eq!(pool.backend_name(), Backend::Host.name());
+}
