@@ -29,11 +29,12 @@ extern "C" {
  * callers.
  *
  * The table covers every exported function of the library except
- * vpmm_get_api itself, the test-only host streams of vpmm_host_streams.h
- * included (they are exported, so a dlopen consumer of the host backend's
- * tests needs them too; the entries exist whether or not the caller includes
- * that header). Entries are named like the functions without the vpmm_
- * prefix: api->pool_malloc is vpmm_pool_malloc. The table is size-prefixed
+ * vpmm_get_api itself, the host streams of vpmm_host_streams.h included
+ * (tests and `vpmm replay --gpu-lag` use them; they are exported, so a
+ * dlopen consumer of the host backend's streams needs them too; the entries
+ * exist whether or not the caller includes that header). Entries are named
+ * like the functions without the vpmm_ prefix: api->pool_malloc is
+ * vpmm_pool_malloc. The table is size-prefixed
  * and only grows: a function added to the library is appended at the end of
  * the struct, never inserted; nothing is reordered or removed within an ABI
  * version. A caller built against a newer header than the library it loads
@@ -102,7 +103,7 @@ typedef struct vpmm_api {
   vpmm_status (*option_find)(const char* name, vpmm_option_info* out, uint32_t* index);
   vpmm_status (*struct_layout)(const char* name, uint32_t* size, uint32_t* fields);
   vpmm_status (*struct_field)(const char* name, uint32_t i, vpmm_field_info* out);
-  /* test-only host streams (vpmm_host_streams.h) */
+  /* host backend streams (vpmm_host_streams.h: tests, vpmm replay --gpu-lag) */
   vpmm_status (*host_stream_create)(vpmm_stream* out);
   vpmm_status (*host_stream_destroy)(vpmm_stream stream);
   vpmm_status (*host_stream_hold)(vpmm_stream stream);

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# What the README promises about an installed libvpmm, checked the way a user
-# meets it: `meson install` into a prefix (here a temporary DESTDIR, which
-# works because vpmm.pc is relocatable: prefix=${pcfiledir}/../..), then,
-# outside the source tree and WITHOUT LD_LIBRARY_PATH:
+# What the README and docs/building.md ("Installing", "Rust", "Go") promise
+# about an installed libvpmm, checked the way a user meets it: `meson install`
+# into a prefix (here a temporary DESTDIR, which works because vpmm.pc is
+# relocatable: prefix=${pcfiledir}/../..), then, outside the source tree and
+# WITHOUT LD_LIBRARY_PATH:
 #   - the installed `vpmm` command runs (its RUNPATH is $ORIGIN/../lib/...);
-#   - a C program built with `cc ... $(pkg-config --cflags --libs vpmm)` runs
-#     (vpmm.pc's Libs carry -Wl,-rpath,${libdir} outside /usr);
-#   - a Go program importing the Go package (`#cgo pkg-config: vpmm`), with
-#     the README's go.mod (require + replace), runs;
-#   - a Cargo program using vpmm-sys by its C names and the vpmm crate, with
-#     the README's build.rs (an rpath from DEP_VPMM_LIB_DIR), runs;
+#   - C programs built with `cc ... $(pkg-config --cflags --libs vpmm)` run
+#     (vpmm.pc's Libs carry -Wl,-rpath,${libdir} outside /usr): one of this
+#     script's and the README's ```c tested block;
+#   - Go programs importing the Go package (`#cgo pkg-config: vpmm`), with
+#     the README's go.mod (require + replace), run: one of this script's and
+#     the README's (bindings/go/examples/quickstart/main.go);
+#   - Cargo programs using vpmm-sys by its C names and the vpmm crate, with
+#     docs/building.md's build.rs (an rpath from DEP_VPMM_LIB_DIR), run: one
+#     of this script's and the README's (bindings/rust/vpmm/examples/quickstart.rs);
 # and each program is linked against the installed libvpmm.so.1, never the
-# in-tree one. A prefix of /usr gets no rpath (the loader looks there): then
+# in-tree one. The README's programs run on the host backend (VPMM_BACKEND=host:
+# a GPU machine's busy device must not decide this test). A prefix of /usr gets no rpath (the loader looks there): then
 # the programs run with LD_LIBRARY_PATH, as they would after ldconfig.
 # Usage: scripts/check-bindings-install.sh BUILD_DIR
 # Go and Rust parts are skipped (said on a line) when go or cargo is missing.
@@ -101,6 +106,13 @@ C
   fail "the C program does not build"
 "${run[@]}" "$work/cuse/cuse" || fail "the C program does not run"
 linked_to_install "the C program" "$work/cuse/cuse"
+awk '/^```c tested$/ {code = 1; next} code && /^```$/ {exit} code {print}' "$root/README.md" > "$work/cuse/readme.c"
+[ -s "$work/cuse/readme.c" ] || fail "no \`\`\`c tested block in README.md"
+# shellcheck disable=SC2046
+(cd "$work/cuse" && $cc -std=c99 -Wall -Wextra -Werror readme.c -o readme $(pkg-config --cflags --libs vpmm)) ||
+  fail "the README's C program does not build"
+"${run[@]}" VPMM_BACKEND=host "$work/cuse/readme" || fail "the README's C program does not run"
+linked_to_install "the README's C program" "$work/cuse/readme"
 
 # -- Go --------------------------------------------------------------------------
 if command -v go >/dev/null 2>&1; then
@@ -156,6 +168,13 @@ GO
     go build -o gouse .) || fail "the Go program does not build"
   "${run[@]}" "$work/gouse/gouse" || fail "the Go program does not run"
   linked_to_install "the Go program" "$work/gouse/gouse"
+  mkdir "$work/goquick"
+  sed 's/^module gouse$/module goquick/' "$work/gouse/go.mod" > "$work/goquick/go.mod"
+  cp "$root/bindings/go/examples/quickstart/main.go" "$work/goquick/main.go"
+  (cd "$work/goquick" && GOCACHE="$work/gocache" GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local \
+    go build -o goquick .) || fail "the README's Go program does not build"
+  "${run[@]}" VPMM_BACKEND=host "$work/goquick/goquick" || fail "the README's Go program does not run"
+  linked_to_install "the README's Go program" "$work/goquick/goquick"
 else
   echo "skipped: Go (go is not installed: apt-get install golang-go)"
 fi
@@ -176,7 +195,7 @@ vpmm = { path = "$root/bindings/rust/vpmm" }
 
 [workspace]
 TOML
-  # The README's build.rs: vpmm-sys (links = "vpmm") reports the directory it
+  # docs/building.md's build.rs: vpmm-sys (links = "vpmm") reports the directory it
   # linked from; a RUNPATH to it lets the program run without LD_LIBRARY_PATH.
   cat > "$work/rsuse/build.rs" <<'RS'
 fn main() {
@@ -205,11 +224,15 @@ fn main() {
     println!("ok: Rust program built with pkg-config against libvpmm {}", vpmm::version());
 }
 RS
+  mkdir "$work/rsuse/src/bin"  # a second program of the crate: the README's
+  cp "$root/bindings/rust/vpmm/examples/quickstart.rs" "$work/rsuse/src/bin/quickstart.rs"
   (cd "$work/rsuse" && CARGO_TARGET_DIR="$work/rsuse/target" cargo build --offline -q) ||
-    fail "the Rust program does not build"
+    fail "the Rust programs do not build"
   "${run[@]}" "$work/rsuse/target/debug/rsuse" || fail "the Rust program does not run"
   linked_to_install "the Rust program" "$work/rsuse/target/debug/rsuse"
+  "${run[@]}" VPMM_BACKEND=host "$work/rsuse/target/debug/quickstart" || fail "the README's Rust program does not run"
+  linked_to_install "the README's Rust program" "$work/rsuse/target/debug/quickstart"
 else
   echo "skipped: Rust (cargo or rustc is not installed: apt-get install cargo)"
 fi
-echo "ok: meson install + pkg-config suffice for C, Go and Rust programs and the vpmm command"
+echo "ok: meson install + pkg-config suffice for C, Go and Rust programs (the README's among them) and the vpmm command"

@@ -3,11 +3,11 @@ package vpmm
 // #include "vpmm_go.h"
 import "C"
 
-// HostStream is a host-backend stream, FOR TESTS ONLY
-// (vpmm_host_streams.h): work on it runs in order on a worker thread, and a
-// held stream runs nothing until released, so events recorded on it stay
-// pending, the way a test keeps "GPU work" in flight. Production code never
-// needs it.
+// HostStream is a host-backend stream (vpmm_host_streams.h), for tests and
+// for modelling a GPU on the host backend (as `vpmm replay --gpu-lag` does):
+// work on it runs in order on a worker thread, and a held stream runs nothing
+// until released, so events recorded on it stay pending, the way a test keeps
+// "GPU work" in flight. A program that only allocates never needs it.
 type HostStream struct {
 	s C.uintptr_t
 }

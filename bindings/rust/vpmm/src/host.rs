@@ -1,6 +1,7 @@
-//! Host-backend streams, FOR TESTS ONLY (`include/vpmm_host_streams.h`):
-//! they let a test drive the host backend the way a GPU program drives CUDA
-//! streams. Production code never needs them.
+//! Host-backend streams (`include/vpmm_host_streams.h`), for tests and for
+//! modelling a GPU on the host backend (as `vpmm replay --gpu-lag` does):
+//! they drive the host backend the way a GPU program drives CUDA streams. A
+//! program that only allocates never needs them.
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
