@@ -857,7 +857,8 @@ typedef struct vpmm_tag_stats {
   uint64_t live_bytes;    /* active bytes (page-rounded; small slabs of the tag included) */
   uint64_t paused_bytes;  /* bytes whose physical memory is released */
   uint64_t backup_bytes;  /* host bytes holding backups */
-  uint64_t n_live;        /* active regions */
+  uint64_t n_live;        /* active regions (paused ones are in n_paused, where
+                           * vpmm_stats.n_live counts both) */
   uint64_t n_paused;      /* paused regions */
   uint64_t retained_bytes; /* backup bytes kept for active regions (VPMM_ALLOC_RETAIN_BACKUP) */
 } vpmm_tag_stats;
@@ -952,10 +953,13 @@ typedef struct vpmm_stats {
   uint32_t reserved0;
   uint64_t mapped_bytes;       /* physical memory owned by the pool (pages x page_size) */
   uint64_t reserved_va_bytes;  /* VA chunks reserved (views' VA included) */
-  uint64_t live_bytes;         /* rounded bytes of live regions (whole pages, or large_rounding;
+  uint64_t live_bytes;         /* rounded bytes of active regions (whole pages, or large_rounding;
                                 * small-object pages in use and memory lent to views
-                                * included; an empty cached slab counts as free) */
-  uint64_t requested_bytes;    /* sum of sizes callers asked for, over live allocations */
+                                * included; an empty cached slab counts as free). A paused
+                                * allocation is not here: its pages are in paused_bytes */
+  uint64_t requested_bytes;    /* sum of sizes callers asked for, over allocations not yet
+                                * freed, active and paused alike (a paused allocation is
+                                * still allocated: its address is held until freed) */
   uint64_t free_bytes;         /* mapped bytes in free regions (reusable) */
   uint64_t hole_bytes;         /* reserved VA with nothing mapped */
   uint64_t zombie_bytes;       /* old VAs still mapped after a remap, awaiting their event */
@@ -983,8 +987,12 @@ typedef struct vpmm_stats {
   uint64_t n_stream_waits;     /* GPU-side waits inserted (Phase 2 harvest of pending regions) */
   uint64_t n_events_recorded;
   uint64_t n_zombies_reaped;
-  uint64_t n_live;             /* live allocations (small ones included) */
-  uint64_t paused_bytes;       /* VA of paused allocations (physical memory released) */
+  uint64_t n_live;             /* allocations not yet freed (small ones included), active
+                                * and paused alike, as requested_bytes counts them
+                                * (vpmm_tag_stats.n_live counts active regions only) */
+  uint64_t paused_bytes;       /* page-rounded VA of paused allocations (a paused small-object
+                                * page counts whole): physical memory released, so in
+                                * neither live_bytes nor mapped_bytes */
   uint64_t backup_bytes;       /* host bytes holding backups of paused allocations */
   uint64_t backup_cache_bytes; /* pinned host bytes cached for future backups */
   uint64_t n_pause;            /* allocations paused over the pool's life */

@@ -8,8 +8,8 @@ import "C"
 type Stats struct {
 	MappedBytes           uint64 // Physical memory owned by the pool (pages x page_size).
 	ReservedVABytes       uint64 // VA chunks reserved.
-	LiveBytes             uint64 // Page-rounded bytes of live regions (small-object pages in use included).
-	RequestedBytes        uint64 // Sum of the sizes asked for, over live allocations.
+	LiveBytes             uint64 // Page-rounded bytes of active regions (small-object pages in use included; paused ones are in PausedBytes).
+	RequestedBytes        uint64 // Sum of the sizes asked for, over allocations not yet freed, active and paused alike.
 	FreeBytes             uint64 // Mapped bytes in free regions (reusable).
 	HoleBytes             uint64 // Reserved VA with nothing mapped.
 	ZombieBytes           uint64 // Old VAs still mapped after a remap, awaiting their event.
@@ -33,8 +33,8 @@ type Stats struct {
 	NStreamWaits          uint64 // GPU-side waits inserted.
 	NEventsRecorded       uint64 // Events recorded.
 	NZombiesReaped        uint64 // Zombies unmapped after their event completed.
-	NLive                 uint64 // Live allocations (small ones included).
-	PausedBytes           uint64 // VA of paused allocations (physical memory released).
+	NLive                 uint64 // Allocations not yet freed (small ones included), active and paused alike (TagStats.NLive: active only).
+	PausedBytes           uint64 // Page-rounded VA of paused allocations: physical memory released, not in LiveBytes nor MappedBytes.
 	BackupBytes           uint64 // Host bytes holding backups of paused allocations.
 	BackupCacheBytes      uint64 // Pinned host bytes cached for future backups.
 	NPause                uint64 // Allocations paused over the pool's life.
@@ -138,7 +138,7 @@ type TagStats struct {
 	LiveBytes   uint64 // active bytes (page-rounded)
 	PausedBytes uint64 // bytes whose physical memory is released
 	BackupBytes uint64 // host bytes holding backups
-	NLive       uint64 // active regions
+	NLive       uint64 // active regions (paused ones are in NPaused; Stats.NLive counts both)
 	NPaused     uint64 // paused regions
 	// RetainedBytes are backup bytes kept past a resume (retained backups).
 	RetainedBytes uint64

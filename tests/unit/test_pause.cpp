@@ -233,6 +233,53 @@ TEST("free while paused returns the VA and drops the backup") {
   vpmm_pool_destroy(p);
 }
 
+// What vpmm.h says each counter holds while allocations are paused: a paused
+// allocation is still allocated (its address is held until freed), so it
+// stays in n_live and requested_bytes; its pages leave live_bytes and
+// mapped_bytes for paused_bytes. The per-tag n_live counts active regions.
+TEST("stats while paused: n_live and requested_bytes keep paused allocations, live_bytes does not") {
+  vpmm_pool* p = pool_with(64 << 20);
+  const uint64_t a_size = 3 * kPage + 100, b_size = 1000, u_size = kPage;
+  void* a = alloc(p, a_size, "w", VPMM_ALLOC_HOST_BACKUP);  // 4 pages
+  void* b = alloc(p, b_size, "w", VPMM_ALLOC_HOST_BACKUP);  // small: one slab page
+  void* u = alloc(p, u_size, nullptr, 0);                   // untagged: stays active
+  CHECK(a && b && u);
+  const vpmm_stats before = vt::stats(p);
+  CHECK_EQ(before.n_live, uint64_t(3));
+  CHECK_EQ(before.requested_bytes, a_size + b_size + u_size);
+  CHECK_EQ(before.live_bytes, 6 * kPage);
+  CHECK_EQ(before.paused_bytes, uint64_t(0));
+
+  CHECK_OK(vpmm_pool_pause(p, "w"));
+  vpmm_stats st = vt::stats(p);
+  CHECK_EQ(st.n_live, uint64_t(3));                          // still allocated
+  CHECK_EQ(st.requested_bytes, a_size + b_size + u_size);    // still asked for
+  CHECK_EQ(st.live_bytes, kPage);                            // u only
+  CHECK_EQ(st.paused_bytes, 5 * kPage);                      // a's pages and b's slab page
+  CHECK_EQ(st.live_bytes + st.paused_bytes, before.live_bytes);
+  CHECK_EQ(st.mapped_bytes, before.mapped_bytes - 5 * kPage);
+  vpmm_tag_stats ts = tag_stats(p, "w");
+  CHECK_EQ(ts.n_live, uint64_t(0));  // per tag: active regions only
+  CHECK_EQ(ts.n_paused, uint64_t(2));
+
+  CHECK_OK(vpmm_pool_free(p, a, nullptr));  // freeing a paused allocation ends it
+  st = vt::stats(p);
+  CHECK_EQ(st.n_live, uint64_t(2));
+  CHECK_EQ(st.requested_bytes, b_size + u_size);
+  CHECK_EQ(st.paused_bytes, kPage);
+
+  CHECK_OK(vpmm_pool_resume(p, "w"));
+  st = vt::stats(p);
+  CHECK_EQ(st.n_live, uint64_t(2));
+  CHECK_EQ(st.requested_bytes, b_size + u_size);
+  CHECK_EQ(st.live_bytes, 2 * kPage);
+  CHECK_EQ(st.paused_bytes, uint64_t(0));
+  CHECK_OK(vpmm_pool_free(p, b, nullptr));
+  CHECK_OK(vpmm_pool_free(p, u, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  vpmm_pool_destroy(p);
+}
+
 TEST("resume out of memory leaves the rest paused with backups; retry works") {
   // 16 pages of capacity; pause 12 pages in 3 allocations, fill memory with
   // untagged data, resume fails part-way, free some, retry succeeds.

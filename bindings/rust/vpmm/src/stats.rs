@@ -26,9 +26,11 @@ plain_struct! {
         mapped_bytes,
         /// VA chunks reserved.
         reserved_va_bytes,
-        /// Page-rounded bytes of live regions (small-object pages in use included).
+        /// Page-rounded bytes of active regions (small-object pages in use
+        /// included); paused allocations are in `paused_bytes`.
         live_bytes,
-        /// Sum of the sizes asked for, over live allocations.
+        /// Sum of the sizes asked for, over allocations not yet freed, active
+        /// and paused alike (a paused allocation still holds its address).
         requested_bytes,
         /// Mapped bytes in free regions (reusable).
         free_bytes,
@@ -76,9 +78,11 @@ plain_struct! {
         n_events_recorded,
         /// Zombies unmapped after their event completed.
         n_zombies_reaped,
-        /// Live allocations (small ones included).
+        /// Allocations not yet freed (small ones included), active and paused
+        /// alike (`TagStats::n_live` counts active regions only).
         n_live,
-        /// VA of paused allocations (physical memory released).
+        /// Page-rounded VA of paused allocations: physical memory released,
+        /// in neither `live_bytes` nor `mapped_bytes`.
         paused_bytes,
         /// Host bytes holding backups of paused allocations.
         backup_bytes,
@@ -155,7 +159,8 @@ plain_struct! {
         paused_bytes,
         /// Host bytes holding backups.
         backup_bytes,
-        /// Active regions.
+        /// Active regions (paused ones are in `n_paused`; `Stats::n_live`
+        /// counts both).
         n_live,
         /// Paused regions.
         n_paused,
