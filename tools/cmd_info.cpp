@@ -53,6 +53,11 @@ std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
       std::snprintf(b, sizeof b, "%g", v);
       return b;
     }
+    case VPMM_OPTION_TEXT: {  // a const char* field (the ledger)
+      const char* v;
+      std::memcpy(&v, p, sizeof v);
+      return v && *v ? v : "none";
+    }
     default: {
       uint64_t v;
       std::memcpy(&v, p, sizeof v);
@@ -71,12 +76,21 @@ std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
   }
 }
 
+// Every backend kind but AUTO, as the library's table of the names has them
+// (vpmm_backend_kind_name: 0, 1, ... until NULL), so a kind the ABI gains is
+// shown without a list here to update.
+std::vector<int32_t> backend_kinds() {
+  std::vector<int32_t> out;
+  for (int32_t k = 0; vpmm_backend_kind_name(k); ++k)
+    if (k != VPMM_BACKEND_AUTO) out.push_back(k);
+  return out;
+}
+
 // The driver line of every compiled-in backend that has one (vpmm_backend_info:
 // for HIP the runtime's file, version and the ROCm paths it takes).
 std::vector<std::pair<std::string, std::string>> driver_lines() {
   std::vector<std::pair<std::string, std::string>> out;
-  const int32_t kinds[] = {VPMM_BACKEND_CUDA, VPMM_BACKEND_HIP, VPMM_BACKEND_HOST};
-  for (int32_t k : kinds) {
+  for (int32_t k : backend_kinds()) {
     char buf[1024];
     if (vpmm_backend_info(k, buf, sizeof buf, nullptr) == VPMM_OK) out.emplace_back(backend_arg_name(k), buf);
   }
@@ -131,7 +145,8 @@ int cmd_info(int argc, char** argv) {
   std::printf("backend: %s (asked for %s)\n", vpmm_pool_backend_name(pool), backend_arg_name(asked));
   // Why not the GPU backends: AUTO's probe says only no, so each is asked
   // for by name and its error shown (a build without it says so too).
-  for (int32_t k : {VPMM_BACKEND_CUDA, VPMM_BACKEND_HIP}) {
+  for (int32_t k : backend_kinds()) {
+    if (k == VPMM_BACKEND_HOST) continue;  // always usable: the GPU backends are in question
     if (std::strcmp(backend_arg_name(k), vpmm_pool_backend_name(pool)) == 0) continue;
     vpmm_config kc = c;
     kc.backend = k;
