@@ -87,13 +87,6 @@ def _bytes_arg(what: str, value: Any, allow_zero: bool = True) -> int:
     return n
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.1f} {unit}"
-    return f"{n} B"
-
-
 def _dir_arg(what: str, path: PathArg) -> bytes:
     """A directory argument as the library takes it: absolute (the working
     directory may change before the pause that writes there), encoded as the
@@ -412,41 +405,27 @@ class Pool:
                 if not hasattr(attrs, "backup_dir"):
                     raise NotImplementedError(f"the loaded libvpmm ({L.path}) predates backup_dir")
                 attrs.backup_dir = ctypes.addressof(dbuf)
-        try:
-            if reservation is None:
-                g, me = self._guard, _get_ident()  # `with self._guard`, inlined (see free)
-                try:
-                    g._threads.append(me)
-                    if g._state:
-                        raise _pool_closed()
-                    st = _pool_malloc_ex(self._h, size, stream, ctypes.byref(attrs) if attrs is not None else None,
-                                         ctypes.byref(out))
-                finally:
-                    try:
-                        g._threads.remove(me)
-                    except ValueError:  # interrupted before the append
-                        pass
-                    if g._state:
-                        g._ended()
-                if st:
-                    L.check(st)
-            else:
-                with reservation._guard:  # not released under the call
-                    attrs.reservation = reservation._h
-                    self._call(L.pool_malloc_ex, size, stream, ctypes.byref(attrs), ctypes.byref(out))
-        except OutOfMemory as e:
-            # The library reports the step that failed (one handle of a
-            # growth); a request larger than the whole capacity deserves
-            # to be called that.
+        if reservation is None:
+            g, me = self._guard, _get_ident()  # `with self._guard`, inlined (see free)
             try:
-                cap = self.stats().get("capacity_bytes", 0)
-            except InvalidArgument:  # closed meanwhile (by an OOM callback, say)
-                raise e from None
-            if cap and size > cap:
-                raise OutOfMemory(e.status, f"malloc of {size} bytes ({_fmt_bytes(size)}) exceeds the "
-                                  f"pool's capacity of {cap} bytes ({_fmt_bytes(cap)}; the memory limit, "
-                                  f"host_capacity or the device's memory)") from e
-            raise
+                g._threads.append(me)
+                if g._state:
+                    raise _pool_closed()
+                st = _pool_malloc_ex(self._h, size, stream, ctypes.byref(attrs) if attrs is not None else None,
+                                     ctypes.byref(out))
+            finally:
+                try:
+                    g._threads.remove(me)
+                except ValueError:  # interrupted before the append
+                    pass
+                if g._state:
+                    g._ended()
+            if st:
+                L.check(st)
+        else:
+            with reservation._guard:  # not released under the call
+                attrs.reservation = reservation._h
+                self._call(L.pool_malloc_ex, size, stream, ctypes.byref(attrs), ctypes.byref(out))
         return out.value
 
     def free(self, ptr: int, stream: Stream = None) -> None:
