@@ -761,9 +761,15 @@ VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back (each copy queued as
  * soon as its allocation is mapped); returns once every copy completed.
- * When memory runs short the pool releases what it can and calls the OOM
- * callback (vpmm_pool_set_oom_callback), retrying as it asks, as a malloc
- * does. Nothing with that tag paused is not an error: VPMM_OK
+ * The new memory is created even where the pool holds free pages: those
+ * stay cached for later mallocs, so mapped_bytes may pass live_bytes by
+ * them until vpmm_pool_trim (host backend: 4 pages paused, 4 pages
+ * malloc'd and freed, resume: 8 mapped, 4 live). When memory runs short
+ * (memory_limit, the device) the pool first gives those free pages back
+ * (as vpmm_pool_trim does, waiting for their events) so that they serve
+ * the resume, then calls the OOM callback (vpmm_pool_set_oom_callback),
+ * retrying as it asks, as a malloc does. Nothing with that tag paused is
+ * not an error: VPMM_OK
  * (vpmm_pool_resume_ex says whether anything changed). On OUT_OF_MEMORY or
  * BACKEND (a disk backup that cannot be read included) the allocations
  * already resumed stay valid and every other one stays paused with its

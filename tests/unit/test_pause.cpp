@@ -280,6 +280,32 @@ TEST("stats while paused: n_live and requested_bytes keep paused allocations, li
   vpmm_pool_destroy(p);
 }
 
+// vpmm_pool_resume's word on free pages: it makes new memory beside them
+// (they stay cached), and under a limit gives them back first so that they
+// serve the resume instead of failing it.
+TEST("resume beside free cached pages: new memory without a limit; at the limit they are given back") {
+  for (bool limited : {false, true}) {
+    vpmm_pool* p = pool_with(limited ? 4 * kPage : 64 << 20);
+    void* w = alloc(p, 4 * kPage, "w", VPMM_ALLOC_HOST_BACKUP);
+    vt::fill(w, 4 * kPage, 21);
+    CHECK_OK(vpmm_pool_pause(p, "w"));
+    void* x = alloc(p, 4 * kPage, nullptr, 0);  // takes the 4 pages the pause gave back
+    CHECK(x != nullptr);
+    CHECK_OK(vpmm_pool_free(p, x, nullptr));
+    CHECK_EQ(vt::stats(p).free_bytes, 4 * kPage);
+    CHECK_OK(vpmm_pool_resume(p, "w"));
+    CHECK(vt::verify(w, 4 * kPage, 21));
+    const vpmm_stats st = vt::stats(p);
+    CHECK_EQ(st.live_bytes, 4 * kPage);
+    CHECK_EQ(st.mapped_bytes, (limited ? 4 : 8) * kPage);
+    CHECK_EQ(st.free_bytes, (limited ? 0 : 4) * kPage);
+    CHECK_EQ(st.bytes_trimmed, (limited ? 4 : 0) * kPage);
+    CHECK_OK(vpmm_pool_free(p, w, nullptr));
+    CHECK_OK(vpmm_pool_check(p));
+    vpmm_pool_destroy(p);
+  }
+}
+
 TEST("resume out of memory leaves the rest paused with backups; retry works") {
   // 16 pages of capacity; pause 12 pages in 3 allocations, fill memory with
   // untagged data, resume fails part-way, free some, retry succeeds.
