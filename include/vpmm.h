@@ -1,7 +1,8 @@
 /*
  * libvpmm: a GPU virtual-memory pool allocator.
  *
- * The public header (vpmm_host_streams.h adds test-only host streams). Plain
+ * The public header (vpmm_host_streams.h adds the host backend's streams, for
+ * tests and `vpmm replay --gpu-lag`). Plain
  * C99 with fixed-width integers and opaque handles, so Rust (bindgen), Python
  * (ctypes), Go (cgo) and dlopen users can consume it unchanged. Every struct
  * that may grow starts with its own size (`struct_size`); callers set it to
@@ -88,7 +89,7 @@ extern "C" {
  * project was 0.1 and before any binding shipped, the ABI changed once, on
  * purpose (signed enumeration constants, no non-zero success status,
  * vpmm_region became vpmm_region_info with a struct_size, VPMM_ERR_TIMEOUT,
- * the test-only host streams in a header of their own), and the SONAME
+ * the host backend's streams in a header of their own), and the SONAME
  * stayed libvpmm.so.1 because nothing had been built against the old layout
  * outside this repository. From here on the ABI only grows: new functions,
  * new constants, new fields at the end of structs that carry struct_size.
@@ -1617,7 +1618,7 @@ typedef struct vpmm_ipc_stats {
  * stats, struct_size below 16 or over 65536). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_ipc_stats(vpmm_pool* pool, vpmm_ipc_stats* stats);
 
-/* Host backend streams, for tests only: see vpmm_host_streams.h. */
+/* Host backend streams (tests, `vpmm replay --gpu-lag`): see vpmm_host_streams.h. */
 
 #ifdef __cplusplus
 }
