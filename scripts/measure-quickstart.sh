@@ -4,7 +4,7 @@
 # directory, then runs there, each timed:
 #   demo  scripts/demo.sh
 #   pip   pip install . into a fresh venv of the python3 first on PATH
-#   test  scripts/test.sh (about five CPU-minutes on two cores)
+#   test  scripts/test.sh (500-600 CPU-seconds on two cores: README.md has the figure)
 # with ccache off (CCACHE_DISABLE=1), and prints one Markdown table row per
 # command: the CPU time of the whole process tree (user + sys of every
 # process it waited for, from bash's `times`), the wall time, the 1-minute
