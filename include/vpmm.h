@@ -387,6 +387,17 @@ typedef struct vpmm_config {
                          * us), so that a replay decides as a GPU run would, the same way
                          * every run (`vpmm replay` sets it, --op-time). env
                          * VPMM_BUDGET_CLOCK_US. */
+  const char* ledger;   /* the ledger the pool joins (docs/ledger.md, include/vpmm_ledger.h): one
+                         * memory budget shared with the pools of other processes on its
+                         * device. NULL or "" (default) = none: nothing changes. Otherwise
+                         * 1-64 characters of [A-Za-z0-9_.-], not starting with '.' (else
+                         * vpmm_pool_create fails with INVALID_ARGUMENT). The string is read
+                         * during vpmm_pool_create only (the pool keeps a copy); the caller
+                         * owns it. vpmm_config_init points it at a copy of VPMM_LEDGER's text
+                         * that the library keeps for the life of the process;
+                         * vpmm_pool_get_config points it at the pool's copy, valid until
+                         * vpmm_pool_destroy. A name given to vpmm_pool_create_ledger wins
+                         * over this field. env VPMM_LEDGER. */
 } vpmm_config;
 
 /* Fill *config with defaults, then apply the VPMM_* environment variables named
@@ -396,7 +407,7 @@ typedef struct vpmm_config {
  * VPMM_ERR_INVALID_ARGUMENT naming the variable and its value.
  * Bytes written: sizeof(vpmm_config) as this library has it, unless
  * config->struct_size already holds the size of an earlier vpmm_config (112,
- * 120, 128, 136, 144, 152 or 160 bytes: a program built against an older header
+ * 120, 128, 136, 144, 152, 160 or 176 bytes: a program built against an older header
  * that sets it first), then only that many. New code that wants no guess
  * passes its size to vpmm_config_init_sized. Sets struct_size.
  * NULL config is ignored. Thread safe (reads the environment). */
@@ -1242,9 +1253,11 @@ enum {
                              * variable where env names one: a decimal or a percentage */
   VPMM_OPTION_LOG_LEVEL = 8, /* process-wide, no config field: off|error|warn|info|debug */
   VPMM_OPTION_DEVICE_LIST = 9, /* uint64_t bit mask of devices; text "1,3" (ordinals 0-63) or "none" */
-  VPMM_OPTION_TEXT = 10, /* process-wide, no config field: text read as its help says (a path, a
-                          * tag, a switch); never judged by vpmm_config_init, the part that
-                          * reads it reports a malformed value */
+  VPMM_OPTION_TEXT = 10, /* text read as its help says (a path, a tag, a switch, a name). Most
+                          * are process-wide, with no config field, never judged by
+                          * vpmm_config_init: the part that reads it reports a malformed value.
+                          * One with a field (field_size > 0: ledger) is a const char* field,
+                          * judged by vpmm_config_init like any pool option */
   VPMM_OPTION_SIGNED_ = -1 /* never used: makes the enum's type int (see the status codes) */
 };
 #endif

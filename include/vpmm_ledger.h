@@ -40,12 +40,13 @@ extern "C" {
 #define VPMM_LEDGER_HOST (-1)
 
 /* Like vpmm_pool_create, with the pool a member of ledger `ledger` (created
- * if it does not exist; NULL or "" = what VPMM_LEDGER says, and none when it
- * is unset). A name is 1-64 characters of [A-Za-z0-9_.-], not starting with
- * '.'. The device's budget is set by whoever first joins for that device:
- * VPMM_LEDGER_BUDGET ("8G", or "80%" of the device), else the device's
- * memory (the host backend's: host_capacity). vpmm_pool_create joins
- * VPMM_LEDGER's ledger the same way.
+ * if it does not exist; NULL or "" = config->ledger's, and none when that is
+ * NULL or ""). A name is 1-64 characters of [A-Za-z0-9_.-], not starting
+ * with '.'. The device's budget is set by whoever first joins for that
+ * device: VPMM_LEDGER_BUDGET ("8G", or "80%" of the device), else the
+ * device's memory (the host backend's: host_capacity). vpmm_pool_create
+ * joins config->ledger's ledger the same way (the pool option whose
+ * variable is VPMM_LEDGER: vpmm_config_init reads it, _init_defaults not).
  * Errors: those of vpmm_pool_create; INVALID_ARGUMENT (a bad name, a
  * malformed VPMM_LEDGER_BUDGET); WRONG_STATE (a segment of another user, of
  * a mode other than 0600, of the wrong size or with a corrupt header);

@@ -1,7 +1,10 @@
 package vpmm
 
-// #include "vpmm.h"
+// #include <stdlib.h>
+// #include "vpmm_go.h"
 import "C"
+
+import "unsafe"
 
 // Backend selects the memory backend of a pool (VPMM_BACKEND_*).
 type Backend int32
@@ -75,6 +78,7 @@ type Config struct {
 	DriverBudget        float64 // share of elapsed time the pool may spend moving pages (0 = 0.01; DriverBudgetNever, DriverBudgetExact); env VPMM_DRIVER_BUDGET
 	Placement           int32   // the placement chain (PlacementDefault, PlacementExact, PlacementViews, PlacementPending); env VPMM_PLACEMENT
 	BudgetClockUs       int32   // 0 = the budget counts wall time; N = each malloc and free stands for N us (replays); env VPMM_BUDGET_CLOCK_US
+	Ledger              string  // the ledger the pool joins ("" = none): one memory budget shared with other processes' pools on the device (docs/ledger.md); env VPMM_LEDGER
 
 	// configError is vpmm_config.config_error: a malformed VPMM_* variable
 	// that NewPool reports.
@@ -124,11 +128,23 @@ func configFromC(c *C.vpmm_config) Config {
 		DriverBudget:        float64(c.driver_budget),
 		Placement:           int32(c.placement),
 		BudgetClockUs:       int32(c.budget_clock_us),
+		Ledger:              goStringOrEmpty(c.ledger),
 		configError:         int32(c.config_error),
 	}
 }
 
-func (cfg *Config) toC() C.vpmm_config {
+func goStringOrEmpty(p *C.char) string {
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+// toC is cfg as a C vpmm_config. Its ledger, if any, points at a copy the
+// library keeps for the life of the process (vpmm_option_parse), so the
+// struct holds no Go or freed memory; a name that is not a ledger name is
+// an ErrInvalidArgument.
+func (cfg *Config) toC() (C.vpmm_config, error) {
 	var c C.vpmm_config
 	C.vpmm_config_init_sized(&c, C.uint32_t(C.sizeof_vpmm_config), C.VPMM_CONFIG_DEFAULTS_ONLY)
 	c.backend = C.int32_t(cfg.Backend)
@@ -155,5 +171,13 @@ func (cfg *Config) toC() C.vpmm_config {
 	c.driver_budget = C.double(cfg.DriverBudget)
 	c.placement = C.int32_t(cfg.Placement)
 	c.budget_clock_us = C.int32_t(cfg.BudgetClockUs)
-	return c
+	if cfg.Ledger != "" {
+		name := C.CString(cfg.Ledger)
+		defer C.free(unsafe.Pointer(name))
+		var m msg
+		if err := result(C.go_vpmm_config_set_ledger(&c, name, &m), &m); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }

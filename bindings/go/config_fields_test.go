@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unsafe"
 )
 
 // cName is the C spelling of a Config field: PageSize -> page_size,
@@ -67,6 +68,8 @@ func TestConfigHasEveryFieldOfTheLibrary(t *testing.T) {
 			fv.SetInt(int64(7 + i))
 		case reflect.Float64:
 			fv.SetFloat(0.125 + float64(i)/1024)
+		case reflect.String:
+			fv.SetString("config-fields-" + string(rune('a'+i%26)))
 		default:
 			t.Errorf("Config.%s has kind %s, which no vpmm_config field has", sf.Name, fv.Kind())
 		}
@@ -93,6 +96,15 @@ func TestConfigHasEveryFieldOfTheLibrary(t *testing.T) {
 			binary.Write(&exp, binary.LittleEndian, int32(fv.Int()))
 		case reflect.Float64:
 			binary.Write(&exp, binary.LittleEndian, math.Float64bits(fv.Float()))
+		case reflect.String:
+			// A pointer (to the library's copy): its place and size; the
+			// round trip below checks what it points to.
+			if int(f.size) != int(unsafe.Sizeof(uintptr(0))) || bytes.Equal(raw[f.offset:f.offset+f.size],
+				make([]byte, f.size)) {
+				t.Errorf("toC writes Config.%s at the wrong place or size (library: offset %d, %d bytes)",
+					sf.Name, f.offset, f.size)
+			}
+			continue
 		}
 		if int(f.size) != exp.Len() || !bytes.Equal(raw[f.offset:f.offset+f.size], exp.Bytes()) {
 			t.Errorf("toC writes Config.%s at the wrong place or size (library: offset %d, %d bytes)",

@@ -39,7 +39,7 @@ func libraryFields(name string) ([]structField, error) {
 
 // rawConfig is the C vpmm_config that cfg.toC makes, as bytes.
 func rawConfig(cfg *Config) []byte {
-	c := cfg.toC()
+	c, _ := cfg.toC()
 	return C.GoBytes(unsafe.Pointer(&c), C.int(C.sizeof_vpmm_config))
 }
 

@@ -45,7 +45,10 @@ func NewPool(config *Config) (*Pool, error) {
 		c := ConfigFromEnv()
 		config = &c
 	}
-	c := config.toC()
+	c, err := config.toC()
+	if err != nil {
+		return nil, err
+	}
 	var m msg
 	var p *C.vpmm_pool
 	if err := result(C.go_vpmm_pool_create(&c, &p, &m), &m); err != nil {

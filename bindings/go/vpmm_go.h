@@ -34,6 +34,11 @@ void go_vpmm_pressure_trampoline(vpmm_pool* pool, int under, uint64_t mapped, vo
 static inline vpmm_status go_vpmm_pool_create(const vpmm_config* c, vpmm_pool** out, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_create(c, out));
 }
+// The ledger option's name into c->ledger: the library keeps a copy of it
+// for the life of the process, so the Go side frees its C string at once.
+static inline vpmm_status go_vpmm_config_set_ledger(vpmm_config* c, const char* name, go_vpmm_msg* m) {
+  return GO_VPMM(vpmm_option_parse("ledger", name, c));
+}
 static inline vpmm_status go_vpmm_pool_destroy(vpmm_pool* p, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_destroy(p));
 }

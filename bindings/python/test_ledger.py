@@ -1,4 +1,5 @@
-"""vpmm.ledger (docs/ledger.md) from Python: a pool joins through VPMM_LEDGER,
+"""vpmm.ledger (docs/ledger.md) from Python: a pool joins through VPMM_LEDGER
+or its ledger option,
 vpmm.ledger() lists it and a member in another process, set_ledger_budget
 bounds them, and a killed member's share comes back (host backend)."""
 import os
@@ -35,6 +36,19 @@ class LedgerTest(unittest.TestCase):
             vpmm.remove_ledger(self.name)
         except vpmm.InvalidArgument:
             pass
+
+    def test_the_ledger_option_joins_without_the_environment(self) -> None:
+        os.environ.pop("VPMM_LEDGER", None)
+        pool = vpmm.Pool(backend="host", use_env=False, page_size=64 << 10, ledger=self.name)
+        self.assertEqual(pool.config()["ledger"], self.name)
+        pool.malloc(2 * MiB)
+        self.assertEqual(vpmm.ledger(self.name)["admitted_bytes"], 2 * MiB)
+        pool.close()
+        plain = vpmm.Pool(backend="host", use_env=False, page_size=64 << 10)
+        self.assertIsNone(plain.config()["ledger"])
+        plain.close()
+        with self.assertRaises(vpmm.InvalidArgument):
+            vpmm.Pool(backend="host", use_env=False, ledger="../etc")
 
     def test_members_budget_and_a_killed_member(self) -> None:
         pool = vpmm.Pool(backend="host", page_size=64 << 10)

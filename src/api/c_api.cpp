@@ -117,7 +117,7 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     st = vpmm::config_resolve(c, *backend, &opt);
     if (st != VPMM_OK) return st;
     const int32_t kind = backend->kind();
-    // A ledger shared with other processes, if the caller or VPMM_LEDGER names one.
+    // A ledger shared with other processes, if the caller or the config (VPMM_LEDGER) names one.
     std::unique_ptr<vpmm::Admission> admission;
     st = vpmm::api::join_ledger(call, ledger, c, opt, &admission);
     if (st != VPMM_OK) return st;
@@ -128,6 +128,11 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     std::unique_ptr<vpmm_pool> shell(new vpmm_pool);
     vpmm::config_effective(opt, kind, &c);
     shell->config = c;
+    // The config reports the ledger joined, as the pool's own copy (the
+    // caller's string may go once vpmm_pool_create returns).
+    const char* joined = ledger && *ledger ? ledger : c.ledger;
+    if (member && joined) shell->ledger = joined;
+    shell->config.ledger = shell->ledger.empty() ? nullptr : shell->ledger.c_str();
     shell->pool = std::move(pool);
     shell->pool->set_handle(shell.get());
     if (member) vpmm::api::ledger_attach(shell.get(), member);

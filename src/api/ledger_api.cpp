@@ -43,7 +43,7 @@ bool parse_budget(const char* text, uint64_t* bytes, double* fraction) {
 vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
                         std::unique_ptr<Admission>* out) {
   out->reset();
-  if (!name || !*name) name = setting_text(Setting::kLedger);
+  if (!name || !*name) name = c.ledger;  // the option (VPMM_LEDGER through vpmm_config_init)
   if (!name || !*name) return VPMM_OK;  // no ledger: nothing changes
   ledger::JoinRequest req;
   req.name = name;

@@ -12,11 +12,12 @@
 namespace vpmm {
 namespace api {
 
-// vpmm_pool_create's body; `ledger` NULL or "": VPMM_LEDGER's, if set.
+// vpmm_pool_create's body; `ledger` NULL or "": the config's ledger, if any.
 vpmm_status create_pool(const char* call, const vpmm_config* config, const char* ledger, vpmm_pool** out);
 
-// Joins ledger `name` (NULL or "": VPMM_LEDGER's; *out stays null when
-// neither names one) for a pool of configuration `c` resolved into `opt`;
+// Joins ledger `name` (NULL or "": c.ledger, the option that VPMM_LEDGER
+// sets through vpmm_config_init; *out stays null when neither names one)
+// for a pool of configuration `c` resolved into `opt`;
 // the budget of its device is VPMM_LEDGER_BUDGET's, else the device's memory.
 vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
                         std::unique_ptr<Admission>* out);

@@ -42,8 +42,9 @@ struct FieldDef {
 template <typename T>
 constexpr int32_t field_kind() {
   static_assert(std::is_same_v<T, uint64_t> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
-                    std::is_same_v<T, uint32_t>,
+                    std::is_same_v<T, uint32_t> || std::is_same_v<T, const char*>,
                 "a vpmm_config field of a type vpmm_field_info has no kind for");
+  if constexpr (std::is_same_v<T, const char*>) return VPMM_FIELD_PTR;
   if constexpr (std::is_same_v<T, uint64_t>) return VPMM_FIELD_U64;
   if constexpr (std::is_same_v<T, double>) return VPMM_FIELD_F64;
   if constexpr (std::is_same_v<T, int32_t>) return VPMM_FIELD_I32;

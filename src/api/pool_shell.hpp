@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "common/status.hpp"
 #include "core/pool.hpp"
@@ -41,6 +42,7 @@ struct vpmm_pool {
   uint64_t magic = vpmm::api::kLiveMagic;
   std::unique_ptr<vpmm::Pool> pool;
   vpmm_config config{};  // effective configuration
+  std::string ledger;    // the ledger joined: config.ledger points here
   std::mutex config_mu;  // set_limit writes config while other threads read it
 };
 

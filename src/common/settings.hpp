@@ -33,7 +33,6 @@ enum class Setting : int {
   kPreloadCtl,
   kBackupDir,
   kPendingReuse,
-  kLedger,
   kLedgerBudget,
   kCount
 };
@@ -69,9 +68,6 @@ inline constexpr SettingDef kSettings[] = {
      "1 = a request that no ready free region fits takes a whole free region of another stream whose "
      "work is still queued (at most 8x the request), after a GPU-side wait, before views and "
      "remapping; read when a pool is created (docs/handles.md, \"The GPU's lag on the host\")"},
-    {"ledger", "VPMM_LEDGER", VPMM_OPTION_TEXT, "unset",
-     "the ledger every pool of the process joins: one memory budget shared with the pools of other "
-     "processes on the device (docs/ledger.md); 1-64 characters of [A-Za-z0-9_.-]"},
     {"ledger_budget", "VPMM_LEDGER_BUDGET", VPMM_OPTION_TEXT, "unset (the device's memory)",
      "the ledger's budget for this device if this pool is the first of the device to join it: bytes "
      "(\"8G\") or a share of the device (\"80%\"); vpmm_ledger_set_budget changes it later"},

@@ -14,12 +14,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "common/settings.hpp"
 #include "common/backend_kinds.hpp"
+#include "common/ledger_name.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -197,6 +200,25 @@ bool parse_hip_chunk_size(const char* v, vpmm_config* c, Refusal* why) {
   return parse_handle_size(v, c->page_size, &c->hip_chunk_size, why);
 }
 
+// VPMM_LEDGER: a ledger's name, or "" for none. vpmm_config.ledger is a
+// pointer the caller owns; the environment's text is copied into a table
+// kept for the process's life (the environment may change under it), one
+// copy per distinct name.
+bool parse_ledger(const char* v, const char** out, Refusal* why) {
+  if (*v == '\0') {
+    *out = nullptr;
+    return true;
+  }
+  if (!valid_ledger_name(v))
+    return refuse(why, "not a ledger name; accepted: 1-64 characters of [A-Za-z0-9_.-], not starting with '.', "
+                       "or empty for none");
+  static std::mutex mu;
+  static std::set<std::string>* names = new std::set<std::string>();  // reachable at exit: not a leak
+  std::lock_guard<std::mutex> lock(mu);
+  *out = names->insert(v).first->c_str();
+  return true;
+}
+
 bool parse_log(const char* v, vpmm_config*, Refusal* why) {
   LogLevel l;
   if (parse_log_level(v, &l)) return true;
@@ -216,6 +238,14 @@ vpmm_status check_backend(const vpmm_config& c, const char* call) {
 }
 
 void show_backend(const PoolOptions&, int32_t kind, vpmm_config* c) { c->backend = kind; }
+
+vpmm_status check_ledger(const vpmm_config& c, const char* call) {
+  if (!c.ledger || !*c.ledger || valid_ledger_name(c.ledger)) return VPMM_OK;
+  return fail(VPMM_ERR_INVALID_ARGUMENT,
+              "%s: config->ledger \"%.80s\" is not a ledger name (1-64 characters of [A-Za-z0-9_.-], not "
+              "starting with '.'; NULL or \"\" for none)",
+              call, c.ledger);
+}
 
 vpmm_status check_device(const vpmm_config& c, const char* call) {
   if (c.device < 0)
@@ -433,7 +463,8 @@ constexpr bool kind_fits(int32_t kind) {
     case VPMM_OPTION_LIMIT:
     case VPMM_OPTION_HANDLE_SIZE:
     case VPMM_OPTION_DEVICE_LIST: return std::is_same_v<T, uint64_t>;
-    default: return false;  // LOG_LEVEL and TEXT are settings, without a field
+    case VPMM_OPTION_TEXT: return std::is_same_v<T, const char*>;  // most are settings, without a field
+    default: return false;  // LOG_LEVEL is a setting, without a field
   }
 }
 #define VPMM_POOL_OPTION(name, env, kind, ...)                                       \

@@ -72,8 +72,8 @@ constexpr uint32_t kConfigMinSize = offsetof(vpmm_config, host_capacity) + sizeo
 // vpmm.h's history): a caller built against an older header that sets
 // struct_size to one of these before vpmm_config_init(_defaults) gets only
 // that many bytes written. When the struct grows, its old size joins them.
-constexpr uint32_t kConfigOlderSizes[] = {112, 120, 128, 136, 144, 152, 160};
-static_assert(sizeof(vpmm_config) == 176, "vpmm_config grew: append 176 to kConfigOlderSizes");
+constexpr uint32_t kConfigOlderSizes[] = {112, 120, 128, 136, 144, 152, 160, 176};
+static_assert(sizeof(vpmm_config) == 184, "vpmm_config grew: append 184 to kConfigOlderSizes");
 // Fills the first `size` bytes of *out (at most sizeof(vpmm_config)) with
 // the defaults, and the environment when `env`; struct_size = that size.
 void config_init(vpmm_config* out, uint32_t size, bool env);

@@ -160,5 +160,10 @@ VPMM_POOL_OPTION(budget_clock_us, "VPMM_BUDGET_CLOCK_US", INT32, 0, parse_budget
                  "malloc and free stands for N us of work and each handle operation for its H100 cost "
                  "(deterministic replays)",
                  nullptr, nullptr, nullptr)
-VPMM_SETTING_OPTION(kLedger, nullptr)
+// The ledger (src/ledger/, docs/ledger.md) was a process-wide setting at
+// this row before it became a field: the row kept its place (order is ABI).
+VPMM_FIELD_OPTION(ledger, "VPMM_LEDGER", TEXT, parse_ledger, "unset (none)",
+                  "the ledger the pool joins: one memory budget shared with the pools of other processes on "
+                  "the device (docs/ledger.md); 1-64 characters of [A-Za-z0-9_.-]",
+                  check_ledger, nullptr, nullptr)
 VPMM_SETTING_OPTION(kLedgerBudget, nullptr)

@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstring>
 
+#include "common/ledger_name.hpp"
 #include "common/status.hpp"
 #include "ledger/process_identity.hpp"
 
@@ -64,17 +65,7 @@ void zero_figures(Slot& s) {
 
 }  // namespace
 
-bool Ledger::valid_name(const char* name) {
-  if (!name || !*name || name[0] == '.') return false;
-  size_t n = 0;
-  for (const char* p = name; *p; ++p, ++n) {
-    const char c = *p;
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == '-';
-    if (!ok || n >= 64) return false;
-  }
-  return true;
-}
+bool Ledger::valid_name(const char* name) { return valid_ledger_name(name); }
 
 vpmm_status Ledger::open(const char* call, const char* name, bool create, std::unique_ptr<Ledger>* out,
                          bool* created) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -657,12 +658,93 @@ TEST("a segment that is not the user's own 0600 file is refused") {
   CHECK_EQ(vpmm_ledger_read("no-such-ledger-here", 0, nullptr, nullptr, 0, nullptr), VPMM_ERR_INVALID_ARGUMENT);
 }
 
+TEST("config.ledger makes vpmm_pool_create join; vpmm_pool_get_config reports the pool's copy") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_config c = host_config();
+  CHECK(c.ledger == nullptr);  // off by default
+  std::string owned = name;    // the caller's string, gone after the create
+  c.ledger = owned.c_str();
+  vpmm_pool* p = nullptr;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  owned.assign(owned.size(), 'x');
+  CHECK_EQ(read_info(name).n_members, 1u);
+  vpmm_config got;
+  got.struct_size = sizeof got;
+  CHECK_OK(vpmm_pool_get_config(p, &got));
+  CHECK(got.ledger != nullptr && name == got.ledger);
+  // A name given to vpmm_pool_create_ledger wins over the field.
+  const std::string other = fresh_name();
+  NameGuard g2{other};
+  vpmm_pool* q = nullptr;
+  CHECK_OK(vpmm_pool_create_ledger(&c, other.c_str(), &q));
+  CHECK_EQ(read_info(other).n_members, 1u);
+  CHECK_OK(vpmm_pool_get_config(q, &got));
+  CHECK(got.ledger != nullptr && other == got.ledger);
+  vpmm_pool_destroy(q);
+  vpmm_pool_destroy(p);
+  CHECK_EQ(read_info(name).n_members, 0u);
+  // A bad name: refused before anything is made, naming the field.
+  for (const char* bad : {"../etc", ".hidden", "a/b"}) {
+    c.ledger = bad;
+    CHECK_EQ(vpmm_pool_create(&c, &p), VPMM_ERR_INVALID_ARGUMENT);
+    CHECK(p == nullptr);
+    CHECK(std::strstr(vpmm_last_error(), "config->ledger") != nullptr);
+  }
+  // "" is none, as NULL is.
+  c.ledger = "";
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  CHECK_OK(vpmm_pool_get_config(p, &got));
+  CHECK(got.ledger == nullptr);
+  vpmm_pool_destroy(p);
+  // A caller built before the field (struct_size 176) joins nothing.
+  c.ledger = name.c_str();
+  c.struct_size = 176;
+  CHECK_OK(vpmm_pool_create(&c, &p));
+  vpmm_ledger_info info;
+  info.struct_size = sizeof info;
+  CHECK(vpmm_ledger_read(name.c_str(), 0, &info, nullptr, 0, nullptr) != VPMM_OK || info.n_members == 0);
+  vpmm_pool_destroy(p);
+}
+
+TEST("VPMM_LEDGER is the ledger option's variable: vpmm_config_init reads it once, _init_defaults does not") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  setenv("VPMM_LEDGER", name.c_str(), 1);
+  vpmm_config c;
+  CHECK_OK(vpmm_config_init_sized(&c, sizeof c, 0));
+  CHECK(c.config_error == 0);
+  CHECK(c.ledger != nullptr && name == c.ledger);
+  unsetenv("VPMM_LEDGER");  // read once: the config keeps the library's copy
+  CHECK(c.ledger != nullptr && name == c.ledger);
+  vpmm_config d;
+  setenv("VPMM_LEDGER", name.c_str(), 1);
+  CHECK_OK(vpmm_config_init_sized(&d, sizeof d, VPMM_CONFIG_DEFAULTS_ONLY));
+  CHECK(d.ledger == nullptr);
+  setenv("VPMM_LEDGER", "no/slash", 1);
+  CHECK_OK(vpmm_config_init_sized(&d, sizeof d, 0));
+  CHECK(d.config_error != 0);
+  d.backend = VPMM_BACKEND_HOST;
+  vpmm_pool* p = nullptr;
+  CHECK_EQ(vpmm_pool_create(&d, &p), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK(std::strstr(vpmm_last_error(), "VPMM_LEDGER") != nullptr);
+  unsetenv("VPMM_LEDGER");
+  vpmm_option_info o;
+  o.struct_size = sizeof o;
+  CHECK_OK(vpmm_option_find("VPMM_LEDGER", &o, nullptr));
+  CHECK_EQ(o.field_offset, uint32_t(offsetof(vpmm_config, ledger)));
+  CHECK_EQ(o.field_size, uint32_t(sizeof(const char*)));
+}
+
 TEST("VPMM_LEDGER makes vpmm_pool_create join, VPMM_LEDGER_BUDGET sets the first member's budget") {
   const std::string name = fresh_name();
   NameGuard g{name};
   setenv("VPMM_LEDGER", name.c_str(), 1);
   setenv("VPMM_LEDGER_BUDGET", "50%", 1);
-  vpmm_config c = host_config();
+  vpmm_config c;
+  CHECK_OK(vpmm_config_init_sized(&c, sizeof c, 0));  // the environment's ledger, and the test's fields
+  const vpmm_config h = host_config();
+  std::memcpy(&c, &h, offsetof(vpmm_config, ledger));
   vpmm_pool* p = nullptr;
   CHECK_OK(vpmm_pool_create(&c, &p));
   const vpmm_ledger_info info = read_info(name);
@@ -675,6 +757,7 @@ TEST("VPMM_LEDGER makes vpmm_pool_create join, VPMM_LEDGER_BUDGET sets the first
   CHECK(std::strstr(vpmm_last_error(), "VPMM_LEDGER_BUDGET") != nullptr);
   unsetenv("VPMM_LEDGER");
   unsetenv("VPMM_LEDGER_BUDGET");
+  c.ledger = nullptr;
   CHECK_OK(vpmm_pool_create(&c, &p));  // no ledger: nothing asked
   vpmm_pool_destroy(p);
 }

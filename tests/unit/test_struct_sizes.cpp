@@ -27,7 +27,7 @@
 namespace {
 
 // Every size since ABI 1, today's last.
-const std::vector<uint32_t> kConfigSizes = {112, 120, 128, 136, 144, 152, 160, 176};
+const std::vector<uint32_t> kConfigSizes = {112, 120, 128, 136, 144, 152, 160, 176, 184};
 const std::vector<uint32_t> kAttrsSizes = {24, 32};
 const std::vector<uint32_t> kTagStatsSizes = {48, 56};
 const std::vector<uint32_t> kStatsSizes = {376, 392, 408, 424, 464, 488};
@@ -36,7 +36,7 @@ const std::vector<uint32_t> kOptionInfoSizes = {48};
 const std::vector<uint32_t> kFieldInfoSizes = {24};
 const std::vector<uint32_t> kIpcEntrySizes = {40};
 const std::vector<uint32_t> kIpcStatsSizes = {80};
-static_assert(sizeof(vpmm_config) == 176, "vpmm_config grew: add its new size to kConfigSizes");
+static_assert(sizeof(vpmm_config) == 184, "vpmm_config grew: add its new size to kConfigSizes");
 static_assert(sizeof(vpmm_alloc_attrs) == 32, "vpmm_alloc_attrs grew: add its new size to kAttrsSizes");
 static_assert(sizeof(vpmm_tag_stats) == 56, "vpmm_tag_stats grew: add its new size to kTagStatsSizes");
 static_assert(sizeof(vpmm_stats) == 488, "vpmm_stats grew: add its new size to kStatsSizes");

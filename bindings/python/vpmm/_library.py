@@ -165,6 +165,10 @@ config_init_defaults = sig("vpmm_config_init_defaults", None, P(Config))
 config_init_sized: Optional[Callable[..., int]] = (
     sig("vpmm_config_init_sized", i32, P(Config), u32, u32) if hasattr(lib, "vpmm_config_init_sized") else None)
 CONFIG_DEFAULTS_ONLY = 1
+# An option's text into its config field (vpmm_config.ledger: the library
+# keeps a copy of the name, so the struct never points at Python memory).
+option_parse: Optional[Callable[..., int]] = (
+    sig("vpmm_option_parse", i32, cp, cp, P(Config)) if hasattr(lib, "vpmm_option_parse") else None)
 pool_create = sig("vpmm_pool_create", i32, P(Config), P(vp))
 pool_destroy = sig("vpmm_pool_destroy", i32, vp)
 pool_malloc_ex = sig("vpmm_pool_malloc_ex", i32, vp, u64, vp, P(AllocAttrs), P(vp))

@@ -249,6 +249,13 @@ class Pool:
         for k, v in fields.items():
             if k not in L.field_names(L.Config):
                 raise TypeError(f"unknown vpmm_config field {k!r}")
+            if isinstance(v, (str, bytes)) and dict(L.Config._fields_)[k] is L.vp:
+                # A text field (ledger="name"): parsed by the library, which
+                # keeps the copy the struct points at ("" = none).
+                if L.option_parse is None:
+                    raise TypeError(f"this libvpmm cannot set the text field {k!r}")
+                L.check(L.option_parse(k.encode(), v.encode() if isinstance(v, str) else v, ctypes.byref(cfg)))
+                continue
             setattr(cfg, k, v)
         h = L.vp()
         L.check(L.pool_create(ctypes.byref(cfg), ctypes.byref(h)))
@@ -370,6 +377,10 @@ class Pool:
         c = L.sized(L.Config)
         self._call(L.pool_get_config, ctypes.byref(c))
         out = {n: getattr(c, n) for n in L.field_names(L.Config)}
+        types = dict(L.Config._fields_)
+        for n in out:  # text fields (ledger): the string, None when unset
+            if types[n] is L.vp:
+                out[n] = ctypes.string_at(out[n]).decode() if out[n] else None
         if "backend" in out:
             names = {v: k for k, v in BACKENDS.items()}
             out["backend_id"] = out["backend"]

@@ -101,12 +101,13 @@ pub struct vpmm_config {
     pub driver_budget: f64,
     pub placement: i32,
     pub budget_clock_us: i32,
+    pub ledger: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_vpmm_config() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_config>(),
-        176usize,
+        184usize,
         concat!("Size of: ", stringify!(vpmm_config))
     );
     assert_eq!(
@@ -539,6 +540,23 @@ fn bindgen_test_layout_vpmm_config() {
         );
     }
     test_field_budget_clock_us();
+    fn test_field_ledger() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ledger) as usize - ptr as usize
+            },
+            176usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_config),
+                "::",
+                stringify!(ledger)
+            )
+        );
+    }
+    test_field_ledger();
 }
 extern "C" {
     pub fn vpmm_config_init(config: *mut vpmm_config);

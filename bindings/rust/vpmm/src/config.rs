@@ -1,8 +1,11 @@
 //! `Config`: a builder over every field of `vpmm_config`.
+use std::ffi::{CStr, CString};
 use std::fmt;
 use std::mem::size_of;
 
 use vpmm_sys as sys;
+
+use crate::error::{check, Error, Result, Status};
 
 /// `max_handle_size` value for one physical handle per growth
 /// (`VPMM_HANDLE_SIZE_UNLIMITED`).
@@ -145,6 +148,8 @@ impl Config {
     }
 
     /// A configuration from a raw C struct (its `struct_size` is set here).
+    /// Its `ledger`, if not null, must stay valid as long as the `Config`
+    /// (a string the library keeps, as [`Config::ledger`] sets).
     pub fn from_raw(mut raw: sys::vpmm_config) -> Config {
         raw.struct_size = size_of::<sys::vpmm_config>() as u32;
         Config { raw }
@@ -164,6 +169,40 @@ impl Config {
     /// The backend this configuration names; `None` for an unknown value.
     pub fn get_backend(&self) -> Option<Backend> {
         Backend::from_code(self.raw.backend)
+    }
+
+    /// The ledger the pool joins (`ledger`; env `VPMM_LEDGER`; docs/ledger.md):
+    /// one memory budget shared with the pools of other processes on its
+    /// device; see [`Ledger`](crate::Ledger). The name is 1-64 characters of
+    /// `[A-Za-z0-9_.-]`, not starting with `.`; `""` = none (the default).
+    /// The library keeps a copy of the name for the life of the process
+    /// (`vpmm_option_parse`), so `Config` stays `Copy` and never points at
+    /// memory it does not own.
+    ///
+    /// Errors: `InvalidArgument` (not a ledger name).
+    pub fn ledger(mut self, name: &str) -> Result<Config> {
+        let text = CString::new(name).map_err(|_| {
+            Error::new(Status::InvalidArgument, format!("ledger name {:?} contains a NUL byte", name))
+        })?;
+        let option = CString::new("ledger").unwrap();
+        // SAFETY: NUL-terminated strings and a valid config of its struct_size.
+        check(unsafe { sys::vpmm_option_parse(option.as_ptr(), text.as_ptr(), &mut self.raw) })?;
+        Ok(self)
+    }
+
+    /// The ledger this configuration names; `None` when none.
+    pub fn get_ledger(&self) -> Option<String> {
+        if self.raw.ledger.is_null() {
+            return None;
+        }
+        // SAFETY: set by `ledger`, `from_env` or `Pool::config`, each a copy
+        // the library keeps for the life of the process.
+        let s = unsafe { CStr::from_ptr(self.raw.ledger) }.to_string_lossy().into_owned();
+        if s.is_empty() {
+            None
+        } else {
+            Some(s)
+        }
     }
 
     setters! {
@@ -253,6 +292,7 @@ impl fmt::Debug for Config {
         d.field("backend", &self.raw.backend);
         d.field("config_error", &self.raw.config_error);
         self.debug_setter_fields(&mut d);
+        d.field("ledger", &self.get_ledger());
         d.finish()
     }
 }
@@ -287,7 +327,9 @@ mod tests {
             .into_iter()
             .filter(|f| f != "struct_size" && f != "config_error")
             .collect();
-        let mut have: Vec<String> = std::iter::once("backend")
+        let mut have: Vec<String> = ["backend", "ledger"]
+            .iter()
+            .copied()
             .chain(Config::SETTER_FIELDS.iter().copied())
             .map(String::from)
             .collect();

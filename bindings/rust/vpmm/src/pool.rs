@@ -101,6 +101,13 @@ impl Pool {
         let mut raw: sys::vpmm_config = unsafe { std::mem::zeroed() };
         raw.struct_size = size_of::<sys::vpmm_config>() as u32;
         check(unsafe { sys::vpmm_pool_get_config(self.as_raw(), &mut raw) })?;
+        // The ledger's name points into the pool, which may go before the
+        // Config: re-pointed at a copy the library keeps for the process.
+        if !raw.ledger.is_null() {
+            let option = CString::new("ledger").unwrap();
+            // SAFETY: the pool's copy is valid while the pool lives (here).
+            check(unsafe { sys::vpmm_option_parse(option.as_ptr(), raw.ledger, &mut raw) })?;
+        }
         Ok(Config::from_raw(raw))
     }
 
