@@ -33,6 +33,7 @@
 #include "check.hpp"
 #include "common/status.hpp"
 #include "pool_util.hpp"
+#include "thread_state.hpp"
 #include "vpmm_host_streams.h"
 
 namespace ct {
@@ -222,11 +223,33 @@ inline void touch_block(void* user) {
   k->ran = 1;
 }
 
-// Releases a held stream from another thread after `ms`: the caller blocks
-// meanwhile in a call that must wait for the stream's work.
-inline void release_later(vpmm_stream s, int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  vpmm_host_stream_release(s);
-}
+// Releases held stream `s` from another thread once the thread that made
+// this blocks, in the call after it that must wait for the stream's work
+// (an observable wait: under load a delay could release first, and the
+// wait would go untested), or once returned() says that call came back
+// without blocking.
+class ReleaseWhenBlocked {
+ public:
+  explicit ReleaseWhenBlocked(vpmm_stream s)
+      : waiter_(vt::thread_id()), releaser_([this, s] {
+          blocked_ = vt::wait_until_blocked_or(waiter_, returned_);
+          vpmm_host_stream_release(s);
+        }) {}
+  ReleaseWhenBlocked(const ReleaseWhenBlocked&) = delete;
+  ReleaseWhenBlocked& operator=(const ReleaseWhenBlocked&) = delete;
+  ~ReleaseWhenBlocked() { returned(); }
+  // Whether the call blocked before the release; call right after it.
+  bool returned() {
+    returned_ = true;
+    if (releaser_.joinable()) releaser_.join();
+    return blocked_;
+  }
+
+ private:
+  std::atomic<pid_t> waiter_;
+  std::atomic<bool> returned_{false};
+  bool blocked_ = false;
+  std::thread releaser_;
+};
 
 }  // namespace ct

@@ -168,10 +168,10 @@ TEST("pause waits for work queued on another stream before a slab block's free")
   CHECK_OK(vpmm_host_stream_hold(t));
   CHECK_OK(vpmm_host_stream_launch(t, touch_block, &k));
   CHECK_OK(vpmm_pool_free(p, used, t));  // t's queued work may still use the block
-  std::thread releaser(release_later, t, 50);
   uint64_t n = 0;
+  ReleaseWhenBlocked release(t);
   CHECK_OK(vpmm_pool_pause_ex(p, "w", &n));  // the slab stays mapped until t's work ran
-  releaser.join();
+  CHECK(release.returned());                 // it waited for t, held until then
   CHECK_EQ(n, uint64_t(1));
   CHECK_EQ(k.ran.load(), 1);
   CHECK(k.saw_pattern);
@@ -286,9 +286,9 @@ TEST("a resume that gives cached memory back keeps the paused slab it is resumin
   CHECK(a && b);
   CHECK_OK(vpmm_host_stream_hold(t));
   CHECK_OK(vpmm_pool_free(p, b, t));  // pending on t's event
-  std::thread releaser(release_later, t, 30);
+  ReleaseWhenBlocked release(t);
   CHECK_OK(vpmm_pool_pause(p, "w"));
-  releaser.join();
+  CHECK(release.returned());  // it waited for b's free pending on t
   CHECK_OK(vpmm_pool_free(p, a, nullptr));  // the paused slab's last live block
   void* cached = nullptr;
   CHECK_OK(vpmm_pool_malloc(p, 3 * kPage, nullptr, &cached));

@@ -56,6 +56,7 @@
 #include "core/pause/stores/store_table.hpp"
 #include "core/pool.hpp"
 #include "pool_util.hpp"
+#include "thread_state.hpp"
 
 using vpmm::Backend;
 using vpmm::FaultBackend;
@@ -167,17 +168,23 @@ struct Ctx {
     for (Stream s : streams) CHECK_OK(vpmm::host::stream_synchronize(s));
   }
   // Runs f, a call that waits for work queued on held streams, while a
-  // helper thread releases the holds a little later (as a GPU finishes its
-  // work). Long enough that a call which does not wait acts first.
+  // helper thread releases the holds once this thread blocks in it (as a
+  // GPU finishes its work while the caller waits), or once f returned
+  // without blocking (a fault failed it first, or it does not wait: the
+  // case's checks judge that). Observed, not timed: a delay could release
+  // before the call waits, and the waiting path would go untested.
   vpmm_status released_later(const std::function<vpmm_status()>& f) {
     if (held.empty()) return f();
     std::vector<Stream> h;
     h.swap(held);
-    std::thread t([h] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    std::atomic<pid_t> caller{vt::thread_id()};
+    std::atomic<bool> returned{false};
+    std::thread t([h, &caller, &returned] {
+      vt::wait_until_blocked_or(caller, returned);
       for (Stream s : h) vpmm::host::stream_release(s);
     });
     vpmm_status st = f();
+    returned = true;
     t.join();
     for (Stream s : h) vpmm::host::stream_synchronize(s);  // their work has run when this returns
     return st;

@@ -52,4 +52,21 @@ inline bool wait_until_blocked(const std::atomic<pid_t>& tid, int guard_s = 60) 
   return false;
 }
 
+// Waits until the thread that stored its id in `tid` sleeps, or until `done`
+// is set (the call it was to block in returned without blocking: there is
+// nothing to wait for, and the caller's checks say whether it should have
+// blocked). True when the thread slept. The guard as above.
+inline bool wait_until_blocked_or(const std::atomic<pid_t>& tid, const std::atomic<bool>& done,
+                                  int guard_s = 60) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(guard_s);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (done.load()) return false;
+    const pid_t t = tid.load();
+    if (t != 0 && sleeping(t)) return true;
+    sched_yield();
+  }
+  std::printf("  thread %d never blocked\n", static_cast<int>(tid.load()));
+  return false;
+}
+
 }  // namespace vt
