@@ -29,6 +29,7 @@
 #include "backend/host/host_streams.hpp"
 #include "check.hpp"
 #include "pool_util.hpp"
+#include "thread_state.hpp"
 #include "vpmm_host_streams.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -364,16 +365,19 @@ TEST("hold: events recorded on a held stream stay pending even if work was runni
   if (!p) return;
   vpmm_stream a = new_stream(), b = new_stream();
   std::atomic<bool> started{false}, go{false};
+  std::atomic<pid_t> worker{0};  // A's worker thread, running the kernel
   struct Blocker {
     std::atomic<bool>* started;
     std::atomic<bool>* go;
-  } blk{&started, &go};
+    std::atomic<pid_t>* worker;
+  } blk{&started, &go, &worker};
   CHECK_OK(vpmm_host_stream_launch(
       a,
       [](void* u) {
         Blocker* k = static_cast<Blocker*>(u);
+        *k->worker = vt::thread_id();
         *k->started = true;
-        while (!*k->go) sleep_ms(1);
+        while (!*k->go) sched_yield();  // running, never asleep: see below
       },
       &blk));
   while (!started) sleep_ms(1);
@@ -384,7 +388,9 @@ TEST("hold: events recorded on a held stream stay pending even if work was runni
   CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q1));  // records A's event now
   CHECK(addr(q1) != tail);
   go = true;  // the running kernel ends; A stays held
-  sleep_ms(50);
+  // Observed, not timed: the worker sleeps only once the kernel returned and
+  // the hold parked it, so what follows runs after the kernel finished.
+  CHECK(vt::wait_until_blocked(worker));
   void* q2 = nullptr;
   CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q2));
   CHECK(addr(q2) != tail);
