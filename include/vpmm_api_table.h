@@ -168,6 +168,8 @@ typedef struct vpmm_api {
   /* options parsed as their variables are */
   vpmm_status (*option_parse)(const char* name, const char* text, vpmm_config* config);
   const char* (*placement_name)(int32_t placement);
+  /* the ledger's disk fallback for pauses the host budget refuses */
+  vpmm_status (*pool_ledger_set_fallback)(vpmm_pool* pool, uint32_t flags);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

@@ -110,7 +110,9 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
  * bytes less its retained backups: it may refuse a pause that would have
  * fit, never admit one that does not). Unset (0, the default): no bound. A
  * lower budget takes nothing from anyone: it admits nothing new until the
- * members hold less. Any process of the ledger's user may call it.
+ * members hold less. A member may allow its pauses the disk instead of a
+ * refusal (vpmm_pool_ledger_set_fallback). Any process of the ledger's user
+ * may call it.
  * Errors: INVALID_ARGUMENT (a bad name or device, no such ledger);
  * WRONG_STATE (as vpmm_pool_create_ledger). Thread safe. */
 VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, uint64_t bytes);
@@ -128,6 +130,28 @@ VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, ui
  * 1-63 bytes, no comma). Errors: INVALID_ARGUMENT (a bad pool or tag),
  * WRONG_STATE (the pool is in no ledger). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_ledger_evictable(vpmm_pool* pool, const char* const* tags, size_t n);
+
+/* Flags of vpmm_pool_ledger_set_fallback: the stores a pause of the pool
+ * may fall back on when the ledger's host budget refuses its backups. */
+#define VPMM_LEDGER_FALLBACK_DISK 1u /* the disk store, in the pool's backup directory */
+
+/* What a pause of `pool` does when the ledger's host budget refuses its
+ * backups (vpmm_ledger_set_budget with VPMM_LEDGER_HOST). 0 (the default):
+ * the pause fails with OUT_OF_MEMORY and nothing is paused.
+ * VPMM_LEDGER_FALLBACK_DISK: the pause goes on with every backup it takes
+ * new in the disk store, as files in the pool's backup directory
+ * (vpmm_pool_set_backup_dir, else VPMM_BACKUP_DIR), whatever store the
+ * allocations chose; backups they already hold (retained ones, the files
+ * of an earlier pause) are written in place as always, and a file stays
+ * with its allocation after the resume (the disk store keeps it for the
+ * next pause). Disk backups hold no host memory, so the host budget is not
+ * asked for them. With no backup directory the refusal stands
+ * (OUT_OF_MEMORY, saying so). It holds for every pause of the pool: its
+ * own vpmm_pool_pause* calls and those the pressure of other members makes
+ * (vpmm_pool_ledger_evictable). vpmm_stats.backup_disk_bytes shows what went
+ * to disk. Errors: INVALID_ARGUMENT (a bad pool, unknown flags),
+ * WRONG_STATE (the pool is in no ledger). Thread safe. */
+VPMM_API vpmm_status vpmm_pool_ledger_set_fallback(vpmm_pool* pool, uint32_t flags);
 
 /* Removes the name of ledger `name` (shm_unlink): processes that joined it
  * keep theirs; the next pool to join makes a new one. For a ledger whose

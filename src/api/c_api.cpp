@@ -393,9 +393,11 @@ VPMM_API vpmm_status vpmm_pool_pause_ex(vpmm_pool* pool, const char* tag, uint64
   const char* call = "vpmm_pool_pause";
   VPMM_CHECK_POOL(call, pool);
   return guarded(call, [&] {
-    // In a ledger with a host budget, the backups are admitted first.
-    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag);
-    if (st == VPMM_OK) st = pool->pool->pause(tag, n_changed);
+    // In a ledger with a host budget, the backups are admitted first (or
+    // sent to disk, where the member allowed it).
+    uint32_t flags = 0;
+    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag, &flags);
+    if (st == VPMM_OK) st = pool->pool->pause(tag, n_changed, flags);
     vpmm::api::ledger_sync_host(pool);
     return st;
   });
@@ -412,7 +414,7 @@ VPMM_API vpmm_status vpmm_pool_pause_flags(vpmm_pool* pool, const char* tag, uin
   if (flags & ~VPMM_PAUSE_BACKUP_UNCHANGED)
     return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
   return guarded(call, [&] {
-    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag);
+    vpmm_status st = vpmm::api::ledger_before_pause(call, pool, tag, &flags);
     if (st == VPMM_OK) st = pool->pool->pause(tag, n_changed, flags);
     vpmm::api::ledger_sync_host(pool);
     return st;

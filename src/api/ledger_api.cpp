@@ -116,7 +116,7 @@ void ledger_forget(vpmm_pool* shell) {
   m->stop_watcher();
 }
 
-vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag) {
+vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag, uint32_t* pause_flags) {
   ledger::LedgerMember* m = member_of(shell);
   if (!m) return VPMM_OK;
   vpmm_tag_stats ts;
@@ -124,7 +124,19 @@ vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* 
   ts.struct_size = sizeof ts;
   if (shell->pool->tag_stats(tag, &ts) != VPMM_OK) return VPMM_OK;  // the pause reports a bad tag itself
   const uint64_t need = ts.live_bytes > ts.retained_bytes ? ts.live_bytes - ts.retained_bytes : 0;
-  return m->admit_host(call, need);
+  vpmm_status st = m->admit_host(call, need);
+  if (st != VPMM_ERR_OUT_OF_MEMORY || !(m->fallback() & VPMM_LEDGER_FALLBACK_DISK)) return st;
+  // Refused, and the member allowed the disk: disk backups hold no host
+  // memory, so the pause goes on with its new backups there, if the pool
+  // has a directory for them.
+  std::string refusal = vpmm_last_error();
+  uint32_t dir = 0;
+  if (shell->pool->backup_dir_id(call, nullptr, &dir) != VPMM_OK)
+    return fail(VPMM_ERR_OUT_OF_MEMORY,
+                "%s (the disk fallback has no backup directory: vpmm_pool_set_backup_dir or VPMM_BACKUP_DIR)",
+                refusal.c_str());
+  *pause_flags |= kPauseBackupsToDisk;
+  return VPMM_OK;
 }
 
 void ledger_sync_host(vpmm_pool* shell) {
@@ -162,6 +174,19 @@ VPMM_API vpmm_status vpmm_pool_ledger_evictable(vpmm_pool* pool, const char* con
   });
 }
 
+
+VPMM_API vpmm_status vpmm_pool_ledger_set_fallback(vpmm_pool* pool, uint32_t flags) {
+  const char* call = "vpmm_pool_ledger_set_fallback";
+  VPMM_CHECK_POOL(call, pool);
+  if (flags & ~uint32_t{VPMM_LEDGER_FALLBACK_DISK})
+    return vpmm::fail(VPMM_ERR_INVALID_ARGUMENT, "%s: flags 0x%x has unknown bits", call, flags);
+  return guarded(call, [&]() -> vpmm_status {
+    vpmm::ledger::LedgerMember* m = vpmm::api::member_of(pool);
+    if (!m) return vpmm::fail(VPMM_ERR_WRONG_STATE, "%s: the pool is in no ledger", call);
+    m->set_fallback(flags);
+    return VPMM_OK;
+  });
+}
 
 VPMM_API vpmm_status vpmm_pool_create_ledger(const vpmm_config* config, const char* ledger, vpmm_pool** out) {
   return vpmm::api::create_pool("vpmm_pool_create_ledger", config, ledger, out);

@@ -30,8 +30,11 @@ void ledger_attach(vpmm_pool* shell, Admission* member);
 void ledger_forget(vpmm_pool* shell);
 // Before a pause of `tag`: its backups' host bytes (at most the tag's live
 // bytes less what retained backups already hold) admitted against the host
-// budget; OUT_OF_MEMORY refuses the pause before anything changed.
-vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag);
+// budget; OUT_OF_MEMORY refuses the pause before anything changed. When the
+// budget refuses and the member allowed the disk (vpmm_pool_ledger_set_fallback)
+// and the pool has a backup directory, OK with *pause_flags |=
+// kPauseBackupsToDisk instead: the pause's new backups go to disk.
+vpmm_status ledger_before_pause(const char* call, vpmm_pool* shell, const char* tag, uint32_t* pause_flags);
 // After a pause, resume or trim: the member's host charge set to what the
 // pool's backups hold (pinned, cached included, pageable and mmap).
 void ledger_sync_host(vpmm_pool* shell);

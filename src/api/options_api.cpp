@@ -272,6 +272,7 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, backup_store_name),
     VPMM_F_(vpmm_api, PTR, option_parse),
     VPMM_F_(vpmm_api, PTR, placement_name),
+    VPMM_F_(vpmm_api, PTR, pool_ledger_set_fallback),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

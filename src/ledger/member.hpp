@@ -80,6 +80,10 @@ class LedgerMember final : public Admission {
   vpmm_status admit_host(const char* call, uint64_t bytes);
   // What the pool's backups hold now (host bytes, and backup bytes shown).
   void set_host_held(uint64_t host_bytes, uint64_t backed_up);
+  // The stores the member allowed its pauses when the host budget refuses
+  // them (VPMM_LEDGER_FALLBACK_*; the C API acts on it, the ledger keeps it).
+  void set_fallback(uint32_t flags) { fallback_.store(flags); }
+  uint32_t fallback() const { return fallback_.load(); }
 
  private:
   LedgerMember(std::unique_ptr<Ledger> l, uint32_t device, uint32_t slot, uint64_t owner)
@@ -122,6 +126,7 @@ class LedgerMember final : public Admission {
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool stopping_ = false;
+  std::atomic<uint32_t> fallback_{0};
 };
 
 }  // namespace ledger

@@ -627,6 +627,81 @@ TEST("the host budget: a pause whose backups would pass it fails with nothing pa
   CHECK_EQ(read_info(name).host_admitted_bytes, 0u);
 }
 
+TEST("the host budget's disk fallback: a member that allowed it pauses to disk, bytes intact after resume") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 0, 64 * kPage));
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), VPMM_LEDGER_HOST, 10 * kPage));
+  vpmm_alloc_attrs at;
+  std::memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.flags = VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_BACKUP_MMAP;
+  at.tag = "a";
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(p, 8 * kPage, nullptr, &at, &a));
+  at.flags = VPMM_ALLOC_HOST_BACKUP;  // pinned: a host store, which the fallback replaces
+  at.tag = "b";
+  void* b = nullptr;
+  CHECK_OK(vpmm_pool_malloc_ex(q, 4 * kPage, nullptr, &at, &b));
+  if (!a || !b) return;
+  fill_pattern(a, 8 * kPage, 3);
+  fill_pattern(b, 4 * kPage, 5);
+  CHECK_OK(vpmm_pool_pause(p, "a"));  // 8 of 10 host pages
+  vpmm_tag_stats ts;
+  std::memset(&ts, 0, sizeof ts);
+  ts.struct_size = sizeof ts;
+  // Allowed, but no backup directory: the refusal stands, saying so.
+  CHECK_OK(vpmm_pool_ledger_set_fallback(q, VPMM_LEDGER_FALLBACK_DISK));
+  CHECK_EQ(vpmm_pool_pause(q, "b"), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_MSG(std::strstr(vpmm_last_error(), "host budget") && std::strstr(vpmm_last_error(), "no backup directory"),
+            "%s", vpmm_last_error());
+  CHECK_OK(vpmm_pool_tag_stats(q, "b", &ts));
+  CHECK_EQ(ts.paused_bytes, 0u);
+  CHECK(pattern_ok(b, 4 * kPage, 5));
+  // With a directory: the pause goes to disk, the host budget untouched.
+  char dir[] = "/tmp/vt-ledger-disk-XXXXXX";
+  CHECK(mkdtemp(dir) != nullptr);
+  CHECK_OK(vpmm_pool_set_backup_dir(q, dir));
+  CHECK_OK(vpmm_pool_pause(q, "b"));
+  CHECK_OK(vpmm_pool_tag_stats(q, "b", &ts));
+  CHECK_EQ(ts.paused_bytes, 4 * kPage);
+  vpmm_stats st;
+  std::memset(&st, 0, sizeof st);
+  st.struct_size = sizeof st;
+  CHECK_OK(vpmm_pool_stats(q, &st));
+  CHECK_EQ(st.backup_disk_bytes, 4 * kPage);
+  CHECK_EQ(st.backup_pinned_bytes + st.backup_pageable_bytes + st.backup_mmap_bytes, 0u);
+  vpmm_ledger_info info = read_info(name);
+  CHECK(info.host_admitted_bytes >= 8 * kPage && info.host_admitted_bytes <= 10 * kPage);  // p's only
+  CHECK_OK(vpmm_pool_resume(q, "b"));
+  CHECK(pattern_ok(b, 4 * kPage, 5));
+  CHECK_OK(vpmm_pool_resume(p, "a"));
+  CHECK(pattern_ok(a, 8 * kPage, 3));
+  // Off again: a refusal is a refusal (p's pause holds 8 pages meanwhile).
+  CHECK_OK(vpmm_pool_pause(p, "a"));
+  void* c = nullptr;
+  at.tag = "c";
+  CHECK_OK(vpmm_pool_malloc_ex(q, 4 * kPage, nullptr, &at, &c));
+  CHECK_OK(vpmm_pool_ledger_set_fallback(q, 0));
+  CHECK_EQ(vpmm_pool_pause(q, "c"), VPMM_ERR_OUT_OF_MEMORY);
+  CHECK_OK(vpmm_pool_resume(p, "a"));
+  // Bad input.
+  CHECK_EQ(vpmm_pool_ledger_set_fallback(q, 0x80), VPMM_ERR_INVALID_ARGUMENT);
+  CHECK_EQ(vpmm_pool_ledger_set_fallback(nullptr, VPMM_LEDGER_FALLBACK_DISK), VPMM_ERR_INVALID_ARGUMENT);
+  vpmm_config hc = host_config();
+  vpmm_pool* solo = nullptr;
+  CHECK_OK(vpmm_pool_create(&hc, &solo));
+  CHECK_EQ(vpmm_pool_ledger_set_fallback(solo, VPMM_LEDGER_FALLBACK_DISK), VPMM_ERR_WRONG_STATE);
+  vpmm_pool_destroy(solo);
+  vpmm_pool_destroy(p);
+  vpmm_pool_destroy(q);
+  rmdir(dir);
+}
+
 TEST("a segment that is not the user's own 0600 file is refused") {
   const std::string name = fresh_name();
   NameGuard g{name};
@@ -816,6 +891,7 @@ int child_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  unsetenv("VPMM_BACKUP_DIR");  // the disk fallback's case sets the pool's own
   unsetenv("VPMM_LEDGER");
   unsetenv("VPMM_LEDGER_BUDGET");
   if (argc >= 3 && std::strcmp(argv[1], "--child") == 0) return child_main(argc, argv);

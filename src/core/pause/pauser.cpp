@@ -99,10 +99,12 @@ vpmm_status Pauser::release_paused_target(const char* call, uint64_t va, Backup*
 }
 
 vpmm_status Pauser::pause(const char* tag, uint32_t flags, uint64_t* n_changed) {
-  const char* call = flags ? "vpmm_pool_pause_flags" : "vpmm_pool_pause";
+  const char* call = (flags & ~kPauseBackupsToDisk) ? "vpmm_pool_pause_flags" : "vpmm_pool_pause";
   uint32_t want = 0;
   vpmm_status st = tags_.find_used(call, tag, &want);
   if (st != VPMM_OK) return st;
+  uint32_t disk_dir = 0;  // kPauseBackupsToDisk: the directory of the new backups
+  if ((flags & kPauseBackupsToDisk) && (st = backup_dir_id(call, nullptr, &disk_dir)) != VPMM_OK) return st;
   std::vector<uint64_t> plain, backed;  // targets without and with a host backup
   for (auto& kv : m_) {
     const Region& r = kv.second;
@@ -127,7 +129,7 @@ vpmm_status Pauser::pause(const char* tag, uint32_t flags, uint64_t* n_changed) 
     for (uint64_t va : *list)
       if ((st = last_uses(m_.find(va)->second, &recorded, &uses)) != VPMM_OK) return fail_context(st, call);
   PausePipeline pipeline(*this, *kit_, call, std::move(plain), std::move(backed), std::move(uses),
-                         opt_.pause_batch_bytes, (flags & VPMM_PAUSE_BACKUP_UNCHANGED) != 0);
+                         opt_.pause_batch_bytes, (flags & VPMM_PAUSE_BACKUP_UNCHANGED) != 0, disk_dir);
   return pipeline.run(n_changed);
 }
 

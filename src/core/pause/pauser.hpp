@@ -36,6 +36,16 @@
 
 namespace vpmm {
 
+// A pause flag of the library's own, past the public VPMM_PAUSE_* bits: the
+// backups this pause takes new go to the disk store, in the pool's backup
+// directory (set_backup_dir, else VPMM_BACKUP_DIR), whatever store their
+// allocations chose; backups the allocations already hold (retained, an
+// earlier pause's file) are written in place as always. The C API sets it
+// when a ledger's host budget refused the pause and the member allowed the
+// disk as its fallback (docs/ledger.md, "Host memory of backups"): the pool
+// only does what it is told.
+constexpr uint32_t kPauseBackupsToDisk = 1u << 31;
+
 class Pauser final : private StateRefs, private HandleOps, private BackupReleaser {
  public:
   Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu);
@@ -44,7 +54,8 @@ class Pauser final : private StateRefs, private HandleOps, private BackupRelease
 
   // Pause/resume by tag (NULL = every tag); see vpmm.h for the contract.
   // *n_changed (may be NULL) receives, on success, how many regions changed
-  // state (0: nothing matched, still VPMM_OK). flags: VPMM_PAUSE_* / _RESUME_*.
+  // state (0: nothing matched, still VPMM_OK). flags: VPMM_PAUSE_* / _RESUME_*,
+  // and for a pause kPauseBackupsToDisk.
   vpmm_status pause(const char* tag, uint32_t flags, uint64_t* n_changed);
   // *short_bytes: the size of the allocation that ran out of memory (0: none).
   vpmm_status resume(const char* tag, uint32_t flags, uint64_t* n_changed, uint64_t* short_bytes);

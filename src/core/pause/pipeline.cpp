@@ -5,6 +5,7 @@
 
 #include "core/pause/kit.hpp"
 #include "core/pause/staging.hpp"
+#include "core/pause/stores/store_table.hpp"
 #include "common/status.hpp"
 
 namespace vpmm {
@@ -20,7 +21,7 @@ uint64_t slot_bytes(uint64_t batch_bytes) { return std::min(kStageSlotBytes, bat
 
 PausePipeline::PausePipeline(HandleOps& ops, PauseKit& kit, const char* call, std::vector<uint64_t> plain,
                              std::vector<uint64_t> backed, std::vector<EventRef> last_uses,
-                             uint64_t batch_bytes, bool unchanged)
+                             uint64_t batch_bytes, bool unchanged, uint32_t disk_dir)
     : ops_(ops),
       kit_(kit),
       call_(call),
@@ -28,7 +29,8 @@ PausePipeline::PausePipeline(HandleOps& ops, PauseKit& kit, const char* call, st
       backed_(std::move(backed)),
       last_uses_(std::move(last_uses)),
       batch_bytes_(batch_bytes ? batch_bytes : kPauseBatchBytes),
-      unchanged_(unchanged) {}
+      unchanged_(unchanged),
+      disk_dir_(disk_dir) {}
 
 PausePipeline::~PausePipeline() {
   if (owned_) give_back();
@@ -63,7 +65,13 @@ vpmm_status PausePipeline::take_backups() {
     t.size = r.size;
     t.backup = r.backup;
     if (!t.backup) {
-      vpmm_status st = kit_.stores().acquire(r.flags, r.size, &t.backup);
+      // To disk: the allocation's backup and retention bits, the disk
+      // store's flag and the directory in place of its store and its own.
+      const uint32_t flags =
+          disk_dir_ ? (r.flags & (VPMM_ALLOC_HOST_BACKUP | VPMM_ALLOC_RETAIN_BACKUP)) | VPMM_ALLOC_BACKUP_DISK |
+                          (disk_dir_ << kBackupDirShift)
+                    : r.flags;
+      vpmm_status st = kit_.stores().acquire(flags, r.size, &t.backup);
       if (st != VPMM_OK) return fail_context(st, call_);
       t.fresh = true;
     }

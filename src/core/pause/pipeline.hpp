@@ -75,10 +75,12 @@ class PausePipeline {
  public:
   // `plain`: targets without a backup; `backed`: with one; `last_uses`:
   // the events after which no queued work uses any target. batch_bytes 0 =
-  // kPauseBatchBytes. `unchanged`: VPMM_PAUSE_BACKUP_UNCHANGED.
+  // kPauseBatchBytes. `unchanged`: VPMM_PAUSE_BACKUP_UNCHANGED. `disk_dir`:
+  // 0, or the backup directory in which every backup this pause takes new
+  // is a disk-store file (kPauseBackupsToDisk).
   PausePipeline(HandleOps& ops, PauseKit& kit, const char* call, std::vector<uint64_t> plain,
                 std::vector<uint64_t> backed, std::vector<EventRef> last_uses, uint64_t batch_bytes,
-                bool unchanged);
+                bool unchanged, uint32_t disk_dir = 0);
   ~PausePipeline();
   // Pauses what it can. Returns the first failure (the rest of the targets
   // stay active); *n_paused (may be null) is set on success.
@@ -107,6 +109,7 @@ class PausePipeline {
   std::vector<EventRef> last_uses_;
   uint64_t batch_bytes_;
   bool unchanged_;
+  uint32_t disk_dir_;
   std::vector<Target> direct_, staged_, skipped_;
   bool owned_ = false;  // give_back not yet done
   Stream cs_ = nullptr;

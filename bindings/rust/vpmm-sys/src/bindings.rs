@@ -25,6 +25,7 @@ pub const VPMM_RESERVE_OVERDRAFT_GROW: u32 = 32;
 pub const VPMM_LEDGER_DEVICES: u32 = 16;
 pub const VPMM_LEDGER_MEMBERS: u32 = 64;
 pub const VPMM_LEDGER_HOST: i32 = -1;
+pub const VPMM_LEDGER_FALLBACK_DISK: u32 = 1;
 pub const VPMM_DEFAULT_POOL_LARGE_ROUNDING: u32 = 512;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
@@ -4235,6 +4236,9 @@ extern "C" {
     ) -> vpmm_status;
 }
 extern "C" {
+    pub fn vpmm_pool_ledger_set_fallback(pool: *mut vpmm_pool, flags: u32) -> vpmm_status;
+}
+extern "C" {
     pub fn vpmm_ledger_remove(name: *const ::std::os::raw::c_char) -> vpmm_status;
 }
 #[repr(C)]
@@ -4719,12 +4723,15 @@ pub struct vpmm_api {
     pub placement_name: ::std::option::Option<
         unsafe extern "C" fn(placement: i32) -> *const ::std::os::raw::c_char,
     >,
+    pub pool_ledger_set_fallback: ::std::option::Option<
+        unsafe extern "C" fn(pool: *mut vpmm_pool, flags: u32) -> vpmm_status,
+    >,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        752usize,
+        760usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -6347,6 +6354,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_placement_name();
+    fn test_field_pool_ledger_set_fallback() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_ledger_set_fallback) as usize - ptr as usize
+            },
+            752usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_ledger_set_fallback)
+            )
+        );
+    }
+    test_field_pool_ledger_set_fallback();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;
