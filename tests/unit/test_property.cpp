@@ -132,6 +132,7 @@ struct Run {
   // byte of it until the stream is released.
   std::vector<Ranges> pending;
   uint64_t n_pending_checks = 0;  // mallocs checked against pending memory
+  uint64_t n_pending_handovers = 0;  // of them, handed over in place after a GPU-side wait
   uint64_t n_malloc = 0, n_free = 0, next_seed = 1;
   uint64_t n_oom = 0, n_ok_after_oom = 0;
   vpmm_stats final_stats;  // just before destroy: what the run exercised
@@ -470,8 +471,8 @@ bool run_one(Run& r) {
         // bug. The view's own VA is checked through its homes.
         const vpmm_stats post = vt::stats(r.pool);
         const bool view = post.n_view_malloc > pre.n_view_malloc;
+        const bool waited = post.n_stream_waits > pre.n_stream_waits;
         if (view) {
-          const bool waited = post.n_stream_waits > pre.n_stream_waits;
           for (const vpmm_region_info& g : vt::regions(r.pool)) {
             if (g.kind != VPMM_REGION_LENT || g.stream != s) continue;
             for (size_t x = 0; x < r.pending.size(); ++x) {
@@ -496,9 +497,25 @@ bool run_one(Run& r) {
           if (x != si) {
             if (view) continue;  // checked through its homes, above
             ++r.n_pending_checks;
+            // The budget step, refused a move, takes such a region in place
+            // after a GPU-side wait of si on x's work (instead of growing):
+            // from then on it is ordered as si's own. Without a wait it is a bug.
+            bool handed = false;
             for (const auto& rg : pr)
-              if (lo < rg.second && rg.first < hi)
-                ok = fail_run(r, "memory freed on held stream " + u64(x) + " handed to stream " + u64(si));
+              if (lo < rg.second && rg.first < hi) {
+                if (!waited) ok = fail_run(r, "memory freed on held stream " + u64(x) + " handed to stream " + u64(si));
+                handed = true;
+              }
+            if (!handed || !waited) continue;
+            // The whole freed range leaves x's pending list, not only
+            // [lo, hi): the region it lay in (a small slab, a split's
+            // remainder) is si's now, and si's later mallocs from it need
+            // no wait of their own (si's order is after x's work).
+            ++r.n_pending_handovers;
+            Ranges keep;
+            for (const auto& rg : pr)
+              if (!(lo < rg.second && rg.first < hi)) keep.push_back(rg);
+            pr.swap(keep);
             continue;
           }
           // Handed back to the stream that freed it: its own order covers it.
@@ -566,9 +583,10 @@ bool run_one(Run& r) {
 // shows up here rather than passing quietly; asserted to be non-trivial.
 struct Coverage {
   uint64_t defrag = 0, waits = 0, reaped = 0, cross = 0, chunks = 0, grow = 0, small = 0;
-  uint64_t pending_checks = 0, views = 0;
-  void add(const vpmm_stats& s, uint64_t checks) {
+  uint64_t pending_checks = 0, views = 0, handovers = 0;
+  void add(const vpmm_stats& s, uint64_t checks, uint64_t handed = 0) {
     pending_checks += checks;
+    handovers += handed;
     defrag += s.n_defrag;
     waits += s.n_stream_waits;
     reaped += s.n_zombies_reaped;
@@ -582,8 +600,8 @@ struct Coverage {
     std::printf("  exercised: %" PRIu64 " defrags, %" PRIu64 " stream waits, %" PRIu64
                 " zombies reaped, %" PRIu64 " cross-stream reuses, %" PRIu64 " grows, %" PRIu64
                 " small mallocs, %" PRIu64 " view mallocs, up to %" PRIu64 " VA chunks; %" PRIu64
-                " mallocs checked against pending memory\n",
-                defrag, waits, reaped, cross, grow, small, views, chunks, pending_checks);
+                " mallocs checked against pending memory (%" PRIu64 " handed over after a wait)\n",
+                defrag, waits, reaped, cross, grow, small, views, chunks, pending_checks, handovers);
   }
 };
 
@@ -602,7 +620,7 @@ void run_seeds(uint64_t page, uint64_t handle_pages, uint64_t first_seed, uint64
     bool ok = run_one(r);
     CHECK(ok);
     if (!ok) std::printf("  %s\n", r.failure.c_str());
-    cov.add(r.final_stats, r.n_pending_checks);
+    cov.add(r.final_stats, r.n_pending_checks, r.n_pending_handovers);
   }
   cov.print();
   CHECK(cov.defrag > 0);
@@ -747,7 +765,7 @@ TEST("random ops under a small capacity: a failed malloc changes nothing") {
       CHECK(ok);
       if (!ok) std::printf("  %s\n", r.failure.c_str());
       Coverage cov;
-      cov.add(r.final_stats, r.n_pending_checks);
+      cov.add(r.final_stats, r.n_pending_checks, r.n_pending_handovers);
       cov.print();
       CHECK(r.n_oom >= 10);          // the run really hit the limit...
       CHECK(r.n_ok_after_oom >= 10);  // ...and kept working afterwards

@@ -1,16 +1,22 @@
-// The pending-reuse step (see page_steps.hpp; VPMM_PLACEMENT=pending, or the
-// legacy VPMM_PENDING_REUSE=1): a free region of another stream that fits
-// whole, though that stream's work before the free is still queued, taken
-// after a GPU-side wait of the caller's stream on it (the CPU never blocks).
-// Views and Phase 2 take such memory the same way, but piecemeal and by
-// remapping; a GPU running behind the CPU leaves most of another stream's
-// frees pending (`vpmm replay --gpu-lag`), and the request then moved pages
-// while a region that fit lay free. Not in the default chain:
-// vpmm_pool_free's contract (and the design's Phase 1) hand memory to
-// another stream only once that work completed, and a caller may rely on
-// not getting the same address back meanwhile. Where every event has
-// completed (host replays) Phase 1 saw the same regions and this finds
-// nothing more.
+// The pending-reuse step (see page_steps.hpp; the pending chain, any chain
+// with the legacy VPMM_PENDING_REUSE=1, and the budget step where the budget
+// refuses to move pages, instead of growing): a free region of another
+// stream that fits whole, though that stream's work before the free is
+// still queued, taken after a GPU-side wait of the caller's stream on it
+// (the CPU never blocks), as vpmm_pool_malloc's contract allows ("inserts a
+// GPU-side wait") and as Phase 2 takes such memory page by page. A GPU
+// running behind the CPU leaves most of another stream's frees pending
+// (`vpmm replay --gpu-lag`); a chain without this step then grew or moved
+// pages while a region that fit lay free: live, the hard client held
+// 1.0965x without it and 1.0097x with it (docs/handles.md, "Pending frees
+// instead of growth"). Not a step of its own in the default chain: there
+// Phase 1 hands another stream's VA over only once its work completed (the
+// design's rule), and where the budget pays, Phase 2 harvests such memory
+// at a new VA as the design does; only a request the budget refused to move
+// pages for takes it in place, rather than grow.
+// Where every event has completed (host replays) Phase 1 saw
+// the same regions and this finds nothing more. The memory is handed over
+// under the one rule of "Memory between streams" (docs/design.md).
 #include "core/alloc/page_steps.hpp"
 
 namespace vpmm {
