@@ -13,6 +13,7 @@ use crate::buffer::{AllocAttrs, Buffer};
 use crate::callback::{self, Callbacks, Pressure};
 use crate::config::Config;
 use crate::error::{check, check_or_undo, Error, Result, Status};
+use crate::ledger::LedgerFallback;
 use crate::reservation::{Overdraft, ReserveMode, Reservation};
 use crate::stats::{RegionInfo, Stats, TagStats};
 use crate::stream::{PoolStream, Stream};
@@ -448,6 +449,36 @@ impl Pool {
                 self.callbacks as *mut c_void,
             )
         })
+    }
+
+    /// The tags of this pool that other members' pressure may pause, in the
+    /// order to pause them, replacing any earlier list (empty clears it;
+    /// `vpmm_pool_ledger_evictable`). A member that cannot be admitted asks
+    /// the others; this pool's watcher thread then calls its pressure
+    /// callback, trims its cached free memory and pauses these tags one by
+    /// one (with their backups) until the bytes asked for went back. Resume
+    /// them with [`Pool::resume`] when the memory is back.
+    ///
+    /// Errors: `InvalidArgument` (more than 64 tags, a tag empty, longer than
+    /// 63 bytes or with a comma or NUL), `WrongState` (the pool is in no ledger).
+    pub fn set_ledger_evictable(&self, tags: &[&str]) -> Result<()> {
+        let owned: Vec<CString> = tags
+            .iter()
+            .map(|t| c_tag(Some(t)).map(|c| c.unwrap()))
+            .collect::<Result<Vec<CString>>>()?;
+        let ptrs: Vec<*const std::os::raw::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        // SAFETY: ptrs.len() NUL-terminated strings, alive for the call (the library copies them).
+        check(unsafe { sys::vpmm_pool_ledger_evictable(self.as_raw(), ptrs.as_ptr(), ptrs.len()) })
+    }
+
+    /// What this pool's pauses do when the ledger's host budget refuses their
+    /// backups (`vpmm_pool_ledger_set_fallback`): fail ([`LedgerFallback::None`],
+    /// the default) or take their new backups on disk ([`LedgerFallback::Disk`]).
+    ///
+    /// Errors: `WrongState` (the pool is in no ledger).
+    pub fn set_ledger_fallback(&self, fallback: LedgerFallback) -> Result<()> {
+        // SAFETY: a valid pool.
+        check(unsafe { sys::vpmm_pool_ledger_set_fallback(self.as_raw(), fallback.flags()) })
     }
 
     /// Removes the pressure callback.
