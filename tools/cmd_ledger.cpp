@@ -19,7 +19,8 @@ const char* const kLedgerHelp =
     "usage: vpmm ledger NAME [--device D] [--set-budget BYTES] [--host-budget BYTES] [--remove]\n"
     "\n"
     "  lists the members of ledger NAME (pid, device, admitted, mapped, reserved, backed up,\n"
-    "  evictable tags, admissions) and the budget of device D (default 0)\n"
+    "  evictable tags, admissions, refusals, time its admissions waited, pressure requests it\n"
+    "  asked and answered) and the budget of device D (default 0)\n"
     "  --set-budget BYTES   set device D's budget (\"8G\", bytes) while the ledger runs\n"
     "  --host-budget BYTES  set the host budget of backups\n"
     "  --remove             remove the ledger's name (members keep theirs; the next pool makes a new one)\n";
@@ -142,19 +143,21 @@ int cmd_ledger(int argc, char** argv) {
               info.n_corrupt ? " (some CORRUPT: admission refuses while they are)" : "",
               static_cast<unsigned long long>(info.n_pressure_requests));
   if (!n) return 0;
-  std::printf("  %-4s %-8s %-6s %-10s %-10s %-10s %-10s %-9s %-10s %-7s %s\n", "slot", "pid", "device", "admitted",
-              "mapped", "reserved", "backed up", "evictable", "admissions", "refused", "waited");
+  std::printf("  %-4s %-8s %-6s %-10s %-10s %-10s %-10s %-9s %-10s %-7s %-9s %-6s %-8s\n", "slot", "pid", "device",
+              "admitted", "mapped", "reserved", "backed up", "evictable", "admissions", "refused", "waited", "asked",
+              "answered");
   for (uint32_t i = 0; i < n && i < ms.size(); ++i) {
     const vpmm_ledger_member& m = ms[i];
     if (m.corrupt) {
       std::printf("  %-4u CORRUPT (fails its checks; pid word %d)\n", m.slot, m.pid);
       continue;
     }
-    std::printf("  %-4u %-8d %-6d %-10s %-10s %-10s %-10s %-9u %-10llu %-7llu %s\n", m.slot, m.pid, m.device,
-                fmt_bytes(m.admitted_bytes).c_str(), fmt_bytes(m.mapped_bytes).c_str(),
+    std::printf("  %-4u %-8d %-6d %-10s %-10s %-10s %-10s %-9u %-10llu %-7llu %-9s %-6llu %llu\n", m.slot, m.pid,
+                m.device, fmt_bytes(m.admitted_bytes).c_str(), fmt_bytes(m.mapped_bytes).c_str(),
                 fmt_bytes(m.reserved_bytes).c_str(), fmt_bytes(m.backed_up_bytes).c_str(), m.n_evictable_tags,
                 static_cast<unsigned long long>(m.n_admissions), static_cast<unsigned long long>(m.n_refused),
-                wait_text(m.admission_wait_ns).c_str());
+                wait_text(m.admission_wait_ns).c_str(), static_cast<unsigned long long>(m.n_pressure_asked),
+                static_cast<unsigned long long>(m.n_pressure_answered));
   }
   return 0;
 }

@@ -248,11 +248,19 @@ vpmm_status explain_oom(const char* call, vpmm_pool* pool, uint64_t size) {
                        : std::strcmp(backend, vpmm::backend_kind_name(VPMM_BACKEND_HOST)) == 0 ? "host_capacity"
                                                            : "device memory";
   using ull = unsigned long long;
+  char req[32], cap[32];
+  human_size(size, req, sizeof req);
+  // The ledger refused (its messages start so, api/ledger_api.cpp): the
+  // pool's own capacity is not what stood in the way, and the step names
+  // the budget and who holds what.
+  if (std::strncmp(step, "ledger ", 7) == 0)
+    return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY,
+                      "%s: %llu bytes (%s) were not admitted by the pool's ledger; this pool has %llu bytes "
+                      "mapped, %llu live. %s",
+                      call, ull(size), req, ull(s.mapped_bytes), ull(s.live_bytes), step);
   if (s.capacity_bytes == 0)  // no device total known: nothing to compare with
     return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY, "%s: %llu bytes do not fit; %llu bytes are mapped, %llu live. "
                       "Failed step: %s", call, ull(size), ull(s.mapped_bytes), ull(s.live_bytes), step);
-  char req[32], cap[32];
-  human_size(size, req, sizeof req);
   human_size(s.capacity_bytes, cap, sizeof cap);
   return vpmm::fail(VPMM_ERR_OUT_OF_MEMORY,
                     "%s: %llu bytes (%s) %s the capacity of %llu bytes (%s: %s); %llu bytes are mapped, "

@@ -544,10 +544,17 @@ TEST("pressure round trip: a trainer's evictable tag is paused to admit an engin
   CHECK_OK(vpmm_ledger_read(name.c_str(), 0, &info, ms, 4, &n));
   CHECK(info.admitted_bytes <= 16 * kPage);
   CHECK(info.n_pressure_requests >= 1);
-  bool trainer_answered = false;
-  for (uint32_t i = 0; i < n && i < 4; ++i)
+  bool trainer_answered = false, engine_shown = false;
+  for (uint32_t i = 0; i < n && i < 4; ++i) {
     if (ms[i].pid == pid) trainer_answered = ms[i].n_pressure_answered >= 1 && ms[i].n_evictable_tags == 1;
+    // The asker's figures say how often it asked and how long its
+    // admissions waited: its retries sleep 2 ms each, so at least that.
+    if (ms[i].pid == static_cast<int32_t>(getpid()))
+      engine_shown = ms[i].n_pressure_asked >= 1 && ms[i].n_admissions >= 1 && ms[i].n_refused == 0 &&
+                     ms[i].admission_wait_ns >= 2000000ull;
+  }
   CHECK(trainer_answered);
+  CHECK(engine_shown);
   if (x) CHECK_OK(vpmm_pool_free(e, x, nullptr));
   CHECK_OK(vpmm_pool_trim(e, 0));
   c = 'g';
@@ -575,7 +582,23 @@ TEST("a member that does not answer is not waited for: the asker fails after the
   CHECK_EQ(vpmm_pool_malloc(p, 4 * kPage, nullptr, &b), VPMM_ERR_OUT_OF_MEMORY);
   CHECK_MSG(std::strstr(vpmm_last_error(), "0 of 1 answered") != nullptr && std::strstr(vpmm_last_error(), "pid"),
             "%s", vpmm_last_error());
+  // It leads with the ledger, not with the pool's capacity (1 GiB, not what refused).
+  CHECK_MSG(std::strstr(vpmm_last_error(), "not admitted by the pool's ledger") != nullptr &&
+                std::strstr(vpmm_last_error(), "capacity") == nullptr,
+            "%s", vpmm_last_error());
   CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &b));  // what fits is still admitted
+  {
+    vpmm_ledger_member ms[4];
+    std::memset(ms, 0, sizeof ms);
+    ms[0].struct_size = sizeof ms[0];
+    uint32_t n = 0;
+    CHECK_OK(vpmm_ledger_read(name.c_str(), 0, nullptr, ms, 4, &n));
+    bool shown = false;
+    for (uint32_t i = 0; i < n && i < 4; ++i)
+      if (ms[i].pid == static_cast<int32_t>(getpid()))
+        shown = ms[i].n_refused == 1 && ms[i].n_pressure_asked == 1 && ms[i].admission_wait_ns >= 2000000ull;
+    CHECK(shown);  // the refused admission asked once and waited for the stopped member
+  }
   kill(pid, SIGKILL);
   wait_child(pid);
   vpmm_pool_destroy(p);
