@@ -45,6 +45,10 @@ std::string field_text(const vpmm_config& c, const vpmm_option_info& o) {
     case VPMM_OPTION_INT32: {
       int32_t v;
       std::memcpy(&v, p, sizeof v);
+      // The placement chain by the name its default column and
+      // VPMM_PLACEMENT use ("default", "views"), not its number.
+      if (std::strcmp(o.name, "placement") == 0)
+        if (const char* name = vpmm_placement_name(v)) return name;
       return std::to_string(v);
     }
     case VPMM_OPTION_FRACTION: {

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""The demo's last table, as the README and docs/ quote it, against what the
-`vpmm` command prints today: `vpmm replay --backend host --summary
-traces/training.pickle.gz` (a replay decides by a fixed clock, so its
-numbers are the same every run).
+"""What README.md and docs/ quote of the `vpmm` command's output, against
+what it prints today. The demo's last table is `vpmm replay --backend host
+--summary traces/training.pickle.gz` (a replay decides by a fixed clock, so
+its numbers are the same every run):
 
   - README.md's "(training: MAPPED against RESERVED)" must name the table's
     "libvpmm mapped" and "PyTorch reserved" sizes;
   - every code block of docs/*.md that quotes that table (lines starting
     "    PyTorch reserved" and "    libvpmm mapped") must quote each of its
     rows exactly;
+  - docs/options.md's example of `vpmm info` must list the variables and the
+    effective config's rows the command lists now (names only: the values
+    and the driver lines are the machine's);
   - docs/trace-format.md's example of a text trace's report must be, line
     for line, tests/data/golden/replay_training_trace.txt's (which
     'tool_golden_output' holds to the command's output): times as "N ms",
     a layout shortened with "..." matching at both ends.
 
-A change of placement that moves the peak fails here until the docs say the
-new number. Usage: check_docs_replay_output.py SOURCE_DIR VPMM_TOOL"""
+A change of placement that moves the peak, or an option added, fails here
+until the docs say so. Usage: check_docs_tool_output.py SOURCE_DIR VPMM_TOOL"""
 import glob
 import os
 import re
@@ -91,6 +94,36 @@ else:
         else:
             at = found + 1
     print(f"docs/trace-format.md's example: {len(example[0].splitlines())} lines against the golden output")
+# `vpmm info` in docs/options.md: the same variables and rows as the command.
+def info_names(lines):
+    env_vars, rows, in_config = [], [], False
+    for l in lines:
+        if l.startswith("effective config"):
+            in_config = True
+        m = re.match(r"^  (VPMM_\w+)\s", l)
+        if m and not in_config:
+            env_vars.append(m.group(1))
+        m = re.match(r"^  ([a-z_0-9]+)\s{2,}\S", l)
+        if m and in_config:
+            rows.append(m.group(1))
+    return env_vars, rows
+
+
+info_env = dict(env, VPMM_PAGE_SIZE="4M")
+r = subprocess.run([tool, "info"], cwd=src, env=info_env, capture_output=True, text=True, timeout=120)
+opts = open(os.path.join(src, "docs", "options.md"), encoding="utf-8").read()
+m = re.search(r"^```\n(\$ [^\n]*vpmm info\n.*?)^```$", opts, flags=re.S | re.M)
+if not m:
+    problems.append("docs/options.md has no ```-block of `$ ... vpmm info`")
+else:
+    have, now = info_names(m.group(1).splitlines()), info_names(r.stdout.splitlines())
+    for what, h, n in (("variables", have[0], now[0]), ("effective config rows", have[1], now[1])):
+        if h != n:
+            extra, missing = sorted(set(h) - set(n)), sorted(set(n) - set(h))
+            problems.append(f"docs/options.md's `vpmm info` differs from the command's {what}: "
+                            f"extra {extra or 'none'}, missing {missing or 'none'}"
+                            + ("; the order differs" if not extra and not missing else ""))
+    print(f"docs/options.md's vpmm info: {len(now[0])} variables, {len(now[1])} rows")
 for p in problems:
     print("FAIL:", p)
 print(f"README's figure and {quotes} quote(s) of the table in docs/: {len(problems)} problem(s)")
