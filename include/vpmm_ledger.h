@@ -23,6 +23,13 @@
  * user's with mode 0600 and the ledger's size, or whose header is corrupt.
  * What other members wrote is validated, never trusted: a corrupt slot
  * makes admission refuse (OUT_OF_MEMORY, naming it) rather than guess.
+ *
+ * Devices are keyed by identity, not ordinal: a member's device is the one
+ * its backend names with the same 16 bytes in every process (CUDA:
+ * cuDeviceGetUuid, HIP: hipDeviceGetUuid, host: the boot id with the
+ * ordinal), so two processes that see one GPU under different ordinals
+ * (CUDA_VISIBLE_DEVICES) share its budget. The ledger numbers its devices
+ * 0-15 in the order they first joined; `device` below is that index.
  */
 #ifndef VPMM_LEDGER_H
 #define VPMM_LEDGER_H
@@ -33,7 +40,8 @@
 extern "C" {
 #endif
 
-/* The most devices (ordinals 0-15) and members (pools) a ledger holds. */
+/* The most distinct devices (the ledger's indices 0-15) and members (pools)
+ * a ledger holds. */
 #define VPMM_LEDGER_DEVICES 16
 #define VPMM_LEDGER_MEMBERS 64
 /* vpmm_ledger_set_budget's device for the host budget (backups). */
@@ -51,7 +59,9 @@ extern "C" {
  * malformed VPMM_LEDGER_BUDGET); WRONG_STATE (a segment of another user, of
  * a mode other than 0600, of the wrong size or with a corrupt header);
  * OUT_OF_MEMORY (the initial pages do not fit the budget, or all 64 slots are
- * taken by live members); UNSUPPORTED (a device ordinal past 15).
+ * taken by live members); UNSUPPORTED (16 other devices joined the ledger
+ * already, or the backend cannot tell the device's identity); WRONG_STATE
+ * also for a device table entry that fails its check.
  * Thread safe. *out is NULL on failure. */
 VPMM_API vpmm_status vpmm_pool_create_ledger(const vpmm_config* config, const char* ledger, vpmm_pool** out);
 
@@ -60,7 +70,7 @@ typedef struct vpmm_ledger_member {
   uint32_t struct_size;         /* set by the caller in members[0]: every element's size */
   uint32_t slot;                /* its slot, 0-63 */
   int32_t pid;                  /* the process */
-  int32_t device;               /* the device ordinal it budgets against (16: unreadable) */
+  int32_t device;               /* the ledger's index of its device (16: unreadable) */
   uint32_t corrupt;             /* 1: the slot fails its checks; its figures are not to be believed */
   uint32_t n_evictable_tags;    /* tags it marked evictable (0 until pressure between members exists) */
   uint64_t admitted_bytes;      /* what the ledger admitted it (mapped + reserved, in 4 KiB units) */
@@ -78,7 +88,7 @@ typedef struct vpmm_ledger_member {
 /* The ledger as a whole, and one device's budget. */
 typedef struct vpmm_ledger_info {
   uint32_t struct_size;     /* = sizeof(vpmm_ledger_info), set by the caller */
-  int32_t device;           /* the device of budget_bytes and admitted_bytes (vpmm_ledger_read's) */
+  int32_t device;           /* the ledger's device index of budget_bytes and admitted_bytes (vpmm_ledger_read's) */
   uint64_t budget_bytes;    /* that device's budget; 0 = not set (no member of it yet) */
   uint64_t admitted_bytes;  /* bytes admitted to that device's members */
   uint64_t host_budget_bytes;   /* 0 = not set */
@@ -90,7 +100,8 @@ typedef struct vpmm_ledger_info {
   uint32_t host_budget_corrupt; /* 1: the host budget's word fails its check */
 } vpmm_ledger_info;
 
-/* Reads ledger `name`: *info (may be NULL) for `device` (0-15), and up to
+/* Reads ledger `name`: *info (may be NULL) for `device` (the ledger's index
+ * 0-15: 0 is the first device that joined), and up to
  * `capacity` members of every device into members[] (may be NULL when
  * capacity is 0), each of members[0].struct_size bytes; *n_members (may be
  * NULL) receives how many there are, which may exceed capacity. Slots of
@@ -101,7 +112,9 @@ typedef struct vpmm_ledger_info {
 VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_ledger_info* info,
                                       vpmm_ledger_member* members, uint32_t capacity, uint32_t* n_members);
 
-/* Sets the budget of `device` (0-15), or with VPMM_LEDGER_HOST the host
+/* Sets the budget of `device` (the ledger's index 0-15; a budget set for an
+ * index no device took yet goes to the next new device), or with
+ * VPMM_LEDGER_HOST the host
  * budget, to `bytes` (rounded down to 4 KiB), while the ledger runs. The
  * host budget bounds what the members' backups hold in host memory (pinned,
  * cached pinned buffers included, pageable and mmap; disk backups are not

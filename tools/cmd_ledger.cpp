@@ -20,7 +20,8 @@ const char* const kLedgerHelp =
     "\n"
     "  lists the members of ledger NAME (pid, device, admitted, mapped, reserved, backed up,\n"
     "  evictable tags, admissions, refusals, time its admissions waited, pressure requests it\n"
-    "  asked and answered) and the budget of device D (default 0)\n"
+    "  asked and answered) and the budget of device D (the ledger's index of a device, 0-15, in\n"
+    "  the order devices first joined; devices are told apart by identity, not ordinal; default 0)\n"
     "  --set-budget BYTES   set device D's budget (\"8G\", bytes) while the ledger runs\n"
     "  --host-budget BYTES  set the host budget of backups\n"
     "  --remove             remove the ledger's name (members keep theirs; the next pool makes a new one)\n";

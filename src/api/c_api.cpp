@@ -119,7 +119,7 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     const int32_t kind = backend->kind();
     // A ledger shared with other processes, if the caller or the config (VPMM_LEDGER) names one.
     std::unique_ptr<vpmm::Admission> admission;
-    st = vpmm::api::join_ledger(call, ledger, c, opt, &admission);
+    st = vpmm::api::join_ledger(call, ledger, c, opt, *backend, &admission);
     if (st != VPMM_OK) return st;
     vpmm::Admission* member = admission.get();
     std::unique_ptr<vpmm::Pool> pool;

@@ -11,6 +11,7 @@
 
 #include "api/ledger_join.hpp"
 #include "api/pool_shell.hpp"
+#include "backend/backend.hpp"
 #include "common/settings.hpp"
 #include "common/status.hpp"
 #include "config/config.hpp"
@@ -41,7 +42,7 @@ bool parse_budget(const char* text, uint64_t* bytes, double* fraction) {
 }  // namespace
 
 vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
-                        std::unique_ptr<Admission>* out) {
+                        Backend& backend, std::unique_ptr<Admission>* out) {
   out->reset();
   if (!name || !*name) name = c.ledger;  // the option (VPMM_LEDGER through vpmm_config_init)
   if (!name || !*name) return VPMM_OK;  // no ledger: nothing changes
@@ -49,6 +50,17 @@ vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c
   req.name = name;
   req.device = c.device > 0 ? static_cast<uint32_t>(c.device) : 0;
   req.device_total = opt.device_total;
+  // The backend reports the device's identity; the ledger keys by it.
+  uint8_t id[16];
+  vpmm_status st = backend.device_id(id);
+  if (st != VPMM_OK) {
+    const std::string why = vpmm_last_error();
+    return fail(st,
+                "%s: ledger %s: the %s backend cannot tell device %d's identity, which the ledger keys devices "
+                "by: %s",
+                call, name, backend.name(), c.device, why.c_str());
+  }
+  req.device_id = id;
   if (const char* b = setting_text(Setting::kLedgerBudget)) {
     if (*b && !parse_budget(b, &req.budget_bytes, &req.budget_fraction))
       return fail(VPMM_ERR_INVALID_ARGUMENT,
@@ -57,7 +69,7 @@ vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c
                   call, b);
   }
   std::unique_ptr<ledger::LedgerMember> m;
-  vpmm_status st = ledger::LedgerMember::join(call, req, &m);
+  st = ledger::LedgerMember::join(call, req, &m);
   if (st != VPMM_OK) return st;
   *out = std::move(m);
   return VPMM_OK;

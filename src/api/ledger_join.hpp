@@ -10,6 +10,7 @@
 #include "vpmm.h"
 
 namespace vpmm {
+class Backend;
 namespace api {
 
 // vpmm_pool_create's body; `ledger` NULL or "": the config's ledger, if any.
@@ -19,8 +20,10 @@ vpmm_status create_pool(const char* call, const vpmm_config* config, const char*
 // sets through vpmm_config_init; *out stays null when neither names one)
 // for a pool of configuration `c` resolved into `opt`;
 // the budget of its device is VPMM_LEDGER_BUDGET's, else the device's memory.
+// The device is keyed by `backend`'s device_id (the same in every process
+// whatever the ordinal); a backend that cannot tell it fails the join.
 vpmm_status join_ledger(const char* call, const char* name, const vpmm_config& c, const PoolOptions& opt,
-                        std::unique_ptr<Admission>* out);
+                        Backend& backend, std::unique_ptr<Admission>* out);
 
 // After the pool's shell exists: its member answers the other members'
 // pressure requests (the pool's pressure callback, trim, its evictable tags

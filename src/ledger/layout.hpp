@@ -15,7 +15,8 @@ namespace vpmm {
 namespace ledger {
 
 constexpr uint64_t kMagic = 0x3147444c6d6d7076ull;  // "vpmmLDG1" as little-endian bytes
-constexpr uint64_t kVersion = 1;
+// 2: devices keyed by identity (the header's device table), not ordinal.
+constexpr uint64_t kVersion = 2;
 constexpr uint32_t kSlots = 64;
 constexpr uint32_t kDevices = 16;
 constexpr uint64_t kHeaderBytes = 4096;
@@ -47,6 +48,12 @@ struct Header {
   Word pressure_device;
   Word pressure_bytes;
   Word pressure_slot;
+  // The device table: entry i is the device of the ledger's index i (the
+  // index budget[] and every slot's device use), as a checked word whose
+  // value is a 40-bit key of the device's identity (device_key: the
+  // backend's 16-byte device id, the same in every process whatever the
+  // device's ordinal there). 0 = not taken; taken by CAS, never changed.
+  Word device_key[kDevices];
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
 
@@ -107,6 +114,7 @@ inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
 constexpr uint64_t kMaxUnits = (1ull << 40) - 1;
 constexpr uint64_t kBudgetField = 1ull << 20;
 constexpr uint64_t kHostBudgetField = (1ull << 20) + 0xff;
+constexpr uint64_t kDeviceKeyField = (1ull << 21);  // + the index
 inline uint64_t charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 1; }
 inline uint64_t host_charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 2; }
 
@@ -126,6 +134,18 @@ inline bool decode_units(uint64_t w, uint64_t field, uint64_t nonce, uint64_t* u
 inline uint64_t units_up(uint64_t bytes) { return bytes / kUnit + (bytes % kUnit != 0); }
 inline uint64_t units_down(uint64_t bytes) { return bytes / kUnit; }
 inline uint64_t bytes_of(uint64_t units) { return units * kUnit; }
+
+// A device's key in the table: 40 bits of a hash of its 16-byte identity
+// (never 0). Two devices of one ledger share a key 1 in 2^40 times.
+inline uint64_t device_key(const uint8_t id[16]) {
+  uint64_t lo = 0, hi = 0;
+  for (int i = 0; i < 8; ++i) {
+    lo |= uint64_t(id[i]) << (8 * i);
+    hi |= uint64_t(id[8 + i]) << (8 * i);
+  }
+  const uint64_t k = mix(lo ^ mix(hi ^ 0xde71ce)) & kMaxUnits;
+  return k ? k : 1;
+}
 
 inline uint64_t header_check(uint64_t nonce, uint64_t creator_pid) {
   return mix(kMagic ^ mix(kVersion ^ mix(kHeaderBytes ^ mix(kSegmentBytes ^ mix(kSlots ^ mix(kDevices ^ mix(nonce ^ mix(creator_pid))))))));

@@ -138,7 +138,7 @@ vpmm_status Ledger::open(const char* call, const char* name, bool create, std::u
     }
     if (!why && static_cast<uint64_t>(st.st_size) != kSegmentBytes)
       why = st.st_size == 0 ? "it is empty (its creator died while making it? remove it)"
-                            : "its size is not a version-1 ledger's";
+                            : "its size is not this version's ledger's";
     if (why) {
       ::close(fd);
       return fail(VPMM_ERR_WRONG_STATE, "%s: refusing ledger %s: %s", call, name, why);
@@ -157,7 +157,7 @@ vpmm_status Ledger::open(const char* call, const char* name, bool create, std::u
     else if (h.version.load() != kVersion) why = "another layout version";
     else if (h.header_bytes.load() != kHeaderBytes || h.segment_bytes.load() != kSegmentBytes ||
              h.slots.load() != kSlots || h.devices.load() != kDevices)
-      why = "its header's sizes are not version 1's";
+      why = "its header's sizes are not this version's";
     else if (h.check.load() != header_check(nonce, pid)) why = "its header fails its check (corrupt)";
     if (why) {
       munmap(m, kSegmentBytes);
@@ -234,6 +234,34 @@ void Ledger::set_host_budget(uint64_t bytes) {
 void Ledger::init_host_budget(uint64_t bytes) {
   uint64_t unset = 0;
   seg_->header.host_budget.compare_exchange_strong(unset, encode_units(units_down(bytes), kHostBudgetField, nonce_));
+}
+
+// --- devices ---------------------------------------------------------------
+
+vpmm_status Ledger::device_index(const char* call, uint64_t key, uint32_t* index) {
+  if (!header_ok()) return fail(VPMM_ERR_WRONG_STATE, "%s: ledger %s: its header was overwritten", call, name_.c_str());
+  const uint64_t k = key & kMaxUnits;
+  for (uint32_t i = 0; i < kDevices; ++i) {
+    Word& w = seg_->header.device_key[i];
+    const uint64_t mine = encode_units(k, kDeviceKeyField + i, nonce_);
+    uint64_t cur = w.load();
+    if (cur == 0 && w.compare_exchange_strong(cur, mine)) {  // cur: the winner's word when another was first
+      *index = i;
+      return VPMM_OK;
+    }
+    uint64_t units = 0;
+    if (!decode_units(cur, kDeviceKeyField + i, nonce_, &units))
+      return fail(VPMM_ERR_WRONG_STATE,
+                  "%s: ledger %s: entry %u of its device table fails its check (corrupt); remove the ledger "
+                  "(vpmm ledger %s --remove) once its members are gone",
+                  call, name_.c_str(), i, name_.c_str());
+    if (units == k) {
+      *index = i;
+      return VPMM_OK;
+    }
+  }
+  return fail(VPMM_ERR_UNSUPPORTED, "%s: ledger %s budgets %u devices already, none of them this one", call,
+              name_.c_str(), kDevices);
 }
 
 // --- slots -----------------------------------------------------------------

@@ -99,6 +99,14 @@ class Ledger {
   // answered request `seq` (a stopped or busy member does not).
   void answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered);
 
+  // --- devices --------------------------------------------------------------
+  // The ledger's index of the device whose key is `key` (layout.hpp,
+  // device_key), taking the first free entry of the device table if the
+  // device is new. UNSUPPORTED when kDevices other devices have entries,
+  // WRONG_STATE when an entry fails its check (nothing is guessed: a
+  // device given a second index would get a second budget).
+  vpmm_status device_index(const char* call, uint64_t key, uint32_t* index);
+
   // --- slots ----------------------------------------------------------------
   // Claims a free slot (reclaiming dead ones if none is free) as this
   // process's, active for `device`; *owner is its owner word.

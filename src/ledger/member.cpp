@@ -45,22 +45,26 @@ uint64_t field_of(uint64_t base, uint64_t owner) { return base ^ (owner_gen(owne
 }  // namespace
 
 vpmm_status LedgerMember::join(const char* call, const JoinRequest& req, std::unique_ptr<LedgerMember>* out) {
-  if (req.device >= kDevices)
-    return fail(VPMM_ERR_UNSUPPORTED, "%s: ledger %s: device %u is past the %u devices a ledger budgets", call,
-                req.name ? req.name : "", req.device, kDevices);
   std::unique_ptr<Ledger> l;
   vpmm_status st = Ledger::open(call, req.name, true, &l);
+  if (st != VPMM_OK) return st;
+  // The device's index in this ledger, by identity: processes that number
+  // the device differently (CUDA_VISIBLE_DEVICES) share its budget.
+  uint8_t ordinal_id[16] = {'o', 'r', 'd', 'i', 'n', 'a', 'l'};
+  for (int i = 0; i < 4; ++i) ordinal_id[12 + i] = static_cast<uint8_t>(req.device >> (8 * i));
+  uint32_t device = 0;
+  st = l->device_index(call, device_key(req.device_id ? req.device_id : ordinal_id), &device);
   if (st != VPMM_OK) return st;
   uint64_t budget = req.budget_bytes;
   if (!budget && req.budget_fraction > 0.0)
     budget = static_cast<uint64_t>(req.budget_fraction * static_cast<double>(req.device_total));
   if (!budget) budget = req.device_total;
-  if (budget) l->init_budget(req.device, budget);
+  if (budget) l->init_budget(device, budget);
   uint32_t slot = 0;
   uint64_t owner = 0;
-  st = l->claim(call, req.device, &slot, &owner);
+  st = l->claim(call, device, &slot, &owner);
   if (st != VPMM_OK) return st;
-  out->reset(new LedgerMember(std::move(l), req.device, slot, owner));
+  out->reset(new LedgerMember(std::move(l), device, slot, owner));
   return VPMM_OK;
 }
 

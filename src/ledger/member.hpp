@@ -39,6 +39,11 @@ namespace ledger {
 
 struct JoinRequest {
   const char* name = nullptr;
+  // The device, by its identity: 16 bytes the same in every process
+  // whatever its ordinal there (the backend's device_id). The ledger keys
+  // its devices by it (Ledger::device_index). Null: by the ordinal `device`
+  // (tests, and callers that know all members number devices alike).
+  const uint8_t* device_id = nullptr;
   uint32_t device = 0;
   uint64_t device_total = 0;     // the device's memory (for a fraction, and the default budget)
   uint64_t budget_bytes = 0;     // budget if this member sets it first; 0 = the fraction's

@@ -295,6 +295,94 @@ TEST("two admissions racing at the worst moment: one of them sees the other, the
   CHECK(read_info(name).admitted_bytes <= 10 * kPage);
 }
 
+TEST("devices are keyed by identity: one device under two ordinals has one budget, another device its own") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  uint8_t gpu[16], other[16];
+  for (int i = 0; i < 16; ++i) {
+    gpu[i] = static_cast<uint8_t>(0xa0 + i);
+    other[i] = static_cast<uint8_t>(0x10 + i);
+  }
+  vpmm::ledger::JoinRequest req;
+  req.name = name.c_str();
+  req.budget_bytes = 10 * kPage;
+  req.device_id = gpu;
+  req.device = 0;  // CUDA_VISIBLE_DEVICES=0,1 in one process ...
+  std::unique_ptr<vpmm::ledger::LedgerMember> a, b, c;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
+  req.device = 3;  // ... =3 in another: the same GPU
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
+  req.device_id = other;
+  req.device = 0;  // another GPU that its own process calls 0
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &c));
+  if (!a || !b || !c) return;
+  CHECK_OK(a->admit(6 * kPage));
+  CHECK_EQ(b->admit(6 * kPage), VPMM_ERR_OUT_OF_MEMORY);  // one budget: 6 + 6 > 10
+  CHECK_OK(b->admit(4 * kPage));
+  CHECK_OK(c->admit(10 * kPage));  // its own budget
+  vpmm_ledger_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  vpmm_ledger_member ms[4];
+  std::memset(ms, 0, sizeof ms);
+  ms[0].struct_size = sizeof ms[0];
+  uint32_t n = 0;
+  CHECK_OK(vpmm_ledger_read(name.c_str(), 1, &info, ms, 4, &n));
+  CHECK_EQ(info.admitted_bytes, 10 * kPage);  // the ledger's device 1: the other GPU
+  CHECK_EQ(n, 3u);
+  CHECK_EQ(ms[0].device, 0);
+  CHECK_EQ(ms[1].device, 0);
+  CHECK_EQ(ms[2].device, 1);
+  CHECK_EQ(read_info(name).admitted_bytes, 10 * kPage);  // device 0: a's 6 and b's 4
+  // A 17th device has no entry left; the 16 that have one still join.
+  std::vector<std::unique_ptr<vpmm::ledger::LedgerMember>> more;
+  for (int d = 2; d < 16; ++d) {
+    uint8_t id[16] = {};
+    id[0] = static_cast<uint8_t>(d);
+    req.device_id = id;
+    more.emplace_back();
+    CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &more.back()));
+  }
+  uint8_t seventeenth[16] = {0xff};
+  req.device_id = seventeenth;
+  std::unique_ptr<vpmm::ledger::LedgerMember> x;
+  CHECK_EQ(vpmm::ledger::LedgerMember::join("test", req, &x), VPMM_ERR_UNSUPPORTED);
+  req.device_id = gpu;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &x));
+}
+
+TEST("pools join by their backend's device identity; a corrupt device table is refused") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  // The host backend's identity mixes in the ordinal: two devices.
+  vpmm_config c0 = host_config(), c2 = host_config();
+  c2.device = 2;
+  vpmm_pool* p = nullptr;
+  vpmm_pool* q = nullptr;
+  CHECK_OK(vpmm_pool_create_ledger(&c0, name.c_str(), &p));
+  CHECK_OK(vpmm_pool_create_ledger(&c2, name.c_str(), &q));
+  CHECK_OK(vpmm_ledger_set_budget(name.c_str(), 1, 2 * kPage));  // q's device is the ledger's device 1
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 4 * kPage, nullptr, &a));  // device 0's budget: the host memory
+  CHECK_EQ(vpmm_pool_malloc(q, 4 * kPage, nullptr, &a), VPMM_ERR_OUT_OF_MEMORY);
+  vpmm_pool_destroy(q);
+  // Garbage over a device table entry: joiners refuse, naming it.
+  const std::string path = "/dev/shm/vpmm.ledger." + name;
+  int fd = open(path.c_str(), O_RDWR);
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  void* m = mmap(nullptr, vpmm::ledger::kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  CHECK(m != MAP_FAILED);
+  if (m == MAP_FAILED) return;
+  static_cast<vpmm::ledger::Segment*>(m)->header.device_key[0].store(0x1234567);
+  CHECK_EQ(vpmm_pool_create_ledger(&c2, name.c_str(), &q), VPMM_ERR_WRONG_STATE);
+  CHECK_MSG(std::strstr(vpmm_last_error(), "device table") != nullptr, "%s", vpmm_last_error());
+  CHECK(q == nullptr);
+  munmap(m, vpmm::ledger::kSegmentBytes);
+  close(fd);
+  vpmm_pool_destroy(p);
+}
+
 TEST("4 processes x 4 threads allocating to the budget never pass it, and nothing is left after") {
   const std::string name = fresh_name();
   NameGuard g{name};

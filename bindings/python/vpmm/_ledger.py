@@ -58,7 +58,9 @@ def ledger(name: str, device: int = 0) -> Dict[str, Any]:
 
 
 def set_ledger_budget(name: str, device: int, nbytes: int) -> None:
-    """Set the budget of `device` (0-15), or with LEDGER_HOST the host budget,
+    """Set the budget of `device` (the ledger's index 0-15 of a device: devices
+    are keyed by identity, numbered in the order they first joined), or with
+    LEDGER_HOST the host budget,
     while the ledger runs. A lower budget takes nothing from anyone: nothing
     new is admitted until the members hold less."""
     L.check(_need(_set_budget)(name.encode(), device, nbytes))

@@ -53,7 +53,8 @@ pub struct LedgerMember {
     pub slot: u32,
     /// The process it lives in.
     pub pid: i32,
-    /// The device ordinal it budgets against (16: unreadable).
+    /// The ledger's index of its device (16: unreadable): devices are keyed
+    /// by identity, not ordinal, and numbered in the order they first joined.
     pub device: i32,
     /// The slot fails its checks: its figures are not to be believed (and
     /// admission refuses while it does).
@@ -131,7 +132,7 @@ impl LedgerFallback {
 }
 
 impl Ledger {
-    /// The most devices (ordinals 0-15) a ledger budgets.
+    /// The most distinct devices (the ledger's indices 0-15) a ledger budgets.
     pub const DEVICES: u32 = sys::VPMM_LEDGER_DEVICES;
     /// The most members (pools) a ledger holds.
     pub const MEMBERS: u32 = sys::VPMM_LEDGER_MEMBERS;
@@ -210,7 +211,7 @@ impl Ledger {
         })
     }
 
-    /// Sets `device`'s budget (0-15) to `bytes`, rounded down to 4 KiB,
+    /// Sets the budget of the ledger's device `device` (0-15) to `bytes`, rounded down to 4 KiB,
     /// while the ledger runs (`vpmm_ledger_set_budget`). A lower budget takes
     /// nothing from anyone: nothing new is admitted until the members hold
     /// less.
