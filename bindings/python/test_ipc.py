@@ -587,6 +587,12 @@ class TransportTest(unittest.TestCase):
                 self.assertEqual(ex.importers, 1)
         finally:
             other.close()
+        # The server's thread that answered `other` may still be inside its
+        # call on the export (the importer had its descriptor as soon as it
+        # was written): wait until t's send is the only call in flight, so
+        # that it is the one keeping the export below (an observable state).
+        while ex._guard._threads != [t.ident]:
+            select.select([], [], [], 0.001)
         ex.close()  # returns; the send in flight keeps the export until it ends
         with self.assertRaises(vpmm.InvalidArgument):
             ex.state
