@@ -500,21 +500,27 @@ bool run_one(Run& r) {
             // The budget step, refused a move, takes such a region in place
             // after a GPU-side wait of si on x's work (instead of growing):
             // from then on it is ordered as si's own. Without a wait it is a bug.
+            // What si was handed is the region the request landed in: for a
+            // small request the whole slab (its later blocks need no wait).
+            uint64_t hlo = lo, hhi = hi;
+            if (waited && a.small)
+              for (const vpmm_region_info& g : vt::regions(r.pool))
+                if (g.va <= lo && lo < g.va + g.size) {
+                  hlo = g.va;
+                  hhi = g.va + g.size;
+                }
             bool handed = false;
-            for (const auto& rg : pr)
-              if (lo < rg.second && rg.first < hi) {
-                if (!waited) ok = fail_run(r, "memory freed on held stream " + u64(x) + " handed to stream " + u64(si));
-                handed = true;
-              }
-            if (!handed || !waited) continue;
-            // The whole freed range leaves x's pending list, not only
-            // [lo, hi): the region it lay in (a small slab, a split's
-            // remainder) is si's now, and si's later mallocs from it need
-            // no wait of their own (si's order is after x's work).
-            ++r.n_pending_handovers;
             Ranges keep;
-            for (const auto& rg : pr)
-              if (!(lo < rg.second && rg.first < hi)) keep.push_back(rg);
+            for (const auto& rg : pr) {
+              const bool over = hlo < rg.second && rg.first < hhi;
+              if (over && !waited)
+                ok = fail_run(r, "memory freed on held stream " + u64(x) + " handed to stream " + u64(si));
+              handed |= over;
+              // The whole freed range leaves x's pending list (a split's
+              // remainder is si's now too).
+              if (!over || !waited) keep.push_back(rg);
+            }
+            if (handed && waited) ++r.n_pending_handovers;
             pr.swap(keep);
             continue;
           }

@@ -19,6 +19,16 @@ vpmm_status step_budget(StepContext& ctx, PageCall& call) {
   if (call.exact || ctx.budget.exact()) return kNextStep;
   const Defrag::PlanCost cost = ctx.defrag.plan_costs(call.bytes, call.stream, call.ops);
   if (cost.moved_handles == 0) return kNextStep;  // Phase 2 would move nothing: nothing to save
+  if (ctx.budget.can_move(cost.moved_handles)) return kNextStep;  // the budget pays: stay page-exact
+  // Refused: first another stream's free region that fits whole though its
+  // work is still queued, in place after a GPU-side wait: what Phase 2 would
+  // have harvested page by page at a new VA, with no page moved and nothing
+  // grown. Live on the H200 the hard client's side stream frees its gather
+  // buffers while the GPU is behind; a budget that grew past them held
+  // 1.0965x live, a chain that took them 1.0097x (docs/handles.md, "Pending
+  // frees instead of growth"). A pool whose budget pays (every new pool,
+  // with its starting credit) harvests them as the design's Phase 2 does.
+  if (step_pending_reuse(ctx, call) == VPMM_OK) return VPMM_OK;
   if (!ctx.st_.growth_fits(cost.growth)) return kNextStep;
   // The ceiling is over the bytes asked for now (a 10% ceiling over the
   // loop's peak took the hard client on the H200 to 1.098-1.099x live, still
@@ -30,15 +40,6 @@ vpmm_status step_budget(StepContext& ctx, PageCall& call) {
   const double ceiling = std::max((1.0 + kBudgetGrowthCeiling) * asked,
                                   (1.0 + kBudgetPeakAllowance) * static_cast<double>(ctx.c_.peak_live));
   if (static_cast<double>(ctx.m_.totals().mapped + cost.growth) > ceiling) return kNextStep;
-  if (ctx.budget.can_move(cost.moved_handles)) return kNextStep;  // the budget pays: stay page-exact
-  // Refused: before growing, another stream's free region that fits whole
-  // though its work is still queued, in place after a GPU-side wait (what
-  // Phase 2 would have harvested page by page, with no page moved). Live on
-  // the H200 the hard client's side stream frees its gather buffers while
-  // the GPU is behind; a budget that grew past them held 1.0965x live, one
-  // that took them 1.0097x (docs/handles.md, "Pending frees instead of
-  // growth").
-  if (step_pending_reuse(ctx, call) == VPMM_OK) return VPMM_OK;
   RegionIt r;
   vpmm_status st = ctx.defrag.defragment(call.bytes, call.stream, false, nullptr, call.window, &r, &call.ops, true);
   // Another thread took the caller's neighbour meanwhile: again, with the mutex held.
