@@ -52,8 +52,10 @@ void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 char* at(uint64_t va) { return reinterpret_cast<char*>(va); }
 
-vpmm_pool* pool_with(uint64_t max_handle, uint64_t capacity_pages = 1024, uint64_t va_pages = 64) {
+vpmm_pool* pool_with(uint64_t max_handle, uint64_t capacity_pages = 1024, uint64_t va_pages = 64,
+                     int32_t placement = -1) {
   vt::HostPoolSpec s;
+  s.placement = placement;
   s.page = kPage;
   s.va_pages = va_pages;
   s.capacity = capacity_pages * kPage;
@@ -217,10 +219,13 @@ TEST("same stream: free then malloc of the same size returns the same pointer, n
   CHECK_OK(vpmm_host_stream_destroy(a));
 }
 
-// (b) Phase 1 never takes a foreign region whose event is pending: B grows
-// instead, and only once A ran its work does B reuse A's region in place.
+// (b) Phase 1 never takes a foreign region whose event is pending: under
+// the design's chain (exact: best fit, then Phase 2, which cannot harvest
+// pages that share a handle with live memory) B grows instead, and only
+// once A ran its work does B reuse A's region in place. The default chain's
+// pending-reuse step takes it at once after a GPU-side wait: (b3) below.
 TEST("cross stream Phase 1: a region freed on a held stream is reused only after its event") {
-  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED, 1024, 64, VPMM_PLACEMENT_EXACT);
   if (!p) return;
   vpmm_stream a = new_stream(), b = new_stream();
   CHECK_OK(vpmm_host_stream_hold(a));
@@ -264,6 +269,42 @@ TEST("cross stream Phase 1: a region freed on a held stream is reused only after
   CHECK_OK(vpmm_pool_free(p, head, b));
   CHECK_OK(vpmm_pool_free(p, q, b));
   CHECK_OK(vpmm_pool_free(p, q2, b));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_OK(vpmm_pool_destroy(p));
+  CHECK_OK(vpmm_host_stream_destroy(a));
+  CHECK_OK(vpmm_host_stream_destroy(b));
+}
+
+// (b3) The default chain: the same request takes A's pending region whole,
+// in place, after a GPU-side wait of B on A's work, instead of growing (the
+// pending-reuse step, before the budget's growth; docs/handles.md, "Pending
+// frees instead of growth"). B's work then runs after A's.
+TEST("default chain: a region freed on a held stream is taken in place after a GPU-side wait, not grown past") {
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
+  if (!p) return;
+  vpmm_stream a = new_stream(), b = new_stream();
+  CHECK_OK(vpmm_host_stream_hold(a));
+  void* head = unmovable_free_tail(p, a, 2);
+  const uint64_t tail = addr(head) + kPage;
+  vt::fill(head, kPage, 1);
+  vpmm_stats st0 = vt::stats(p);
+  void* q = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q));
+  vpmm_stats st1 = vt::stats(p);
+  CHECK_EQ(addr(q), tail);
+  CHECK_EQ(st1.n_stream_waits, st0.n_stream_waits + 1);
+  CHECK_EQ(st1.n_cross_stream_reuse, st0.n_cross_stream_reuse + 1);
+  CHECK_EQ(st1.n_grow, st0.n_grow);
+  CHECK_EQ(st1.mapped_bytes, st0.mapped_bytes);
+  // B's work waits for A's: B cannot drain while A is held.
+  CHECK_EQ(vpmm_host_stream_synchronize(b), VPMM_ERR_WRONG_STATE);
+  CHECK_OK(vpmm_host_stream_release(a));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  vt::fill(q, 2 * kPage, 2);
+  CHECK(vt::verify(head, kPage, 1));
+  CHECK(vt::verify(q, 2 * kPage, 2));
+  CHECK_OK(vpmm_pool_free(p, head, b));
+  CHECK_OK(vpmm_pool_free(p, q, b));
   CHECK_OK(vpmm_pool_check(p));
   CHECK_OK(vpmm_pool_destroy(p));
   CHECK_OK(vpmm_host_stream_destroy(a));
@@ -360,8 +401,11 @@ TEST("VPMM_PENDING_REUSE: a pending foreign region that fits is reused in place 
 // at hold time, the pool records A's event lazily while it runs, and the
 // kernel then finishes. A is still held, so the memory freed on A after the
 // hold must stay unavailable to B until A is released.
+// Under the exact chain: the default's budget step would take that memory
+// in place after a GPU-side wait of B on A (b3 above), which is no test of
+// the event.
 TEST("hold: events recorded on a held stream stay pending even if work was running at hold time") {
-  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED, 1024, 64, VPMM_PLACEMENT_EXACT);
   if (!p) return;
   vpmm_stream a = new_stream(), b = new_stream();
   std::atomic<bool> started{false}, go{false};
@@ -662,8 +706,9 @@ TEST("pool streams: create/destroy; a destroyed stream's regions are reused safe
 // (f') Retire of a held stream: the pool records the events it needs while
 // the stream exists; its regions count as foreign from then on and are only
 // reused after that event completed, even with the stream destroyed meanwhile.
+// Under the exact chain, as the hold test above.
 TEST("retire: regions of a retired held stream are reused only after its event") {
-  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
+  vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED, 1024, 64, VPMM_PLACEMENT_EXACT);
   if (!p) return;
   vpmm_stream s = nullptr, t = nullptr;
   CHECK_OK(vpmm_pool_stream_create(p, &s));

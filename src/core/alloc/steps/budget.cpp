@@ -18,7 +18,11 @@ vpmm_status step_budget(StepContext& ctx, PageCall& call) {
   // Tagged memory owns whole handles of exactly its size: no slack to grow into.
   if (call.exact || ctx.budget.exact()) return kNextStep;
   const Defrag::PlanCost cost = ctx.defrag.plan_costs(call.bytes, call.stream, call.ops);
-  if (cost.moved_handles == 0) return kNextStep;  // Phase 2 would move nothing: nothing to save
+  // Phase 2 would move nothing, only grow by the whole request: another
+  // stream's pending free that fits whole serves it in place after a
+  // GPU-side wait instead (as the design's Phase 2 harvests before it grows
+  // by the shortfall), else there is nothing to save.
+  if (cost.moved_handles == 0) return step_pending_reuse(ctx, call) == VPMM_OK ? VPMM_OK : kNextStep;
   if (ctx.budget.can_move(cost.moved_handles)) return kNextStep;  // the budget pays: stay page-exact
   // Refused: first another stream's free region that fits whole though its
   // work is still queued, in place after a GPU-side wait: what Phase 2 would
