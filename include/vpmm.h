@@ -773,10 +773,12 @@ VPMM_API vpmm_status vpmm_pool_set_backup_dir(vpmm_pool* pool, const char* dir);
 /* Resume paused allocations with `tag` (NULL = all) at the same addresses:
  * new physical memory, mapped, and backups copied back (each copy queued as
  * soon as its allocation is mapped); returns once every copy completed.
- * The new memory is created even where the pool holds free pages: those
- * stay cached for later mallocs, so mapped_bytes may pass live_bytes by
- * them until vpmm_pool_trim (host backend: 4 pages paused, 4 pages
- * malloc'd and freed, resume: 8 mapped, 4 live). When memory runs short
+ * The pool then holds no more memory than before the pause: as much cached
+ * free memory as the resume created is given back (whole free handles
+ * whose work completed, oldest first, counted in bytes_trimmed; the CPU
+ * does not wait), as if the free pages had been moved under the paused
+ * addresses (host backend: 4 pages paused, 4 pages malloc'd and freed,
+ * resume: 4 mapped, 4 live, 0 free). When memory runs short
  * (memory_limit, the device) the pool first gives those free pages back
  * (as vpmm_pool_trim does, waiting for their events) so that they serve
  * the resume, then calls the OOM callback (vpmm_pool_set_oom_callback),

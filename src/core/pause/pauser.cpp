@@ -242,10 +242,23 @@ vpmm_status Pauser::resume(const char* tag, uint32_t flags, uint64_t* n_changed,
       r.backup->retain = (r.flags & VPMM_ALLOC_RETAIN_BACKUP) || (flags & VPMM_RESUME_RETAIN_BACKUP);
   }
   for (void* slab : slabs) alloc_.small().begin_resume(slab);
+  const uint64_t mapped_before = m_.totals().mapped;
   ResumePipeline pipeline(*this, *kit_, call, std::move(targets), opt_.pause_batch_bytes);
   st = pipeline.run(n_changed);
   *short_bytes = pipeline.short_bytes();
   for (void* slab : slabs) alloc_.small().end_resume(slab);
+  // The resume made new memory beside the pool's cached free pages (the
+  // paused addresses need their own handles); give back as much of that
+  // cache as it made, so that a pause and resume leave the pool holding
+  // what it held (a Rust manager saw 100 MiB mapped for 80 MiB live until a
+  // trim). Only whole handles whose work completed: the CPU does not wait.
+  const uint64_t made = m_.totals().mapped > mapped_before ? m_.totals().mapped - mapped_before : 0;
+  if (made && m_.totals().free) {
+    const uint64_t free_now = m_.totals().free;
+    // A cached page that cannot be given back (its unmap failed) stays
+    // cached: the resume itself succeeded.
+    (void)release_free(free_now > made ? free_now - made : 0, false);
+  }
   alloc_.note_peaks();
   return st;
 }
