@@ -242,7 +242,9 @@ enum {
  * driver cost (the behaviour before the budget). */
 #define VPMM_DRIVER_BUDGET_EXACT (-1.0)
 /* vpmm_config.placement: the placement chains (docs/design.md). */
-#define VPMM_PLACEMENT_DEFAULT 0 /* reap, best fit, grow within the driver budget, remap */
+#define VPMM_PLACEMENT_DEFAULT 0 /* reap, best fit, grow within the driver budget (taking another
+                                  * stream's pending free in place, after a GPU-side wait, first),
+                                  * remap */
 #define VPMM_PLACEMENT_EXACT 1   /* reap, best fit, remap: page-exact at any driver cost */
 #define VPMM_PLACEMENT_VIEWS 2   /* reap, best fit, views, remap (the default before the budget) */
 #define VPMM_PLACEMENT_PENDING 3 /* reap, best fit, pending reuse, grow within the budget, remap */
@@ -566,8 +568,11 @@ VPMM_API vpmm_status vpmm_pool_malloc_ex(vpmm_pool* pool, uint64_t size, vpmm_st
 
 /* Free a pointer returned by vpmm_pool_malloc(_ex) of this pool, in the
  * order of `stream`: work queued on `stream` before this call may still use
- * the memory; the pool only reuses it on another stream after that work
- * completes. Freed on a stream other than the one it was allocated on, it
+ * the memory; the pool reuses it on another stream only after that work
+ * completes, or once that stream was made to wait for it on the GPU (the
+ * design's Phase 2 harvest; and under the default chain, where the driver
+ * budget refuses to move pages or there is nothing to move, the whole
+ * region at its own address instead of growing). Freed on a stream other than the one it was allocated on, it
  * also waits for earlier work of the allocating stream that may still use
  * it (the pool may have handed it out on that stream while such work was
  * queued): `stream` waits for that work on the GPU (counted in
