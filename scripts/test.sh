@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Everything the whole suite builds against, from Debian (only what is
-# missing): bindgen and rustc for 'bindgen' and 'rust_bindgen_current',
+# missing): bindgen and rustc for 'bindgen' and 'rust_bindgen_current'
+# (with libclang-dev, which bindgen loads, and rustfmt, whose formatting the
+# checks read: a fresh Debian 12 has neither, and both tests failed there),
 # cargo for 'rust_binding', golang-go for 'go_binding', libamdhip64-dev for
 # the HIP backend (compiled against ROCm's real headers; 'hip_no_gpu' runs
 # the real runtime without a GPU), python3-numpy for 'jax_dlpack_cpu' where
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 # that Python's venv has no pip of its own (deps.sh always installs
 # python3-mesonpy and python3-venv, which it needs too). Without them those
 # tests report SKIP.
-scripts/deps.sh bindgen golang-go libamdhip64-dev python3-numpy python3-pip
+scripts/deps.sh bindgen libclang-dev rustfmt golang-go libamdhip64-dev python3-numpy python3-pip
 command -v cargo >/dev/null 2>&1 || scripts/deps.sh cargo rustc
 command -v rustc >/dev/null 2>&1 || scripts/deps.sh rustc
 BUILD=${BUILD:-build}
