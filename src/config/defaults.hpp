@@ -92,8 +92,8 @@ constexpr double kBudgetGrowthCeiling = 0.10;
 // And however little is asked for at the moment, the budget step may grow
 // to this much over the loop's peak of live bytes: a loop's small steps,
 // whose requests are far below the memory the pool holds for its large
-// ones, grow into this allowance instead of moving pages (the issue's
-// memory target, 1.03x live, is what it allows).
+// ones, grow into this allowance instead of moving pages (1.03x live: the
+// memory target of docs/handles.md, "Pending frees instead of growth").
 constexpr double kBudgetPeakAllowance = 0.03;
 // A page operation's H100 cost in nanoseconds (shared/notes: 2 MiB
 // handles), what the modelled budget clock charges (vpmm_config.budget_clock_us).

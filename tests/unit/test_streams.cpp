@@ -174,6 +174,30 @@ void* unmovable_free_tail(vpmm_pool* p, vpmm_stream s, uint64_t pages) {
   return head;
 }
 
+// The held-stream case of (b) and (b3): stream A, held, owns an unmovable
+// two-page free tail (its head live, filled with 1s); B then asks for two
+// pages. Stats before and after B's malloc.
+struct HeldTail {
+  vpmm_stream a = nullptr, b = nullptr;
+  void* head = nullptr;
+  uint64_t tail = 0;
+  void* q = nullptr;
+  vpmm_stats st0{}, st1{};
+};
+HeldTail malloc_beside_held_tail(vpmm_pool* p) {
+  HeldTail h;
+  h.a = new_stream();
+  h.b = new_stream();
+  CHECK_OK(vpmm_host_stream_hold(h.a));
+  h.head = unmovable_free_tail(p, h.a, 2);
+  h.tail = addr(h.head) + kPage;
+  vt::fill(h.head, kPage, 1);
+  h.st0 = vt::stats(p);
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, h.b, &h.q));
+  h.st1 = vt::stats(p);
+  return h;
+}
+
 }  // namespace
 
 // (a) Stream order makes same-stream reuse free: the block just freed comes
@@ -227,16 +251,11 @@ TEST("same stream: free then malloc of the same size returns the same pointer, n
 TEST("cross stream Phase 1: a region freed on a held stream is reused only after its event") {
   vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED, 1024, 64, VPMM_PLACEMENT_EXACT);
   if (!p) return;
-  vpmm_stream a = new_stream(), b = new_stream();
-  CHECK_OK(vpmm_host_stream_hold(a));
-  void* head = unmovable_free_tail(p, a, 2);
-  const uint64_t tail = addr(head) + kPage;
-  vt::fill(head, kPage, 1);
-
-  vpmm_stats st0 = vt::stats(p);
-  void* q = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q));
-  vpmm_stats st1 = vt::stats(p);
+  const HeldTail h = malloc_beside_held_tail(p);
+  vpmm_stream a = h.a, b = h.b;
+  void *head = h.head, *q = h.q;
+  const uint64_t tail = h.tail;
+  const vpmm_stats st0 = h.st0, st1 = h.st1;
   // Not handed out: neither the same VA nor any page of A's region.
   CHECK(addr(q) + 2 * kPage <= addr(head) || addr(q) >= tail + 2 * kPage);
   CHECK_EQ(st1.n_cross_stream_reuse, st0.n_cross_stream_reuse);
@@ -282,15 +301,11 @@ TEST("cross stream Phase 1: a region freed on a held stream is reused only after
 TEST("default chain: a region freed on a held stream is taken in place after a GPU-side wait, not grown past") {
   vpmm_pool* p = pool_with(VPMM_HANDLE_SIZE_UNLIMITED);
   if (!p) return;
-  vpmm_stream a = new_stream(), b = new_stream();
-  CHECK_OK(vpmm_host_stream_hold(a));
-  void* head = unmovable_free_tail(p, a, 2);
-  const uint64_t tail = addr(head) + kPage;
-  vt::fill(head, kPage, 1);
-  vpmm_stats st0 = vt::stats(p);
-  void* q = nullptr;
-  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, b, &q));
-  vpmm_stats st1 = vt::stats(p);
+  const HeldTail h = malloc_beside_held_tail(p);
+  vpmm_stream a = h.a, b = h.b;
+  void *head = h.head, *q = h.q;
+  const uint64_t tail = h.tail;
+  const vpmm_stats st0 = h.st0, st1 = h.st1;
   CHECK_EQ(addr(q), tail);
   CHECK_EQ(st1.n_stream_waits, st0.n_stream_waits + 1);
   CHECK_EQ(st1.n_cross_stream_reuse, st0.n_cross_stream_reuse + 1);

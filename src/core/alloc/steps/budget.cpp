@@ -5,8 +5,10 @@
 // span), so that the step time the user sees is not spent in the driver:
 // the loop finds the grown memory in place at every later step, as PyTorch's
 // expandable segments do, but only where moving would have cost time.
-// Memory comes first where it must: past memory_limit, or past the ceiling
-// of kBudgetGrowthCeiling over the bytes asked for, or when the driver
+// Before it grows, it takes another stream's pending free in place (after
+// a GPU-side wait) where one fits. Memory comes first where it must: past
+// memory_limit, or past the growth ceiling (kBudgetGrowthCeiling over the
+// bytes asked for, kBudgetPeakAllowance over the peak), or when the driver
 // refuses to create, the request goes on to Phase 2 and pages move.
 #include <algorithm>
 
@@ -18,21 +20,19 @@ vpmm_status step_budget(StepContext& ctx, PageCall& call) {
   // Tagged memory owns whole handles of exactly its size: no slack to grow into.
   if (call.exact || ctx.budget.exact()) return kNextStep;
   const Defrag::PlanCost cost = ctx.defrag.plan_costs(call.bytes, call.stream, call.ops);
-  // Phase 2 would move nothing, only grow by the whole request: another
-  // stream's pending free that fits whole serves it in place after a
-  // GPU-side wait instead (as the design's Phase 2 harvests before it grows
-  // by the shortfall), else there is nothing to save.
-  if (cost.moved_handles == 0) return step_pending_reuse(ctx, call) == VPMM_OK ? VPMM_OK : kNextStep;
-  if (ctx.budget.can_move(cost.moved_handles)) return kNextStep;  // the budget pays: stay page-exact
-  // Refused: first another stream's free region that fits whole though its
-  // work is still queued, in place after a GPU-side wait: what Phase 2 would
-  // have harvested page by page at a new VA, with no page moved and nothing
-  // grown. Live on the H200 the hard client's side stream frees its gather
-  // buffers while the GPU is behind; a budget that grew past them held
-  // 1.0965x live, a chain that took them 1.0097x (docs/handles.md, "Pending
-  // frees instead of growth"). A pool whose budget pays (every new pool,
-  // with its starting credit) harvests them as the design's Phase 2 does.
+  if (cost.moved_handles > 0 && ctx.budget.can_move(cost.moved_handles)) return kNextStep;  // pays: stay page-exact
+  // Refused, or Phase 2 would move nothing and only grow by the whole
+  // request: first another stream's free region that fits whole though its
+  // work is still queued, in place after a GPU-side wait, which is what
+  // Phase 2 would have harvested page by page at a new VA, with no page
+  // moved and nothing grown. Live on the H200 the hard client's side stream
+  // frees its gather buffers while the GPU is behind; a budget that grew
+  // past them held 1.0965x live, a chain that took them 1.0097x
+  // (docs/handles.md, "Pending frees instead of growth"). A pool whose
+  // budget pays (every new pool, with its starting credit) harvests them as
+  // the design's Phase 2 does.
   if (step_pending_reuse(ctx, call) == VPMM_OK) return VPMM_OK;
+  if (cost.moved_handles == 0) return kNextStep;  // Phase 2 only grows: nothing to save
   if (!ctx.st_.growth_fits(cost.growth)) return kNextStep;
   // The ceiling is over the bytes asked for now (a 10% ceiling over the
   // loop's peak took the hard client on the H200 to 1.098-1.099x live, still

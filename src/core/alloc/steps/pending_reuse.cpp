@@ -1,6 +1,6 @@
 // The pending-reuse step (see page_steps.hpp; the pending chain, any chain
-// with the legacy VPMM_PENDING_REUSE=1, and the budget step where the budget
-// refuses to move pages, instead of growing): a free region of another
+// with the legacy VPMM_PENDING_REUSE=1, and the budget step before it
+// grows): a free region of another
 // stream that fits whole, though that stream's work before the free is
 // still queued, taken after a GPU-side wait of the caller's stream on it
 // (the CPU never blocks), as vpmm_pool_malloc's contract allows ("inserts a
@@ -12,8 +12,8 @@
 // instead of growth"). Not a step of its own in the default chain: there
 // Phase 1 hands another stream's VA over only once its work completed (the
 // design's rule), and where the budget pays, Phase 2 harvests such memory
-// at a new VA as the design does; only a request the budget refused to move
-// pages for takes it in place, rather than grow.
+// at a new VA as the design does; only a request the budget would grow for
+// (a refused move, or nothing Phase 2 could move) takes it in place.
 // Where every event has completed (host replays) Phase 1 saw
 // the same regions and this finds nothing more. The memory is handed over
 // under the one rule of "Memory between streams" (docs/design.md).
