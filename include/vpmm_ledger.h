@@ -29,7 +29,9 @@
  * cuDeviceGetUuid, HIP: hipDeviceGetUuid, host: the boot id with the
  * ordinal), so two processes that see one GPU under different ordinals
  * (CUDA_VISIBLE_DEVICES) share its budget. The ledger numbers its devices
- * 0-15 in the order they first joined; `device` below is that index.
+ * 0-15 in the order they first joined; `device` below is that index. A
+ * reader sees which device an index is by its identity (device_id_hi/lo)
+ * and each member's own ordinal for it (`ordinal`).
  */
 #ifndef VPMM_LEDGER_H
 #define VPMM_LEDGER_H
@@ -72,7 +74,7 @@ typedef struct vpmm_ledger_member {
   int32_t pid;                  /* the process */
   int32_t device;               /* the ledger's index of its device (16: unreadable) */
   uint32_t corrupt;             /* 1: the slot fails its checks; its figures are not to be believed */
-  uint32_t n_evictable_tags;    /* tags it marked evictable (0 until pressure between members exists) */
+  uint32_t n_evictable_tags;    /* tags it declared evictable (vpmm_pool_ledger_evictable): what other members' pressure may pause */
   uint64_t admitted_bytes;      /* what the ledger admitted it (mapped + reserved, in 4 KiB units) */
   uint64_t mapped_bytes;        /* physical bytes its pool holds */
   uint64_t reserved_bytes;      /* admitted for its reservations, not yet drawn on */
@@ -83,6 +85,15 @@ typedef struct vpmm_ledger_member {
   uint64_t admission_wait_ns;   /* time its admissions took, retries included */
   uint64_t n_pressure_asked;    /* pressure requests it posted */
   uint64_t n_pressure_answered; /* pressure requests it answered */
+  /* Appended (a caller's older, shorter struct gets none of them): */
+  int32_t ordinal;              /* its device's ordinal in its own process (its vpmm_config.device, as
+                                 * CUDA_VISIBLE_DEVICES numbers devices there), or
+                                 * VPMM_LEDGER_ORDINAL_NOT_RECORDED / _UNREADABLE */
+  uint32_t device_id_state;     /* VPMM_LEDGER_ID_*: whether device_id_hi/lo are its device's identity */
+  uint64_t device_id_hi;        /* its device's 16-byte identity (the ledger's key of the device): bytes */
+  uint64_t device_id_lo;        /* 0-7 in hi, 8-15 in lo, big-endian (printed "%016" PRIx64 "%016" PRIx64,
+                                 * hi then lo, it reads as the bytes do: CUDA's UUID, nvidia-smi -L's
+                                 * GPU-... without the dashes); both 0 unless VPMM_LEDGER_ID_OK */
 } vpmm_ledger_member;
 
 /* The ledger as a whole, and one device's budget. */
@@ -98,10 +109,26 @@ typedef struct vpmm_ledger_info {
   uint32_t n_corrupt;       /* slots that fail their checks (admission refuses while any does) */
   uint32_t budget_corrupt;  /* 1: the device's budget word fails its check (admission refuses) */
   uint32_t host_budget_corrupt; /* 1: the host budget's word fails its check */
+  /* Appended (a caller's older, shorter struct gets none of them): */
+  uint32_t device_id_state; /* VPMM_LEDGER_ID_* of device_id_hi/lo: the identity of `device` */
+  uint32_t n_devices;       /* device indices taken so far (they are taken in order: 0 to n_devices-1) */
+  uint64_t device_id_hi;    /* `device`'s identity, as vpmm_ledger_member's device_id_hi/lo */
+  uint64_t device_id_lo;
 } vpmm_ledger_info;
 
+/* vpmm_ledger_member.ordinal when it is not a number to show: */
+#define VPMM_LEDGER_ORDINAL_NOT_RECORDED (-1) /* the member's libvpmm predates the field */
+#define VPMM_LEDGER_ORDINAL_UNREADABLE (-2)   /* its word fails its check (garbage: not to be believed) */
+/* device_id_state: */
+#define VPMM_LEDGER_ID_OK 0           /* device_id_hi/lo are the identity */
+#define VPMM_LEDGER_ID_NOT_RECORDED 1 /* not written: the device joined through an earlier libvpmm (its
+                                       * next member of this libvpmm writes it), or is joining now */
+#define VPMM_LEDGER_ID_UNREADABLE 2   /* the device table entry or its identity fails its check (garbage) */
+#define VPMM_LEDGER_ID_NO_DEVICE 3    /* no device took this index yet */
+
 /* Reads ledger `name`: *info (may be NULL) for `device` (the ledger's index
- * 0-15: 0 is the first device that joined), and up to
+ * 0-15: 0 is the first device that joined; its identity tells which GPU
+ * that is), and up to
  * `capacity` members of every device into members[] (may be NULL when
  * capacity is 0), each of members[0].struct_size bytes; *n_members (may be
  * NULL) receives how many there are, which may exceed capacity. Slots of

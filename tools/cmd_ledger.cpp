@@ -18,10 +18,14 @@ namespace {
 const char* const kLedgerHelp =
     "usage: vpmm ledger NAME [--device D] [--set-budget BYTES] [--host-budget BYTES] [--remove]\n"
     "\n"
-    "  lists the members of ledger NAME (pid, device, admitted, mapped, reserved, backed up,\n"
-    "  evictable tags, admissions, refusals, time its admissions waited, pressure requests it\n"
-    "  asked and answered) and the budget of device D (the ledger's index of a device, 0-15, in\n"
-    "  the order devices first joined; devices are told apart by identity, not ordinal; default 0)\n"
+    "  lists the members of ledger NAME (pid, device, its ordinal there, admitted, mapped, reserved,\n"
+    "  backed up, evictable tags, admissions, refusals, time its admissions waited, pressure\n"
+    "  requests it asked and answered, the device's identity) and the budget of device D (the\n"
+    "  ledger's index of a device, 0-15, in the order devices first joined; default 0). Devices are\n"
+    "  told apart by identity, not ordinal: the identity is the device's UUID (CUDA: nvidia-smi -L's\n"
+    "  GPU-..., host backend: the boot id mixed with the ordinal); \"ordinal\" is the device's number\n"
+    "  in the member's own process (CUDA_VISIBLE_DEVICES renumbers); - = not recorded (an earlier\n"
+    "  libvpmm's member), ? = unreadable (fails its check)\n"
     "  --set-budget BYTES   set device D's budget (\"8G\", bytes) while the ledger runs\n"
     "  --host-budget BYTES  set the host budget of backups\n"
     "  --remove             remove the ledger's name (members keep theirs; the next pool makes a new one)\n";
@@ -43,6 +47,29 @@ bool parse_bytes(const std::string& s, uint64_t* out) {
   if (*end) return false;
   *out = static_cast<uint64_t>(v) * mult;
   return v == 0 || *out / mult == v;
+}
+
+// A device's identity as a UUID's text, or what stands in its place.
+std::string id_text(uint32_t state, uint64_t hi, uint64_t lo) {
+  switch (state) {
+    case VPMM_LEDGER_ID_OK: {
+      char b[40];
+      std::snprintf(b, sizeof b, "%08llx-%04llx-%04llx-%04llx-%012llx", static_cast<unsigned long long>(hi >> 32),
+                    static_cast<unsigned long long>((hi >> 16) & 0xffff), static_cast<unsigned long long>(hi & 0xffff),
+                    static_cast<unsigned long long>(lo >> 48),
+                    static_cast<unsigned long long>(lo & 0xffffffffffffull));
+      return b;
+    }
+    case VPMM_LEDGER_ID_NOT_RECORDED: return "identity not recorded";
+    case VPMM_LEDGER_ID_NO_DEVICE: return "no device yet";
+    default: return "identity UNREADABLE";
+  }
+}
+
+std::string ordinal_text(int32_t ordinal) {
+  if (ordinal == VPMM_LEDGER_ORDINAL_NOT_RECORDED) return "-";
+  if (ordinal < 0) return "?";
+  return std::to_string(ordinal);
 }
 
 std::string wait_text(uint64_t ns) {
@@ -125,14 +152,18 @@ int cmd_ledger(int argc, char** argv) {
     return 1;
   }
   std::printf("ledger %s\n", name.c_str());
+  // The budget's line names the device: its index, then its identity.
+  std::string dev = "device " + std::to_string(device);
+  if (info.device_id_state != VPMM_LEDGER_ID_NO_DEVICE)
+    dev += " (" + id_text(info.device_id_state, info.device_id_hi, info.device_id_lo) + ")";
   if (info.budget_corrupt)
-    std::printf("  device %d budget: CORRUPT (admission refuses)\n", device);
+    std::printf("  %s budget: CORRUPT (admission refuses)\n", dev.c_str());
   else if (info.budget_bytes)
-    std::printf("  device %d budget: %s, admitted %s (%.1f%%)\n", device, fmt_bytes(info.budget_bytes).c_str(),
+    std::printf("  %s budget: %s, admitted %s (%.1f%%)\n", dev.c_str(), fmt_bytes(info.budget_bytes).c_str(),
                 fmt_bytes(info.admitted_bytes).c_str(),
                 100.0 * static_cast<double>(info.admitted_bytes) / static_cast<double>(info.budget_bytes));
   else
-    std::printf("  device %d budget: not set (no member of the device yet)\n", device);
+    std::printf("  %s budget: not set (no member of the device yet)\n", dev.c_str());
   if (info.host_budget_corrupt)
     std::printf("  host budget: CORRUPT\n");
   else if (info.host_budget_bytes)
@@ -140,26 +171,31 @@ int cmd_ledger(int argc, char** argv) {
                 fmt_bytes(info.host_admitted_bytes).c_str());
   else
     std::printf("  host budget: not set\n");
-  std::printf("  members: %u%s, pressure requests: %llu\n", info.n_members,
-              info.n_corrupt ? " (some CORRUPT: admission refuses while they are)" : "",
+  std::printf("  members: %u%s, devices: %u, pressure requests: %llu\n", info.n_members,
+              info.n_corrupt ? " (some CORRUPT: admission refuses while they are)" : "", info.n_devices,
               static_cast<unsigned long long>(info.n_pressure_requests));
   if (!n) return 0;
-  std::printf("  %-4s %-8s %-6s %-10s %-10s %-10s %-10s %-9s %-10s %-7s %-9s %-6s %-8s\n", "slot", "pid", "device",
-              "admitted", "mapped", "reserved", "backed up", "evictable", "admissions", "refused", "waited", "asked",
-              "answered");
+  std::printf("  %-4s %-8s %-6s %-7s %-10s %-10s %-10s %-10s %-9s %-10s %-7s %-9s %-6s %-8s %s\n", "slot", "pid",
+              "device", "ordinal", "admitted", "mapped", "reserved", "backed up", "evictable", "admissions",
+              "refused", "waited", "asked", "answered", "device identity");
+  bool unreadable = false;
   for (uint32_t i = 0; i < n && i < ms.size(); ++i) {
     const vpmm_ledger_member& m = ms[i];
     if (m.corrupt) {
       std::printf("  %-4u CORRUPT (fails its checks; pid word %d)\n", m.slot, m.pid);
       continue;
     }
-    std::printf("  %-4u %-8d %-6d %-10s %-10s %-10s %-10s %-9u %-10llu %-7llu %-9s %-6llu %llu\n", m.slot, m.pid,
-                m.device, fmt_bytes(m.admitted_bytes).c_str(), fmt_bytes(m.mapped_bytes).c_str(),
-                fmt_bytes(m.reserved_bytes).c_str(), fmt_bytes(m.backed_up_bytes).c_str(), m.n_evictable_tags,
+    std::printf("  %-4u %-8d %-6d %-7s %-10s %-10s %-10s %-10s %-9u %-10llu %-7llu %-9s %-6llu %-8llu %s\n", m.slot,
+                m.pid, m.device, ordinal_text(m.ordinal).c_str(), fmt_bytes(m.admitted_bytes).c_str(),
+                fmt_bytes(m.mapped_bytes).c_str(), fmt_bytes(m.reserved_bytes).c_str(),
+                fmt_bytes(m.backed_up_bytes).c_str(), m.n_evictable_tags,
                 static_cast<unsigned long long>(m.n_admissions), static_cast<unsigned long long>(m.n_refused),
                 wait_text(m.admission_wait_ns).c_str(), static_cast<unsigned long long>(m.n_pressure_asked),
-                static_cast<unsigned long long>(m.n_pressure_answered));
+                static_cast<unsigned long long>(m.n_pressure_answered),
+                id_text(m.device_id_state, m.device_id_hi, m.device_id_lo).c_str());
+    unreadable |= m.ordinal == VPMM_LEDGER_ORDINAL_UNREADABLE;
   }
+  if (unreadable) std::printf("  ordinal ?: the member's ordinal word fails its check (garbage: not believed)\n");
   return 0;
 }
 

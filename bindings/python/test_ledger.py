@@ -79,6 +79,40 @@ class LedgerTest(unittest.TestCase):
         pool.close()
         self.assertEqual(vpmm.ledger(self.name)["admitted_bytes"], 0)
 
+    def test_members_show_their_ordinal_and_the_device_identity(self) -> None:
+        os.environ.pop("VPMM_LEDGER", None)
+        # The host backend's identity is the boot id, its ordinal mixed in:
+        # ordinals 0 and 2 are two devices (a GPU's UUID would be one).
+        a = vpmm.Pool(backend="host", use_env=False, page_size=64 << 10, ledger=self.name)
+        b = vpmm.Pool(backend="host", use_env=False, page_size=64 << 10, ledger=self.name, device=2)
+        a.malloc(2 * MiB)
+        info = vpmm.ledger(self.name)
+        self.assertEqual([m["ordinal"] for m in info["members"]], [0, 2])
+        self.assertEqual([m["device"] for m in info["members"]], [0, 1])
+        ids = [m["device_id"] for m in info["members"]]
+        self.assertNotIn(None, ids)
+        self.assertNotEqual(ids[0], ids[1])
+        self.assertEqual(info["device_id"], ids[0])
+        self.assertEqual(info["n_devices"], 2)
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            self.assertEqual(ids[0], f.read().strip())  # ordinal 0 leaves the boot id as it is
+        self.assertEqual(vpmm.ledger(self.name, device=1)["device_id"], ids[1])
+        self.assertIsNone(vpmm.ledger(self.name, device=5)["device_id"])
+        tool = os.environ.get("VPMM_TOOL")
+        if tool:
+            # `vpmm ledger NAME`: the budget's line names the identity, each
+            # member its ordinal and its device's identity.
+            out = subprocess.run([tool, "ledger", self.name], capture_output=True, text=True, check=True).stdout
+            lines = out.splitlines()
+            self.assertIn(f"  device 0 ({ids[0]}) budget: ", out)
+            header = next(l for l in lines if l.strip().startswith("slot"))
+            self.assertIn(" ordinal ", header)
+            self.assertTrue(header.endswith("device identity"))
+            rows = [l.split() for l in lines[lines.index(header) + 1:]]
+            self.assertEqual([(r[2], r[3], r[-1]) for r in rows], [("0", "0", ids[0]), ("1", "2", ids[1])])
+        a.close()
+        b.close()
+
     def test_errors(self) -> None:
         with self.assertRaises(vpmm.InvalidArgument):
             vpmm.ledger("no-such-ledger-" + str(os.getpid()))

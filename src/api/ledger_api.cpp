@@ -21,6 +21,18 @@
 
 using vpmm::api::guarded;
 
+// The ledger's own names for what vpmm_ledger_read reports, and the header's.
+static_assert(vpmm::ledger::kDevices == VPMM_LEDGER_DEVICES && vpmm::ledger::kSlots == VPMM_LEDGER_MEMBERS,
+              "the ledger's sizes are the header's");
+static_assert(vpmm::ledger::kOrdinalNotRecorded == VPMM_LEDGER_ORDINAL_NOT_RECORDED &&
+                  vpmm::ledger::kOrdinalUnreadable == VPMM_LEDGER_ORDINAL_UNREADABLE,
+              "ordinal states");
+static_assert(uint32_t(vpmm::ledger::IdState::kOk) == VPMM_LEDGER_ID_OK &&
+                  uint32_t(vpmm::ledger::IdState::kNotRecorded) == VPMM_LEDGER_ID_NOT_RECORDED &&
+                  uint32_t(vpmm::ledger::IdState::kUnreadable) == VPMM_LEDGER_ID_UNREADABLE &&
+                  uint32_t(vpmm::ledger::IdState::kNoDevice) == VPMM_LEDGER_ID_NO_DEVICE,
+              "identity states");
+
 namespace vpmm {
 namespace api {
 
@@ -225,6 +237,17 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
     vpmm_status st = vpmm::ledger::Ledger::open(call, name, false, &l);
     if (st != VPMM_OK) return st;
     const std::vector<vpmm::ledger::MemberView> ms = l->members();
+    // Each device's identity, read once: state and the two numbers.
+    struct Id {
+      uint32_t state;
+      uint64_t hi, lo;
+    };
+    Id ids[VPMM_LEDGER_DEVICES + 1];
+    for (uint32_t d = 0; d <= VPMM_LEDGER_DEVICES; ++d) {  // the last: a member's unreadable index
+      uint8_t bytes[16];
+      ids[d].state = static_cast<uint32_t>(l->device_id(d, bytes));
+      vpmm::ledger::id_to_words(bytes, &ids[d].hi, &ids[d].lo);
+    }
     vpmm_ledger_info full;
     std::memset(&full, 0, sizeof full);
     full.struct_size = sizeof full;
@@ -234,6 +257,10 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
     if (!l->budget(static_cast<uint32_t>(device), &full.budget_bytes, &set)) full.budget_corrupt = 1;
     if (!l->host_budget(&full.host_budget_bytes, &set)) full.host_budget_corrupt = 1;
     full.n_pressure_requests = l->pressure_requests();
+    full.device_id_state = ids[device].state;
+    full.device_id_hi = ids[device].hi;
+    full.device_id_lo = ids[device].lo;
+    full.n_devices = l->n_devices();
     for (const vpmm::ledger::MemberView& v : ms) {
       if (v.corrupt) {
         ++full.n_corrupt;
@@ -266,6 +293,11 @@ VPMM_API vpmm_status vpmm_ledger_read(const char* name, int32_t device, vpmm_led
       m.admission_wait_ns = v.wait_ns;
       m.n_pressure_asked = v.n_pressure_asked;
       m.n_pressure_answered = v.n_pressure_answered;
+      m.ordinal = v.ordinal;
+      const Id& id = ids[v.device < VPMM_LEDGER_DEVICES ? v.device : VPMM_LEDGER_DEVICES];
+      m.device_id_state = id.state;
+      m.device_id_hi = id.hi;
+      m.device_id_lo = id.lo;
       m.n_evictable_tags = v.tags.empty() ? 0 : 1 + static_cast<uint32_t>(std::count(v.tags.begin(), v.tags.end(), ','));
       char* dst = reinterpret_cast<char*>(members) + static_cast<size_t>(i) * stride;
       std::memcpy(dst, &m, stride < sizeof m ? stride : sizeof m);

@@ -336,6 +336,10 @@ constexpr FieldDef k_vpmm_ledger_member[] = {
     VPMM_F_(vpmm_ledger_member, U64, admission_wait_ns),
     VPMM_F_(vpmm_ledger_member, U64, n_pressure_asked),
     VPMM_F_(vpmm_ledger_member, U64, n_pressure_answered),
+    VPMM_F_(vpmm_ledger_member, I32, ordinal),
+    VPMM_F_(vpmm_ledger_member, U32, device_id_state),
+    VPMM_F_(vpmm_ledger_member, U64, device_id_hi),
+    VPMM_F_(vpmm_ledger_member, U64, device_id_lo),
 };
 constexpr FieldDef k_vpmm_ledger_info[] = {
     VPMM_F_(vpmm_ledger_info, U32, struct_size),
@@ -349,6 +353,10 @@ constexpr FieldDef k_vpmm_ledger_info[] = {
     VPMM_F_(vpmm_ledger_info, U32, n_corrupt),
     VPMM_F_(vpmm_ledger_info, U32, budget_corrupt),
     VPMM_F_(vpmm_ledger_info, U32, host_budget_corrupt),
+    VPMM_F_(vpmm_ledger_info, U32, device_id_state),
+    VPMM_F_(vpmm_ledger_info, U32, n_devices),
+    VPMM_F_(vpmm_ledger_info, U64, device_id_hi),
+    VPMM_F_(vpmm_ledger_info, U64, device_id_lo),
 };
 constexpr FieldDef k_vpmm_option_info[] = {
     VPMM_F_(vpmm_option_info, U32, struct_size),

@@ -16,6 +16,9 @@ namespace ledger {
 
 constexpr uint64_t kMagic = 0x3147444c6d6d7076ull;  // "vpmmLDG1" as little-endian bytes
 // 2: devices keyed by identity (the header's device table), not ordinal.
+// Words appended since (the device table's identities, a slot's ordinal)
+// lie where earlier version-2 members keep zeros and never look, and are
+// shown only, so members of both share a ledger: no new version.
 constexpr uint64_t kVersion = 2;
 constexpr uint32_t kSlots = 64;
 constexpr uint32_t kDevices = 16;
@@ -54,6 +57,14 @@ struct Header {
   // backend's 16-byte device id, the same in every process whatever the
   // device's ordinal there). 0 = not taken; taken by CAS, never changed.
   Word device_key[kDevices];
+  // Appended within version 2 (earlier members leave them zero and never
+  // read them): the 16 bytes of entry i's identity, for showing only, as
+  // two words (id_to_words) each xor'ed with id_mask(), so that an identity
+  // of zero bytes is not 0, "not written". Written by CAS from 0 by the
+  // member that took the entry, or by any later joiner of its device that
+  // finds them unwritten (an entry an earlier libvpmm made). A reader
+  // believes them only when their device_key() is the entry's key.
+  Word device_id[kDevices][2];
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits its page");
 
@@ -80,6 +91,12 @@ struct Slot {
   Word heartbeat_ns;
   Word pressure_answered;  // the latest request this member answered
   Word tags[kTagsBytes / 8];  // the evictable tags, "a,b", NUL-terminated if shorter
+  // Appended within version 2 (a member of an earlier libvpmm leaves it as
+  // it found it): a checked word (field ordinal_field, with the generation)
+  // of the member's own device ordinal + 1, as its process numbers the
+  // device (vpmm_config.device); 0 = not recorded. Shown only: never an
+  // index, never used to admit.
+  Word ordinal;
 };
 static_assert(sizeof(Slot) <= kSlotBytes, "slot fits its stride");
 
@@ -117,6 +134,7 @@ constexpr uint64_t kHostBudgetField = (1ull << 20) + 0xff;
 constexpr uint64_t kDeviceKeyField = (1ull << 21);  // + the index
 inline uint64_t charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 1; }
 inline uint64_t host_charge_field(uint32_t slot) { return (uint64_t(slot) << 8) | 2; }
+inline uint64_t ordinal_field(uint32_t slot) { return (uint64_t(slot) << 8) | 3; }
 
 inline uint64_t word_hash(uint64_t units, uint64_t field, uint64_t nonce) {
   return mix(units ^ mix(field ^ nonce)) & 0xffffff;
@@ -145,6 +163,29 @@ inline uint64_t device_key(const uint8_t id[16]) {
   }
   const uint64_t k = mix(lo ^ mix(hi ^ 0xde71ce)) & kMaxUnits;
   return k ? k : 1;
+}
+
+// The identity as two numbers: bytes 0-7 big-endian (hi), bytes 8-15 (lo),
+// so that hi then lo in hex read as the bytes do (a UUID's text).
+inline void id_to_words(const uint8_t id[16], uint64_t* hi, uint64_t* lo) {
+  *hi = *lo = 0;
+  for (int i = 0; i < 8; ++i) {
+    *hi = (*hi << 8) | id[i];
+    *lo = (*lo << 8) | id[8 + i];
+  }
+}
+inline void words_to_id(uint64_t hi, uint64_t lo, uint8_t id[16]) {
+  for (int i = 7; i >= 0; --i) {
+    id[i] = static_cast<uint8_t>(hi);
+    id[8 + i] = static_cast<uint8_t>(lo);
+    hi >>= 8;
+    lo >>= 8;
+  }
+}
+// The mask of word k (0: hi, 1: lo) of device table entry `index`'s identity.
+constexpr uint64_t kDeviceIdField = (1ull << 22);
+inline uint64_t id_mask(uint64_t nonce, uint32_t index, uint32_t k) {
+  return mix(nonce ^ mix(kDeviceIdField + 2 * uint64_t(index) + k));
 }
 
 inline uint64_t header_check(uint64_t nonce, uint64_t creator_pid) {

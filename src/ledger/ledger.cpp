@@ -58,7 +58,8 @@ void zero_word(Word& w, uint64_t base, uint64_t owner, uint64_t nonce) {
 
 void zero_figures(Slot& s) {
   for (Word* w : {&s.mapped, &s.reserved, &s.backed_up, &s.n_admissions, &s.n_refused, &s.wait_ns,
-                  &s.n_pressure_asked, &s.n_pressure_answered, &s.heartbeat_ns, &s.pending, &s.pressure_answered})
+                  &s.n_pressure_asked, &s.n_pressure_answered, &s.heartbeat_ns, &s.pending, &s.pressure_answered,
+                  &s.ordinal})
     w->store(0);
   for (Word& w : s.tags) w.store(0);
 }
@@ -264,6 +265,40 @@ vpmm_status Ledger::device_index(const char* call, uint64_t key, uint32_t* index
               name_.c_str(), kDevices);
 }
 
+void Ledger::record_device_id(uint32_t index, const uint8_t id[16]) {
+  if (index >= kDevices) return;
+  uint64_t w[2];
+  id_to_words(id, &w[0], &w[1]);
+  for (uint32_t k = 0; k < 2; ++k) {
+    uint64_t unset = 0;  // written already (by another joiner of this device, or garbage): left alone
+    seg_->header.device_id[index][k].compare_exchange_strong(unset, w[k] ^ id_mask(nonce_, index, k));
+  }
+}
+
+IdState Ledger::device_id(uint32_t index, uint8_t out[16]) const {
+  std::memset(out, 0, 16);
+  if (index >= kDevices) return IdState::kUnreadable;
+  const Header& h = seg_->header;
+  const uint64_t kw = h.device_key[index].load();
+  if (kw == 0) return IdState::kNoDevice;
+  uint64_t key = 0;
+  if (!decode_units(kw, kDeviceKeyField + index, nonce_, &key)) return IdState::kUnreadable;
+  const uint64_t w0 = h.device_id[index][0].load(), w1 = h.device_id[index][1].load();
+  if (w0 == 0 || w1 == 0) return IdState::kNotRecorded;  // an earlier libvpmm's entry, or being written
+  uint8_t id[16];
+  words_to_id(w0 ^ id_mask(nonce_, index, 0), w1 ^ id_mask(nonce_, index, 1), id);
+  // Garbage passes 1 in 2^40: the key is 40 bits of a hash of the identity.
+  if (device_key(id) != key) return IdState::kUnreadable;
+  std::memcpy(out, id, 16);
+  return IdState::kOk;
+}
+
+uint32_t Ledger::n_devices() const {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kDevices; ++i) n += seg_->header.device_key[i].load() != 0;
+  return n;
+}
+
 // --- slots -----------------------------------------------------------------
 
 bool Ledger::ident_ok(uint32_t i, uint64_t owner) {
@@ -299,7 +334,8 @@ bool Ledger::reclaim_if_dead(uint32_t i, uint64_t owner) {
   return true;
 }
 
-vpmm_status Ledger::claim(const char* call, uint32_t device, uint32_t* out_slot, uint64_t* out_owner) {
+vpmm_status Ledger::claim(const char* call, uint32_t device, uint32_t ordinal, uint32_t* out_slot,
+                          uint64_t* out_owner) {
   if (!header_ok()) return fail(VPMM_ERR_WRONG_STATE, "%s: ledger %s: its header was overwritten", call, name_.c_str());
   const uint32_t pid = ProcessIdentity::self_pid();
   const uint64_t start = ProcessIdentity::self_start_time();
@@ -321,6 +357,7 @@ vpmm_status Ledger::claim(const char* call, uint32_t device, uint32_t* out_slot,
       s.start_time.store(start);
       s.device.store(device);
       const uint64_t active = owner_word(kActive, owner_gen(o), pid);
+      s.ordinal.store(encode_units(uint64_t{ordinal} + 1, field_of(ordinal_field(i), active), nonce_));
       s.ident.store(slot_ident(active & ~kStateMask, start, device, nonce_));
       s.owner.store(active);
       *out_slot = i;
@@ -418,6 +455,13 @@ std::vector<MemberView> Ledger::members() {
     v.pid = owner_pid(o);
     const uint64_t dev = s.device.load();
     v.device = dev < kDevices ? static_cast<uint32_t>(dev) : kDevices;
+    // Believed only through its check, and only as a number to show.
+    const uint64_t ow = s.ordinal.load();
+    uint64_t ord = 0;
+    if (ow == 0) v.ordinal = kOrdinalNotRecorded;
+    else if (!decode_units(ow, field_of(ordinal_field(i), o), nonce_, &ord) || ord == 0 || ord - 1 > INT32_MAX)
+      v.ordinal = kOrdinalUnreadable;
+    else v.ordinal = static_cast<int32_t>(ord - 1);
     uint64_t u = 0;
     const uint64_t cw = s.charge.load(), hw = s.host_charge.load();
     v.corrupt = owner_state(o) == kFree || !ident_ok(i, o);

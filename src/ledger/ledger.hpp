@@ -27,7 +27,10 @@ namespace ledger {
 struct MemberView {
   uint32_t slot = 0;
   uint32_t pid = 0;
-  uint32_t device = 0;
+  uint32_t device = 0;   // the ledger's index (kDevices: unreadable)
+  // Its own device ordinal: kOrdinalNotRecorded (a member of an earlier
+  // libvpmm), kOrdinalUnreadable (the word fails its check).
+  int32_t ordinal = -1;
   bool corrupt = false;  // fails its checks: its figures are not to be believed
   uint64_t charge = 0, host_charge = 0;  // bytes admitted (device, host)
   uint64_t mapped = 0, reserved = 0, backed_up = 0;
@@ -35,6 +38,12 @@ struct MemberView {
   uint64_t n_pressure_asked = 0, n_pressure_answered = 0, heartbeat_ns = 0;
   std::string tags;  // evictable tags, printable characters only
 };
+
+constexpr int32_t kOrdinalNotRecorded = -1;  // = VPMM_LEDGER_ORDINAL_NOT_RECORDED
+constexpr int32_t kOrdinalUnreadable = -2;   // = VPMM_LEDGER_ORDINAL_UNREADABLE
+
+// What a device table entry's identity words say (= VPMM_LEDGER_ID_*).
+enum class IdState : uint32_t { kOk = 0, kNotRecorded = 1, kUnreadable = 2, kNoDevice = 3 };
 
 // What the active slots of one device hold, for an admission.
 struct DeviceSum {
@@ -106,11 +115,21 @@ class Ledger {
   // WRONG_STATE when an entry fails its check (nothing is guessed: a
   // device given a second index would get a second budget).
   vpmm_status device_index(const char* call, uint64_t key, uint32_t* index);
+  // Writes the identity of entry `index` (whose key is device_key(id)) if
+  // nobody did yet (layout.hpp: Header::device_id).
+  void record_device_id(uint32_t index, const uint8_t id[16]);
+  // The identity of entry `index` into out (zeroes unless kOk): kNoDevice
+  // when no device took the entry, kNotRecorded when its words are not
+  // written, kUnreadable when the entry or its words fail their checks.
+  IdState device_id(uint32_t index, uint8_t out[16]) const;
+  // How many device table entries are taken (sound or not).
+  uint32_t n_devices() const;
 
   // --- slots ----------------------------------------------------------------
   // Claims a free slot (reclaiming dead ones if none is free) as this
-  // process's, active for `device`; *owner is its owner word.
-  vpmm_status claim(const char* call, uint32_t device, uint32_t* slot, uint64_t* owner);
+  // process's, active for `device` (the ledger's index) and showing
+  // `ordinal` (the device's ordinal in this process); *owner is its owner word.
+  vpmm_status claim(const char* call, uint32_t device, uint32_t ordinal, uint32_t* slot, uint64_t* owner);
   // Frees this process's slot `slot` if its owner word is still `owner`.
   void leave(uint32_t slot, uint64_t owner);
   // What the slots of `device` hold (host: the host charges of every slot

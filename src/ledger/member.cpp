@@ -52,9 +52,11 @@ vpmm_status LedgerMember::join(const char* call, const JoinRequest& req, std::un
   // the device differently (CUDA_VISIBLE_DEVICES) share its budget.
   uint8_t ordinal_id[16] = {'o', 'r', 'd', 'i', 'n', 'a', 'l'};
   for (int i = 0; i < 4; ++i) ordinal_id[12 + i] = static_cast<uint8_t>(req.device >> (8 * i));
+  const uint8_t* id = req.device_id ? req.device_id : ordinal_id;
   uint32_t device = 0;
-  st = l->device_index(call, device_key(req.device_id ? req.device_id : ordinal_id), &device);
+  st = l->device_index(call, device_key(id), &device);
   if (st != VPMM_OK) return st;
+  l->record_device_id(device, id);  // shown by vpmm_ledger_read, so the index names a GPU
   uint64_t budget = req.budget_bytes;
   if (!budget && req.budget_fraction > 0.0)
     budget = static_cast<uint64_t>(req.budget_fraction * static_cast<double>(req.device_total));
@@ -62,7 +64,7 @@ vpmm_status LedgerMember::join(const char* call, const JoinRequest& req, std::un
   if (budget) l->init_budget(device, budget);
   uint32_t slot = 0;
   uint64_t owner = 0;
-  st = l->claim(call, device, &slot, &owner);
+  st = l->claim(call, device, req.device, &slot, &owner);
   if (st != VPMM_OK) return st;
   out->reset(new LedgerMember(std::move(l), device, slot, owner));
   return VPMM_OK;

@@ -44,7 +44,7 @@ struct JoinRequest {
   // its devices by it (Ledger::device_index). Null: by the ordinal `device`
   // (tests, and callers that know all members number devices alike).
   const uint8_t* device_id = nullptr;
-  uint32_t device = 0;
+  uint32_t device = 0;  // the device's ordinal in this process (shown in the slot)
   uint64_t device_total = 0;     // the device's memory (for a fraction, and the default budget)
   uint64_t budget_bytes = 0;     // budget if this member sets it first; 0 = the fraction's
   double budget_fraction = 0.0;  // of device_total; 0 = the whole device

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -383,6 +384,265 @@ TEST("pools join by their backend's device identity; a corrupt device table is r
   vpmm_pool_destroy(p);
 }
 
+namespace {
+// A member's identity words as the 16 bytes they stand for.
+void id_of(uint64_t hi, uint64_t lo, uint8_t out[16]) { vpmm::ledger::words_to_id(hi, lo, out); }
+
+// Every member of ledger `name` (and *info for `device`) at today's sizes.
+std::vector<vpmm_ledger_member> read_members(const std::string& name, int32_t device = 0,
+                                             vpmm_ledger_info* info = nullptr) {
+  std::vector<vpmm_ledger_member> ms(VPMM_LEDGER_MEMBERS);
+  std::memset(ms.data(), 0, ms.size() * sizeof ms[0]);
+  ms[0].struct_size = sizeof ms[0];
+  if (info) {
+    std::memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+  }
+  uint32_t n = 0;
+  if (vpmm_ledger_read(name.c_str(), device, info, ms.data(), VPMM_LEDGER_MEMBERS, &n) != VPMM_OK) {
+    std::printf("       read %s: %s\n", name.c_str(), vpmm_last_error());
+    n = 0;
+  }
+  ms.resize(n);
+  return ms;
+}
+
+// The segment of ledger `name`, mapped to write garbage into (unmapped by the caller).
+vpmm::ledger::Segment* map_segment(const std::string& name) {
+  const std::string path = "/dev/shm/vpmm.ledger." + name;
+  const int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) return nullptr;
+  void* m = mmap(nullptr, vpmm::ledger::kSegmentBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return m == MAP_FAILED ? nullptr : static_cast<vpmm::ledger::Segment*>(m);
+}
+}  // namespace
+
+TEST("a member shows its own ordinal and its device's identity: one GPU under ordinals 0 and 3, one identity") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  uint8_t gpu[16], other[16];
+  for (int i = 0; i < 16; ++i) {
+    gpu[i] = static_cast<uint8_t>(0xa0 + i);
+    other[i] = static_cast<uint8_t>(0x10 + i);
+  }
+  vpmm::ledger::JoinRequest req;
+  req.name = name.c_str();
+  req.budget_bytes = 10 * kPage;
+  req.device_id = gpu;
+  req.device = 0;  // CUDA_VISIBLE_DEVICES=1 in the trainer: the GPU is its 0 ...
+  std::unique_ptr<vpmm::ledger::LedgerMember> a, b, c;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
+  req.device = 3;  // ... and the engine's 3
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
+  req.device_id = other;
+  req.device = 0;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &c));
+  if (!a || !b || !c) return;
+  vpmm_ledger_info info;
+  const std::vector<vpmm_ledger_member> ms = read_members(name, 0, &info);
+  CHECK_EQ(ms.size(), size_t{3});
+  if (ms.size() != 3) return;
+  // Its own ordinal each; the same device, so the same index and identity.
+  CHECK_EQ(ms[0].ordinal, 0);
+  CHECK_EQ(ms[1].ordinal, 3);
+  CHECK_EQ(ms[2].ordinal, 0);
+  CHECK_EQ(ms[0].device, 0);
+  CHECK_EQ(ms[1].device, 0);
+  CHECK_EQ(ms[2].device, 1);
+  uint8_t id[16];
+  for (int i = 0; i < 3; ++i) {
+    CHECK_EQ(ms[i].device_id_state, uint32_t{VPMM_LEDGER_ID_OK});
+    CHECK_EQ(ms[i].corrupt, 0u);
+    id_of(ms[i].device_id_hi, ms[i].device_id_lo, id);
+    CHECK(std::memcmp(id, i < 2 ? gpu : other, 16) == 0);
+  }
+  // Bytes 0-7 are hi's, big-endian: printed hi then lo it reads a0a1a2...
+  CHECK_EQ(ms[0].device_id_hi, 0xa0a1a2a3a4a5a6a7ull);
+  CHECK_EQ(ms[0].device_id_lo, 0xa8a9aaabacadaeafull);
+  // The budget's device names its identity too; an index nobody took, none.
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_OK});
+  CHECK_EQ(info.device_id_hi, ms[0].device_id_hi);
+  CHECK_EQ(info.device_id_lo, ms[0].device_id_lo);
+  CHECK_EQ(info.n_devices, 2u);
+  read_members(name, 1, &info);
+  id_of(info.device_id_hi, info.device_id_lo, id);
+  CHECK(info.device_id_state == VPMM_LEDGER_ID_OK && std::memcmp(id, other, 16) == 0);
+  read_members(name, 5, &info);
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_NO_DEVICE});
+  CHECK(info.device_id_hi == 0 && info.device_id_lo == 0);
+  // A slot reused by another member shows that member's ordinal, not the last one's.
+  b.reset();
+  req.device_id = gpu;
+  req.device = 7;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
+  const std::vector<vpmm_ledger_member> again = read_members(name);
+  CHECK_EQ(again.size(), size_t{3});
+  if (again.size() == 3) CHECK_EQ(again[1].ordinal, 7);
+}
+
+TEST("host pools of ordinals 0 and 2 show them, each with the host backend's identity of its ordinal") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_config c0 = host_config(), c2 = host_config();
+  c2.device = 2;
+  vpmm_pool* p = nullptr;
+  vpmm_pool* q = nullptr;
+  CHECK_OK(vpmm_pool_create_ledger(&c0, name.c_str(), &p));
+  CHECK_OK(vpmm_pool_create_ledger(&c2, name.c_str(), &q));
+  const std::vector<vpmm_ledger_member> ms = read_members(name);
+  CHECK_EQ(ms.size(), size_t{2});
+  if (ms.size() == 2) {
+    CHECK_EQ(ms[0].ordinal, 0);
+    CHECK_EQ(ms[1].ordinal, 2);
+    CHECK(ms[0].device_id_state == VPMM_LEDGER_ID_OK && ms[1].device_id_state == VPMM_LEDGER_ID_OK);
+    // The host backend's identity: the boot id, its last 4 bytes xor'ed with the ordinal.
+    char text[64] = "";
+    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+      if (!std::fgets(text, sizeof text, f)) text[0] = '\0';
+      std::fclose(f);
+    }
+    uint8_t boot[16] = {};
+    int n = 0;
+    for (const char* t = text; *t && n < 32; ++t) {
+      const int v = *t >= '0' && *t <= '9' ? *t - '0' : *t >= 'a' && *t <= 'f' ? *t - 'a' + 10 : -1;
+      if (v >= 0) boot[n / 2] = static_cast<uint8_t>(boot[n / 2] << 4 | v), ++n;
+    }
+    uint8_t id0[16], id2[16];
+    id_of(ms[0].device_id_hi, ms[0].device_id_lo, id0);
+    id_of(ms[1].device_id_hi, ms[1].device_id_lo, id2);
+    if (n == 32) CHECK(std::memcmp(id0, boot, 16) == 0);
+    boot[12] ^= 2;  // the ordinal, little-endian into bytes 12-15
+    if (n == 32) CHECK(std::memcmp(id2, boot, 16) == 0);
+    CHECK(std::memcmp(id0, id2, 16) != 0);
+  }
+  vpmm_pool_destroy(q);
+  vpmm_pool_destroy(p);
+}
+
+TEST("a caller of the older, shorter structs gets their fields and nothing written past its struct_size") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(q, 2 * kPage, nullptr, &a));
+  // The sizes before the ordinal and identity: strides of 104 (and one of
+  // today's size plus 16, a newer caller's), an info of 64 bytes.
+  const uint32_t old_member = offsetof(vpmm_ledger_member, ordinal);
+  const uint32_t old_info = offsetof(vpmm_ledger_info, device_id_state);
+  CHECK_EQ(old_member, 104u);
+  CHECK_EQ(old_info, 64u);
+  for (uint32_t stride : {old_member, uint32_t(sizeof(vpmm_ledger_member) + 16)}) {
+    std::vector<unsigned char> buf(4 * stride + 64, 0xa5);
+    std::memcpy(buf.data(), &stride, sizeof stride);
+    std::vector<unsigned char> ibuf(sizeof(vpmm_ledger_info) + 64, 0xa5);
+    const uint32_t isz = stride == old_member ? old_info : uint32_t(sizeof(vpmm_ledger_info));
+    std::memcpy(ibuf.data(), &isz, sizeof isz);
+    uint32_t n = 0;
+    CHECK_OK(vpmm_ledger_read(name.c_str(), 0, reinterpret_cast<vpmm_ledger_info*>(ibuf.data()),
+                              reinterpret_cast<vpmm_ledger_member*>(buf.data()), 2, &n));
+    CHECK_EQ(n, 2u);
+    const size_t filled = std::min<size_t>(stride, sizeof(vpmm_ledger_member));
+    for (uint32_t i = 0; i < 2; ++i) {
+      vpmm_ledger_member m;
+      std::memset(&m, 0, sizeof m);
+      std::memcpy(&m, buf.data() + size_t{i} * stride, filled);
+      CHECK_EQ(m.struct_size, stride);
+      CHECK_EQ(m.pid, static_cast<int32_t>(getpid()));
+      CHECK_EQ(m.admitted_bytes, i == 1 ? 2 * kPage : 0);
+      if (stride > sizeof m) CHECK_EQ(m.ordinal, 0);  // the newer caller has them
+      for (size_t k = filled; k < stride; ++k) CHECK_EQ(buf[size_t{i} * stride + k], 0xa5);
+    }
+    for (size_t k = 2 * size_t{stride}; k < buf.size(); ++k) CHECK_EQ(buf[k], 0xa5);
+    vpmm_ledger_info info;
+    std::memcpy(&info, ibuf.data(), std::min<size_t>(isz, sizeof info));
+    CHECK_EQ(info.struct_size, isz);
+    CHECK_EQ(info.admitted_bytes, 2 * kPage);
+    CHECK_EQ(info.n_members, 2u);
+    for (size_t k = isz; k < ibuf.size(); ++k) CHECK_EQ(ibuf[k], 0xa5);
+  }
+  CHECK_OK(vpmm_pool_free(q, a, nullptr));
+  vpmm_pool_destroy(q);
+  vpmm_pool_destroy(p);
+}
+
+TEST("a garbage ordinal or identity in the segment is reported unreadable, never believed; admission goes on") {
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm_pool* p = join(name);
+  vpmm_pool* q = join(name);
+  CHECK(p && q);
+  if (!p || !q) return;
+  vpmm::ledger::Segment* seg = map_segment(name);
+  CHECK(seg != nullptr);
+  if (!seg) return;
+  std::vector<vpmm_ledger_member> ms = read_members(name);
+  CHECK_EQ(ms.size(), size_t{2});
+  if (ms.size() != 2) return;
+  const uint32_t qs = ms[1].slot;
+  const uint64_t hi = ms[1].device_id_hi, lo = ms[1].device_id_lo;
+  // q's ordinal word: garbage, then a plausible word (ordinal 5 + 1) without its check.
+  for (uint64_t garbage : {uint64_t{0x0123456789abcdefull}, uint64_t{6} << 24}) {
+    seg->slots[qs].s.ordinal.store(garbage);
+    ms = read_members(name);
+    CHECK(ms.size() == 2 && ms[1].ordinal == VPMM_LEDGER_ORDINAL_UNREADABLE);
+    CHECK(ms.size() == 2 && ms[1].corrupt == 0 && ms[0].ordinal == 0);  // only the shown figure is lost
+  }
+  // A word that is not written: a member of an earlier libvpmm.
+  seg->slots[qs].s.ordinal.store(0);
+  ms = read_members(name);
+  CHECK(ms.size() == 2 && ms[1].ordinal == VPMM_LEDGER_ORDINAL_NOT_RECORDED);
+  // It shows nowhere as an index: admission carries on.
+  void* a = nullptr;
+  CHECK_OK(vpmm_pool_malloc(q, 2 * kPage, nullptr, &a));
+  // The device table's identity words: garbage in one, then in both.
+  const uint64_t w0 = seg->header.device_id[0][0].load(), w1 = seg->header.device_id[0][1].load();
+  CHECK(w0 != 0 && w1 != 0);
+  seg->header.device_id[0][1].store(w1 ^ 0x100);
+  vpmm_ledger_info info;
+  ms = read_members(name, 0, &info);
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_UNREADABLE});
+  CHECK(info.device_id_hi == 0 && info.device_id_lo == 0);
+  CHECK(ms.size() == 2 && ms[0].device_id_state == VPMM_LEDGER_ID_UNREADABLE && ms[0].device_id_hi == 0);
+  CHECK_EQ(info.n_corrupt, 0u);  // not a slot's fault: admission does not refuse
+  void* b = nullptr;
+  CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &b));
+  // Unwritten (an entry an earlier libvpmm made): the next joiner of the device writes it.
+  seg->header.device_id[0][0].store(0);
+  seg->header.device_id[0][1].store(0);
+  read_members(name, 0, &info);
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_NOT_RECORDED});
+  vpmm_pool* r = join(name);
+  CHECK(r != nullptr);
+  ms = read_members(name, 0, &info);
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_OK});
+  CHECK(info.device_id_hi == hi && info.device_id_lo == lo);
+  CHECK(ms.size() == 3 && ms[2].ordinal == 0 && ms[2].device_id_hi == hi);
+  // A device table entry that fails its check: its identity is not believed either.
+  const uint64_t key = seg->header.device_key[0].load();
+  seg->header.device_key[0].store(key ^ (1ull << 30));
+  ms = read_members(name, 0, &info);
+  CHECK_EQ(info.device_id_state, uint32_t{VPMM_LEDGER_ID_UNREADABLE});
+  CHECK(ms.size() == 3 && ms[0].device_id_state == VPMM_LEDGER_ID_UNREADABLE);
+  seg->header.device_key[0].store(key);
+  // A member's device index out of range: no identity is looked up with it.
+  const uint64_t dev = seg->slots[qs].s.device.load();
+  seg->slots[qs].s.device.store(99);
+  ms = read_members(name);
+  CHECK(ms.size() == 3 && ms[1].device == VPMM_LEDGER_DEVICES &&
+        ms[1].device_id_state == VPMM_LEDGER_ID_UNREADABLE && ms[1].corrupt == 1);
+  seg->slots[qs].s.device.store(dev);
+  munmap(seg, vpmm::ledger::kSegmentBytes);
+  CHECK_OK(vpmm_pool_free(q, a, nullptr));
+  CHECK_OK(vpmm_pool_free(p, b, nullptr));
+  vpmm_pool_destroy(r);
+  vpmm_pool_destroy(q);
+  vpmm_pool_destroy(p);
+}
+
 TEST("4 processes x 4 threads allocating to the budget never pass it, and nothing is left after") {
   const std::string name = fresh_name();
   NameGuard g{name};
@@ -466,7 +726,7 @@ TEST("a member that dies between its claim and its admission's end leaks nothing
     if (vpmm::ledger::Ledger::open("child", name.c_str(), false, &l) != VPMM_OK) _exit(2);
     uint32_t slot = 0;
     uint64_t owner = 0;
-    if (l->claim("child", 0, &slot, &owner) != VPMM_OK) _exit(3);
+    if (l->claim("child", 0, 0, &slot, &owner) != VPMM_OK) _exit(3);
     vpmm::ledger::Slot& s = l->slot(slot);
     s.pending.store(vpmm::ledger::units_up(12 * kPage));
     s.charge.store(vpmm::ledger::encode_units(vpmm::ledger::units_up(12 * kPage),
@@ -497,7 +757,7 @@ TEST("a stopped member's pending claim counts and bounds the others' retries; no
     if (vpmm::ledger::Ledger::open("child", name.c_str(), false, &l) != VPMM_OK) _exit(2);
     uint32_t slot = 0;
     uint64_t owner = 0;
-    if (l->claim("child", 0, &slot, &owner) != VPMM_OK) _exit(3);
+    if (l->claim("child", 0, 0, &slot, &owner) != VPMM_OK) _exit(3);
     vpmm::ledger::Slot& s = l->slot(slot);
     s.pending.store(vpmm::ledger::units_up(6 * kPage));
     s.charge.store(vpmm::ledger::encode_units(vpmm::ledger::units_up(6 * kPage),

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -36,6 +37,8 @@ const std::vector<uint32_t> kOptionInfoSizes = {48};
 const std::vector<uint32_t> kFieldInfoSizes = {24};
 const std::vector<uint32_t> kIpcEntrySizes = {40};
 const std::vector<uint32_t> kIpcStatsSizes = {80};
+const std::vector<uint32_t> kLedgerMemberSizes = {104, 128};
+const std::vector<uint32_t> kLedgerInfoSizes = {64, 88};
 static_assert(sizeof(vpmm_config) == 184, "vpmm_config grew: add its new size to kConfigSizes");
 static_assert(sizeof(vpmm_alloc_attrs) == 32, "vpmm_alloc_attrs grew: add its new size to kAttrsSizes");
 static_assert(sizeof(vpmm_tag_stats) == 56, "vpmm_tag_stats grew: add its new size to kTagStatsSizes");
@@ -45,6 +48,8 @@ static_assert(sizeof(vpmm_option_info) == 48, "vpmm_option_info grew: add its ne
 static_assert(sizeof(vpmm_field_info) == 24, "vpmm_field_info grew: add its new size");
 static_assert(sizeof(vpmm_ipc_entry) == 40, "vpmm_ipc_entry grew: add its new size");
 static_assert(sizeof(vpmm_ipc_stats) == 80, "vpmm_ipc_stats grew: add its new size");
+static_assert(sizeof(vpmm_ledger_member) == 128, "vpmm_ledger_member grew: add its new size");
+static_assert(sizeof(vpmm_ledger_info) == 88, "vpmm_ledger_info grew: add its new size");
 
 // `bytes` of memory that end where a PROT_NONE page begins; the bytes
 // before them on the same page are a canary (0xa5) that must stay.
@@ -322,6 +327,47 @@ TEST("the option table and struct facts are written only up to struct_size") {
     vpmm_status st = vpmm_struct_field("vpmm_config", 0, f.as<vpmm_field_info>());
     return st != VPMM_OK ? status_is(st, VPMM_OK, "vpmm_struct_field") : "";
   });
+}
+
+TEST("vpmm_ledger_read writes members and info only up to their struct_size") {
+  // One ledger for every size: two members (of two pools) to read.
+  char name[64];
+  std::snprintf(name, sizeof name, "vt-sizes-%d", static_cast<int>(getpid()));
+  vpmm_ledger_remove(name);
+  vpmm_config c;
+  vpmm_config_init_defaults(&c);
+  c.backend = VPMM_BACKEND_HOST;
+  c.page_size = 64 << 10;
+  c.va_size = 256 * c.page_size;
+  c.host_capacity = 16 << 20;
+  vpmm_pool* p = nullptr;
+  vpmm_pool* q = nullptr;
+  CHECK_OK(vpmm_pool_create_ledger(&c, name, &p));
+  CHECK_OK(vpmm_pool_create_ledger(&c, name, &q));
+  expect_all("vpmm_ledger_read members", kLedgerMemberSizes, [&name](uint32_t n) {
+    Fenced f(2 * size_t{n});  // the second member ends at the fence; the pools are the parent's
+    f.as<vpmm_ledger_member>()->struct_size = n;
+    uint32_t count = 0;
+    vpmm_status st = vpmm_ledger_read(name, 0, nullptr, f.as<vpmm_ledger_member>(), 2, &count);
+    if (st != VPMM_OK) return status_is(st, VPMM_OK, "vpmm_ledger_read");
+    if (count != 2) return std::string("members: ") + std::to_string(count);
+    vpmm_ledger_member second;
+    std::memcpy(&second, f.p + n, std::min<size_t>(n, sizeof second));
+    if (second.struct_size != n || second.pid != getppid()) return std::string("the second member is not at its stride");
+    return std::string(f.canary_intact() ? "" : "canary");
+  });
+  expect_all("vpmm_ledger_read info", kLedgerInfoSizes, [&name](uint32_t n) {
+    Fenced f(n);
+    f.as<vpmm_ledger_info>()->struct_size = n;
+    vpmm_status st = vpmm_ledger_read(name, 0, f.as<vpmm_ledger_info>(), nullptr, 0, nullptr);
+    if (st != VPMM_OK) return status_is(st, VPMM_OK, "vpmm_ledger_read");
+    if (f.as<vpmm_ledger_info>()->n_members != 2 || f.as<vpmm_ledger_info>()->struct_size != n)
+      return std::string("not the ledger's figures");
+    return std::string(f.canary_intact() ? "" : "canary");
+  });
+  vpmm_pool_destroy(q);
+  vpmm_pool_destroy(p);
+  vpmm_ledger_remove(name);
 }
 
 TEST_MAIN()

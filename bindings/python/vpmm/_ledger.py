@@ -5,7 +5,7 @@ pool of the process) or through vpmm_pool_create_ledger in C.
     import vpmm
     info = vpmm.ledger("rl-job")            # budget, admitted, members
     for m in info["members"]:
-        print(m["pid"], m["admitted_bytes"], m["mapped_bytes"])
+        print(m["pid"], m["ordinal"], m["device_id"], m["admitted_bytes"])
     vpmm.set_ledger_budget("rl-job", 0, 60 << 30)
 
 Reading the ledger reclaims the slots of members whose process is gone.
@@ -13,7 +13,8 @@ Reading the ledger reclaims the slots of members whose process is gone.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict
+import uuid
+from typing import Any, Dict, Optional
 
 from . import _library as L
 
@@ -37,10 +38,25 @@ def _need(f: Any) -> Any:
     return f
 
 
+def _device_id(fields: Dict[str, Any]) -> Optional[str]:
+    # The identity as a UUID's text (CUDA: nvidia-smi -L's GPU-... part),
+    # None unless the library read it whole (device_id_state 0). A library
+    # from before the field has no device_id_state: None too.
+    if fields.get("device_id_state", 1) != 0:
+        return None
+    return str(uuid.UUID(int=(fields["device_id_hi"] << 64) | fields["device_id_lo"]))
+
+
 def ledger(name: str, device: int = 0) -> Dict[str, Any]:
     """Ledger `name` as its segment says now: the budget and admitted bytes of
-    `device`, the host budget, and every member (pid, device, admitted,
-    mapped, reserved, backed up, admissions, refusals, time spent admitting).
+    `device` (the ledger's index) and that device's identity, the host
+    budget, and every member (pid, device, its own ordinal of the device,
+    the device's identity, admitted, mapped, reserved, backed up,
+    admissions, refusals, time spent admitting). An identity is
+    ``device_id``, a UUID's text, or None when it is not recorded or
+    unreadable (``device_id_state`` says which: 1 not recorded, 2 unreadable,
+    3 no device of that index yet); a member's ``ordinal`` is -1 when not
+    recorded (a member of an earlier libvpmm), -2 when unreadable.
     Raises :class:`InvalidArgument` when there is no such ledger and
     :class:`WrongState` when its segment is refused (another user's, a mode
     other than 0600, a corrupt header)."""
@@ -52,8 +68,11 @@ def ledger(name: str, device: int = 0) -> Dict[str, Any]:
     L.check(read(name.encode(), device, ctypes.byref(info), ctypes.cast(members, L.vp), _MEMBERS, ctypes.byref(n)))
     out: Dict[str, Any] = {f: getattr(info, f) for f in L.field_names(LedgerInfo)}
     out["name"] = name
+    out["device_id"] = _device_id(out)
     out["members"] = [{f: getattr(members[i], f) for f in L.field_names(LedgerMember)}
                       for i in range(min(n.value, _MEMBERS))]
+    for m in out["members"]:
+        m["device_id"] = _device_id(m)
     return out
 
 
