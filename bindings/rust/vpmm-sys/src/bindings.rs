@@ -25,6 +25,12 @@ pub const VPMM_RESERVE_OVERDRAFT_GROW: u32 = 32;
 pub const VPMM_LEDGER_DEVICES: u32 = 16;
 pub const VPMM_LEDGER_MEMBERS: u32 = 64;
 pub const VPMM_LEDGER_HOST: i32 = -1;
+pub const VPMM_LEDGER_ORDINAL_NOT_RECORDED: i32 = -1;
+pub const VPMM_LEDGER_ORDINAL_UNREADABLE: i32 = -2;
+pub const VPMM_LEDGER_ID_OK: u32 = 0;
+pub const VPMM_LEDGER_ID_NOT_RECORDED: u32 = 1;
+pub const VPMM_LEDGER_ID_UNREADABLE: u32 = 2;
+pub const VPMM_LEDGER_ID_NO_DEVICE: u32 = 3;
 pub const VPMM_LEDGER_FALLBACK_DISK: u32 = 1;
 pub const VPMM_DEFAULT_POOL_LARGE_ROUNDING: u32 = 512;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -3710,12 +3716,16 @@ pub struct vpmm_ledger_member {
     pub admission_wait_ns: u64,
     pub n_pressure_asked: u64,
     pub n_pressure_answered: u64,
+    pub ordinal: i32,
+    pub device_id_state: u32,
+    pub device_id_hi: u64,
+    pub device_id_lo: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_ledger_member() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_ledger_member>(),
-        104usize,
+        128usize,
         concat!("Size of: ", stringify!(vpmm_ledger_member))
     );
     assert_eq!(
@@ -3995,6 +4005,74 @@ fn bindgen_test_layout_vpmm_ledger_member() {
         );
     }
     test_field_n_pressure_answered();
+    fn test_field_ordinal() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ordinal) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(ordinal)
+            )
+        );
+    }
+    test_field_ordinal();
+    fn test_field_device_id_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_state) as usize - ptr as usize
+            },
+            108usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(device_id_state)
+            )
+        );
+    }
+    test_field_device_id_state();
+    fn test_field_device_id_hi() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_hi) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(device_id_hi)
+            )
+        );
+    }
+    test_field_device_id_hi();
+    fn test_field_device_id_lo() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_member>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_lo) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_member),
+                "::",
+                stringify!(device_id_lo)
+            )
+        );
+    }
+    test_field_device_id_lo();
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -4010,12 +4088,16 @@ pub struct vpmm_ledger_info {
     pub n_corrupt: u32,
     pub budget_corrupt: u32,
     pub host_budget_corrupt: u32,
+    pub device_id_state: u32,
+    pub n_devices: u32,
+    pub device_id_hi: u64,
+    pub device_id_lo: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_ledger_info() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_ledger_info>(),
-        64usize,
+        88usize,
         concat!("Size of: ", stringify!(vpmm_ledger_info))
     );
     assert_eq!(
@@ -4210,6 +4292,74 @@ fn bindgen_test_layout_vpmm_ledger_info() {
         );
     }
     test_field_host_budget_corrupt();
+    fn test_field_device_id_state() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_state) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(device_id_state)
+            )
+        );
+    }
+    test_field_device_id_state();
+    fn test_field_n_devices() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_devices) as usize - ptr as usize
+            },
+            68usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(n_devices)
+            )
+        );
+    }
+    test_field_n_devices();
+    fn test_field_device_id_hi() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_hi) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(device_id_hi)
+            )
+        );
+    }
+    test_field_device_id_hi();
+    fn test_field_device_id_lo() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_ledger_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device_id_lo) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_ledger_info),
+                "::",
+                stringify!(device_id_lo)
+            )
+        );
+    }
+    test_field_device_id_lo();
 }
 extern "C" {
     pub fn vpmm_ledger_read(

@@ -65,8 +65,8 @@ fn checked() -> Vec<(&'static str, usize, Vec<RustField>)> {
         rust_layout!(vpmm_ipc_entry, [struct_size, reserved0, exporter_ptr, size, ptr, n_entries]),
         rust_layout!(vpmm_ipc_stats, [struct_size, reserved0, exports, exports_active, exported_bytes, importers, held_by_importers_bytes, imports, imported_bytes, n_exports, n_imports]),
         rust_layout!(vpmm_driver_profile, [struct_size, reserved0, create_calls, create_ns, release_calls, release_ns, map_calls, map_ns, unmap_calls, unmap_ns, set_access_calls, set_access_ns, reserve_calls, reserve_ns, event_record_calls, event_record_ns, event_query_calls, event_query_ns, event_destroy_calls, event_destroy_ns, stream_wait_calls, stream_wait_ns]),
-        rust_layout!(vpmm_ledger_member, [struct_size, slot, pid, device, corrupt, n_evictable_tags, admitted_bytes, mapped_bytes, reserved_bytes, backed_up_bytes, host_admitted_bytes, n_admissions, n_refused, admission_wait_ns, n_pressure_asked, n_pressure_answered]),
-        rust_layout!(vpmm_ledger_info, [struct_size, device, budget_bytes, admitted_bytes, host_budget_bytes, host_admitted_bytes, n_pressure_requests, n_members, n_corrupt, budget_corrupt, host_budget_corrupt]),
+        rust_layout!(vpmm_ledger_member, [struct_size, slot, pid, device, corrupt, n_evictable_tags, admitted_bytes, mapped_bytes, reserved_bytes, backed_up_bytes, host_admitted_bytes, n_admissions, n_refused, admission_wait_ns, n_pressure_asked, n_pressure_answered, ordinal, device_id_state, device_id_hi, device_id_lo]),
+        rust_layout!(vpmm_ledger_info, [struct_size, device, budget_bytes, admitted_bytes, host_budget_bytes, host_admitted_bytes, n_pressure_requests, n_members, n_corrupt, budget_corrupt, host_budget_corrupt, device_id_state, n_devices, device_id_hi, device_id_lo]),
     ]
 }
 

@@ -31,6 +31,7 @@
 //! [`Pool::set_ledger_evictable`]: crate::Pool::set_ledger_evictable
 //! [`Pool::set_ledger_fallback`]: crate::Pool::set_ledger_fallback
 use std::ffi::CString;
+use std::fmt;
 use std::mem::size_of;
 use std::time::Duration;
 
@@ -46,6 +47,82 @@ pub struct Ledger {
     name: CString,
 }
 
+/// A device's 16-byte identity, the ledger's key of the device: the same in
+/// every process whatever the device's ordinal there (CUDA: the device's
+/// UUID, `nvidia-smi -L`'s `GPU-...`; host backend: the boot id with the
+/// ordinal mixed in). Shown (`{}`) as a UUID's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceId(pub [u8; 16]);
+
+impl DeviceId {
+    /// From the two numbers of the C structs: bytes 0-7 big-endian in `hi`, 8-15 in `lo`.
+    pub fn from_words(hi: u64, lo: u64) -> DeviceId {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&hi.to_be_bytes());
+        b[8..].copy_from_slice(&lo.to_be_bytes());
+        DeviceId(b)
+    }
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, byte) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{:02x}", byte)?;
+        }
+        Ok(())
+    }
+}
+
+/// A figure the ledger shows but never relies on (a member's ordinal, a
+/// device's identity): what the segment says, once its check held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recorded<T> {
+    /// The value, its check held.
+    Known(T),
+    /// Not written: by a member of a libvpmm from before the field (or, for
+    /// an identity, one being written right now).
+    NotRecorded,
+    /// It fails its check (garbage in the segment): not to be believed.
+    Unreadable,
+}
+
+impl<T> Default for Recorded<T> {
+    fn default() -> Self {
+        Recorded::NotRecorded
+    }
+}
+
+impl<T> Recorded<T> {
+    /// The value, if it was recorded and reads sound.
+    pub fn known(self) -> Option<T> {
+        match self {
+            Recorded::Known(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+// device_id_state and the two words of a C struct; None: no device has the index.
+fn device_id(state: u32, hi: u64, lo: u64) -> Option<Recorded<DeviceId>> {
+    match state {
+        sys::VPMM_LEDGER_ID_OK => Some(Recorded::Known(DeviceId::from_words(hi, lo))),
+        sys::VPMM_LEDGER_ID_NOT_RECORDED => Some(Recorded::NotRecorded),
+        sys::VPMM_LEDGER_ID_NO_DEVICE => None,
+        _ => Some(Recorded::Unreadable),
+    }
+}
+
+fn ordinal(o: i32) -> Recorded<u32> {
+    match o {
+        sys::VPMM_LEDGER_ORDINAL_NOT_RECORDED => Recorded::NotRecorded,
+        o if o >= 0 => Recorded::Known(o as u32),
+        _ => Recorded::Unreadable,
+    }
+}
+
 /// One member (a pool) as [`Ledger::read`] sees it (`vpmm_ledger_member`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LedgerMember {
@@ -56,10 +133,16 @@ pub struct LedgerMember {
     /// The ledger's index of its device (16: unreadable): devices are keyed
     /// by identity, not ordinal, and numbered in the order they first joined.
     pub device: i32,
+    /// Its device's ordinal in its own process (its configuration's device,
+    /// as `CUDA_VISIBLE_DEVICES` numbers devices there).
+    pub ordinal: Recorded<u32>,
+    /// The identity of its device (the same for every member of the device).
+    pub device_id: Recorded<DeviceId>,
     /// The slot fails its checks: its figures are not to be believed (and
     /// admission refuses while it does).
     pub corrupt: bool,
-    /// Tags it marked evictable ([`Pool::set_ledger_evictable`](crate::Pool::set_ledger_evictable)).
+    /// Tags it declared evictable ([`Pool::set_ledger_evictable`](crate::Pool::set_ledger_evictable)):
+    /// what other members' pressure may pause.
     pub n_evictable_tags: u32,
     /// What the ledger admitted it: mapped plus reserved bytes.
     pub admitted_bytes: u64,
@@ -86,8 +169,12 @@ pub struct LedgerMember {
 /// A ledger as a whole and one device's budget (`vpmm_ledger_info`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LedgerInfo {
-    /// The device of `budget_bytes` and `admitted_bytes`.
+    /// The device of `budget_bytes` and `admitted_bytes` (the ledger's index).
     pub device: i32,
+    /// That device's identity; `None` when no device took the index yet.
+    pub device_id: Option<Recorded<DeviceId>>,
+    /// Device indices taken so far (0 to `n_devices - 1`).
+    pub n_devices: u32,
     /// That device's budget; 0 = not set (no member of it yet).
     pub budget_bytes: u64,
     /// Bytes admitted to that device's members.
@@ -182,6 +269,10 @@ impl Ledger {
                 slot: m.slot,
                 pid: m.pid,
                 device: m.device,
+                ordinal: ordinal(m.ordinal),
+                // A member's index that is no device's reads as unreadable in C already.
+                device_id: device_id(m.device_id_state, m.device_id_hi, m.device_id_lo)
+                    .unwrap_or(Recorded::Unreadable),
                 corrupt: m.corrupt != 0,
                 n_evictable_tags: m.n_evictable_tags,
                 admitted_bytes: m.admitted_bytes,
@@ -198,6 +289,8 @@ impl Ledger {
             .collect();
         Ok(LedgerInfo {
             device: info.device,
+            device_id: device_id(info.device_id_state, info.device_id_hi, info.device_id_lo),
+            n_devices: info.n_devices,
             budget_bytes: info.budget_bytes,
             admitted_bytes: info.admitted_bytes,
             host_budget_bytes: info.host_budget_bytes,

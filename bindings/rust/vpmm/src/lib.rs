@@ -44,7 +44,7 @@ pub use callback::Pressure;
 pub use config::{Backend, Config, HANDLE_SIZE_UNLIMITED, VIEWS_OFF};
 pub use error::{Error, Result, Status};
 pub use host::{Hold, HostStream};
-pub use ledger::{Ledger, LedgerFallback, LedgerInfo, LedgerMember};
+pub use ledger::{DeviceId, Ledger, LedgerFallback, LedgerInfo, LedgerMember, Recorded};
 pub use pool::{abi_version, version, Pool};
 pub use region::Region;
 pub use reservation::{Overdraft, ReserveMode, Reservation};

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{host_config, pattern, PAGE};
-use vpmm::{AllocAttrs, Config, Ledger, LedgerFallback, Pool, Status, Stream};
+use vpmm::{AllocAttrs, Config, DeviceId, Ledger, LedgerFallback, Pool, Recorded, Status, Stream};
 
 /// A fresh ledger name of this process, removed when dropped.
 struct Name(String);
@@ -141,4 +141,30 @@ fn bad_names_are_refused() {
     assert_eq!(Ledger::new("../etc").unwrap().read(0).unwrap_err().status(), Status::InvalidArgument);
     assert_eq!(Config::defaults().ledger("../etc").unwrap_err().status(), Status::InvalidArgument);
     assert_eq!(Config::defaults().ledger("").unwrap().get_ledger(), None);
+}
+
+#[test]
+fn members_show_their_own_ordinal_and_their_device_identity() {
+    let name = Name::new("ordinal");
+    // The host backend's identity mixes the ordinal into the boot id:
+    // ordinals 0 and 2 are two devices here (one GPU's UUID would be one).
+    let a = member(&name.0);
+    let b = Pool::new(&host_config(256).device(2).ledger(&name.0).unwrap()).unwrap();
+    let ledger = Ledger::new(&name.0).unwrap();
+    let info = ledger.read(0).unwrap();
+    assert_eq!(info.n_devices, 2);
+    let ordinals: Vec<_> = info.members.iter().map(|m| m.ordinal).collect();
+    assert_eq!(ordinals, [Recorded::Known(0), Recorded::Known(2)]);
+    let ids: Vec<DeviceId> = info.members.iter().map(|m| m.device_id.known().expect("an identity")).collect();
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(info.device_id, Some(Recorded::Known(ids[0])));
+    assert_eq!(ledger.read(1).unwrap().device_id, Some(Recorded::Known(ids[1])));
+    assert_eq!(ledger.read(5).unwrap().device_id, None, "no device has index 5");
+    // Ordinal 0 leaves the boot id as it is; shown, it is the boot id's text.
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(ids[0].to_string(), boot.trim());
+    let shown = DeviceId::from_words(0x0011_2233_4455_6677, 0x8899_aabb_ccdd_eeff).to_string();
+    assert_eq!(shown, "00112233-4455-6677-8899-aabbccddeeff", "bytes 0-7 are hi's, big-endian");
+    drop(b);
+    drop(a);
 }
