@@ -136,6 +136,21 @@ GPU_TEST("ledger: one GPU seen as device 1 here and as device 0 under CUDA_VISIB
   uint32_t n = read_members(name, ms, 8, &info);
   CHECK_EQ(n, 2u);
   for (uint32_t i = 0; i < n; ++i) CHECK_EQ(ms[i].device, 0);  // one ledger device, two ordinals
+  // Each member shows its own ordinal (the engine's 1, the trainer's 0) and
+  // both the GPU's UUID, the one cudaGetDeviceProperties gives for device 1 here.
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 1) == cudaSuccess);
+  uint64_t hi = 0, lo = 0;
+  for (int i = 0; i < 8; ++i) {
+    hi = (hi << 8) | static_cast<unsigned char>(prop.uuid.bytes[i]);
+    lo = (lo << 8) | static_cast<unsigned char>(prop.uuid.bytes[8 + i]);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    CHECK_EQ(ms[i].ordinal, ms[i].pid == static_cast<int32_t>(getpid()) ? 1 : 0);
+    CHECK_EQ(ms[i].device_id_state, uint32_t{VPMM_LEDGER_ID_OK});
+    CHECK(ms[i].device_id_hi == hi && ms[i].device_id_lo == lo);
+  }
+  CHECK(info.device_id_state == VPMM_LEDGER_ID_OK && info.device_id_hi == hi && info.device_id_lo == lo);
   CHECK_EQ(info.admitted_bytes, kWeights);
   // kWeights + kEngine pass the budget of that one device: only the
   // trainer's pause admits the engine.

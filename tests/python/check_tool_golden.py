@@ -71,6 +71,8 @@ CASES = {
     "replay_multistream_gpu_lag": (["replay", "--backend", "host", "--gpu-lag", "40", "--check",
                                     "traces/multistream.trace"], []),
     "replay_help": (["replay", "--help"], []),
+    # What `vpmm ledger NAME` lists, and what its ordinal and identity columns mean.
+    "ledger_help": (["ledger", "--help"], []),
     "help": (["help"], []),
 }
 

@@ -4,7 +4,9 @@
 // give their share back, reservations count, the segment is refused when it
 // is not the user's own 0600 file, and a hostile member (garbage in the
 // segment, a claim left pending by a stopped process) makes the others
-// refuse or carry on, never crash, hang or over-admit.
+// refuse or carry on, never crash, hang or over-admit. A reader sees each
+// member's own ordinal and its device's identity, a garbage one reported
+// unreadable, and an older caller's shorter structs get nothing past their size.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
