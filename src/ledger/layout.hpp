@@ -77,7 +77,7 @@ struct Slot {
   Word device;
   Word ident;       // slot_ident() of owner, start time and device
   Word charge;      // checked word: bytes admitted (mapped + reserved credit)
-  Word pending;     // bytes being claimed right now (a hint for racing admitters)
+  Word pending;     // a claim in flight (kClaimIn*): a hint for racing admitters, a flag for readers
   Word host_charge; // checked word: host bytes admitted for backups
   // Shown only: clamped when read, never used to admit.
   Word mapped;
@@ -129,6 +129,16 @@ inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
 // Checked words: a value in kUnit units (40 bits) and a 24-bit hash of the
 // value, the field and the segment's nonce; garbage passes 1 in 2^24.
 constexpr uint64_t kMaxUnits = (1ull << 40) - 1;
+// A slot's pending word while its member claims (docs/ledger.md, "Admission:
+// no lock"): the units it claims, and, once its charge word (or host charge
+// word) holds them, a flag saying which. Admission only asks whether it is
+// nonzero (another member is claiming: a refusal may be a race both lost);
+// a reader subtracts a flagged claim and waits out an unflagged one, so that
+// vpmm_ledger_read never shows as admitted the bytes of a claim that may
+// still be taken back (claim-then-look admits nobody past the budget, but
+// its charge words pass it for the microseconds a refused claim takes).
+constexpr uint64_t kClaimInCharge = 1ull << 62, kClaimInHostCharge = 1ull << 61;
+inline uint64_t claim_units(uint64_t pending) { return pending & kMaxUnits; }
 constexpr uint64_t kBudgetField = 1ull << 20;
 constexpr uint64_t kHostBudgetField = (1ull << 20) + 0xff;
 constexpr uint64_t kDeviceKeyField = (1ull << 21);  // + the index

@@ -2,6 +2,7 @@
 #include "ledger/ledger.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -62,6 +63,43 @@ void zero_figures(Slot& s) {
                   &s.ordinal})
     w->store(0);
   for (Word& w : s.tags) w.store(0);
+}
+
+// A slot's charge words as a reader should show them: read between two
+// equal looks at its pending word, with no claim in flight or with a claim
+// flagged as held by one of them (which the caller subtracts). An unflagged
+// claim is a moment of change (before the flag, or being taken back): it is
+// waited out, a bounded number of times; a slot that never settles (a
+// member of an earlier libvpmm mid-claim for that long, or garbage) is read
+// as it is, with no claim subtracted.
+struct SettledCharge {
+  uint64_t charge_word = 0, host_word = 0, pending = 0;
+};
+constexpr int kSettleTries = 1000;
+
+SettledCharge settled_charge(const Slot& s) {
+  SettledCharge r;
+  for (int tries = 0; tries < kSettleTries; ++tries) {
+    const uint64_t p1 = s.pending.load();
+    r.charge_word = s.charge.load();
+    r.host_word = s.host_charge.load();
+    const uint64_t p2 = s.pending.load();
+    const bool still = p1 == p2 && s.charge.load() == r.charge_word && s.host_charge.load() == r.host_word;
+    if (still && (p1 == 0 || (p1 & (kClaimInCharge | kClaimInHostCharge)))) {
+      r.pending = p1;
+      return r;
+    }
+    sched_yield();
+  }
+  r.pending = 0;
+  return r;
+}
+
+// Units less a flagged claim's, never below zero (a garbage claim).
+uint64_t less_claim(uint64_t units, uint64_t pending, uint64_t flag) {
+  if (!(pending & flag)) return units;
+  const uint64_t c = claim_units(pending);
+  return units > c ? units - c : 0;
 }
 
 }  // namespace
@@ -463,13 +501,16 @@ std::vector<MemberView> Ledger::members() {
       v.ordinal = kOrdinalUnreadable;
     else v.ordinal = static_cast<int32_t>(ord - 1);
     uint64_t u = 0;
-    const uint64_t cw = s.charge.load(), hw = s.host_charge.load();
+    const SettledCharge sc = settled_charge(s);
+    const uint64_t cw = sc.charge_word, hw = sc.host_word;
     v.corrupt = owner_state(o) == kFree || !ident_ok(i, o);
     if (cw == 0) v.charge = 0;
-    else if (decode_units(cw, field_of(charge_field(i), o), nonce_, &u)) v.charge = bytes_of(u);
+    else if (decode_units(cw, field_of(charge_field(i), o), nonce_, &u))
+      v.charge = bytes_of(less_claim(u, sc.pending, kClaimInCharge));
     else v.corrupt = true;
     if (hw == 0) v.host_charge = 0;
-    else if (decode_units(hw, field_of(host_charge_field(i), o), nonce_, &u)) v.host_charge = bytes_of(u);
+    else if (decode_units(hw, field_of(host_charge_field(i), o), nonce_, &u))
+      v.host_charge = bytes_of(less_claim(u, sc.pending, kClaimInHostCharge));
     else v.corrupt = true;
     if (owner_state(o) != kActive && !v.charge && !v.host_charge && !v.corrupt) continue;  // claiming, leaving
     v.mapped = s.mapped.load();

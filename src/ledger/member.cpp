@@ -149,6 +149,7 @@ vpmm_status LedgerMember::admit_host(const char* call, uint64_t bytes) {
       s.pending.store(0);
       return refuse_broken("a pause's backup", bytes);
     }
+    s.pending.store(kClaimInHostCharge | (units_up(host_charge_ + bytes) - units_up(host_charge_)));
     sum = ledger_->scan(device_, true, static_cast<int>(slot_));
     const bool ok = ledger_->host_budget(&budget, &set);
     if (sum.corrupt_slot < 0 && ok && (!set || sum.units <= units_down(budget))) {
@@ -156,6 +157,7 @@ vpmm_status LedgerMember::admit_host(const char* call, uint64_t bytes) {
       s.pending.store(0);
       return VPMM_OK;
     }
+    s.pending.store(units_up(bytes));  // unflagged: the word is about to change back
     const bool back = publish_host(host_charge_);
     s.pending.store(0);
     if (!back) return refuse_broken("a pause's backup", bytes);
@@ -253,6 +255,7 @@ vpmm_status LedgerMember::try_admit(uint64_t bytes, DeviceSum* sum, uint64_t* bu
       s.pending.store(0);
       return VPMM_ERR_WRONG_STATE;
     }
+    s.pending.store(kClaimInCharge | (units_up(charge_ + bytes) - units_up(charge_)));
     if (race_point_) race_point_();
     *sum = ledger_->scan(device_, false, static_cast<int>(slot_));
     *budget_ok = ledger_->budget(device_, budget, &budget_set);
@@ -262,6 +265,7 @@ vpmm_status LedgerMember::try_admit(uint64_t bytes, DeviceSum* sum, uint64_t* bu
       s.pending.store(0);
       return VPMM_OK;
     }
+    s.pending.store(units_up(bytes));  // unflagged: the word is about to change back
     const bool taken_back = publish(charge_);
     s.pending.store(0);
     if (!taken_back) return VPMM_ERR_WRONG_STATE;

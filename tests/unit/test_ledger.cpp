@@ -298,6 +298,36 @@ TEST("two admissions racing at the worst moment: one of them sees the other, the
   CHECK(read_info(name).admitted_bytes <= 10 * kPage);
 }
 
+TEST("a claim in flight is not shown as admitted: readers see what the budget holds, never a tentative charge") {
+  // Claim-then-look publishes a claim's charge before it looks at the
+  // others; a refused claim takes it back. Readers (vpmm_ledger_read, the
+  // GPU test's sampler, `vpmm ledger`) must not count it meanwhile: on the
+  // H200 a sampler saw 2 GiB "admitted" of a 1.5 GiB budget while an engine's
+  // refused claims retried, though nothing past the budget was ever mapped.
+  const std::string name = fresh_name();
+  NameGuard g{name};
+  vpmm::ledger::JoinRequest req;
+  req.name = name.c_str();
+  req.budget_bytes = 10 * kPage;
+  std::unique_ptr<vpmm::ledger::LedgerMember> a, b;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
+  if (!a || !b) return;
+  CHECK_OK(a->admit(6 * kPage));
+  uint64_t seen_kept = UINT64_MAX, seen_refused = UINT64_MAX;
+  uint64_t* seen = &seen_kept;
+  b->set_race_point_for_tests([&] {
+    if (*seen == UINT64_MAX) *seen = read_info(name).admitted_bytes;  // b's charge holds its claim now
+  });
+  CHECK_OK(b->admit(3 * kPage));  // fits: kept
+  CHECK_EQ(seen_kept, 6 * kPage);
+  CHECK_EQ(read_info(name).admitted_bytes, 9 * kPage);
+  seen = &seen_refused;
+  CHECK_EQ(b->admit(4 * kPage), VPMM_ERR_OUT_OF_MEMORY);  // 13 > 10, a does not answer: taken back
+  CHECK_EQ(seen_refused, 9 * kPage);
+  CHECK_EQ(read_info(name).admitted_bytes, 9 * kPage);
+}
+
 TEST("devices are keyed by identity: one device under two ordinals has one budget, another device its own") {
   const std::string name = fresh_name();
   NameGuard g{name};
