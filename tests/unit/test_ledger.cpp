@@ -274,16 +274,22 @@ TEST("a reservation counts as admitted, once: growths under it draw on it, its r
   CHECK_EQ(read_info(name).admitted_bytes, 0u);
 }
 
+// Two members of ledger `name` on device 0 of a `budget`-byte budget.
+static bool join_two(const std::string& name, uint64_t budget, std::unique_ptr<vpmm::ledger::LedgerMember>* a,
+                     std::unique_ptr<vpmm::ledger::LedgerMember>* b) {
+  vpmm::ledger::JoinRequest req;
+  req.name = name.c_str();
+  req.budget_bytes = budget;
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, a));
+  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, b));
+  return *a && *b;
+}
+
 TEST("two admissions racing at the worst moment: one of them sees the other, the budget holds") {
   const std::string name = fresh_name();
   NameGuard g{name};
-  vpmm::ledger::JoinRequest req;
-  req.name = name.c_str();
-  req.budget_bytes = 10 * kPage;
   std::unique_ptr<vpmm::ledger::LedgerMember> a, b;
-  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
-  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
-  if (!a || !b) return;
+  if (!join_two(name, 10 * kPage, &a, &b)) return;
   // b's whole admission falls between a's claim and a's look at the others.
   vpmm_status b_status = VPMM_ERR_INTERNAL;
   bool raced = false;
@@ -306,13 +312,8 @@ TEST("a claim in flight is not shown as admitted: readers see what the budget ho
   // refused claims retried, though nothing past the budget was ever mapped.
   const std::string name = fresh_name();
   NameGuard g{name};
-  vpmm::ledger::JoinRequest req;
-  req.name = name.c_str();
-  req.budget_bytes = 10 * kPage;
   std::unique_ptr<vpmm::ledger::LedgerMember> a, b;
-  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &a));
-  CHECK_OK(vpmm::ledger::LedgerMember::join("test", req, &b));
-  if (!a || !b) return;
+  if (!join_two(name, 10 * kPage, &a, &b)) return;
   CHECK_OK(a->admit(6 * kPage));
   uint64_t seen_kept = UINT64_MAX, seen_refused = UINT64_MAX;
   uint64_t* seen = &seen_kept;
