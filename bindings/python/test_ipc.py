@@ -683,5 +683,32 @@ class IpcCloseRaceTest(unittest.TestCase):
             o[0].close()
 
 
+
+class ExportablePoolTest(unittest.TestCase):
+    def test_an_exportable_pool_imports_ipc_when_made_not_in_its_first_export(self):
+        # The import is most of a first export's time (docs/ipc.md): a pool
+        # made to share pays it at creation; one that is not never does.
+        code = textwrap.dedent("""
+            import sys
+            sys.path.insert(0, sys.argv[1])
+            import vpmm
+            assert "vpmm.ipc" not in sys.modules, "imported by import vpmm"
+            p = vpmm.Pool(backend="host")
+            assert "vpmm.ipc" not in sys.modules, "imported by a pool that does not share"
+            p.close()
+            q = vpmm.Pool(backend="host", exportable=1)
+            assert "vpmm.ipc" in sys.modules, "not imported by an exportable pool"
+            ptr = q.malloc(1 << 20)
+            e = q.export_many([ptr])
+            e.close()
+            q.free(ptr)
+            q.close()
+            print("ok")
+        """)
+        env = {k: v for k, v in os.environ.items() if k != "VPMM_EXPORTABLE"}
+        r = subprocess.run([sys.executable, "-c", code, HERE], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "ok")
+
 if __name__ == "__main__":
     sys.exit(unittest.main(verbosity=2))

@@ -260,6 +260,12 @@ class Pool:
         h = L.vp()
         L.check(L.pool_create(ctypes.byref(cfg), ctypes.byref(h)))
         self._init(h.value, True)
+        if cfg.exportable:
+            # A pool made to share imports vpmm.ipc now, not in its first
+            # export: that import is most of a first export's time on the
+            # host backend (12-30 ms of 67 allocations' first export_many,
+            # 0.5-1.1 ms for the next one).
+            from . import ipc  # noqa: F401
 
     def _init(self, handle: int, owned: bool) -> None:
         self._h: Optional[int] = handle

@@ -639,6 +639,9 @@ def install_reductions() -> None:
         _pickler_dump = ForkingPickler.__dict__.get("dump", pickle.Pickler.dump)
         ForkingPickler.dump = _batched_dump
         _installed = True
+    # The process will send: its descriptor server (a socket and a thread)
+    # starts now rather than inside the first send.
+    ipc._fd_server()
 
 
 _pickler_dump: Any = None  # the dump _batched_dump wraps

@@ -37,7 +37,6 @@ import bisect
 import ctypes
 import errno
 import os
-import secrets
 import socket
 import threading
 import weakref
@@ -182,7 +181,7 @@ class _FdServer:
     def __init__(self) -> None:
         self.exports: "weakref.WeakValueDictionary[bytes, Export]" = weakref.WeakValueDictionary()
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self.address = b"\0vpmm-ipc-%d-%s" % (os.getpid(), secrets.token_hex(8).encode())
+        self.address = b"\0vpmm-ipc-%d-%s" % (os.getpid(), os.urandom(8).hex().encode())
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.address)
         self.sock.listen(64)
