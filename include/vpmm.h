@@ -364,8 +364,11 @@ typedef struct vpmm_config {
                          * pages to stay page-exact. When a malloc would move pages (remap)
                          * and the pool's driver time, counted against the time since it was
                          * created (a token bucket: 1% of elapsed time accrues, up to 1% of
-                         * 10 s, from credit for 256 pages at creation; a refused move empties
-                         * it until 10 s pass with no move asked for), cannot pay for the
+                         * 1 s, full at creation or 256 pages' worth if less; every driver
+                         * call a malloc or free makes
+                         * leaves it, moves, handle creation and events alike, so the share
+                         * kept is the step's; a refused move empties it until 1 s passes
+                         * with no move asked for), cannot pay for the
                          * move at ~75 us per 2 MiB page, the pool
                          * grows by what the request lacks instead, within memory_limit, the
                          * reservations and a ceiling of 1.10 x the bytes asked for; past

@@ -33,7 +33,10 @@
 # numbered and rotated from it), ROUND_NEED (seconds; a round starts only
 # with that much time left, so no round is cut in two), ALLOCS (default
 # "native expandable cudamallocasync vpmm"; vpmm-exact, vpmm-views and
-# vpmm-pending run the other chains, VPMM_PLACEMENT), CLIENTS (default
+# vpmm-pending run the other chains, VPMM_PLACEMENT; vpmm-never the default
+# chain with VPMM_DRIVER_BUDGET=never; vpmm-base the default of the library
+# at BASE_LIBRARY, a build of another tree), HARD_PER_STEP=1 (the hard client's
+# steps one JSON line each, to clients.err), CLIENTS (default
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
 # waves), REPLAYS=0 (skip the CUDA replays). Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
@@ -110,6 +113,8 @@ run_client() {
   [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
   case "$name" in  # the other placement chains (VPMM_PLACEMENT)
     vpmm-exact | vpmm-views | vpmm-pending) alloc=vpmm; env+=(VPMM_PLACEMENT="${name#vpmm-}") ;;
+    vpmm-never) alloc=vpmm; env+=(VPMM_DRIVER_BUDGET=never) ;;  # the default chain, never paying for a move
+    vpmm-base) alloc=vpmm; env+=(VPMM_LIBRARY="${BASE_LIBRARY:?vpmm-base needs BASE_LIBRARY}") ;;  # another build
   esac
   if [ "$kind" = serve ]; then
     want=75
@@ -120,7 +125,7 @@ run_client() {
     want=90
     (( $(left) - BOX_RESERVE < 45 )) && return 124
     boxed "$want" "${pin[@]}" env "${env[@]}" python3 bench/torch/hard_client.py --alloc "$alloc" \
-      --cycles "$HARD_CYCLES" --label "r$rnd $name" >> "$OUT/hard.jsonl" 2>> "$OUT/clients.err"
+      --cycles "$HARD_CYCLES" --label "r$rnd $name" ${HARD_PER_STEP:+--per-step} >> "$OUT/hard.jsonl" 2>> "$OUT/clients.err"
   else
     want=75
     (( $(left) - BOX_RESERVE < 35 )) && return 124

@@ -47,7 +47,8 @@ def choose(name):
 # threads spent in driver calls the pool made, where the library counts it),
 # and the driver's calls by kind ("drv_<kind>_calls" / "drv_<kind>_ns", all
 # of the pool's threads: vpmm_pool_driver_profile).
-POOL_WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc", "driver_ns")
+POOL_WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_malloc", "driver_ns", "handles_moved",
+             "n_budget_grow", "bytes_budget_grown", "n_stream_waits", "n_cross_stream_reuse")
 
 
 def pool_work(name):

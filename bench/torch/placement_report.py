@@ -24,7 +24,7 @@ import statistics
 import sys
 
 TORCH = ("native", "expandable", "cudamallocasync")
-LIBVPMM = ("vpmm", "vpmm-exact", "vpmm-views", "vpmm-pending")
+LIBVPMM = ("vpmm", "vpmm-exact", "vpmm-views", "vpmm-pending", "vpmm-never", "vpmm-base")
 ORDER = TORCH + LIBVPMM
 
 

@@ -10,11 +10,17 @@ namespace vpmm {
 
 namespace {
 // The bucket holds at most this much elapsed time's worth of credit: a loop
-// that ran ten seconds without moving may move a step's worth at once, but
-// an idle pool does not bank a license to remap for minutes.
-constexpr double kBurstSeconds = 10.0;
+// that ran a while without moving may move a step's worth at once, but an
+// idle pool does not bank a license to remap for a later stretch of steps.
+// Ten seconds' worth (100 ms at 1%) banked during the hard client's warm-up
+// was spent in its eight measured steps on the H200: up to 1.5 GB moved and
+// 3.2% of the step in the driver (docs/handles.md, "Driver time charged").
+constexpr double kBurstSeconds = 1.0;
 // The handles a new pool's credit pays for (19 ms at H100 cost).
 constexpr size_t kStartMoves = 256;
+// What the modelled clock charges for a handle created: create, map and
+// set-access at H100 cost (the growth's own driver time).
+constexpr uint64_t kCreateNs = kModelCreateNs + kModelMapNs + kModelSetAccessNs;
 }  // namespace
 
 DriverBudget::DriverBudget(const PoolOptions& opt, const PoolCounters& c)
@@ -24,12 +30,15 @@ DriverBudget::DriverBudget(const PoolOptions& opt, const PoolCounters& c)
       never_(opt.driver_budget == VPMM_DRIVER_BUDGET_NEVER),
       model_op_ns_(opt.budget_clock_us > 0 ? static_cast<uint64_t>(opt.budget_clock_us) * 1000 : 0) {
   last_ns_ = now_ns();
-  // A new pool may move a few hundred pages at once (a program's first
-  // layout, a test's), not a full bucket: a full one at creation spent its
-  // 100 ms in the hard client's measured steps on the H200 (2.2-2.7 GB
-  // moved over eight steps, 3.5-4.1% of the step in the driver;
-  // docs/handles.md), an empty one made every pool grow from its first
-  // fragmented request.
+  moved_seen_ = c_.handles_moved;
+  created_seen_ = c_.handles_created;
+  driver_seen_ = c_.driver_ns;
+  // A new pool may move some pages at once (a program's first layout, a
+  // test's): a full bucket, or 256 handles' worth where the bucket holds
+  // more. A ten-second bucket full at creation spent its 100 ms in the hard
+  // client's measured steps on the H200 (2.2-2.7 GB moved over eight steps,
+  // 3.5-4.1% of the step in the driver; docs/handles.md), an empty one made
+  // every pool grow from its first fragmented request.
   credit_ = std::min(burst_ns(), static_cast<double>(move_ns(kStartMoves)));
 }
 
@@ -43,13 +52,30 @@ uint64_t DriverBudget::now_ns() const {
 }
 
 void DriverBudget::accrue() {
+  // What the driver took since the last look and what the time since
+  // accrued, both of the same stretch, before the bucket's cap: a stretch
+  // that spent less than its share ends with more credit, one that spent
+  // more (a layout's growth) owes the rest.
   const uint64_t now = now_ns();
+  credit_ -= spent_ns();
   if (now > last_ns_) credit_ += share_ * static_cast<double>(now - last_ns_);
   last_ns_ = std::max(last_ns_, now);
   credit_ = std::min(credit_, burst_ns());
-  // Every handle moved since: its modelled cost leaves the credit.
-  credit_ -= static_cast<double>(move_ns(c_.handles_moved - moved_seen_));
+}
+
+double DriverBudget::spent_ns() {
+  // Measured: whatever the driver took in mallocs and frees (moves,
+  // creation, events), as the step the user times pays it. Modelled: the
+  // same work at H100 cost, every handle moved and every handle created
+  // (create, map and set-access).
+  const double ns =
+      model_op_ns_ ? static_cast<double>(move_ns(c_.handles_moved - moved_seen_) +
+                                         (c_.handles_created - created_seen_) * kCreateNs)
+                   : static_cast<double>(c_.driver_ns - driver_seen_);
   moved_seen_ = c_.handles_moved;
+  created_seen_ = c_.handles_created;
+  driver_seen_ = c_.driver_ns;
+  return ns;
 }
 
 uint64_t DriverBudget::move_ns(size_t handles) {

@@ -5,22 +5,30 @@
 // a training step pays in full; growing by what a request lacks costs the
 // driver once, and the loop then finds the memory in place at every later
 // step. The budget is a token bucket: `share` x elapsed time accrues (up to
-// `share` x 10 s; a pool starts with credit for 256 handles), a move spends its
-// modelled cost, and the budget step of the placement chain grows instead of
-// moving when the credit cannot pay. A refused move empties the bucket, and
-// so does every request to move until it is full again: moves resume only
-// after ten seconds in which none was asked for. A loop whose moves the budget pays only in part keeps
-// its conveyor of moves running and grows as well (on the hard client's
-// snapshot, paying what the credit allows moved 6.5% of the peak in the
-// second half at 1.076x, against 0% at 1.046x for stopping; docs/handles.md),
-// so the pool moves in bursts the bucket holds, or not at all.
+// `share` x kBurstSeconds, one second; a pool starts with it full, or with
+// 256 handles' worth where that is less), and
+// every driver call a malloc or free made leaves it: the moves it paid for
+// and the pool's other driver work alike (creating handles, events), so the
+// share it keeps is the share of the step the user sees in the driver. A
+// move is allowed only when the credit covers its modelled cost; the budget
+// step of the placement chain grows instead when it does not. A refused move
+// empties the bucket, and so does every request to move until it is full
+// again: moves resume only after a bucket's time in which none was asked
+// for. A loop whose moves the budget pays only in part keeps its conveyor of
+// moves running and grows as well (on the hard client's snapshot, paying what
+// the credit allows moved 6.5% of the peak in the second half at 1.076x,
+// against 0% at 1.046x for stopping; docs/handles.md), so the pool moves in
+// bursts the bucket holds, or not at all.
 //
-// Time is the wall clock, or with budget_clock_us a modelled clock: each
-// malloc and free stands for that many microseconds of the program's work,
-// so that a replay decides as a GPU run would, and the same way every run.
+// Time is the wall clock, charged with the driver time the pool measured;
+// or with budget_clock_us a modelled clock: each malloc and free stands for
+// that many microseconds of the program's work, and each handle moved or
+// created is charged its H100 cost, so that a replay decides as a GPU run
+// would, and the same way every run (a replay's own driver calls are the
+// host backend's, not a GPU's).
 //
-// Owns: the credit and the clock. Reads the pool's count of moved handles
-// (PoolCounters::handles_moved: whatever moved them, Phase 2 or a view).
+// Owns: the credit and the clock. Reads the pool's counters (PoolCounters:
+// driver_ns, handles_moved whatever moved them, handles_created).
 // Owned by the Allocator; every call is made with the pool mutex held.
 #pragma once
 
@@ -52,8 +60,11 @@ class DriverBudget {
   double burst_ns() const;
   void accrue();
 
+  // What the pool's counters say it spent since the last look.
+  double spent_ns();
+
   const PoolCounters& c_;
-  uint64_t moved_seen_ = 0;  // handles_moved already charged
+  uint64_t moved_seen_ = 0, created_seen_ = 0, driver_seen_ = 0;  // counters already charged
   const double share_;   // of elapsed time; <= 0 when never or exact
   const bool exact_;
   const bool never_;
