@@ -8,7 +8,8 @@
 #                        IPC (native allocator) against vpmm (one export per
 #                        send) and vpmm's per-tensor path, first send and
 #                        re-send after pause/resume, greedy tokens checked,
-#                        every round printed (RL_ROUNDS, default 6)
+#                        every round printed (RL_ROUNDS, default 6; RL_BOX
+#                        seconds at most, default 140)
 #   2. bench_ipc exports where a send's time goes: the driver's first and
 #                        second export of a handle, 128 exports serial and
 #                        from 4 threads, vpmm_pool_export_many first / again /
@@ -47,7 +48,7 @@ PY_ENV=(env VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH
 # ------------------------------------------------------------------ 1. the RL client
 RL=1
 if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-  boxed 140 "${PY_ENV[@]}" python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" > "$OUT/rl.log" 2>&1
+  boxed "${RL_BOX:-140}" "${PY_ENV[@]}" python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" > "$OUT/rl.log" 2>&1
   RL=$?
   say "rl_sync_client: exit $RL"
   grep -E "ready|^round|^model|^median|identical|^target|Error|error" "$OUT/rl.log" | cut -c1-600 | tee -a "$SUM"
