@@ -55,8 +55,7 @@ from ._torch_ipc import (SharedTensor, SharedTensors, close, current, has_shared
                          open_many, opened, owns, release_shared, share, share_many)
 from ._torch_history import dump_snapshot, memory_snapshot, record_memory_history
 from . import _torch_history
-from . import _torch_ipc as _ipc
-from .errors import InvalidArgument, VpmmError
+from .errors import InvalidArgument
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
            "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
@@ -195,8 +194,7 @@ def _using(key: _Key) -> Iterator[None]:
 @contextlib.contextmanager
 def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = None,
          pin_ahead: Optional[bool] = None, *, backup_store: Optional[str] = None,
-         backup_dir: Optional[PathArg] = None, retain_backup: bool = False,
-         share_ahead: Optional[bool] = None) -> Iterator[Any]:
+         backup_dir: Optional[PathArg] = None, retain_backup: bool = False) -> Iterator[Any]:
     """Route the CUDA allocations this thread makes inside the block through
     libvpmm, tagged `tag` (pausable with :func:`pause`), their bytes kept
     across a pause if host_backup. Yields the MemPool (None after
@@ -220,13 +218,6 @@ def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = Non
     done waits for it and uses its buffers (it never pins twice). The
     Future is kept in :data:`pinning_ahead` under the tag. pin_ahead=False
     pins nothing ahead; True asks for it even when turned off globally.
-
-    share_ahead (default: on once this process will send, that is after
-    :func:`install_reductions` or a first :func:`share`, when the pool is
-    exportable): when a tagged block ends, its handles are exported on a
-    background thread (:func:`prepare_share_in_background`, the Future in
-    :data:`sharing_ahead`), so that the first send of the weights costs a
-    descriptor duplicate per handle. False never does; True asks for it.
 
     Tensors allocated inside keep coming from libvpmm after the block ends;
     PyTorch caches their freed blocks in the MemPool for the next block with
@@ -257,23 +248,6 @@ def pool(tag: Optional[str] = None, host_backup: bool = False, device: Any = Non
                     yield mp
     if pin_ahead:
         pinning_ahead[tag] = _pinner.request(tag, idx)
-    if tag and share_ahead is not False and (share_ahead or _sends_ahead(idx)):
-        sharing_ahead[tag] = prepare_share_in_background(tag, idx)
-
-
-def _sends_ahead(idx: int) -> bool:
-    """Whether a block's end prepares its exports: the process said it will
-    send (install_reductions(), or it has shared before) and the device's
-    pool can export. On the H200 a process pair's very first send of a
-    state dict took 40.9 ms against 13.6 for CUDA IPC, the next ones 12-16
-    (bench/results/h100.md, "Session of 2026-12-02"); the trainer's part of
-    it, the handles' first export, then runs while the program goes on."""
-    if not (_ipc.reductions_installed() or has_shared(idx)):
-        return False
-    try:
-        return bool(default_pool(idx).config().get("exportable"))
-    except VpmmError:
-        return False
 
 
 #: The Futures of the background pinnings started when a block with a host
@@ -398,23 +372,20 @@ def _own_region(tag: Optional[str], host_backup: bool, kw: Dict[str, Any]) -> It
 
 
 def _region_observer(tag: Optional[str], store: Optional[str]) -> Any:
-    """vpmm.region's scope observer: a tagged block (not pool()'s own) with
-    a pinned-store host backup pins its backups ahead when it ends, on the
-    current device (where the hooks allocated its memory), and prepares its
-    exports where the process will send (pool()'s share_ahead)."""
+    """vpmm.region's scope observer: a tagged block with a pinned-store
+    host backup (not pool()'s own) pins its backups ahead when it ends, on
+    the current device (where the hooks allocated its memory)."""
     own = getattr(_pin_scope, "skip_next", False)
     _pin_scope.skip_next = False
-    if own or not tag:
+    if own or not tag or store != "pinned":
         return _nothing
 
     def ended() -> None:
+        if not _pin_ahead_on:
+            return
         if not getattr(_torch.cuda, "is_initialized", lambda: True)():
             return  # nothing was allocated on a GPU
-        dev = _torch.cuda.current_device()
-        if store == "pinned" and _pin_ahead_on:
-            pinning_ahead[tag] = _pinner.request(tag, dev)
-        if _sends_ahead(dev):  # as pool() does (see there)
-            sharing_ahead[tag] = prepare_share_in_background(tag, dev)
+        pinning_ahead[tag] = _pinner.request(tag, _torch.cuda.current_device())
     return ended
 
 
@@ -519,8 +490,7 @@ def resume(tag: Optional[str] = None, device: Any = None, prepare_share: Optiona
 
 
 #: The Futures of the background export preparations started by
-#: :func:`resume` and by the end of a tagged block (:func:`pool`'s
-#: share_ahead), by tag (the latest one per tag).
+#: :func:`resume`, by tag (the latest one per tag).
 sharing_ahead: Dict[Optional[str], "Future[int]"] = {}
 
 
