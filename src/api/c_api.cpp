@@ -17,11 +17,13 @@
 #include "api/pool_shell.hpp"
 #include "backend/registry.hpp"
 #include "common/backend_kinds.hpp"
+#include "common/settings.hpp"
 #include "common/status.hpp"
 #include "config/config.hpp"
 #include "core/pause/stores/store_table.hpp"
 #include "core/state/layout.hpp"
 #include "core/pool.hpp"
+#include "ipc/fd_table.hpp"
 #include "vpmm.h"
 #include "vpmm_version.h"  // directly too: a build without it must fail, not lose vpmm_version()
 
@@ -136,6 +138,10 @@ vpmm_status vpmm::api::create_pool(const char* call, const vpmm_config* config, 
     shell->pool = std::move(pool);
     shell->pool->set_handle(shell.get());
     if (member) vpmm::api::ledger_attach(shell.get(), member);
+    // Any pool may export or import later: the descriptor table grows now,
+    // once per process (one kernel wait at most, after the backend started
+    // its threads), rather than by doublings inside a first send.
+    vpmm::ipc::make_descriptor_table_once(vpmm::fd_table_ahead());
     *out = shell.release();
     return VPMM_OK;
   });

@@ -14,6 +14,7 @@
 #include "ipc/channels.hpp"
 #include "ipc/descriptor.hpp"
 #include "ipc/fd_passing.hpp"
+#include "ipc/fd_table.hpp"
 #include "ipc/status_page.hpp"
 #include "vpmm.h"
 
@@ -146,8 +147,11 @@ vpmm_status import_fds(const char* call, const vpmm::ipc::Descriptor& d, const i
                         "counter page and %zu handles)",
                         call, n_fds, want, want - 2);
     all->assign(fds, fds + n_fds);
+    vpmm::ipc::make_descriptor_room(n_fds);  // the import keeps a duplicate of each
     return VPMM_OK;
   }
+  // Taken, then a duplicate of each kept: the table's room in one step.
+  vpmm::ipc::make_descriptor_room(2 * (d.handle_fds.size() + 2));
   vpmm::ipc::PidFd pidfd;
   vpmm_status st = pidfd.open(call, d.pid);
   if (st != VPMM_OK) return st;

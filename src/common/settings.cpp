@@ -59,4 +59,22 @@ bool parse_page_floor(const char* v, uint64_t* out) {
   return true;
 }
 
+bool parse_fd_table_ahead(const char* v, uint64_t* out) {
+  if (!v || *v < '0' || *v > '9') return false;  // no sign, no space, no empty
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n > kMaxFdTableAhead) return false;
+  *out = n;
+  return true;
+}
+
+uint64_t fd_table_ahead() {
+  uint64_t n = 0;
+  const char* v = setting_text(Setting::kFdTableAhead);
+  if (v && parse_fd_table_ahead(v, &n)) return n;
+  parse_fd_table_ahead(setting(Setting::kFdTableAhead).default_text, &n);
+  return n;
+}
+
 }  // namespace vpmm

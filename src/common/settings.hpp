@@ -34,6 +34,7 @@ enum class Setting : int {
   kBackupDir,
   kPendingReuse,
   kLedgerBudget,
+  kFdTableAhead,
   kCount
 };
 
@@ -71,6 +72,10 @@ inline constexpr SettingDef kSettings[] = {
     {"ledger_budget", "VPMM_LEDGER_BUDGET", VPMM_OPTION_TEXT, "unset (the device's memory)",
      "the ledger's budget for this device if this pool is the first of the device to join it: bytes "
      "(\"8G\") or a share of the device (\"80%\"); vpmm_ledger_set_budget changes it later"},
+    {"fd_table_ahead", "VPMM_FD_TABLE_AHEAD", VPMM_OPTION_COUNT, "4096",
+     "file descriptor table entries made ahead when the process's first pool is created: an export or import of N handles holds 2N descriptors, and each doubling of a "
+     "threaded process's table waits for the kernel (docs/ipc.md, \"The descriptor table\"); 0 = "
+     "none, at most 1048576 (and RLIMIT_NOFILE)"},
 };
 static_assert(sizeof kSettings / sizeof kSettings[0] == static_cast<size_t>(Setting::kCount),
               "one row per Setting");
@@ -112,5 +117,16 @@ bool parse_auto_switch(const char* text, AutoSwitch* out);
 // with an optional K/k or M/m suffix. Its own grammar, older than
 // parse_size's, kept so that no value that worked before changes meaning.
 bool parse_page_floor(const char* text, uint64_t* out);
+
+// --- VPMM_FD_TABLE_AHEAD ----------------------------------------------------
+
+constexpr uint64_t kMaxFdTableAhead = 1u << 20;
+
+// A decimal count from 0 to kMaxFdTableAhead; false for anything else.
+bool parse_fd_table_ahead(const char* text, uint64_t* out);
+
+// The entries in force: the variable's when it parses, else the default
+// (a malformed value fails vpmm_pool_create through config_error).
+uint64_t fd_table_ahead();
 
 }  // namespace vpmm

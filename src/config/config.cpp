@@ -219,6 +219,12 @@ bool parse_ledger(const char* v, const char** out, Refusal* why) {
   return true;
 }
 
+bool parse_fd_table_ahead_option(const char* v, vpmm_config*, Refusal* why) {
+  uint64_t n;
+  if (parse_fd_table_ahead(v, &n)) return true;
+  return refuse(why, "not a count of entries; accepted: 0 to 1048576 (0 = none made ahead)");
+}
+
 bool parse_log(const char* v, vpmm_config*, Refusal* why) {
   LogLevel l;
   if (parse_log_level(v, &l)) return true;

@@ -167,3 +167,4 @@ VPMM_FIELD_OPTION(ledger, "VPMM_LEDGER", TEXT, parse_ledger, "unset (none)",
                   "the device (docs/ledger.md); 1-64 characters of [A-Za-z0-9_.-]",
                   check_ledger, nullptr, nullptr)
 VPMM_SETTING_OPTION(kLedgerBudget, nullptr)
+VPMM_SETTING_OPTION(kFdTableAhead, parse_fd_table_ahead_option)

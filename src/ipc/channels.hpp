@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/share/channel_interfaces.hpp"
+#include "ipc/fd_table.hpp"
 #include "ipc/status_page.hpp"
 
 namespace vpmm {
@@ -29,7 +30,11 @@ class Exporter final : public ExportChannel {
   explicit Exporter(std::unique_ptr<StatusPage> page) : page_(std::move(page)), handles_(new FdSet) {}
   ~Exporter() override;
 
-  void reserve(size_t n) override { handles_->fds.reserve(n); }
+  // The table's room too: each handle may hold a kept descriptor and this one.
+  void reserve(size_t n) override {
+    handles_->fds.reserve(n);
+    make_descriptor_room(2 * n);
+  }
   void adopt(int fd) override { handles_->fds.push_back(fd); }
   void revoke(int32_t state) override;
   int32_t state() const override;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "ipc/fd_table.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every architecture (since 5.3)
@@ -178,6 +179,7 @@ vpmm_status recv_message(const char* who, int sock, bool peek, void* desc, size_
                 "(nothing was received: call again with larger ones)",
                 who, static_cast<unsigned long long>(h.size), h.n_fds, capacity, fd_capacity);
   std::string first(sizeof h + h.size, '\0');
+  make_descriptor_room(2 * static_cast<size_t>(h.n_fds));  // received, then kept by an import
   std::vector<int> got;
   st = recv_part(who, sock, &first[0], first.size(), &got);
   while (st == VPMM_OK && got.size() < h.n_fds) {
