@@ -2,7 +2,10 @@
 first CUDA allocation: 'native', 'expandable' (PyTorch's expandable_segments),
 'cudamallocasync' (PyTorch's backend:cudaMallocAsync, the driver's pool) or
 'vpmm' (libvpmm through CUDAPluggableAllocator; VPMM_* variables pick its
-policy). Shared by the scripts in bench/torch/ and tests/gpu/."""
+policy); 'pluggable-async' is a CUDAPluggableAllocator over cudaMallocAsync
+(bench/torch/passthrough_allocator.cu, built to PASSTHROUGH_LIBRARY): what
+the pluggable path costs whatever allocator is behind it. Shared by the
+scripts in bench/torch/ and tests/gpu/."""
 import os
 import sys
 
@@ -32,6 +35,16 @@ def choose(name):
         def held():
             s = vpmm.default_pool_stats()
             return s["peak_mapped_bytes"], s["mapped_bytes"]
+        return held
+    if name == "pluggable-async":
+        lib = os.environ.get("PASSTHROUGH_LIBRARY")
+        if not lib:
+            raise SystemExit("pluggable-async needs PASSTHROUGH_LIBRARY (bench/torch/passthrough_allocator.cu, built)")
+        torch.cuda.memory.change_current_allocator(
+            torch.cuda.memory.CUDAPluggableAllocator(lib, "passthrough_malloc", "passthrough_free"))
+
+        def held():  # the driver pool's, as under backend:cudaMallocAsync: not read here
+            return 0, 0
         return held
     if name != "native" and name not in TORCH_CONF:
         raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)} or vpmm")
@@ -74,5 +87,7 @@ def live_peak_and_work(name):
         import vpmm
         st = vpmm.default_pool_stats()
         return st["peak_live_bytes"], pool_work(name)
+    if name == "pluggable-async":
+        return 0, {}
     import torch
     return torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0), {}

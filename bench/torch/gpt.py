@@ -90,21 +90,39 @@ def serve_waves(model, vocab, waves=14, seed=7, batch_scale=1, on_wave=None):
     variable batch size, prompt length and generation length; prefill, then
     one decode step at a time with a KV cache that grows by concatenation.
     on_wave(wave, batch, prompt, gen_len, seconds) is called after each wave."""
+    for wave, (batch, prompt, gen_len) in enumerate(wave_specs(waves, seed, batch_scale)):
+        seconds = run_wave(model, vocab, batch, prompt, gen_len, timed=on_wave is not None)
+        if on_wave:
+            on_wave(wave, batch, prompt, gen_len, seconds)
+
+
+def wave_specs(waves, seed=7, batch_scale=1):
+    """(batch, prompt, gen_len) of each wave of serve_waves."""
     import random
-    import time
     rng = random.Random(seed)
-    for wave in range(waves):
+    specs = []
+    for _ in range(waves):
         batch = rng.choice([1, 2, 4, 8, 12, 16]) * batch_scale
         prompt = rng.choice([64, 128, 256, 384, 512, 1024])
         gen_len = rng.choice([16, 32, 64, 128, 192])
-        t0 = time.perf_counter()
-        idx = torch.randint(0, vocab, (batch, prompt), device="cuda")
-        logits, past = model(idx)  # prefill
+        specs.append((batch, prompt, gen_len))
+    return specs
+
+
+@torch.no_grad()
+def run_wave(model, vocab, batch, prompt, gen_len, timed=True):
+    """One wave: prefill, then gen_len decode steps; its seconds (after a
+    synchronize) when timed, else None."""
+    import time
+    t0 = time.perf_counter()
+    idx = torch.randint(0, vocab, (batch, prompt), device="cuda")
+    logits, past = model(idx)  # prefill
+    tok = logits[:, -1:].argmax(-1)
+    for step in range(gen_len):
+        logits, past = model(tok, past=past, start=prompt + step)
         tok = logits[:, -1:].argmax(-1)
-        for step in range(gen_len):
-            logits, past = model(tok, past=past, start=prompt + step)
-            tok = logits[:, -1:].argmax(-1)
-        del logits, past, tok, idx
-        if on_wave:
-            torch.cuda.synchronize()
-            on_wave(wave, batch, prompt, gen_len, time.perf_counter() - t0)
+    del logits, past, tok, idx
+    if not timed:
+        return None
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0

@@ -1,0 +1,76 @@
+"""The serving client with its allocators taking turns wave by wave: one
+process per allocator (bench/torch/serve_client.py --worker), all loaded at
+once, each running wave i in a rotated order before any runs wave i+1.
+Machine speed that drifts over tens of seconds (a lent VM's neighbours)
+then lands on every allocator alike, where whole processes one after the
+other compared seconds measured minutes apart. Prints one JSON line per
+wave (each allocator's seconds) and a summary line: per allocator its
+tokens/s over the waves after the first and its serve_client result line
+(peak, live, pool work), and the geometric mean over those waves of
+vpmm's time / the fastest PyTorch allocator's.
+
+  python3 bench/torch/serve_lockstep.py [--allocs native,expandable,cudamallocasync,vpmm] [--waves 14]
+
+Run with PYTHONPATH and VPMM_LIBRARY as for serve_client.py (and
+PASSTHROUGH_LIBRARY for pluggable-async); CUDA_VISIBLE_DEVICES picks the GPU."""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--allocs", default="native,expandable,cudamallocasync,vpmm")
+    ap.add_argument("--waves", type=int, default=14)
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+    allocs = args.allocs.split(",")
+    workers = {a: subprocess.Popen([sys.executable, os.path.join(HERE, "serve_client.py"), "--alloc", a, "--worker",
+                                    "--waves", str(args.waves), "--label", a],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+               for a in allocs}
+    for a, w in workers.items():
+        line = w.stdout.readline()
+        if not line.startswith('{"ready"'):
+            sys.exit(f"serve_lockstep: {a} did not start: {line!r}")
+    seconds = {a: [] for a in allocs}
+    tokens = []
+    for wave in range(args.waves):
+        order = allocs[wave % len(allocs):] + allocs[:wave % len(allocs)]
+        row = {"wave": wave, "order": order}
+        for a in order:
+            workers[a].stdin.write(f"{wave}\n")
+            got = json.loads(workers[a].stdout.readline())
+            seconds[a].append(got["seconds"])
+            row[a] = got["seconds"]
+            n = got["tokens"]
+        tokens.append(n)
+        print(json.dumps(row), flush=True)
+    results = {}
+    for a, w in workers.items():
+        w.stdin.write("end\n")
+        w.stdin.flush()
+        results[a] = json.loads(w.stdout.readline())
+        w.wait(60)
+    timed = range(1, args.waves)  # the first wave warms every allocator up
+    summary = {"label": args.label, "waves_timed": len(timed),
+               "tokens_per_s": {a: round(sum(tokens[i] for i in timed) / sum(seconds[a][i] for i in timed), 2)
+                                for a in allocs}}
+    torch_allocs = [a for a in allocs if a in TORCH_ALLOCS]
+    for a in (a for a in allocs if a not in TORCH_ALLOCS):
+        if torch_allocs:  # per wave: a's seconds / the fastest PyTorch allocator's
+            ratios = [seconds[a][i] / min(seconds[t][i] for t in torch_allocs) for i in timed]
+            summary[a + "_vs_fastest_gm"] = round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4)
+            summary[a + "_vs_fastest_by_wave"] = [round(r, 3) for r in ratios]
+    summary["results"] = results
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
