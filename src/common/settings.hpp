@@ -73,9 +73,10 @@ inline constexpr SettingDef kSettings[] = {
      "the ledger's budget for this device if this pool is the first of the device to join it: bytes "
      "(\"8G\") or a share of the device (\"80%\"); vpmm_ledger_set_budget changes it later"},
     {"fd_table_ahead", "VPMM_FD_TABLE_AHEAD", VPMM_OPTION_COUNT, "4096",
-     "file descriptor table entries made ahead when the process's first pool is created: an export or import of N handles holds 2N descriptors, and each doubling of a "
-     "threaded process's table waits for the kernel (docs/ipc.md, \"The descriptor table\"); 0 = "
-     "none, at most 1048576 (and RLIMIT_NOFILE)"},
+     "file descriptor table entries made ahead when the process's first pool is created: an "
+     "export or import of N handles holds 2N descriptors, and each doubling of a threaded "
+     "process's table waits for the kernel (docs/ipc.md, \"The descriptor table\"); 0 = none, at "
+     "most 1048576 (and RLIMIT_NOFILE)"},
 };
 static_assert(sizeof kSettings / sizeof kSettings[0] == static_cast<size_t>(Setting::kCount),
               "one row per Setting");

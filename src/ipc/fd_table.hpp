@@ -3,7 +3,7 @@
 //
 // Why: the kernel grows a process's table by doubling it, and a process with
 // more than one thread (every PyTorch process) waits for an RCU grace period
-// at each doubling (expand_fdtable's synchronize_rcu): 8-24 ms each on the
+// at each doubling (expand_fdtable's synchronize_rcu): 6-24 ms each on the
 // machines measured. An export or import of N handles holds 2N descriptors
 // (the one kept per handle and the one sent or taken), so a process's first
 // send of 816 handles crossed 256, 512, 1024 and 2048 and paid four grace
@@ -23,7 +23,11 @@ namespace vpmm {
 namespace ipc {
 
 // Grows the table, if it is smaller, to hold `more` descriptors above the
-// lowest free number, in one step (bounded by RLIMIT_NOFILE). Best effort:
+// lowest free number, in one step (bounded by RLIMIT_NOFILE). An importer
+// passes a count another process sent: a hostile descriptor of N handle
+// records grows this process's table (which never shrinks) to at most
+// min(2N, RLIMIT_NOFILE) entries, about 8 bytes each, against the N
+// records of about 24 bytes it had to send and we to read. Best effort:
 // a failure leaves the table as it was, and the call that needs the
 // descriptors reports its own EMFILE. Thread safe; creates and closes one
 // descriptor of its own (a high number for an instant: a thread that dup2s
