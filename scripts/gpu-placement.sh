@@ -38,7 +38,10 @@
 # at BASE_LIBRARY, a build of another tree), HARD_PER_STEP=1 (the hard client's
 # steps one JSON line each, to clients.err), CLIENTS (default
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
-# waves), REPLAYS=0 (skip the CUDA replays). Each process's wall time
+# waves; "lockstep" runs bench/torch/serve_lockstep.py over ALLOCS once, up
+# to SERVE_WAVES waves in whatever time is left, to lockstep.jsonl),
+# pluggable-async in ALLOCS builds bench/torch/passthrough_allocator.cu
+# with nvcc into $BUILD unless PASSTHROUGH_LIBRARY names a build, REPLAYS=0 (skip the CUDA replays). Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
 # process on those CPUs: on the lent VMs the same process swings 15-25%
 # from one launch to the next with where the scheduler puts it, which the
@@ -85,6 +88,12 @@ if [ "$BUILD_RC" != 0 ] || [ ! -f "$BUILD/${LIB_TARGET:-libvpmm.so}" ]; then
 fi
 grep -E "^[0-9]+, " "$OUT/build.log" | sed 's/^/   gpu /' >> "$SUM"
 export VPMM_LIBRARY="$PWD/$BUILD/${LIB_TARGET:-libvpmm.so}"
+read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm}"
+if [[ " ${ALLOCS[*]} " == *" pluggable-async "* ]] && [ -z "${PASSTHROUGH_LIBRARY:-}" ]; then
+  boxed 60 "$NVCC" -shared -Xcompiler -fPIC -o "$BUILD/libpassthrough.so" bench/torch/passthrough_allocator.cu \
+    >> "$OUT/build.log" 2>&1 && export PASSTHROUGH_LIBRARY="$PWD/$BUILD/libpassthrough.so"
+  say "pluggable-async: ${PASSTHROUGH_LIBRARY:-not built (see build.log)}"
+fi
 NGPU=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 (( NGPU < 1 )) && NGPU=1
 
@@ -101,7 +110,6 @@ done
 grep -E "driver by malloc" "$OUT/replays.log" | sed 's/^/   /' >> "$SUM"
 
 # ------------------------------------------------------------------ clients
-read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm}"
 read -r -a KINDS <<< "$CLIENTS"
 
 # run_client KIND GPU ROUND NAME: one process on GPU, its JSON line appended
@@ -149,6 +157,25 @@ rounds() {
   done
 }
 : > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/serve.jsonl"; : > "$OUT/clients.err"
+if [[ " ${KINDS[*]} " == *" lockstep "* ]]; then
+  # Every allocator's process loaded at once, taking turns wave by wave; the
+  # time left bounds the waves (serve_lockstep.py --seconds), so the summary
+  # line always comes back.
+  rest=(); for k in "${KINDS[@]}"; do [ "$k" != lockstep ] && rest+=("$k"); done
+  KINDS=("${rest[@]}")
+  pin=(); [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
+  LS_SECONDS=$(( $(left) - BOX_RESERVE - 30 ))
+  say "lockstep serving: ${ALLOCS[*]}, up to $SERVE_WAVES waves in ${LS_SECONDS} s"
+  boxed $(( LS_SECONDS + 25 )) "${pin[@]}" env -u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES=0 \
+    python3 bench/torch/serve_lockstep.py --allocs "$(IFS=,; echo "${ALLOCS[*]}")" --waves "$SERVE_WAVES" \
+    --seconds "$LS_SECONDS" --label "lockstep r$FIRST_ROUND" > "$OUT/lockstep.jsonl" 2>> "$OUT/clients.err"
+  echo "lockstep: exit $? after $(grep -c '"wave"' "$OUT/lockstep.jsonl") waves" | tee -a "$SUM"
+  tail -1 "$OUT/lockstep.jsonl" | python3 -c 'import json,sys
+s = json.loads(sys.stdin.read() or "{}")
+print("   tokens/s", s.get("tokens_per_s"), "over", s.get("waves_timed"), "waves")
+for k, v in s.items():
+    if k.endswith("_gm"): print("  ", k, v)' >> "$SUM" 2>&1
+fi
 if (( NGPU >= 2 )); then
   say "clients: hard on GPU 0 and dense on GPU 1 at the same time, $ROUNDS rounds each"
   rounds hard 0 &

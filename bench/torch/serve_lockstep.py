@@ -9,7 +9,11 @@ tokens/s over the waves after the first and its serve_client result line
 (peak, live, pool work), and the geometric mean over those waves of
 vpmm's time / the fastest PyTorch allocator's.
 
-  python3 bench/torch/serve_lockstep.py [--allocs native,expandable,cudamallocasync,vpmm] [--waves 14]
+  python3 bench/torch/serve_lockstep.py [--allocs native,expandable,cudamallocasync,vpmm] [--waves 14] [--seconds S]
+
+--seconds S starts no wave that the last wave's pace says would end after S
+seconds from the start, and summarizes the waves that ran, so a time-boxed
+call on a lent machine always gets its summary.
 
 Run with PYTHONPATH and VPMM_LIBRARY as for serve_client.py (and
 PASSTHROUGH_LIBRARY for pluggable-async); CUDA_VISIBLE_DEVICES picks the GPU."""
@@ -19,6 +23,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
@@ -29,7 +34,9 @@ def main():
     ap.add_argument("--allocs", default="native,expandable,cudamallocasync,vpmm")
     ap.add_argument("--waves", type=int, default=14)
     ap.add_argument("--label", default="")
+    ap.add_argument("--seconds", type=float, default=0, help="start no wave that would end past this (0: no limit)")
     args = ap.parse_args()
+    started = time.monotonic()
     allocs = args.allocs.split(",")
     workers = {a: subprocess.Popen([sys.executable, os.path.join(HERE, "serve_client.py"), "--alloc", a, "--worker",
                                     "--waves", str(args.waves), "--label", a],
@@ -41,7 +48,12 @@ def main():
             sys.exit(f"serve_lockstep: {a} did not start: {line!r}")
     seconds = {a: [] for a in allocs}
     tokens = []
+    last_wave = 0.0
     for wave in range(args.waves):
+        if args.seconds and time.monotonic() - started + 1.5 * last_wave > args.seconds:
+            print(json.dumps({"stopped_before_wave": wave, "seconds": round(time.monotonic() - started, 1)}), flush=True)
+            break
+        wave_start = time.monotonic()
         order = allocs[wave % len(allocs):] + allocs[:wave % len(allocs)]
         row = {"wave": wave, "order": order}
         for a in order:
@@ -51,6 +63,7 @@ def main():
             row[a] = got["seconds"]
             n = got["tokens"]
         tokens.append(n)
+        last_wave = time.monotonic() - wave_start
         print(json.dumps(row), flush=True)
     results = {}
     for a, w in workers.items():
@@ -58,7 +71,9 @@ def main():
         w.stdin.flush()
         results[a] = json.loads(w.stdout.readline())
         w.wait(60)
-    timed = range(1, args.waves)  # the first wave warms every allocator up
+    timed = range(1, len(tokens))  # the first wave warms every allocator up
+    if not timed:
+        sys.exit(f"serve_lockstep: {len(tokens)} wave(s) ran, none timed (the first warms up): give it more --seconds")
     summary = {"label": args.label, "waves_timed": len(timed),
                "tokens_per_s": {a: round(sum(tokens[i] for i in timed) / sum(seconds[a][i] for i in timed), 2)
                                 for a in allocs}}
@@ -68,6 +83,9 @@ def main():
             ratios = [seconds[a][i] / min(seconds[t][i] for t in torch_allocs) for i in timed]
             summary[a + "_vs_fastest_gm"] = round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4)
             summary[a + "_vs_fastest_by_wave"] = [round(r, 3) for r in ratios]
+    if "vpmm" in allocs and "pluggable-async" in allocs:  # against the pluggable path's own floor
+        ratios = [seconds["vpmm"][i] / seconds["pluggable-async"][i] for i in timed]
+        summary["vpmm_vs_pluggable_async_gm"] = round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4)
     summary["results"] = results
     print(json.dumps(summary), flush=True)
 
