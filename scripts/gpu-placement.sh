@@ -40,7 +40,8 @@
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
 # waves; "lockstep" runs bench/torch/serve_lockstep.py over ALLOCS once, up
 # to SERVE_WAVES waves in whatever time is left, to lockstep.jsonl),
-# pluggable-async in ALLOCS builds bench/torch/passthrough_allocator.cu
+# pluggable-async (or pluggable-async-nodeps: no GPU-side waits across
+# streams in the driver's pool) in ALLOCS builds bench/torch/passthrough_allocator.cu
 # with nvcc into $BUILD unless PASSTHROUGH_LIBRARY names a build, REPLAYS=0 (skip the CUDA replays). Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
 # process on those CPUs: on the lent VMs the same process swings 15-25%
@@ -89,7 +90,7 @@ fi
 grep -E "^[0-9]+, " "$OUT/build.log" | sed 's/^/   gpu /' >> "$SUM"
 export VPMM_LIBRARY="$PWD/$BUILD/${LIB_TARGET:-libvpmm.so}"
 read -r -a ALLOCS <<< "${ALLOCS:-native expandable cudamallocasync vpmm}"
-if [[ " ${ALLOCS[*]} " == *" pluggable-async "* ]] && [ -z "${PASSTHROUGH_LIBRARY:-}" ]; then
+if [[ " ${ALLOCS[*]} " == *" pluggable-async"* ]] && [ -z "${PASSTHROUGH_LIBRARY:-}" ]; then
   boxed 60 "$NVCC" -shared -Xcompiler -fPIC -o "$BUILD/libpassthrough.so" bench/torch/passthrough_allocator.cu \
     >> "$OUT/build.log" 2>&1 && export PASSTHROUGH_LIBRARY="$PWD/$BUILD/libpassthrough.so"
   say "pluggable-async: ${PASSTHROUGH_LIBRARY:-not built (see build.log)}"

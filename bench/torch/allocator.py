@@ -4,7 +4,9 @@ first CUDA allocation: 'native', 'expandable' (PyTorch's expandable_segments),
 'vpmm' (libvpmm through CUDAPluggableAllocator; VPMM_* variables pick its
 policy); 'pluggable-async' is a CUDAPluggableAllocator over cudaMallocAsync
 (bench/torch/passthrough_allocator.cu, built to PASSTHROUGH_LIBRARY): what
-the pluggable path costs whatever allocator is behind it. Shared by the
+the pluggable path costs whatever allocator is behind it;
+'pluggable-async-nodeps' the same with the pool's GPU-side waits across
+streams turned off (internal dependencies, opportunistic reuse). Shared by the
 scripts in bench/torch/ and tests/gpu/."""
 import os
 import sys
@@ -36,18 +38,20 @@ def choose(name):
             s = vpmm.default_pool_stats()
             return s["peak_mapped_bytes"], s["mapped_bytes"]
         return held
-    if name == "pluggable-async":
+    if name in ("pluggable-async", "pluggable-async-nodeps"):
         lib = os.environ.get("PASSTHROUGH_LIBRARY")
         if not lib:
-            raise SystemExit("pluggable-async needs PASSTHROUGH_LIBRARY (bench/torch/passthrough_allocator.cu, built)")
+            raise SystemExit(f"{name} needs PASSTHROUGH_LIBRARY (bench/torch/passthrough_allocator.cu, built)")
+        prefix = "passthrough_nodeps" if name.endswith("-nodeps") else "passthrough"
         torch.cuda.memory.change_current_allocator(
-            torch.cuda.memory.CUDAPluggableAllocator(lib, "passthrough_malloc", "passthrough_free"))
+            torch.cuda.memory.CUDAPluggableAllocator(lib, prefix + "_malloc", prefix + "_free"))
 
         def held():  # the driver pool's, as under backend:cudaMallocAsync: not read here
             return 0, 0
         return held
     if name != "native" and name not in TORCH_CONF:
-        raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)} or vpmm")
+        raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)}, vpmm, pluggable-async "
+                         "or pluggable-async-nodeps")
 
     def held():
         st = torch.cuda.memory_stats()

@@ -29,7 +29,7 @@ import sys
 TORCH = ("native", "expandable", "cudamallocasync")
 LIBVPMM = ("vpmm", "vpmm-exact", "vpmm-views", "vpmm-pending", "vpmm-never", "vpmm-base")
 FLOOR = "pluggable-async"  # the pluggable path's own cost, with the driver's pool behind it
-COMPARED = (FLOOR,) + LIBVPMM
+COMPARED = (FLOOR, FLOOR + "-nodeps") + LIBVPMM
 ORDER = TORCH + COMPARED
 
 
