@@ -39,10 +39,11 @@
 # steps one JSON line each, to clients.err), CLIENTS (default
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
 # waves; "lockstep" runs bench/torch/serve_lockstep.py over ALLOCS once, up
-# to SERVE_WAVES waves in whatever time is left, to lockstep.jsonl),
-# pluggable-async (or pluggable-async-nodeps: no GPU-side waits across
-# streams in the driver's pool) in ALLOCS builds bench/torch/passthrough_allocator.cu
-# with nvcc into $BUILD unless PASSTHROUGH_LIBRARY names a build, REPLAYS=0 (skip the CUDA replays). Each process's wall time
+# to SERVE_WAVES waves, to lockstep.jsonl; it takes all the time left, so
+# give it a call of its own), REPLAYS=0 (skip the CUDA replays). pluggable-async (or
+# pluggable-async-nodeps: no GPU-side waits across streams in the driver's
+# pool) in ALLOCS builds bench/torch/passthrough_allocator.cu with nvcc into
+# $BUILD unless PASSTHROUGH_LIBRARY names a build. Each process's wall time
 # goes to clients.err. PIN_CPUS (a taskset list, e.g. 2-9) runs every client
 # process on those CPUs: on the lent VMs the same process swings 15-25%
 # from one launch to the next with where the scheduler puts it, which the

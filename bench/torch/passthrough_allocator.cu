@@ -22,9 +22,11 @@ namespace {
 constexpr int kMaxDevices = 64;
 std::atomic<bool> g_pool_kept[kMaxDevices];
 
-// Once per device: the default pool keeps everything it was given. A race
-// between two first calls sets the same attribute twice, which is harmless.
-void keep_pool(int device, bool no_waits = false) {
+// Once per device: the default pool keeps everything it was given (and,
+// with no_waits, reuses across streams only where no wait is needed; a
+// process uses one pair of entry points). A race between two first calls
+// sets the same attributes twice, which is harmless.
+void keep_pool(int device, bool no_waits) {
   if (device < 0 || device >= kMaxDevices || g_pool_kept[device].load(std::memory_order_acquire)) return;
   cudaMemPool_t pool = nullptr;
   if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
@@ -38,13 +40,18 @@ void keep_pool(int device, bool no_waits = false) {
   }
   g_pool_kept[device].store(true, std::memory_order_release);
 }
+
+// PyTorch calls on the current device, which it names.
+void* pool_malloc(ptrdiff_t size, int device, cudaStream_t stream, bool no_waits) {
+  keep_pool(device, no_waits);
+  void* p = nullptr;
+  return cudaMallocAsync(&p, static_cast<size_t>(size), stream) == cudaSuccess ? p : nullptr;
+}
 }  // namespace
 
 extern "C" {
 void* passthrough_malloc(ptrdiff_t size, int device, cudaStream_t stream) {
-  keep_pool(device);  // PyTorch calls on the current device, which it names
-  void* p = nullptr;
-  return cudaMallocAsync(&p, static_cast<size_t>(size), stream) == cudaSuccess ? p : nullptr;
+  return pool_malloc(size, device, stream, /*no_waits=*/false);
 }
 
 void passthrough_free(void* ptr, ptrdiff_t size, int device, cudaStream_t stream) {
@@ -54,9 +61,7 @@ void passthrough_free(void* ptr, ptrdiff_t size, int device, cudaStream_t stream
 }
 
 void* passthrough_nodeps_malloc(ptrdiff_t size, int device, cudaStream_t stream) {
-  keep_pool(device, /*no_waits=*/true);
-  void* p = nullptr;
-  return cudaMallocAsync(&p, static_cast<size_t>(size), stream) == cudaSuccess ? p : nullptr;
+  return pool_malloc(size, device, stream, /*no_waits=*/true);
 }
 
 void passthrough_nodeps_free(void* ptr, ptrdiff_t size, int device, cudaStream_t stream) {

@@ -29,6 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
 
 
+def geomean(qs):
+    return math.exp(sum(map(math.log, qs)) / len(qs))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--allocs", default="native,expandable,cudamallocasync,vpmm")
@@ -81,11 +85,11 @@ def main():
     for a in (a for a in allocs if a not in TORCH_ALLOCS):
         if torch_allocs:  # per wave: a's seconds / the fastest PyTorch allocator's
             ratios = [seconds[a][i] / min(seconds[t][i] for t in torch_allocs) for i in timed]
-            summary[a + "_vs_fastest_gm"] = round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4)
+            summary[a + "_vs_fastest_gm"] = round(geomean(ratios), 4)
             summary[a + "_vs_fastest_by_wave"] = [round(r, 3) for r in ratios]
     if "vpmm" in allocs and "pluggable-async" in allocs:  # against the pluggable path's own floor
-        ratios = [seconds["vpmm"][i] / seconds["pluggable-async"][i] for i in timed]
-        summary["vpmm_vs_pluggable_async_gm"] = round(math.exp(sum(map(math.log, ratios)) / len(ratios)), 4)
+        summary["vpmm_vs_pluggable_async_gm"] = round(
+            geomean([seconds["vpmm"][i] / seconds["pluggable-async"][i] for i in timed]), 4)
     summary["results"] = results
     print(json.dumps(summary), flush=True)
 
