@@ -159,13 +159,15 @@ VPMM_API vpmm_status vpmm_ledger_set_budget(const char* name, int32_t device, ui
 
 /* The tags of `pool` that other members' pressure may pause, in the order
  * to pause them (replacing any earlier list; n 0 clears it). When another
- * member of the ledger cannot be admitted, it posts a request and waits (at
- * most 1 s); this pool's watcher thread sees it within a few milliseconds,
- * calls the pool's pressure callback (under_pressure 1), trims the pool's
- * cached free memory, then pauses these tags one by one (with their backups,
- * as vpmm_pool_pause does) until the bytes asked for went back. A member
- * that does not answer in time is not waited for: the asking call then
- * fails with OUT_OF_MEMORY. Resume the tags when the memory is back (the
+ * member of the ledger cannot be admitted, it posts a request and waits;
+ * this pool's watcher thread sees it within a few milliseconds, marks it
+ * taken, calls the pool's pressure callback (under_pressure 1), trims the
+ * pool's cached free memory, then pauses these tags one by one (with their
+ * backups, as vpmm_pool_pause does) until the bytes asked for went back. A
+ * member that has not taken the request within 1 s (stopped, busy, gone) is
+ * not waited for; one that took it is waited for until it answers, at most
+ * 30 s. If the memory is still short the asking call then fails with
+ * OUT_OF_MEMORY. Resume the tags when the memory is back (the
  * resume is admitted like any growth). Tags are copied (at most 64, each
  * 1-63 bytes, no comma). Errors: INVALID_ARGUMENT (a bad pool or tag),
  * WRONG_STATE (the pool is in no ledger). Thread safe. */

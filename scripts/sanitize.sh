@@ -132,6 +132,23 @@ for kind in "${WHICH[@]}"; do
     failures+=("$kind")
     grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)' "$dir/sanitize.log" | awk '!seen[$0]++' |
       sed 's/^/   failed: /' || true
+    # What each failing test said (its failed checks, or its last lines), so
+    # that a CI log names the check without the build directory at hand.
+    python3 - "$dir/meson-logs/testlog.json" "$dir/meson-logs/pylog.json" <<'PY' || true
+import json, os, sys
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("result") in ("OK", "SKIP", "EXPECTEDFAIL"):
+            continue
+        out = ((r.get("stdout") or "") + (r.get("stderr") or "")).splitlines()
+        said = [l for l in out if "failed" in l or l.startswith("FAIL")] or out[-15:]
+        print(f"   {r.get('name')} ({r.get('result')}):")
+        for l in said[:30]:
+            print(f"     {l}")
+PY
   fi
   result[$kind]="exit $rc, $(( $(date +%s) - start ))s"
 done

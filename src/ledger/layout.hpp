@@ -97,6 +97,11 @@ struct Slot {
   // device (vpmm_config.device); 0 = not recorded. Shown only: never an
   // index, never used to admit.
   Word ordinal;
+  // Appended within version 2 (an earlier member leaves it zero): the latest
+  // request this member's watcher took and is answering now. An asker waits
+  // longer for a member that took its request (it is giving memory back)
+  // than for one that has not looked (stopped, busy or gone).
+  Word pressure_taken;
 };
 static_assert(sizeof(Slot) <= kSlotBytes, "slot fits its stride");
 

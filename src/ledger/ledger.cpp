@@ -60,7 +60,7 @@ void zero_word(Word& w, uint64_t base, uint64_t owner, uint64_t nonce) {
 void zero_figures(Slot& s) {
   for (Word* w : {&s.mapped, &s.reserved, &s.backed_up, &s.n_admissions, &s.n_refused, &s.wait_ns,
                   &s.n_pressure_asked, &s.n_pressure_answered, &s.heartbeat_ns, &s.pending, &s.pressure_answered,
-                  &s.ordinal})
+                  &s.ordinal, &s.pressure_taken})
     w->store(0);
   for (Word& w : s.tags) w.store(0);
 }
@@ -391,7 +391,9 @@ vpmm_status Ledger::claim(const char* call, uint32_t device, uint32_t ordinal, u
       const uint64_t claiming = owner_word(kClaiming, owner_gen(o), pid);
       if (!s.owner.compare_exchange_strong(o, claiming)) continue;
       zero_figures(s);
-      s.pressure_answered.store(seg_->header.pressure_seq.load());  // earlier requests are not its to answer
+      const uint64_t seq_now = seg_->header.pressure_seq.load();
+      s.pressure_answered.store(seq_now);  // earlier requests are not its to answer
+      s.pressure_taken.store(seq_now);
       s.start_time.store(start);
       s.device.store(device);
       const uint64_t active = owner_word(kActive, owner_gen(o), pid);
@@ -468,8 +470,9 @@ DeviceSum Ledger::scan(uint32_t device, bool host, int self) {
   return sum;
 }
 
-void Ledger::answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered) {
-  *others = *answered = 0;
+void Ledger::answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered,
+                     uint32_t* answering) {
+  *others = *answered = *answering = 0;
   for (uint32_t i = 0; i < kSlots; ++i) {
     if (i == self) continue;
     Slot& s = slot(i);
@@ -477,7 +480,10 @@ void Ledger::answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* oth
     if (owner_state(o) != kActive || !ident_ok(i, o) || s.device.load() != device) continue;
     if (reclaim_if_dead(i, o)) continue;
     ++*others;
-    if (s.pressure_answered.load() >= seq) ++*answered;
+    if (s.pressure_answered.load() >= seq)
+      ++*answered;
+    else if (s.pressure_taken.load() >= seq)
+      ++*answering;
   }
 }
 

@@ -104,9 +104,11 @@ class Ledger {
     const Header& h = seg_->header;
     return {h.pressure_seq.load(), h.pressure_device.load(), h.pressure_bytes.load(), h.pressure_slot.load()};
   }
-  // Active members of `device` other than `self`, and how many of them
-  // answered request `seq` (a stopped or busy member does not).
-  void answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered);
+  // Active members of `device` other than `self`, how many of them answered
+  // request `seq` (or a later one), and how many took it and are answering
+  // it now (a stopped or busy member does neither).
+  void answers(uint32_t device, uint32_t self, uint64_t seq, uint32_t* others, uint32_t* answered,
+               uint32_t* answering);
 
   // --- devices --------------------------------------------------------------
   // The ledger's index of the device whose key is `key` (layout.hpp,

@@ -22,8 +22,13 @@ namespace {
 // stopped member's stale claim ends the retries after about this many.
 constexpr int kAttempts = 64;
 // How long an admission the budget refused waits for the other members to
-// give memory back before it fails.
+// take its request (a live watcher takes it within milliseconds; one that has
+// not by then is stopped, busy or gone, and is not waited for) ...
 constexpr int kPressureWaitMs = 1000;
+// ... and how long, at most, for a member that took it to finish answering:
+// a pause that backs gigabytes up takes seconds, and under a loaded host
+// (or a sanitizer) even a small one can take longer than the first bound.
+constexpr int kAnsweringWaitMs = 30000;
 
 uint64_t now_ns() {
   struct timespec ts;
@@ -107,6 +112,7 @@ void LedgerMember::watch() {
     if (r.seq == seen) continue;
     seen = r.seq;
     if (r.device == device_ && r.slot != slot_ && responder_) {
+      s.pressure_taken.store(seen);  // the asker waits for this answer longer than for silence
       lock.unlock();
       responder_(r.bytes);
       lock.lock();
@@ -307,11 +313,13 @@ vpmm_status LedgerMember::ask_others(std::unique_lock<std::mutex>& lock, uint64_
   Slot& s = ledger_->slot(slot_);
   const uint64_t seq = ledger_->ask(device_, bytes, slot_);
   s.n_pressure_asked.store(++n_asked_);
-  const uint64_t deadline = now_ns() + kPressureWaitMs * 1000000ull;
+  const uint64_t t0 = now_ns();
+  const uint64_t take_deadline = t0 + kPressureWaitMs * 1000000ull;
+  const uint64_t answer_deadline = t0 + kAnsweringWaitMs * 1000000ull;
   DeviceSum sum;
   uint64_t budget = 0;
   bool budget_ok = true;
-  uint32_t others = 0, answered = 0;
+  uint32_t others = 0, answered = 0, answering = 0;
   vpmm_status st = VPMM_ERR_OUT_OF_MEMORY;
   for (;;) {
     // Dropped while waiting: this member's own watcher and releases need it.
@@ -319,16 +327,28 @@ vpmm_status LedgerMember::ask_others(std::unique_lock<std::mutex>& lock, uint64_
     struct timespec ts = {0, 2 * 1000000L};
     nanosleep(&ts, nullptr);
     lock.lock();
-    ledger_->answers(device_, slot_, seq, &others, &answered);
+    ledger_->answers(device_, slot_, seq, &others, &answered, &answering);
     st = try_admit(bytes, &sum, &budget, &budget_ok);
     if (st != VPMM_ERR_OUT_OF_MEMORY || sum.corrupt_slot >= 0 || !budget_ok) break;
-    if (answered == others || now_ns() > deadline) break;  // all answered (and this try came after), or time is up
+    if (answered == others) break;  // all answered, and this try came after
+    const uint64_t now = now_ns();
+    // Time is up: nobody is still answering once the others had their
+    // chance to take the request, or the answering ones had theirs.
+    if ((now > take_deadline && !answering) || now > answer_deadline) break;
   }
   if (st == VPMM_OK) return VPMM_OK;
   if (st == VPMM_ERR_WRONG_STATE) return refuse_broken(what, bytes);
-  char asked[160];
-  std::snprintf(asked, sizeof asked, "; asked the other members to give memory back: %u of %u answered within %d ms",
-                answered, others, kPressureWaitMs);
+  char asked[200];
+  const double waited_ms = static_cast<double>(now_ns() - t0) / 1e6;
+  if (answering)
+    std::snprintf(asked, sizeof asked,
+                  "; asked the other members to give memory back: %u of %u answered within %.0f ms (%u still "
+                  "answering after the %d ms bound)",
+                  answered, others, waited_ms, answering, kAnsweringWaitMs);
+  else
+    std::snprintf(asked, sizeof asked,
+                  "; asked the other members to give memory back: %u of %u answered within %.0f ms", answered,
+                  others, waited_ms);
   return refuse(what, bytes, sum, budget, budget_ok, asked);
 }
 

@@ -9,12 +9,13 @@
 // the budget. Growths draw first on the credit reservations admitted.
 //
 // Pressure (docs/ledger.md, "Pressure between members"): an admission the
-// budget refuses posts a request and waits, at most kPressureWaitMs, for
-// the other members of the device to give memory back; each member's
-// watcher thread (start_watcher) sees the request within a few
-// milliseconds and runs its responder (the C API's: the pressure callback,
-// trim, then the evictable tags paused in their order). A member that does
-// not answer in time is not waited for.
+// budget refuses posts a request and waits for the other members of the
+// device to give memory back; each member's watcher thread (start_watcher)
+// sees the request within a few milliseconds, marks it taken and runs its
+// responder (the C API's: the pressure callback, trim, then the evictable
+// tags paused in their order). A member that has not taken the request
+// within kPressureWaitMs is not waited for; one that took it is, until it
+// answers or kAnsweringWaitMs passed.
 //
 // Thread safe (a private mutex orders this member's own admissions; other
 // members are other slots). Destroying it stops the watcher and leaves the
