@@ -922,24 +922,17 @@ TEST("pressure round trip: a trainer's evictable tag is paused to admit an engin
   bool trainer_answered = false, engine_shown = false;
   for (int look = 0; look < 1000 && !trainer_answered; ++look) {
     if (look) usleep(10 * 1000);
-    vpmm_ledger_member ms[4];
-    std::memset(ms, 0, sizeof ms);
-    ms[0].struct_size = sizeof ms[0];
     vpmm_ledger_info info;
-    std::memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    uint32_t n = 0;
-    CHECK_OK(vpmm_ledger_read(name.c_str(), 0, &info, ms, 4, &n));
-    CHECK(info.admitted_bytes <= 16 * kPage);
-    CHECK(info.n_pressure_requests >= 1);
-    for (uint32_t i = 0; i < n && i < 4; ++i) {
-      if (ms[i].pid == pid) trainer_answered = ms[i].n_pressure_answered >= 1 && ms[i].n_evictable_tags == 1;
+    for (const vpmm_ledger_member& m : read_members(name, 0, &info)) {
+      if (m.pid == pid) trainer_answered = m.n_pressure_answered >= 1 && m.n_evictable_tags == 1;
       // The asker's figures say how often it asked and how long its
       // admissions waited: its retries sleep 2 ms each, so at least that.
-      if (ms[i].pid == static_cast<int32_t>(getpid()))
-        engine_shown = ms[i].n_pressure_asked >= 1 && ms[i].n_admissions >= 1 && ms[i].n_refused == 0 &&
-                       ms[i].admission_wait_ns >= 2000000ull;
+      if (m.pid == static_cast<int32_t>(getpid()))
+        engine_shown = m.n_pressure_asked >= 1 && m.n_admissions >= 1 && m.n_refused == 0 &&
+                       m.admission_wait_ns >= 2000000ull;
     }
+    CHECK(info.admitted_bytes <= 16 * kPage);
+    CHECK(info.n_pressure_requests >= 1);
   }
   CHECK(trainer_answered);
   CHECK(engine_shown);
@@ -975,18 +968,11 @@ TEST("a member that does not answer is not waited for: the asker fails after the
                 std::strstr(vpmm_last_error(), "capacity") == nullptr,
             "%s", vpmm_last_error());
   CHECK_OK(vpmm_pool_malloc(p, 2 * kPage, nullptr, &b));  // what fits is still admitted
-  {
-    vpmm_ledger_member ms[4];
-    std::memset(ms, 0, sizeof ms);
-    ms[0].struct_size = sizeof ms[0];
-    uint32_t n = 0;
-    CHECK_OK(vpmm_ledger_read(name.c_str(), 0, nullptr, ms, 4, &n));
-    bool shown = false;
-    for (uint32_t i = 0; i < n && i < 4; ++i)
-      if (ms[i].pid == static_cast<int32_t>(getpid()))
-        shown = ms[i].n_refused == 1 && ms[i].n_pressure_asked == 1 && ms[i].admission_wait_ns >= 2000000ull;
-    CHECK(shown);  // the refused admission asked once and waited for the stopped member
-  }
+  bool shown = false;
+  for (const vpmm_ledger_member& m : read_members(name))
+    if (m.pid == static_cast<int32_t>(getpid()))
+      shown = m.n_refused == 1 && m.n_pressure_asked == 1 && m.admission_wait_ns >= 2000000ull;
+  CHECK(shown);  // the refused admission asked once and waited for the stopped member
   kill(pid, SIGKILL);
   wait_child(pid);
   vpmm_pool_destroy(p);
@@ -1036,15 +1022,10 @@ TEST("a member that took the request is waited for past the first bound: its slo
   uint64_t asked = 0, answered = 0;
   for (int look = 0; look < 500 && answered == 0; ++look) {
     if (look) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    vpmm_ledger_member ms[4];
-    std::memset(ms, 0, sizeof ms);
-    ms[0].struct_size = sizeof ms[0];
-    uint32_t n = 0;
-    CHECK_OK(vpmm_ledger_read(name.c_str(), 0, nullptr, ms, 4, &n));
     asked = answered = 0;
-    for (uint32_t i = 0; i < n && i < 4; ++i) {
-      asked += ms[i].n_pressure_asked;
-      answered += ms[i].n_pressure_answered;
+    for (const vpmm_ledger_member& m : read_members(name)) {
+      asked += m.n_pressure_asked;
+      answered += m.n_pressure_answered;
     }
   }
   CHECK_EQ(asked, 1u);
