@@ -39,8 +39,11 @@
 # steps one JSON line each, to clients.err), CLIENTS (default
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
 # waves; "lockstep" runs bench/torch/serve_lockstep.py over ALLOCS once, up
-# to SERVE_WAVES waves, to lockstep.jsonl; it takes all the time left, so
-# give it a call of its own), REPLAYS=0 (skip the CUDA replays). pluggable-async (or
+# to SERVE_WAVES waves, to lockstep.jsonl; "lockstep-hard" and "lockstep-train" run
+# bench/torch/step_lockstep.py over ALLOCS, the hard or the dense client
+# cycle by cycle, up to LOCKSTEP_CYCLES (default 40) cycles, to
+# lockstep-hard.jsonl / lockstep-train.jsonl; the lockstep kinds share all
+# the time left, so give them a call of their own), REPLAYS=0 (skip the CUDA replays). pluggable-async (or
 # pluggable-async-nodeps: no GPU-side waits across streams in the driver's
 # pool) in ALLOCS builds bench/torch/passthrough_allocator.cu with nvcc into
 # $BUILD unless PASSTHROUGH_LIBRARY names a build. Each process's wall time
@@ -62,6 +65,7 @@ HARD_CYCLES=${HARD_CYCLES:-2}
 TRAIN_ROUNDS=${TRAIN_ROUNDS:-2}
 TRAIN_SCALE=${TRAIN_SCALE:-4}
 SERVE_WAVES=${SERVE_WAVES:-14}
+LOCKSTEP_CYCLES=${LOCKSTEP_CYCLES:-40}
 BOX_RESERVE=20
 . "$(dirname "$0")/gpu-common.sh"
 
@@ -159,25 +163,44 @@ rounds() {
   done
 }
 : > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/serve.jsonl"; : > "$OUT/clients.err"
-if [[ " ${KINDS[*]} " == *" lockstep "* ]]; then
-  # Every allocator's process loaded at once, taking turns wave by wave; the
-  # time left bounds the waves (serve_lockstep.py --seconds), so the summary
-  # line always comes back.
-  rest=(); for k in "${KINDS[@]}"; do [ "$k" != lockstep ] && rest+=("$k"); done
-  KINDS=("${rest[@]}")
-  pin=(); [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
-  LS_SECONDS=$(( $(left) - BOX_RESERVE - 30 ))
-  say "lockstep serving: ${ALLOCS[*]}, up to $SERVE_WAVES waves in ${LS_SECONDS} s"
+# Lockstep kinds: every allocator's process loaded at once, taking turns
+# (serve_lockstep.py wave by wave; step_lockstep.py cycle by cycle for
+# lockstep-hard and lockstep-train); the time left is shared among them and
+# bounds each (--seconds), so their summary lines always come back.
+LOCKSTEP=(); rest=()
+for k in "${KINDS[@]}"; do case "$k" in lockstep*) LOCKSTEP+=("$k") ;; *) rest+=("$k") ;; esac; done
+KINDS=("${rest[@]}")
+pin=(); [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
+for i in "${!LOCKSTEP[@]}"; do
+  k=${LOCKSTEP[$i]}
+  LS_SECONDS=$(( ($(left) - BOX_RESERVE - 30) / (${#LOCKSTEP[@]} - i) ))
+  client_args=()  # step_lockstep.py passes what follows "--" to every worker
+  case "$k" in
+    lockstep) log=lockstep.jsonl; units=waves
+      cmd=(bench/torch/serve_lockstep.py --waves "$SERVE_WAVES") ;;
+    lockstep-hard) log=lockstep-hard.jsonl; units=cycles
+      cmd=(bench/torch/step_lockstep.py --client hard --cycles "$LOCKSTEP_CYCLES") ;;
+    lockstep-train) log=lockstep-train.jsonl; units=cycles
+      cmd=(bench/torch/step_lockstep.py --client train --cycles "$LOCKSTEP_CYCLES")
+      client_args=(-- --batch-scale "$TRAIN_SCALE") ;;
+    *) say "unknown client kind $k"; continue ;;
+  esac
+  cmd+=(--allocs "$(IFS=,; echo "${ALLOCS[*]}")" --seconds "$LS_SECONDS" --label "$k r$FIRST_ROUND"
+        "${client_args[@]}")
+  say "$k: ${ALLOCS[*]}, in ${LS_SECONDS} s"
   boxed $(( LS_SECONDS + 25 )) "${pin[@]}" env -u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES=0 \
-    python3 bench/torch/serve_lockstep.py --allocs "$(IFS=,; echo "${ALLOCS[*]}")" --waves "$SERVE_WAVES" \
-    --seconds "$LS_SECONDS" --label "lockstep r$FIRST_ROUND" > "$OUT/lockstep.jsonl" 2>> "$OUT/clients.err"
-  echo "lockstep: exit $? after $(grep -c '"wave"' "$OUT/lockstep.jsonl") waves" | tee -a "$SUM"
-  tail -1 "$OUT/lockstep.jsonl" | python3 -c 'import json,sys
+    python3 "${cmd[@]}" > "$OUT/$log" 2>> "$OUT/clients.err"
+  echo "$k: exit $? after $(grep -c '"\(wave\|cycle\)"' "$OUT/$log") $units" | tee -a "$SUM"
+  tail -1 "$OUT/$log" | python3 -c 'import json,sys
 s = json.loads(sys.stdin.read() or "{}")
-print("   tokens/s", s.get("tokens_per_s"), "over", s.get("waves_timed"), "waves")
+for k in ("tokens_per_s", "step_ms_median", "paired_step_gm"):
+    if k in s: print("  ", k, s[k])
 for k, v in s.items():
-    if k.endswith("_gm"): print("  ", k, v)' >> "$SUM" 2>&1
-fi
+    if k.endswith("_gm") and k != "paired_step_gm": print("  ", k, v)
+for a, r in s.get("results", {}).items():
+    if r.get("peak_gib"): print("  ", a, "peak", r["peak_gib"], "GiB, live", r.get("live_peak_gib"),
+                                "driver share", r.get("steady_driver_share"), "remapped", r.get("steady_remapped_bytes"))' >> "$SUM" 2>&1
+done
 if (( NGPU >= 2 )); then
   say "clients: hard on GPU 0 and dense on GPU 1 at the same time, $ROUNDS rounds each"
   rounds hard 0 &

@@ -91,7 +91,7 @@ def live_peak_and_work(name):
         import vpmm
         st = vpmm.default_pool_stats()
         return st["peak_live_bytes"], pool_work(name)
-    if name == "pluggable-async":
+    if name.startswith("pluggable-async"):
         return 0, {}
     import torch
     return torch.cuda.memory_stats().get("allocated_bytes.all.peak", 0), {}

@@ -11,7 +11,8 @@ time in driver calls) over the measured cycles and per step.
 
 A cycle is one step of each of the eight shapes; the first cycle is warm-up
 (every shape seen once), the rest are measured. With --alloc vpmm the VPMM_*
-environment picks the policy."""
+environment picks the policy. With --worker it runs cycles one at a time
+as bench/torch/step_lockstep.py asks on stdin."""
 import argparse
 import json
 import sys
@@ -30,6 +31,8 @@ ap.add_argument("--record", metavar="PATH",
                 help="record the allocation history of the whole run and dump it to PATH (a PyTorch-format "
                      "snapshot, gzip if PATH ends in .gz): PyTorch's recorder under its allocators, "
                      "vpmm.torch's under libvpmm (the sequence libvpmm saw live, for `vpmm replay`)")
+ap.add_argument("--worker", action="store_true",
+                help="cycles on request from stdin (bench/torch/step_lockstep.py); --cycles/--rounds is unused")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -48,8 +51,12 @@ if args.record:
         vt.record_memory_history(max_entries=2_000_000)
     else:
         torch.cuda.memory._record_memory_history(max_entries=2_000_000)
-result = steps.timed_cycles(args.alloc, args.cycles, moe.SHAPES,
-                            lambda b, q: moe.train_step(model, opt, b, q, vocab, gen), args.per_step)
+def step(b, q):
+    return moe.train_step(model, opt, b, q, vocab, gen)
+
+
+result = (steps.lockstep_worker(args.alloc, moe.SHAPES, step) if args.worker
+          else steps.timed_cycles(args.alloc, args.cycles, moe.SHAPES, step, args.per_step))
 peak, cur = held()
 live_peak, work = allocator.live_peak_and_work(args.alloc)
 out = {"client": "hard", "alloc": args.alloc, "label": args.label or args.alloc,

@@ -19,18 +19,13 @@ Run with PYTHONPATH and VPMM_LIBRARY as for serve_client.py (and
 PASSTHROUGH_LIBRARY for pluggable-async); CUDA_VISIBLE_DEVICES picks the GPU."""
 import argparse
 import json
-import math
 import os
-import subprocess
 import sys
 import time
 
+from lockstep import TORCH_ALLOCS, Workers, geomean
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
-
-
-def geomean(qs):
-    return math.exp(sum(map(math.log, qs)) / len(qs))
 
 
 def main():
@@ -42,14 +37,9 @@ def main():
     args = ap.parse_args()
     started = time.monotonic()
     allocs = args.allocs.split(",")
-    workers = {a: subprocess.Popen([sys.executable, os.path.join(HERE, "serve_client.py"), "--alloc", a, "--worker",
-                                    "--waves", str(args.waves), "--label", a],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-               for a in allocs}
-    for a, w in workers.items():
-        line = w.stdout.readline()
-        if not line.startswith('{"ready"'):
-            sys.exit(f"serve_lockstep: {a} did not start: {line!r}")
+    workers = Workers(allocs, lambda a, name: [sys.executable, os.path.join(HERE, "serve_client.py"), "--alloc", a,
+                                               "--worker", "--waves", str(args.waves), "--label", name],
+                      "serve_lockstep")
     seconds = {a: [] for a in allocs}
     tokens = []
     last_wave = 0.0
@@ -58,23 +48,17 @@ def main():
             print(json.dumps({"stopped_before_wave": wave, "seconds": round(time.monotonic() - started, 1)}), flush=True)
             break
         wave_start = time.monotonic()
-        order = allocs[wave % len(allocs):] + allocs[:wave % len(allocs)]
+        order = workers.order(wave)
         row = {"wave": wave, "order": order}
         for a in order:
-            workers[a].stdin.write(f"{wave}\n")
-            got = json.loads(workers[a].stdout.readline())
+            got = workers.ask(a, wave)
             seconds[a].append(got["seconds"])
             row[a] = got["seconds"]
             n = got["tokens"]
         tokens.append(n)
         last_wave = time.monotonic() - wave_start
         print(json.dumps(row), flush=True)
-    results = {}
-    for a, w in workers.items():
-        w.stdin.write("end\n")
-        w.stdin.flush()
-        results[a] = json.loads(w.stdout.readline())
-        w.wait(60)
+    results = workers.finish()
     timed = range(1, len(tokens))  # the first wave warms every allocator up
     if not timed:
         sys.exit(f"serve_lockstep: {len(tokens)} wave(s) ran, none timed (the first warms up): give it more --seconds")

@@ -4,7 +4,9 @@ so a step's time is its own. The first cycle is warm-up (every shape seen
 once); the rest are measured. Under libvpmm the pool's work of the measured
 cycles is reported too (bytes remapped, handles created, driver time, and
 the driver's calls by kind per step: steady_driver_by_kind), and
-with per_step each step's time and pool work go to stderr as JSON lines."""
+with per_step each step's time and pool work go to stderr as JSON lines.
+lockstep_worker runs the same loop a cycle at a time as
+bench/torch/step_lockstep.py asks."""
 import json
 import statistics
 import sys
@@ -37,6 +39,13 @@ def timed_cycles(alloc, cycles, shapes, step, per_step=False):
             losses.append(round(loss.item(), 5))
             if c > 0:
                 times.append(dt)
+    return summarize(alloc, times, losses, measured_start)
+
+
+def summarize(alloc, times, losses, measured_start):
+    """The result of measured steps `times` (seconds): their median, every
+    step and the losses, and under libvpmm the pool's steady_* work since
+    `measured_start` (pool_work at the first measured step)."""
     out = {"step_ms_median": round(1000 * statistics.median(times), 2) if times else None,
            "steps_timed": len(times), "step_ms": [round(1000 * t, 1) for t in times], "losses": losses}
     if measured_start and times:
@@ -55,3 +64,39 @@ def timed_cycles(alloc, cycles, shapes, step, per_step=False):
             out["steady_driver_by_kind"] = {
                 k: [round(per_step(f"drv_{k}_calls"), 1), round(per_step(f"drv_{k}_ns") / 1e6, 3)] for k in kinds}
     return out
+
+
+def lockstep_worker(alloc, shapes, step):
+    """The client as a worker of bench/torch/step_lockstep.py: prints
+    {"ready": alloc}, then for each cycle number read on stdin runs one step
+    of every shape (the device synchronised around each) and prints
+    {"cycle", "ms": each step's time, "work": the pool's work over the
+    cycle (libvpmm's counters, {} under another allocator)}; at "end"
+    returns what timed_cycles returns, over every cycle after the first
+    (the warm-up)."""
+    import torch
+    print(json.dumps({"ready": alloc}), flush=True)
+    times, losses = [], []
+    measured_start = {}
+    for line in sys.stdin:
+        if line.strip() == "end":
+            break
+        cycle = int(line)
+        torch.cuda.synchronize()
+        before = allocator.pool_work(alloc)
+        if cycle == 1:
+            measured_start = before
+        ms = []
+        for batch, seq in shapes:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            loss = step(batch, seq)
+            torch.cuda.synchronize()
+            ms.append(round(1000 * (time.perf_counter() - t0), 3))
+            losses.append(round(loss.item(), 5))
+        after = allocator.pool_work(alloc)
+        if cycle > 0:
+            times += [m / 1000 for m in ms]
+        print(json.dumps({"cycle": cycle, "ms": ms, "work": {k: after[k] - before.get(k, 0) for k in after}}),
+              flush=True)
+    return summarize(alloc, times, losses, measured_start)

@@ -8,7 +8,8 @@ memory, the median step time of the measured rounds and the losses.
                                       [--shapes six|varlen] [--per-step]
 
 With --alloc vpmm the VPMM_* environment picks the policy (for instance
-VPMM_MAX_HANDLE_SIZE=1p for page handles)."""
+VPMM_MAX_HANDLE_SIZE=1p for page handles). With --worker it runs rounds one
+at a time as bench/torch/step_lockstep.py asks on stdin."""
 import argparse
 import json
 import sys
@@ -27,6 +28,8 @@ ap.add_argument("--shapes", choices=("six", "varlen"), default="six",
                 help="six: gpt.SHAPES, the earlier training runs' shapes; varlen: gpt.VARLEN_SHAPES, 2K-12K tokens a step")
 ap.add_argument("--per-step", action="store_true",
                 help="also print each step's time and, under libvpmm, the pool work it did (stderr)")
+ap.add_argument("--worker", action="store_true",
+                help="cycles on request from stdin (bench/torch/step_lockstep.py); --cycles/--rounds is unused")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -40,8 +43,12 @@ model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
 shapes = [(b * args.batch_scale, q) for b, q in (gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES)]
-result = steps.timed_cycles(args.alloc, args.rounds, shapes,
-                            lambda b, q: gpt.train_step(model, opt, b, q, vocab, gen), args.per_step)
+def step(b, q):
+    return gpt.train_step(model, opt, b, q, vocab, gen)
+
+
+result = (steps.lockstep_worker(args.alloc, shapes, step) if args.worker
+          else steps.timed_cycles(args.alloc, args.rounds, shapes, step, args.per_step))
 peak, cur = held()
 live_peak, extra = allocator.live_peak_and_work(args.alloc)
 print(json.dumps({"client": "train", "alloc": args.alloc, "label": args.label or args.alloc,
