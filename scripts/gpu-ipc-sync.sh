@@ -9,7 +9,8 @@
 #                        send) and vpmm's per-tensor path, first send and
 #                        re-send after pause/resume, greedy tokens checked,
 #                        every round printed (RL_ROUNDS, default 6; RL_BOX
-#                        seconds at most, default 140)
+#                        seconds at most, default 140; RL_WAYS, default
+#                        torch,vpmm: rl_sync_client's --ways)
 #   2. bench_ipc exports where a send's time goes: the driver's first and
 #                        second export of a handle, 128 exports serial and
 #                        from 4 threads, vpmm_pool_export_many first / again /
@@ -48,7 +49,7 @@ PY_ENV=(env VPMM_LIBRARY="$LIBPATH" PYTHONPATH="$PWD/bindings/python${PYTHONPATH
 # ------------------------------------------------------------------ 1. the RL client
 RL=1
 if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
-  boxed "${RL_BOX:-140}" "${PY_ENV[@]}" python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" > "$OUT/rl.log" 2>&1
+  boxed "${RL_BOX:-140}" "${PY_ENV[@]}" python3 bench/torch/rl_sync_client.py --rounds "${RL_ROUNDS:-6}" --ways "${RL_WAYS:-torch,vpmm}" > "$OUT/rl.log" 2>&1
   RL=$?
   say "rl_sync_client: exit $RL"
   grep -E "ready|^round|^model|^median|identical|^target|Error|error" "$OUT/rl.log" | cut -c1-600 | tee -a "$SUM"
