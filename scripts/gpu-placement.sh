@@ -201,7 +201,9 @@ for a, r in s.get("results", {}).items():
     if r.get("peak_gib"): print("  ", a, "peak", r["peak_gib"], "GiB, live", r.get("live_peak_gib"),
                                 "driver share", r.get("steady_driver_share"), "remapped", r.get("steady_remapped_bytes"))' >> "$SUM" 2>&1
 done
-if (( NGPU >= 2 )); then
+if (( ${#KINDS[@]} == 0 )); then
+  :  # only lockstep kinds were asked for
+elif (( NGPU >= 2 )); then
   say "clients: hard on GPU 0 and dense on GPU 1 at the same time, $ROUNDS rounds each"
   rounds hard 0 &
   HARD_PID=$!

@@ -32,7 +32,7 @@ ap.add_argument("--record", metavar="PATH",
                      "snapshot, gzip if PATH ends in .gz): PyTorch's recorder under its allocators, "
                      "vpmm.torch's under libvpmm (the sequence libvpmm saw live, for `vpmm replay`)")
 ap.add_argument("--worker", action="store_true",
-                help="cycles on request from stdin (bench/torch/step_lockstep.py); --cycles/--rounds is unused")
+                help="cycles on request from stdin (bench/torch/step_lockstep.py); --cycles is unused")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -51,6 +51,8 @@ if args.record:
         vt.record_memory_history(max_entries=2_000_000)
     else:
         torch.cuda.memory._record_memory_history(max_entries=2_000_000)
+
+
 def step(b, q):
     return moe.train_step(model, opt, b, q, vocab, gen)
 

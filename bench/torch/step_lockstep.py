@@ -7,8 +7,8 @@ the warm-up. Where gpu-placement.sh's rounds run one process after another
 has a partner under each other allocator taken seconds away, so a few
 percent can be told from the drift.
 
-Prints one JSON line per cycle (each allocator's seconds for it) and a
-summary line:
+Prints one JSON line per cycle (each allocator's milliseconds for it, and
+libvpmm's driver time and bytes remapped in it) and a summary line:
   - step_ms_median: each allocator's median step over the timed cycles;
   - paired_step_gm: for every pair "a/b", the geometric mean over the
     timed steps of a's time over b's at the same cycle and shape;
@@ -30,7 +30,13 @@ last cycle's pace says would end after S seconds from the start. Run with
 PYTHONPATH and VPMM_LIBRARY as for the clients (and PASSTHROUGH_LIBRARY for
 pluggable-async); CUDA_VISIBLE_DEVICES picks the GPU. vpmm-exact, vpmm-views,
 vpmm-pending and vpmm-never run libvpmm's other configurations, as in
-scripts/gpu-placement.sh."""
+scripts/gpu-placement.sh.
+
+Each worker waits idle while the others take their turn. libvpmm's driver
+budget accrues credit on the wall clock, so here a libvpmm process comes
+back to every cycle with a full bucket and moves pages that it would not
+move alone (docs/handles.md, "The hard loop in lockstep"): its steady
+driver figures in lockstep are not those of a process of its own."""
 import argparse
 import itertools
 import json
@@ -60,8 +66,8 @@ def summarize(allocs, ms, timed):
                               if a not in TORCH_ALLOCS or b in TORCH_ALLOCS}}
     torch_allocs = [a for a in allocs if a in TORCH_ALLOCS]
     if torch_allocs:
+        cycle = {x: [sum(ms[x][c]) for c in timed] for x in allocs}
         for a in (a for a in allocs if a not in TORCH_ALLOCS):
-            cycle = {x: [sum(ms[x][c]) for c in timed] for x in allocs}
             fastest = [cycle[a][i] / min(cycle[t][i] for t in torch_allocs) for i in range(len(timed))]
             median = [cycle[a][i] / statistics.median(cycle[t][i] for t in torch_allocs) for i in range(len(timed))]
             out[a + "_vs_fastest_gm"] = round(geomean(fastest), 4)

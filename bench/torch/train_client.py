@@ -29,7 +29,7 @@ ap.add_argument("--shapes", choices=("six", "varlen"), default="six",
 ap.add_argument("--per-step", action="store_true",
                 help="also print each step's time and, under libvpmm, the pool work it did (stderr)")
 ap.add_argument("--worker", action="store_true",
-                help="cycles on request from stdin (bench/torch/step_lockstep.py); --cycles/--rounds is unused")
+                help="cycles on request from stdin (bench/torch/step_lockstep.py); --rounds is unused")
 args = ap.parse_args()
 held = allocator.choose(args.alloc)
 
@@ -43,6 +43,8 @@ model = gpt.GPT(vocab=vocab, d=args.d, layers=args.layers, heads=16).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 gen = torch.Generator(device="cuda").manual_seed(1)
 shapes = [(b * args.batch_scale, q) for b, q in (gpt.SHAPES if args.shapes == "six" else gpt.VARLEN_SHAPES)]
+
+
 def step(b, q):
     return gpt.train_step(model, opt, b, q, vocab, gen)
 
