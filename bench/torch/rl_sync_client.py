@@ -21,7 +21,13 @@ one run, alternating, the order rotated every round:
              one export (share_many) opened with one import (the exports
              counted per send and reported); the resume (vpmm.torch.resume,
              in a process that has shared before) prepares the re-send's
-             exports in the background by itself;
+             exports in the background by itself, and the end of the pool
+             block the model is built in prepares the first send's
+             (vpmm.torch.pool's share_ahead, on once install_reductions()
+             ran);
+  vpmm_noahead  the same with pool(..., share_ahead=False): the first
+             send exports its handles itself (the default before
+             share_ahead);
   vpmm_prepared  the same, with vpmm.torch.prepare_share_in_background(
              "weights") also called after the model is built (and after
              each resume), so the first send's exports too run while the
@@ -285,7 +291,8 @@ def trainer(way, small, ctl_in, ctl_out):
         torch.manual_seed(1234)
         torch.set_default_dtype(torch.bfloat16)
         if vt is not None:
-            with vt.pool("weights", host_backup=True), torch.device("cuda"):
+            ahead = False if way == "vpmm_noahead" else None  # None: vpmm.torch's default
+            with vt.pool("weights", host_backup=True, share_ahead=ahead), torch.device("cuda"):
                 model = make_model(config, kind)
         else:
             with torch.device("cuda"):
@@ -313,6 +320,8 @@ def trainer(way, small, ctl_in, ctl_out):
         if vt is not None:  # the pool block pins the weights' backups ahead (vpmm.torch's default)
             fut = vt.pinning_ahead.get("weights")
             res["pinning_ahead_done_at_send"] = fut.done() if fut is not None else None
+            fut = vt.sharing_ahead.get("weights")
+            res["sharing_ahead_done_at_send"] = fut.done() if fut is not None else None
         first = send(model, shape)
         first.update(prep)
         res["first"] = first
@@ -418,7 +427,7 @@ def main():
     same = len({tuple(t) for t in tokens.values()}) == 1
     print(f"greedy tokens identical across ways: {same}")
     for sh in shapes:
-        for w in ("vpmm", "vpmm_prepared"):
+        for w in ("vpmm", "vpmm_noahead", "vpmm_prepared"):
             t, v = summary.get(f"torch/{sh}"), summary.get(f"{w}/{sh}")
             if t and v:
                 met = v["first_ms"] <= t["first_ms"] and v["resend_ms"] <= t["resend_ms"]

@@ -107,6 +107,17 @@ def _receiver_state_dict(q_in, q_out):
     q_in.get()
 
 
+def _receiver_one_state_dict(q_in, q_out):
+    import torch
+    torch.cuda.set_device(0)
+    import vpmm.torch as vt
+    sd = q_in.get()
+    q_out.put({"sums": {k: v.double().sum().item() for k, v in sd.items()},
+               "imports": vt.default_pool(0).ipc_stats()["imports"]})
+    del sd
+    q_in.get()
+
+
 def _spawn(target, *args):
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
@@ -271,6 +282,40 @@ def share_many_and_state_dicts():
           "pause/resume); share_many pickles")
 
 
+def share_ahead_after_a_block():
+    """Once the process will send (install_reductions()), a tagged
+    vpmm.torch.pool block prepares its exports in the background when it
+    ends (sharing_ahead), so the first send finds the handles exported;
+    share_ahead=False prepares nothing; the send is intact either way."""
+    _exportable()
+    import torch
+    import vpmm.torch as vt
+    vt.install_reductions()
+    with vt.pool("ahead", host_backup=True):
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.Linear(4096, 1024)).cuda()
+    fut = vt.sharing_ahead.get("ahead")
+    assert fut is not None, "the block's end prepared no exports after install_reductions()"
+    prepared = fut.result(timeout=60)
+    assert prepared > 0, f"{prepared} handles prepared"
+    with vt.pool("not_ahead", share_ahead=False):
+        other = torch.randn(1 << 20, device="cuda")
+    assert "not_ahead" not in vt.sharing_ahead, "share_ahead=False prepared exports"
+    sd = model.state_dict()
+    want = {k: v.double().sum().item() for k, v in sd.items()}
+    p, q_in, q_out = _spawn(_receiver_one_state_dict)
+    q_in.put(sd)
+    r = q_out.get(timeout=120)
+    assert r["imports"] == 1, r
+    for k, v in want.items():
+        assert abs(r["sums"][k] - v) <= 1e-3 * max(1.0, abs(v)), (k, r["sums"][k], v)
+    q_in.put("done")
+    p.join(60)
+    assert p.exitcode == 0, p.exitcode
+    del other
+    vt.release_shared()
+    print(f"a block's end prepared {prepared} handles' exports; the send after it intact")
+
+
 def weight_sync_loop():
     _exportable()
     import torch
@@ -306,6 +351,7 @@ CASES = {
     "share_open_pause_resume": share_open_pause_resume,
     "multiprocessing_queue_with_reductions": multiprocessing_queue_with_reductions,
     "share_many_and_state_dicts": share_many_and_state_dicts,
+    "share_ahead_after_a_block": share_ahead_after_a_block,
     "weight_sync_loop": weight_sync_loop,
 }
 

@@ -645,3 +645,8 @@ def install_reductions() -> None:
 
 
 _pickler_dump: Any = None  # the dump _batched_dump wraps
+
+
+def reductions_installed() -> bool:
+    """Whether :func:`install_reductions` ran in this process (it will send)."""
+    return _installed
