@@ -4,9 +4,11 @@
 // for the move (~75 us a handle), within memory_limit and 1.1x the bytes
 // asked for; past those pages move as before. A modelled clock
 // (budget_clock_us) makes every decision here exact. Pages of 64 KiB.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -176,6 +178,30 @@ TEST("the bucket refills with the time the program's work stands for, and moves 
   const vpmm_stats after = vt::stats(f.p);
   CHECK(after.bytes_remapped > mid.bytes_remapped);
   finish(f, {q, r});
+}
+
+TEST("time the program spent idle does not refill the bucket: time at work does") {
+  // 1% of the wall clock: the bucket is 10 ms, 135 handle moves. A 140-page
+  // move is refused (over the bucket) and the pool grows. 1.2 s asleep
+  // would fill the bucket on the wall clock (the lockstep clients' idle
+  // turns moved 0.5-1.7 GB a cycle on the H200 that way), but idle time is
+  // not work: an 8-page move the full bucket would pay for grows. 1.2 s of
+  // mallocs and frees with no move asked for, and moves resume.
+  Spec sp;
+  sp.budget = 0.01;
+  sp.clock_us = 0;
+  Scattered f = scattered(sp, 1500, 156);
+  if (!f.p) return;
+  void* q = take_checked(f, 140, 0, 140).q;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  void* r = take_checked(f, 8, 0, 8).q;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1200)) {
+    void* x = take(f.p, 1);
+    CHECK_OK(vpmm_pool_free(f.p, x, nullptr));
+  }
+  void* u = take_checked(f, 8, 8, 0).q;
+  finish(f, {q, r, u});
 }
 
 TEST("on the wall clock every driver call a malloc made is charged, not only moves") {

@@ -21,6 +21,12 @@ constexpr size_t kStartMoves = 256;
 // What the modelled clock charges for a handle created: create, map and
 // set-access at H100 cost (the growth's own driver time).
 constexpr uint64_t kCreateNs = kModelCreateNs + kModelMapNs + kModelSetAccessNs;
+
+uint64_t wall_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 }  // namespace
 
 DriverBudget::DriverBudget(const PoolOptions& opt, const PoolCounters& c)
@@ -29,6 +35,7 @@ DriverBudget::DriverBudget(const PoolOptions& opt, const PoolCounters& c)
       exact_(opt.driver_budget == VPMM_DRIVER_BUDGET_EXACT),
       never_(opt.driver_budget == VPMM_DRIVER_BUDGET_NEVER),
       model_op_ns_(opt.budget_clock_us > 0 ? static_cast<uint64_t>(opt.budget_clock_us) * 1000 : 0) {
+  sampled_ns_ = wall_ns();
   last_ns_ = now_ns();
   moved_seen_ = c_.handles_moved;
   created_seen_ = c_.handles_created;
@@ -44,11 +51,16 @@ DriverBudget::DriverBudget(const PoolOptions& opt, const PoolCounters& c)
 
 double DriverBudget::burst_ns() const { return share_ * kBurstSeconds * 1e9; }
 
-uint64_t DriverBudget::now_ns() const {
+void DriverBudget::sample() {
+  const uint64_t now = wall_ns();
+  if (now > sampled_ns_) work_ns_ += std::min(now - sampled_ns_, kMaxStretchNs);
+  sampled_ns_ = std::max(sampled_ns_, now);
+}
+
+uint64_t DriverBudget::now_ns() {
   if (model_op_ns_) return model_now_;
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  sample();  // the stretch since the last sample counts up to this call
+  return work_ns_;
 }
 
 void DriverBudget::accrue() {

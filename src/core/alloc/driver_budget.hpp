@@ -20,8 +20,15 @@
 // against 0% at 1.046x for stopping; docs/handles.md), so the pool moves in
 // bursts the bucket holds, or not at all.
 //
-// Time is the wall clock, charged with the driver time the pool measured;
-// or with budget_clock_us a modelled clock: each malloc and free stands for
+// Time is the pool's working time, charged with the driver time the pool
+// measured: the wall clock read every kSampleOps mallocs and frees, a
+// stretch between two reads counted at most kMaxStretchNs (a longer one was
+// idle). A process idle while others take the GPU (colocated RL, the
+// lockstep clients) accrues nothing meanwhile; on the wall clock it came
+// back with a full bucket and its refilling over, and on the H200 the hard
+// client moved 0.5-1.7 GB a cycle that way where alone it moved nothing
+// (docs/handles.md, "The hard loop in lockstep"). Or, with budget_clock_us,
+// a modelled clock: each malloc and free stands for
 // that many microseconds of the program's work, and each handle moved or
 // created is charged its H100 cost, so that a replay decides as a GPU run
 // would, and the same way every run (a replay's own driver calls are the
@@ -46,9 +53,13 @@ class DriverBudget {
 
   // No budget: page-exact within remap_slack at any driver cost.
   bool exact() const { return exact_; }
-  // Every malloc and free: the modelled clock's step (no work on the wall clock).
+  // Every malloc and free: the modelled clock's step, or every
+  // kSampleOps-th one a look at the wall clock (the working time's sample).
   void tick() {
-    if (model_op_ns_) model_now_ += model_op_ns_;
+    if (model_op_ns_)
+      model_now_ += model_op_ns_;
+    else if (__builtin_expect((++ops_ & (kSampleOps - 1)) == 0, 0))
+      sample();
   }
   // Whether the credit pays for moving `handles` handles now.
   bool can_move(size_t handles);
@@ -56,7 +67,11 @@ class DriverBudget {
   static uint64_t move_ns(size_t handles);
 
  private:
-  uint64_t now_ns() const;
+  // The working time (ns), or the modelled clock.
+  uint64_t now_ns();
+  // Adds the wall clock's stretch since the last sample to the working
+  // time, at most kMaxStretchNs of it.
+  void sample();
   double burst_ns() const;
   void accrue();
 
@@ -73,6 +88,15 @@ class DriverBudget {
   uint64_t last_ns_ = 0;
   double credit_ = 0.0;  // ns
   bool refilling_ = false;  // a move was refused: none until the bucket is full
+  // 64 mallocs and frees are well under a millisecond of a training step's
+  // work; a clock read every 64th costs the host pairs nothing measurable.
+  static constexpr uint32_t kSampleOps = 64;
+  // A stretch of 64 calls longer than this is counted as this much work:
+  // the rest was the program waiting (its turn, a rollout, a data stall).
+  static constexpr uint64_t kMaxStretchNs = 100'000'000;
+  uint32_t ops_ = 0;
+  uint64_t sampled_ns_ = 0;  // the wall clock at the last sample
+  uint64_t work_ns_ = 0;     // the working time up to it
 };
 
 }  // namespace vpmm
