@@ -362,8 +362,10 @@ typedef struct vpmm_config {
                             * ("256M", or "off"). See docs/handles.md ("Views"). */
   double driver_budget; /* the share of elapsed time the pool may spend in the driver moving
                          * pages to stay page-exact. When a malloc would move pages (remap)
-                         * and the pool's driver time, counted against the time since it was
-                         * created (a token bucket: 1% of elapsed time accrues, up to 1% of
+                         * and the pool's driver time, counted against its working time (the
+                         * wall clock read every 64th malloc or free, a longer stretch than
+                         * 100 ms between reads counted as 100 ms: a process idle while
+                         * others use the GPU banks nothing; a token bucket: 1% of elapsed time accrues, up to 1% of
                          * 1 s, full at creation or 256 pages' worth if less; every driver
                          * call a malloc or free makes
                          * leaves it, moves, handle creation and events alike, so the share
