@@ -89,7 +89,9 @@ class DriverBudget {
   double credit_ = 0.0;  // ns
   bool refilling_ = false;  // a move was refused: none until the bucket is full
   // 64 mallocs and frees are well under a millisecond of a training step's
-  // work; a clock read every 64th costs the host pairs nothing measurable.
+  // work. A clock read (31 ns on the development machine) every 64th is
+  // 0.5 ns a call; the counter and its branch cost the host's large
+  // alloc+free pairs ~10 ns in all (docs/handles.md, "What shipped").
   static constexpr uint32_t kSampleOps = 64;
   // A stretch of 64 calls longer than this is counted as this much work:
   // the rest was the program waiting (its turn, a rollout, a data stall).
