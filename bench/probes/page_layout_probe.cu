@@ -15,6 +15,11 @@
 //               lookup: one translation per row)
 //   scatter-mid 64 tensors of 32 MiB at random places, each copied into the
 //               next (a training step's mid-size elementwise traffic)
+// and three copy-engine transfers (cudaMemcpyAsync, 16 chunks of 64 MiB at
+// random places; what an offloading loop's pinned copies do):
+//   h2d         pinned host -> the layout
+//   d2h         the layout -> pinned host
+//   d2d         the layout -> the layout (a copy engine, not a kernel)
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/page_layout_probe.cu -lcuda -o /tmp/plp && /tmp/plp [GiB]
 #include <cuda_runtime.h>
 
@@ -142,7 +147,16 @@ int main(int argc, char** argv) {
   const Spec specs[] = {{"malloc", 0, false}, {"one", size, false}, {"64m", 64u << 20, false},
                         {"2m", d.page, false}, {"2m-shuffle", d.page, true}};
   std::printf("page_layout_probe: %zu GiB, %d reps, medians in us\n", gib, reps);
-  std::printf("%-11s %10s %10s %12s\n", "layout", "stream", "gather", "scatter-mid");
+  const size_t chunk = 64u << 20, n_chunk = 16;
+  std::vector<size_t> chunk_at(n_chunk + 1);
+  for (auto& o : chunk_at) o = (rng() % (size / chunk)) * chunk;
+  void* pinned = nullptr;
+  if (cudaMallocHost(&pinned, chunk * n_chunk) != cudaSuccess) {
+    std::printf("FAILED cudaMallocHost of %zu MiB\n", (chunk * n_chunk) >> 20);
+    return 1;
+  }
+  std::printf("%-11s %10s %10s %12s %10s %10s %10s\n", "layout", "stream", "gather", "scatter-mid", "h2d", "d2h",
+              "d2d");
   // Two passes, the layouts alternating, to see the run-to-run spread.
   for (int pass = 0; pass < 2; ++pass) {
     for (const Spec& s : specs) {
@@ -160,11 +174,23 @@ int main(int argc, char** argv) {
           copy4<<<132 * 4, 256>>>(reinterpret_cast<const float4*>(L.va + mid_at[k]),
                                   reinterpret_cast<float4*>(L.va + mid_at[k + 1]), mid / 16);
       });
+      auto at = [&](size_t k) { return reinterpret_cast<char*>(L.va + chunk_at[k]); };
+      auto host = [&](size_t k) { return static_cast<char*>(pinned) + k * chunk; };
+      double t_h2d = median_us(reps, [&] {
+        for (size_t k = 0; k < n_chunk; ++k) cudaMemcpyAsync(at(k), host(k), chunk, cudaMemcpyHostToDevice);
+      });
+      double t_d2h = median_us(reps, [&] {
+        for (size_t k = 0; k < n_chunk; ++k) cudaMemcpyAsync(host(k), at(k), chunk, cudaMemcpyDeviceToHost);
+      });
+      double t_d2d = median_us(reps, [&] {
+        for (size_t k = 0; k < n_chunk; ++k) cudaMemcpyAsync(at(k + 1), at(k), chunk, cudaMemcpyDeviceToDevice);
+      });
       cudaError_t e = cudaGetLastError();
-      std::printf("%-11s %10.1f %10.1f %12.1f%s\n", s.name, t_stream, t_gather, t_mid,
-                  e == cudaSuccess ? "" : cudaGetErrorString(e));
+      std::printf("%-11s %10.1f %10.1f %12.1f %10.1f %10.1f %10.1f%s\n", s.name, t_stream, t_gather, t_mid, t_h2d,
+                  t_d2h, t_d2d, e == cudaSuccess ? "" : cudaGetErrorString(e));
       drop(L);
     }
   }
+  cudaFreeHost(pinned);
   return 0;
 }

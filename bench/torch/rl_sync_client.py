@@ -43,9 +43,11 @@ trainer's generation again, and the re-send of the same weights (new memory:
 new exports) with generation again; torch re-sends after the rollout dropped
 its model. A send is timed from the trainer's put() to the rollout holding
 the weights (unpickled: every tensor mapped); the load_state_dict(assign=True)
-after it is reported apart. Tokens must equal the trainer's own greedy
-tokens, for every send of every way. Every round is printed, then the
-medians per shape and the target: vpmm's first send and re-send <= torch's,
+after it is reported apart, and so is the sender's pickling inside it (the
+queue's ForkingPickler.dumps, libvpmm's export included: "pickled"). Tokens
+must equal the trainer's own greedy tokens, for every send of every way; so
+is the rollout's unpickling (ForkingPickler.loads, every tensor mapped:
+"unpickled"). Every round is printed, then the medians per shape and the target: vpmm's first send and re-send <= torch's,
 in the same run, for every shape.
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
@@ -215,6 +217,16 @@ def rollout(way, small, inbox, outbox):
     placeholders = {k: torch.zeros((), dtype=v.dtype, device="cuda").expand(v.shape)
                     for k, v in model.state_dict().items()}
     names = list(placeholders)
+    from multiprocessing.reduction import ForkingPickler
+    unpickled = []
+    pickle_loads = ForkingPickler.loads
+
+    def timed_loads(*a, **k):
+        t = time.monotonic()
+        o = pickle_loads(*a, **k)
+        unpickled.append((time.monotonic() - t) * 1e3)
+        return o
+    ForkingPickler.loads = staticmethod(timed_loads)
     outbox.put("ready")
     while True:
         msg = inbox.get()
@@ -233,13 +245,14 @@ def rollout(way, small, inbox, outbox):
             continue
         weights = msg  # the send itself: unpickled = every tensor mapped
         t_recv = time.monotonic()
+        unpickle_ms = unpickled[-1] if unpickled else float("nan")
         sd = dict(weights) if isinstance(weights, list) else weights  # (name, tensor) pairs
         assert list(sd) == names, "the names or their order changed on the way"
         model.load_state_dict(sd, assign=True)
         t_loaded = time.monotonic()
         del sd, weights
         tokens = greedy(model, 16)
-        outbox.put({"t_recv": t_recv, "t_loaded": t_loaded, "tokens": tokens})
+        outbox.put({"t_recv": t_recv, "t_loaded": t_loaded, "tokens": tokens, "unpickle_ms": unpickle_ms})
 
 
 # --- the trainer ----------------------------------------------------------------------
@@ -254,6 +267,19 @@ def trainer(way, small, ctl_in, ctl_out):
         import vpmm.torch as vt
         vt.install_reductions()
     ctx = mp.get_context("spawn")
+    # The sender's share of a send: the queue's feeder thread pickles the
+    # message with ForkingPickler.dumps (libvpmm's exports included), timed
+    # here; the rest of send_ms is the pipe and the rollout's unpickling.
+    from multiprocessing.reduction import ForkingPickler
+    pickled = []
+    pickle_dumps = ForkingPickler.dumps
+
+    def timed_dumps(obj, protocol=None):
+        t = time.monotonic()
+        b = pickle_dumps(obj, protocol)
+        pickled.append(((time.monotonic() - t) * 1e3, len(b)))
+        return b
+    ForkingPickler.dumps = staticmethod(timed_dumps)
     inbox, outbox = ctx.Queue(), ctx.Queue()
     r = ctx.Process(target=rollout, args=(way, small, inbox, outbox), daemon=True)
     r.start()
@@ -275,10 +301,13 @@ def trainer(way, small, ctl_in, ctl_out):
     def send(model, shape):
         p = payload(model, shape)
         made = exports()
+        pickled.clear()
         t0 = time.monotonic()
         inbox.put(p)
         got = outbox.get(timeout=600)
+        pickle_ms, pickle_bytes = pickled[0] if pickled else (float("nan"), 0)
         return {"send_ms": (got["t_recv"] - t0) * 1e3, "load_ms": (got["t_loaded"] - got["t_recv"]) * 1e3,
+                "pickle_ms": pickle_ms, "pickle_bytes": pickle_bytes, "unpickle_ms": got["unpickle_ms"],
                 "tokens": got["tokens"], "exports": exports() - made}
 
     while True:
@@ -397,8 +426,10 @@ def main():
                                if "prepared_handles" in r[k])
                 ex = "" if w == "torch" else (f" exports {r['first']['exports']}/{r['resend']['exports']}"
                                               f"{'' if r['pinning_ahead_done_at_send'] is not False else ' (pinning ahead meanwhile)'}")
-                cells.append(f"{w}: first {r['first']['send_ms']:.1f} (+load {r['first']['load_ms']:.1f}) "
-                             f"resend {r['resend']['send_ms']:.1f} (+load {r['resend']['load_ms']:.1f}) ms{ex}{prep}"
+                cells.append(f"{w}: first {r['first']['send_ms']:.1f} (pickled {r['first']['pickle_ms']:.1f}, "
+                             f"unpickled {r['first']['unpickle_ms']:.1f}, +load {r['first']['load_ms']:.1f}) "
+                             f"resend {r['resend']['send_ms']:.1f} (pickled {r['resend']['pickle_ms']:.1f}, "
+                             f"unpickled {r['resend']['unpickle_ms']:.1f}, +load {r['resend']['load_ms']:.1f}) ms{ex}{prep}"
                              f"{'' if r['tokens_ok'] else ' TOKENS DIFFER'}"
                              f"{'' if r['pause_seen'] in (None, True) else ' PAUSE NOT SEEN'}")
             print(f"round {rnd + 1} {sh:7s}: " + " | ".join(cells), flush=True)
@@ -416,13 +447,22 @@ def main():
             s = statistics.median(r["resend"]["send_ms"] for r in rs)
             fl = statistics.median(r["first"]["send_ms"] + r["first"]["load_ms"] for r in rs)
             sl = statistics.median(r["resend"]["send_ms"] + r["resend"]["load_ms"] for r in rs)
+            fp = statistics.median(r["first"]["pickle_ms"] for r in rs)
+            sp = statistics.median(r["resend"]["pickle_ms"] for r in rs)
+            nb = statistics.median(r["first"]["pickle_bytes"] for r in rs)
+            fu = statistics.median(r["first"]["unpickle_ms"] for r in rs)
+            su = statistics.median(r["resend"]["unpickle_ms"] for r in rs)
             ok = all(r["tokens_ok"] for r in rs) and all(r["pause_seen"] in (None, True) for r in rs)
             one = w == "torch" or all(r["first"]["exports"] == 1 and r["resend"]["exports"] == 1 for r in rs)
             summary[f"{w}/{sh}"] = {"first_ms": round(f, 2), "resend_ms": round(s, 2),
                                     "first_with_load_ms": round(fl, 2), "resend_with_load_ms": round(sl, 2),
+                                    "first_pickle_ms": round(fp, 2), "resend_pickle_ms": round(sp, 2),
+                                    "first_unpickle_ms": round(fu, 2), "resend_unpickle_ms": round(su, 2),
+                                    "pickle_bytes": nb,
                                     "tokens_and_pause_ok": ok, "one_export_per_send": one}
             print(f"median {sh:7s} {w:13s} first {f:8.2f} ms (with load {fl:8.2f})  resend {s:8.2f} ms "
-                  f"(with load {sl:8.2f})  tokens/pause {'ok' if ok else 'WRONG'}"
+                  f"(with load {sl:8.2f})  pickled {fp:.2f} / {sp:.2f} ms, {nb / 1024:.0f} KiB, "
+                  f"unpickled {fu:.2f} / {su:.2f} ms  tokens/pause {'ok' if ok else 'WRONG'}"
                   f"{'' if w == 'torch' else '  one export per send: ' + ('yes' if one else 'NO')}")
     same = len({tuple(t) for t in tokens.values()}) == 1
     print(f"greedy tokens identical across ways: {same}")
