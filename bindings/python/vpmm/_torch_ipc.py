@@ -447,19 +447,20 @@ class _Batch:
     index; the tensors themselves are held so that no id is reused while
     the message is pickled."""
 
-    __slots__ = ("message", "walked", "where", "held", "exports")
+    __slots__ = ("message", "walked", "where", "others", "held", "exports")
 
     def __init__(self, message: Any) -> None:
         self.message = message
         self.walked = False
         self.where: Dict[int, Tuple[SharedTensors, int]] = {}
+        self.others: set = set()  # id() of the CUDA tensors the walk found that libvpmm did not allocate
         self.held: List[_torch.Tensor] = []
         self.exports: List[Tuple[int, SharedTensors]] = []  # (device, batch)
 
     def find(self, tensor: _torch.Tensor) -> Optional[Tuple[SharedTensors, int]]:
         if not self.walked:
             self.walked = True
-            self.share(_vpmm_tensors(self.message))
+            self.share(_vpmm_tensors(self.message, self.others))
             self.message = None  # the walk is done: do not keep the message alive longer
         return self.where.get(id(tensor))
 
@@ -468,7 +469,10 @@ class _Batch:
         for t in tensors:
             by_dev.setdefault(t.device.index, []).append(t)
         for dev, ts in by_dev.items():
-            shared = share_many([t.detach() for t in ts])
+            # share_many reads only pointers, dtypes, shapes, strides and
+            # storages: the tensors as they are (a detach() each cost a new
+            # tensor object per weight, on the sender's critical path).
+            shared = share_many(ts)
             self.exports.append((dev, shared))
             for i, t in enumerate(ts):
                 self.where[id(t)] = (shared, i)
@@ -516,13 +520,15 @@ def _reducers() -> Dict[type, Any]:
     return ForkingPickler._extra_reducers
 
 
-def _vpmm_tensors(message: Any) -> List[_torch.Tensor]:
+def _vpmm_tensors(message: Any, others: Optional[set] = None) -> List[_torch.Tensor]:
     """Every distinct libvpmm tensor holding memory that pickling `message`
     reaches through containers (at any depth: dicts of any kind, their keys
     and a dict subclass's __dict__ such as a state dict's _metadata, lists,
     tuples, sets) and through objects pickled by their __dict__
     (_pickled_state). Tensors inside objects with reducers of their own
-    are not seen here; they travel one export each (share)."""
+    are not seen here; they travel one export each (share). The id() of
+    every CUDA tensor found that libvpmm did not allocate goes into
+    `others` (PyTorch's reduction sends those)."""
     found: List[_torch.Tensor] = []
     seen: set = set()
     stack = [message]
@@ -536,8 +542,11 @@ def _vpmm_tensors(message: Any) -> List[_torch.Tensor]:
             if id(o) not in seen:
                 seen.add(id(o))
                 try:
-                    if o.is_cuda and o.numel() and owns(o):
-                        found.append(o)
+                    if o.is_cuda and o.numel():
+                        if owns(o):
+                            found.append(o)
+                        elif others is not None:
+                            others.add(id(o))
                 except Exception:  # a tensor without memory of its own (meta, sparse): PyTorch's business
                     pass
             continue
@@ -571,12 +580,16 @@ def _current_batch() -> Optional[_Batch]:
 
 
 def _reduce(tensor: _torch.Tensor, previous: Any = None) -> Any:
-    if owns(tensor):
-        batch = _current_batch()
-        got = batch.find(tensor) if batch is not None else None
-        if got is not None:
-            shared, i = got
-            return (_rebuild_batched, (shared, i, isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
+    # A CUDA tensor of a message being pickled is looked up in the message's
+    # batch first: the walk that gathered the batch asked the pool about
+    # each tensor once, and asking again here would cost a lookup through
+    # ctypes per weight on the sender's critical path.
+    batch = _current_batch() if tensor.is_cuda else None
+    got = batch.find(tensor) if batch is not None else None
+    if got is not None:
+        shared, i = got
+        return (_rebuild_batched, (shared, i, isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
+    if (batch is None or id(tensor) not in batch.others) and owns(tensor):
         return (_rebuild, (share(tensor.detach()), isinstance(tensor, _torch.nn.Parameter), tensor.requires_grad))
     if previous is not None:
         return previous(tensor)
