@@ -634,7 +634,9 @@ def install_reductions() -> None:
     sets, objects pickled by their __dict__ such as dataclasses) are
     exported together when the first of them is pickled, and the receiver
     maps them with one import when it unpickles the first. A message
-    without libvpmm tensors costs nothing more; a tensor reached only
+    without CUDA tensors costs nothing more; one whose CUDA tensors are
+    all PyTorch's costs one walk of its containers (each tensor asked
+    about once, as before); a tensor reached only
     through an object with a reducer of its own travels as one export of
     its own."""
     global _installed, _pickler_dump
