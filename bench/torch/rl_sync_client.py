@@ -47,8 +47,9 @@ after it is reported apart, and so is the sender's pickling inside it (the
 queue's ForkingPickler.dumps, libvpmm's export included: "pickled"). Tokens
 must equal the trainer's own greedy tokens, for every send of every way; so
 is the rollout's unpickling (ForkingPickler.loads, every tensor mapped:
-"unpickled"). Every round is printed, then the medians per shape and the target: vpmm's first send and re-send <= torch's,
-in the same run, for every shape.
+"unpickled"). Every round is printed, then the medians per shape and the
+target: vpmm's first send and re-send <= torch's, in the same run, for every
+shape.
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
         python3 bench/torch/rl_sync_client.py [--rounds 4] [--ways torch,vpmm] [--shapes dict,pairs,ordered] [--small]
@@ -198,6 +199,20 @@ def greedy(model, n_new):
 
 
 # --- the rollout ---------------------------------------------------------------------
+def time_pickler(name, record):
+    """Wraps ForkingPickler.<name> (dumps or loads) in this process:
+    record(ms, result) after every call."""
+    from multiprocessing.reduction import ForkingPickler
+    inner = getattr(ForkingPickler, name)
+
+    def timed(*a, **k):
+        t = time.monotonic()
+        out = inner(*a, **k)
+        record((time.monotonic() - t) * 1e3, out)
+        return out
+    setattr(ForkingPickler, name, staticmethod(timed))
+
+
 def rollout(way, small, inbox, outbox):
     """Receives state dicts, maps them into its model, generates."""
     import torch
@@ -217,16 +232,8 @@ def rollout(way, small, inbox, outbox):
     placeholders = {k: torch.zeros((), dtype=v.dtype, device="cuda").expand(v.shape)
                     for k, v in model.state_dict().items()}
     names = list(placeholders)
-    from multiprocessing.reduction import ForkingPickler
-    unpickled = []
-    pickle_loads = ForkingPickler.loads
-
-    def timed_loads(*a, **k):
-        t = time.monotonic()
-        o = pickle_loads(*a, **k)
-        unpickled.append((time.monotonic() - t) * 1e3)
-        return o
-    ForkingPickler.loads = staticmethod(timed_loads)
+    unpickled = []  # ms of each ForkingPickler.loads
+    time_pickler("loads", lambda ms, _: unpickled.append(ms))
     outbox.put("ready")
     while True:
         msg = inbox.get()
@@ -270,16 +277,8 @@ def trainer(way, small, ctl_in, ctl_out):
     # The sender's share of a send: the queue's feeder thread pickles the
     # message with ForkingPickler.dumps (libvpmm's exports included), timed
     # here; the rest of send_ms is the pipe and the rollout's unpickling.
-    from multiprocessing.reduction import ForkingPickler
-    pickled = []
-    pickle_dumps = ForkingPickler.dumps
-
-    def timed_dumps(obj, protocol=None):
-        t = time.monotonic()
-        b = pickle_dumps(obj, protocol)
-        pickled.append(((time.monotonic() - t) * 1e3, len(b)))
-        return b
-    ForkingPickler.dumps = staticmethod(timed_dumps)
+    pickled = []  # (ms, bytes) of each ForkingPickler.dumps
+    time_pickler("dumps", lambda ms, b: pickled.append((ms, len(b))))
     inbox, outbox = ctx.Queue(), ctx.Queue()
     r = ctx.Process(target=rollout, args=(way, small, inbox, outbox), daemon=True)
     r.start()

@@ -204,10 +204,9 @@ TEST("time the program spent idle does not refill the bucket: time at work does"
   // set-up's and the refusals' growth, which preemption and instrumented
   // builds inflate; under TSan in CI's parallel suite 3 s did not) and then
   // fills the bucket, twice over, at least 3 s (at most 2 min).
-  const double owed_s = static_cast<double>(vt::stats(f.p).driver_ns) * 1e-9 / sp.budget;
-  const std::chrono::duration<double> work(std::min(120.0, std::max(3.0, 2.0 * (owed_s + 1.0))));
-  std::printf("  driver time so far %.1f ms: %.1f s of mallocs and frees\n",
-              static_cast<double>(vt::stats(f.p).driver_ns) * 1e-6, work.count());
+  const double driver_s = static_cast<double>(vt::stats(f.p).driver_ns) * 1e-9;
+  const std::chrono::duration<double> work(std::min(120.0, std::max(3.0, 2.0 * (driver_s / sp.budget + 1.0))));
+  std::printf("  driver time so far %.1f ms: %.1f s of mallocs and frees\n", driver_s * 1e3, work.count());
   const auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < work) {
     void* x = take(f.p, 1);
