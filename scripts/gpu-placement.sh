@@ -34,7 +34,8 @@
 # with that much time left, so no round is cut in two), ALLOCS (default
 # "native expandable cudamallocasync vpmm"; vpmm-exact, vpmm-views and
 # vpmm-pending run the other chains, VPMM_PLACEMENT; vpmm-never the default
-# chain with VPMM_DRIVER_BUDGET=never; vpmm-base the default of the library
+# chain with VPMM_DRIVER_BUDGET=never; vpmm-unlimited one handle per growth
+# (VPMM_MAX_HANDLE_SIZE=unlimited); vpmm-base the default of the library
 # at BASE_LIBRARY, a build of another tree), HARD_PER_STEP=1 (the hard client's
 # steps one JSON line each, to clients.err), CLIENTS (default
 # "hard train"; "serve" adds bench/torch/serve_client.py, SERVE_WAVES
@@ -43,7 +44,9 @@
 # bench/torch/step_lockstep.py over ALLOCS, the hard or the dense client
 # cycle by cycle, up to LOCKSTEP_CYCLES (default 40) cycles, to
 # lockstep-hard.jsonl / lockstep-train.jsonl; the lockstep kinds share all
-# the time left, so give them a call of their own), REPLAYS=0 (skip the CUDA replays). pluggable-async (or
+# the time left, so give them a call of their own; "profile" runs
+# bench/torch/step_profile.py over ALLOCS, PROFILE_ROUNDS rounds (default 2),
+# to profile.log and profile/), REPLAYS=0 (skip the CUDA replays). pluggable-async (or
 # pluggable-async-nodeps: no GPU-side waits across streams in the driver's
 # pool) in ALLOCS builds bench/torch/passthrough_allocator.cu with nvcc into
 # $BUILD unless PASSTHROUGH_LIBRARY names a build. Each process's wall time
@@ -128,6 +131,7 @@ run_client() {
   case "$name" in  # the other placement chains (VPMM_PLACEMENT)
     vpmm-exact | vpmm-views | vpmm-pending) alloc=vpmm; env+=(VPMM_PLACEMENT="${name#vpmm-}") ;;
     vpmm-never) alloc=vpmm; env+=(VPMM_DRIVER_BUDGET=never) ;;  # the default chain, never paying for a move
+    vpmm-unlimited) alloc=vpmm; env+=(VPMM_MAX_HANDLE_SIZE=unlimited) ;;  # one handle per growth
     vpmm-base) alloc=vpmm; env+=(VPMM_LIBRARY="${BASE_LIBRARY:?vpmm-base needs BASE_LIBRARY}") ;;  # another build
   esac
   if [ "$kind" = serve ]; then
@@ -163,6 +167,21 @@ rounds() {
   done
 }
 : > "$OUT/hard.jsonl"; : > "$OUT/train.jsonl"; : > "$OUT/serve.jsonl"; : > "$OUT/clients.err"
+pin=(); [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
+# The profile kind: bench/torch/step_profile.py, the hard client's GPU
+# timeline under each allocator, PROFILE_ROUNDS rounds, to profile.log.
+rest=()
+for k in "${KINDS[@]}"; do
+  [ "$k" != profile ] && { rest+=("$k"); continue; }
+  mkdir -p "$OUT/profile"
+  say "profile: ${ALLOCS[*]}, ${PROFILE_ROUNDS:-2} rounds"
+  boxed $(( $(left) - BOX_RESERVE )) "${pin[@]}" env -u VPMM_VIEW_MIN_SIZE CUDA_VISIBLE_DEVICES=0 \
+    python3 bench/torch/step_profile.py --allocs "$(IFS=,; echo "${ALLOCS[*]}")" --rounds "${PROFILE_ROUNDS:-2}" \
+    --out "$OUT/profile" > "$OUT/profile.log" 2>> "$OUT/clients.err"
+  echo "profile: exit $?" | tee -a "$SUM"
+  grep -E "^(median|    kernel)" "$OUT/profile.log" >> "$SUM"
+done
+KINDS=("${rest[@]}")
 # Lockstep kinds: every allocator's process loaded at once, taking turns
 # (serve_lockstep.py wave by wave; step_lockstep.py cycle by cycle for
 # lockstep-hard and lockstep-train); the time left is shared among them and
@@ -170,7 +189,6 @@ rounds() {
 LOCKSTEP=(); rest=()
 for k in "${KINDS[@]}"; do case "$k" in lockstep*) LOCKSTEP+=("$k") ;; *) rest+=("$k") ;; esac; done
 KINDS=("${rest[@]}")
-pin=(); [ -n "${PIN_CPUS:-}" ] && pin=(taskset -c "$PIN_CPUS")
 for i in "${!LOCKSTEP[@]}"; do
   k=${LOCKSTEP[$i]}
   LS_SECONDS=$(( ($(left) - BOX_RESERVE - 30) / (${#LOCKSTEP[@]} - i) ))

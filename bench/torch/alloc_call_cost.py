@@ -68,11 +68,7 @@ def child(name):
     for n in (64 << 10, 2 << 20):
         out["cross_ns"][n] = best_ns(n, True, reps=5000)
 
-    torch.manual_seed(0)
-    vocab = 32000
-    model = moe.MoE(vocab=vocab, d=1024, layers=12, experts=8).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    gen = torch.Generator(device="cuda").manual_seed(1)
+    step = moe.trainer()
     counted = name in ("native", "expandable")
     wall, cpu, allocs = [], [], []
     for cycle in range(2):
@@ -80,7 +76,7 @@ def child(name):
             torch.cuda.synchronize()
             n0 = torch.cuda.memory_stats().get("allocation.all.allocated", 0) if counted else 0
             t0, c0 = time.perf_counter(), time.process_time()
-            moe.train_step(model, opt, b, q, vocab, gen)
+            step(b, q)
             torch.cuda.synchronize()
             t1, c1 = time.perf_counter(), time.process_time()
             if cycle:

@@ -40,21 +40,13 @@ import torch  # noqa: E402  (after the allocator is chosen)
 import moe  # noqa: E402
 import steps  # noqa: E402
 
-torch.manual_seed(0)
-vocab = 32000
-model = moe.MoE(vocab=vocab, d=args.d, layers=args.layers, experts=args.experts).cuda()
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-gen = torch.Generator(device="cuda").manual_seed(1)
+step = moe.trainer(d=args.d, layers=args.layers, experts=args.experts)
 if args.record:
     if args.alloc == "vpmm":
         import vpmm.torch as vt  # noqa: E402
         vt.record_memory_history(max_entries=2_000_000)
     else:
         torch.cuda.memory._record_memory_history(max_entries=2_000_000)
-
-
-def step(b, q):
-    return moe.train_step(model, opt, b, q, vocab, gen)
 
 
 result = (steps.lockstep_worker(args.alloc, moe.SHAPES, step) if args.worker

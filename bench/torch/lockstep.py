@@ -17,10 +17,11 @@ import sys
 
 TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
 # libvpmm under another configuration, by the names scripts/gpu-placement.sh
-# gives them: the other placement chains and the default chain that never
-# pays for a move.
+# gives them: the other placement chains, the default chain that never
+# pays for a move, and one handle per growth (no page handles).
 VARIANTS = {"vpmm-exact": {"VPMM_PLACEMENT": "exact"}, "vpmm-views": {"VPMM_PLACEMENT": "views"},
-            "vpmm-pending": {"VPMM_PLACEMENT": "pending"}, "vpmm-never": {"VPMM_DRIVER_BUDGET": "never"}}
+            "vpmm-pending": {"VPMM_PLACEMENT": "pending"}, "vpmm-never": {"VPMM_DRIVER_BUDGET": "never"},
+            "vpmm-unlimited": {"VPMM_MAX_HANDLE_SIZE": "unlimited"}}
 
 
 def geomean(qs):

@@ -147,3 +147,14 @@ def train_step(model, opt, batch, seq, vocab, gen):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss
+
+
+def trainer(d=1024, layers=12, experts=8, vocab=32000):
+    """The clients' training set-up, seeded alike under every allocator: the
+    model, AdamW and the routing generator. Returns step(batch, seq) -> the
+    step's loss tensor (train_step on them)."""
+    torch.manual_seed(0)
+    model = MoE(vocab=vocab, d=d, layers=layers, experts=experts).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    return lambda batch, seq: train_step(model, opt, batch, seq, vocab, gen)
