@@ -179,7 +179,7 @@ for k in "${KINDS[@]}"; do
     python3 bench/torch/step_profile.py --allocs "$(IFS=,; echo "${ALLOCS[*]}")" --rounds "${PROFILE_ROUNDS:-2}" \
     --out "$OUT/profile" > "$OUT/profile.log" 2>> "$OUT/clients.err"
   echo "profile: exit $?" | tee -a "$SUM"
-  grep -E "^(median|    kernel)" "$OUT/profile.log" >> "$SUM"
+  grep -E "^(median|    (kernel|host self))" "$OUT/profile.log" >> "$SUM"
 done
 KINDS=("${rest[@]}")
 # Lockstep kinds: every allocator's process loaded at once, taking turns

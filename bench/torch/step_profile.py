@@ -16,9 +16,10 @@ each step. Per step, from the profile's own timeline:
   kernel   kernel time summed (two streams at once count twice), and
   overlap  the sum of the streams' busy times - busy: work run side by side
   gaps     GPU idle stretches of 20 us or more: count and time, and the
-           time by the innermost host op running when each began
+           time by the innermost host op (any thread) running when each began
 and over the cycle the kernels' time by name, so a kernel that runs slower
-under one allocator's page layout shows in its own row.
+under one allocator's page layout shows in its own row, and the host ops'
+self time by name (an allocation is its caller's self time).
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
         python3 bench/torch/step_profile.py [--allocs native,expandable,vpmm] [--rounds 2] [--out DIR]
@@ -70,18 +71,40 @@ def innermost_op(ops, starts, t):
     return best[2] if best else "(no host op)"
 
 
+def self_times(host):
+    """Each host op's time less its children's (ops nest on their thread),
+    summed by name: where the host's time goes, allocations included (an
+    allocation is not an op: it is its caller's self time)."""
+    out = collections.Counter()
+    by_tid = collections.defaultdict(list)
+    for e in host:
+        by_tid[e.get("tid")].append(e)
+    for es in by_tid.values():
+        stack = []  # [end, name, self] of the ops open at this point
+        for e in sorted(es, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and stack[-1][0] <= e["ts"]:
+                end, name, own = stack.pop()
+                out[name[:60]] += own
+            if stack:
+                stack[-1][2] -= e["dur"]
+            stack.append([e["ts"] + e["dur"], e["name"], e["dur"]])
+        for end, name, own in stack:
+            out[name[:60]] += own
+    return out
+
+
 def analyse(trace):
     """Per-step figures and kernel time by name from a chrome trace's events."""
     ev = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     steps = sorted((e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("vpmm_step")),
                    key=lambda e: e["ts"])
-    tid = steps[0]["tid"] if steps else None
     gpu = sorted((e for e in ev if e.get("cat") in GPU_CATS), key=lambda e: e["ts"])
     gpu_ts = [e["ts"] for e in gpu]
-    ops = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
-                 if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver") and e.get("tid") == tid)
+    host = [e for e in ev if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver")]
+    ops = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in host)
     starts = [o[0] for o in ops]
     per_step, by_kernel, gap_by_op = [], collections.Counter(), collections.Counter()
+    self_by_op = self_times(host)
     for s in steps:
         a, b = s["ts"], s["ts"] + s["dur"]
         mine = gpu[bisect.bisect_left(gpu_ts, a):bisect.bisect_left(gpu_ts, b)]
@@ -105,7 +128,7 @@ def analyse(trace):
                          "overlap_us": sum(span(union(v)) for v in by_stream.values()) - span(busy),
                          "gaps": len(gaps), "gap_us": sum(g1 - g0 for g0, g1 in gaps),
                          "kernels": sum(1 for e in mine if e["cat"] == "kernel"), "streams": len(by_stream)})
-    return per_step, by_kernel, gap_by_op
+    return per_step, by_kernel, gap_by_op, self_by_op
 
 
 def child(name, out_dir):
@@ -133,9 +156,9 @@ def child(name, out_dir):
         prof.export_chrome_trace(path)
         with open(path) as f:
             trace = json.load(f)
-    per_step, by_kernel, gap_by_op = analyse(trace)
+    per_step, by_kernel, gap_by_op, self_by_op = analyse(trace)
     out = {"alloc": name, "steps": per_step, "kernel_us_by_name": dict(by_kernel.most_common(60)),
-           "gap_us_by_op": dict(gap_by_op.most_common(12))}
+           "gap_us_by_op": dict(gap_by_op.most_common(12)), "self_us_by_op": dict(self_by_op.most_common(60))}
     if out_dir:
         with open(os.path.join(out_dir, f"step_profile-{name}-{os.getpid()}.json"), "w") as f:
             json.dump(out, f)
@@ -178,8 +201,10 @@ def main():
                                                                      list(r["gap_us_by_op"].items())[:6]}),
                   flush=True)
     med = {n: {k: statistics.median(totals(r)[k] for r in rs) for k in FIGURES} for n, rs in got.items() if rs}
-    kern = {n: {k: statistics.median(r["kernel_us_by_name"].get(k, 0) for r in rs)
-                for k in set().union(*(r["kernel_us_by_name"] for r in rs))} for n, rs in got.items() if rs}
+    def by_name(key):
+        return {n: {k: statistics.median(r[key].get(k, 0) for r in rs) for k in set().union(*(r[key] for r in rs))}
+                for n, rs in got.items() if rs}
+    kern, own = by_name("kernel_us_by_name"), by_name("self_us_by_op")
     base = med.get("native")
     for n, m in med.items():
         rel = ""
@@ -188,10 +213,11 @@ def main():
         print(f"median {n:16s} " + " ".join(f"{k}={v / 1000:.2f}ms" if k.endswith("_us") else f"{k}={v:.0f}"
                                            for k, v in m.items()) + rel)
         if base and n != "native":
-            diff = sorted(((kern[n].get(k, 0) - v, k) for k, v in kern["native"].items()),
-                          key=lambda x: -abs(x[0]))[:6]
-            for d, k in diff:
-                print(f"    kernel {d / 1000:+8.2f} ms a cycle ({kern['native'][k] / 1000:.1f} under native): {k}")
+            for what, table in (("kernel", kern), ("host self", own)):
+                diff = sorted(((table[n].get(k, 0) - v, k) for k, v in table["native"].items()),
+                              key=lambda x: -abs(x[0]))[:8]
+                for d, k in diff:
+                    print(f"    {what} {d / 1000:+8.2f} ms a cycle ({table['native'][k] / 1000:.1f} under native): {k}")
     print("RESULT " + json.dumps({"median": med}))
 
 
