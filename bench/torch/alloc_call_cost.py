@@ -13,8 +13,10 @@ names), the processes one after another, the order rotated every round:
            that must wait for another stream)
   step     the hard client's model (bench/torch/moe.py, its default size),
            one cycle of its eight shapes after a warm cycle: wall ms and
-           CPU ms of the process per step, and (under the allocators that
-           count them) the allocations a step makes
+           CPU ms of the process per step, (under the allocators that
+           count them) the allocations a step makes, and under vpmm-timed
+           the time inside libvpmm's hooks a step, by call and duration
+           (bench/torch/timed_hooks.c, built to TIMED_HOOKS_LIBRARY)
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
         python3 bench/torch/alloc_call_cost.py [--allocs native,expandable,vpmm] [--rounds 3]
@@ -32,6 +34,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = [512, 64 << 10, 2 << 20, 64 << 20]
+
+
+HOOK_BUCKETS = ("<250ns", "<1us", "<4us", "<16us", "<64us", "<1ms", ">=1ms")
+
+
+def hook_counts(hooks):
+    """timed_hooks.c's counts now (3 kinds x 9 values), [] without it."""
+    if hooks is None:
+        return []
+    import ctypes
+    buf = (ctypes.c_uint64 * 27)()
+    hooks.timed_counts(buf)
+    return list(buf)
 
 
 def child(name):
@@ -70,11 +85,16 @@ def child(name):
 
     step = moe.trainer()
     counted = name in ("native", "expandable")
-    wall, cpu, allocs = [], [], []
+    hooks = None
+    if name == "vpmm-timed":
+        import ctypes
+        hooks = ctypes.CDLL(os.environ["TIMED_HOOKS_LIBRARY"])
+    wall, cpu, allocs, hook_steps = [], [], [], []
     for cycle in range(2):
         for b, q in moe.SHAPES:
             torch.cuda.synchronize()
             n0 = torch.cuda.memory_stats().get("allocation.all.allocated", 0) if counted else 0
+            h0 = hook_counts(hooks)
             t0, c0 = time.perf_counter(), time.process_time()
             step(b, q)
             torch.cuda.synchronize()
@@ -84,9 +104,16 @@ def child(name):
                 cpu.append((c1 - c0) * 1e3)
                 if counted:
                     allocs.append(torch.cuda.memory_stats()["allocation.all.allocated"] - n0)
+                if hooks:
+                    hook_steps.append([a - b for a, b in zip(hook_counts(hooks), h0)])
     out["step_wall_ms"] = round(sum(wall) / len(wall), 2)
     out["step_cpu_ms"] = round(sum(cpu) / len(cpu), 2)
     out["allocs_per_step"] = round(sum(allocs) / len(allocs)) if allocs else None
+    if hook_steps:  # per step, by hook: calls, ms inside it, calls by duration (timed_hooks.c's buckets)
+        per = [sum(col) / len(hook_steps) for col in zip(*hook_steps)]
+        out["hooks_per_step"] = {kind: {"calls": round(per[i * 9]), "ms": round(per[i * 9 + 1] / 1e6, 3),
+                                        "by_time": dict(zip(HOOK_BUCKETS, (round(x, 1) for x in per[i * 9 + 2:i * 9 + 9])))}
+                                 for i, kind in enumerate(("malloc", "free", "record_stream"))}
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -114,7 +141,8 @@ def main():
                              f"={v}" for k, v in r["pairs_ns"].items())
             cross = " ".join(f"{int(k) >> 10}K={v}" for k, v in r["cross_ns"].items())
             print(f"round {rnd + 1} {n:16s} pairs ns {pairs} | record_stream pairs ns {cross} | step wall "
-                  f"{r['step_wall_ms']} ms, cpu {r['step_cpu_ms']} ms, allocations {r['allocs_per_step']}",
+                  f"{r['step_wall_ms']} ms, cpu {r['step_cpu_ms']} ms, allocations {r['allocs_per_step']}"
+                  + (f" | in the hooks a step {json.dumps(r['hooks_per_step'])}" if "hooks_per_step" in r else ""),
                   flush=True)
     med = {}
     for n in names:

@@ -6,8 +6,10 @@ policy); 'pluggable-async' is a CUDAPluggableAllocator over cudaMallocAsync
 (bench/torch/passthrough_allocator.cu, built to PASSTHROUGH_LIBRARY): what
 the pluggable path costs whatever allocator is behind it;
 'pluggable-async-nodeps' the same with the pool's GPU-side waits across
-streams turned off (internal dependencies, opportunistic reuse). Shared by the
-scripts in bench/torch/ and tests/gpu/."""
+streams turned off (internal dependencies, opportunistic reuse); 'vpmm-timed'
+libvpmm's hooks through bench/torch/timed_hooks.c (built to
+TIMED_HOOKS_LIBRARY), which clocks each call. Shared by the scripts in
+bench/torch/ and tests/gpu/."""
 import os
 import sys
 
@@ -30,14 +32,26 @@ def choose(name):
     elif name == "native":
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
+
+    def vpmm_held():
+        import vpmm
+        s = vpmm.default_pool_stats()
+        return s["peak_mapped_bytes"], s["mapped_bytes"]
     if name == "vpmm":
         import vpmm
         vpmm.use_as_torch_allocator()
-
-        def held():
-            s = vpmm.default_pool_stats()
-            return s["peak_mapped_bytes"], s["mapped_bytes"]
-        return held
+        return vpmm_held
+    if name == "vpmm-timed":  # libvpmm's hooks through bench/torch/timed_hooks.c's clock
+        import ctypes
+        import vpmm  # noqa: F401  (loads the library the hooks forward to)
+        lib = os.environ.get("TIMED_HOOKS_LIBRARY")
+        if not lib:
+            raise SystemExit("vpmm-timed needs TIMED_HOOKS_LIBRARY (bench/torch/timed_hooks.c, built)")
+        pluggable = torch.cuda.memory.CUDAPluggableAllocator(lib, "timed_malloc", "timed_free")
+        pluggable.allocator().set_record_stream_fn(
+            ctypes.cast(ctypes.CDLL(lib).timed_record_stream, ctypes.c_void_p).value)
+        torch.cuda.memory.change_current_allocator(pluggable)
+        return vpmm_held
     if name in ("pluggable-async", "pluggable-async-nodeps"):
         lib = os.environ.get("PASSTHROUGH_LIBRARY")
         if not lib:
@@ -50,8 +64,8 @@ def choose(name):
             return 0, 0
         return held
     if name != "native" and name not in TORCH_CONF:
-        raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)}, vpmm, pluggable-async "
-                         "or pluggable-async-nodeps")
+        raise SystemExit(f"unknown allocator {name!r}: native, {', '.join(TORCH_CONF)}, vpmm, vpmm-timed, "
+                         "pluggable-async or pluggable-async-nodeps")
 
     def held():
         st = torch.cuda.memory_stats()
@@ -70,7 +84,7 @@ POOL_WORK = ("n_defrag", "n_grow", "bytes_remapped", "handles_created", "n_mallo
 
 def pool_work(name):
     """POOL_WORK's counters now under libvpmm ({} under another allocator)."""
-    if name != "vpmm":
+    if not name.startswith("vpmm"):
         return {}
     import vpmm
     st = vpmm.default_pool_stats()
@@ -87,7 +101,7 @@ def live_peak_and_work(name):
     peak is the floor no allocator goes below (PyTorch: allocated_bytes peak,
     block-rounded; libvpmm: peak_live_bytes, page-rounded); the pool work is
     POOL_WORK's counters under libvpmm, {} otherwise."""
-    if name == "vpmm":
+    if name.startswith("vpmm"):
         import vpmm
         st = vpmm.default_pool_stats()
         return st["peak_live_bytes"], pool_work(name)
