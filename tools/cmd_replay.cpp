@@ -414,6 +414,32 @@ bool pool_config(const std::string& path, const ReplayOpts& o, const Input& in, 
   return true;
 }
 
+// --cold: between ops, `bytes` of a buffer four times as large are written
+// a line at a time, going on where the last op left off, so the pool's data
+// is out of the caches at its next call, as in a program whose kernel
+// launches and Python run between allocations. The calls alone are timed.
+struct ColdCaches {
+  explicit ColdCaches(uint64_t bytes) : bytes_(bytes), buf_(bytes ? 4 * bytes : 0) {}
+  bool on() const { return bytes_ != 0; }
+  static uint64_t now() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
+  void evict() {
+    for (uint64_t i = 0; i < bytes_; i += 64) {
+      buf_[at_] += 1;
+      at_ = at_ + 64 < buf_.size() ? at_ + 64 : 0;
+    }
+  }
+  uint64_t malloc_ns = 0, free_ns = 0;
+
+ private:
+  uint64_t bytes_;
+  std::vector<unsigned char> buf_;
+  size_t at_ = 0;
+};
+
 // One trace replayed on one fresh pool: the pool and its streams, the hooks
 // the replay engine calls, and what is printed and checked afterwards. Each
 // step prints its own errors; rc_ collects them.
@@ -519,7 +545,10 @@ class TraceReplay {
   vtrace::ReplayHooks hooks() {
     vtrace::ReplayHooks h;
     h.malloc = [this](const vtrace::TraceOp& op, uint64_t bytes, void** p, std::string* e) {
-      vpmm_status s = vpmm_pool_malloc(pool_, bytes, streams_.at(op.stream), p);
+      vpmm_stream on = streams_.at(op.stream);
+      const uint64_t t0 = cold_.on() ? cold_.now() : 0;
+      vpmm_status s = vpmm_pool_malloc(pool_, bytes, on, p);
+      if (cold_.on()) cold_.malloc_ns += cold_.now() - t0;
       if (s == VPMM_OK) return true;
       *e = "malloc " + trace_.ids[op.id] + " " + std::to_string(bytes) + " (" + fmt_bytes(bytes) +
            ") on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
@@ -528,7 +557,9 @@ class TraceReplay {
     h.free = [this](const vtrace::TraceOp& op, void* p, uint64_t, std::string* e) {
       vpmm_stream on = streams_.at(op.stream);
       if (o_.lag && op.lag > 0 && !lag_stream(op.lag, &on, e)) return false;
+      const uint64_t t0 = cold_.on() ? cold_.now() : 0;
       vpmm_status s = vpmm_pool_free(pool_, p, on);
+      if (cold_.on()) cold_.free_ns += cold_.now() - t0;
       if (s == VPMM_OK) return true;
       *e = "free " + trace_.ids[op.id] + " on stream " + std::to_string(op.stream) + " failed: " + status_msg(s);
       return false;
@@ -551,6 +582,7 @@ class TraceReplay {
   // timeline row and --verbose's line.
   bool after_op(size_t done, const vtrace::TraceOp& op, std::string* e) {
     done_ = done;
+    cold_.evict();
     if (!release_lag_streams(false, e)) return false;
     if (o_.gpu_lag && done % o_.gpu_lag == 0 && !(release_trace_streams(e) && hold_trace_streams(e))) return false;
     // The pool's work up to the middle of the trace: what it does in the
@@ -748,6 +780,10 @@ class TraceReplay {
                 trace_.skipped_failures ? (", " + std::to_string(trace_.skipped_failures) +
                                            " RMM failures/zero-size skipped").c_str() : "");
     std::printf("  replay time       %.1f ms%s\n", ms_, o_.check ? " (with --check)" : "");
+    if (cold_.on())
+      std::printf("  op time           %.0f ns a malloc, %.0f ns a free, %s written between ops (--cold)\n",
+                  res_.mallocs ? double(cold_.malloc_ns) / double(res_.mallocs) : 0.0,
+                  res_.frees ? double(cold_.free_ns) / double(res_.frees) : 0.0, fmt_bytes(o_.cold_bytes).c_str());
     // Two peaks of the same allocations: as asked for, and as the pool holds
     // them (rounded to its granularity); the peaks table below shows the first.
     std::printf("  peak requested    %s (bytes alive at once, as asked for)\n", fmt_bytes(res_.peak_requested).c_str());
@@ -891,6 +927,7 @@ class TraceReplay {
   std::map<int, vpmm_stream> streams_;
   vtrace::ReplayResult res_;
   double ms_ = 0;
+  ColdCaches cold_{o_.cold_bytes};
   vpmm_stats at_half_{}, before_op_{}, end_{};
   vpmm_driver_profile profile_at_half_{}, profile_end_{};
   std::string layout_;

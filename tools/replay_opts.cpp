@@ -75,6 +75,9 @@ const char* const kReplayHelp =
     "  --gpu-lag OPS             host backend: every stream's work completes only at the next\n"
     "                            multiple of OPS ops (and at a sync), as a GPU running behind the\n"
     "                            CPU leaves frees of other streams pending; 0 (default): at once\n"
+    "  --cold BYTES              write BYTES of other memory between ops (the work a program\n"
+    "                            does between allocations, evicting the pool's data from the\n"
+    "                            caches) and report the ops' own time per malloc and free\n"
     "  --quiet                   print nothing but errors\n"
     "  --summary                 print only the peaks table (PyTorch reserved, libvpmm mapped,\n"
     "                            requested), one per trace\n"
@@ -169,6 +172,10 @@ int parse_replay_option(ArgCursor& a, ReplayOpts& o) {
     if (val.empty() || val.size() > 9 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--gpu-lag wants a number of ops, got '" + val + "'");
     o.gpu_lag = std::strtoull(val.c_str(), nullptr, 10);
+  } else if (n == "--cold") {
+    bool pages = false;
+    if (!vtrace::parse_size(val, &o.cold_bytes, &pages) || pages || o.cold_bytes > (uint64_t(1) << 32))
+      return usage_error("--cold wants a size in bytes up to 4G (K/M/G suffixes), got '" + val + "'");
   } else if (n == "--op-time") {
     if (val.empty() || val.size() > 7 || val.find_first_not_of("0123456789") != std::string::npos)
       return usage_error("--op-time wants microseconds (0 to 1000000), got '" + val + "'");

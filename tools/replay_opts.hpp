@@ -36,6 +36,9 @@ struct ReplayOpts {
   bool log_remaps = false;  // a line per op that remapped or grew the pool
   bool lag = false;  // snapshots, host backend: frees PyTorch completed late stay pending that long
   uint64_t gpu_lag = 0;  // host backend: the trace's streams complete their work every gpu_lag ops
+  // Bytes written between ops, timed apart from them: the pool's calls with
+  // its data out of cache, as a program's work between allocations leaves it.
+  uint64_t cold_bytes = 0;
   // The driver budget's modelled clock (vpmm_config.budget_clock_us): what
   // each op of the trace stands for; -1: VPMM_BUDGET_CLOCK_US, else 50.
   int64_t op_time_us = -1;

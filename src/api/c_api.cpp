@@ -179,6 +179,12 @@ struct Scope {
   std::string backup_dir;  // empty: the pool's
 };
 thread_local std::vector<Scope>* t_scopes = nullptr;
+// Scopes open on all threads together: while none is, a malloc skips the
+// thread's stack (a thread_local of a shared library costs a __tls_get_addr
+// call, ~2 cache misses from a program's step: docs/handles.md, "Where the
+// hard loop's host time goes"). A thread's own pushes precede its mallocs,
+// so it always sees its own scopes counted.
+std::atomic<uint64_t> g_open_scopes{0};
 
 // The flags an allocation may carry: a backup, its retention, and the bit of
 // each backup store (core/pause/stores/store_table.hpp lists them).
@@ -298,7 +304,7 @@ vpmm_status malloc_with(const char* call, vpmm_pool* pool, uint64_t size, vpmm_s
 
 vpmm_status malloc_scoped(const char* call, vpmm_pool* pool, uint64_t size, vpmm_stream stream,
                           void** out) {
-  if (t_scopes && !t_scopes->empty()) {
+  if (g_open_scopes.load(std::memory_order_relaxed) != 0 && t_scopes && !t_scopes->empty()) {
     const Scope& sc = t_scopes->back();
     return malloc_with(call, pool, size, stream, sc.tag, sc.flags,
                        sc.backup_dir.empty() ? nullptr : sc.backup_dir.c_str(), nullptr, out);
@@ -350,6 +356,7 @@ vpmm_status scope_push(const char* call, const char* tag, uint32_t flags, const 
     if (!t_scopes) t_scopes = new std::vector<Scope>();  // freed at thread exit below
     static thread_local struct Reaper {
       ~Reaper() {
+        if (t_scopes) g_open_scopes.fetch_sub(t_scopes->size(), std::memory_order_relaxed);
         delete t_scopes;
         t_scopes = nullptr;
       }
@@ -361,6 +368,7 @@ vpmm_status scope_push(const char* call, const char* tag, uint32_t flags, const 
     sc.flags = flags;
     if (dn) sc.backup_dir.assign(backup_dir, dn);
     t_scopes->push_back(std::move(sc));
+    g_open_scopes.fetch_add(1, std::memory_order_relaxed);
     return VPMM_OK;
   });
 }
@@ -369,6 +377,7 @@ vpmm_status scope_pop(const char* call) {
   if (!t_scopes || t_scopes->empty())
     return vpmm::fail(VPMM_ERR_WRONG_STATE, "%s: no tag scope (vpmm_tag_scope_push) is open on this thread", call);
   t_scopes->pop_back();
+  g_open_scopes.fetch_sub(1, std::memory_order_relaxed);
   return VPMM_OK;
 }
 }  // namespace

@@ -40,8 +40,12 @@ void report_hook_failure(const char* hook, vpmm_status st) {
 
 namespace {
 constexpr int kMaxDevices = 64;
+// Each device's pool is made once under g_mu and then only read: every
+// torch malloc and free asks for it, from the main thread and autograd's
+// backward thread in turn, and a mutex there moved its cache line between
+// their cores twice a call.
 std::mutex g_mu;
-vpmm_pool* g_pools[kMaxDevices] = {};
+std::atomic<vpmm_pool*> g_pools[kMaxDevices] = {};
 // Tensor.record_stream, all devices (pointers are unique across them). Never
 // destroyed, like the pools: PyTorch may free tensors during exit.
 vpmm::RecordedStreams& recorded() {
@@ -79,17 +83,22 @@ VPMM_API vpmm_status vpmm_default_pool(int32_t device, vpmm_pool** out) {
   if (device < 0 || device >= kMaxDevices)
     return vpmm::hook_fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_default_pool: device %d is outside 0..%d",
                       device, kMaxDevices - 1);
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_pools[device]) {
-    vpmm_config c;
-    vpmm_config_init(&c);
-    c.device = device;
-    if (!option_set_in_env("large_rounding")) c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
-    vpmm_status st = vpmm_pool_create(&c, &g_pools[device]);
-    if (st != VPMM_OK) return st;
-    report_pool_created(device, g_pools[device]);
+  vpmm_pool* pool = g_pools[device].load(std::memory_order_acquire);
+  if (!pool) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    pool = g_pools[device].load(std::memory_order_relaxed);
+    if (!pool) {
+      vpmm_config c;
+      vpmm_config_init(&c);
+      c.device = device;
+      if (!option_set_in_env("large_rounding")) c.large_rounding = VPMM_DEFAULT_POOL_LARGE_ROUNDING;
+      vpmm_status st = vpmm_pool_create(&c, &pool);
+      if (st != VPMM_OK) return st;
+      report_pool_created(device, pool);
+      g_pools[device].store(pool, std::memory_order_release);
+    }
   }
-  *out = g_pools[device];
+  *out = pool;
   return VPMM_OK;
 }
 

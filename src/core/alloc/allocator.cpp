@@ -100,13 +100,13 @@ inline VPMM_HOT_INLINE void Allocator::finish_pages(PageCall& call) {
     uint64_t off = exact_run(m_, r->first, r->second.size, bytes);
     if (off != 0 && off != UINT64_MAX) r = m_.split(r, off);
   }
-  if (r->second.size > bytes) m_.split(r, bytes);  // the tail keeps stream, event, id
   // The memory's earlier work, ordered for a free on another stream
   // (PoolState::handover_seq): this stream's own (safe for this allocation
   // by stream order), or a lender's this stream now waits for.
   const uint64_t seq = st_.handover_seq(s, r->second, call.waited);
   const Attrs& a = call.attrs;
-  m_.remake(r, call.kind, [&](Region& live) {
+  // The rest after `bytes` stays free: it keeps stream, event, id.
+  m_.carve(r, bytes, call.kind, [&](Region& live) {
     live.stream = s;
     live.id = st_.next_id();
     live.seq = seq;
@@ -257,13 +257,12 @@ void Allocator::free_pages(RegionIt it, Stream s) {
   // stream to record on: its event was recorded when the stream retired.
   EventRef event = s == it->second.stream ? std::move(it->second.event) : EventRef();
   const uint64_t seq = ++m_.stream(s).free_seq;
-  m_.remake(it, Kind::Free, [&](Region& fr) {
+  m_.remake_coalesced(it, Kind::Free, [&](Region& fr) {
     fr.stream = s;
     fr.id = st_.next_id();
     fr.seq = seq;
     fr.event = std::move(event);
   });
-  m_.coalesce(it);
 }
 
 // ---------------------------------------------------------------------------

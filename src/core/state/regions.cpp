@@ -66,8 +66,9 @@ void RegionMap::unindex(RegionIt it) {
   }
 }
 
-RegionIt RegionMap::insert(uint64_t va, const Region& r) {
-  auto hint = regions_.upper_bound(va);
+RegionIt RegionMap::insert(uint64_t va, const Region& r) { return insert_before(regions_.upper_bound(va), va, r); }
+
+RegionIt RegionMap::insert_before(RegionIt hint, uint64_t va, const Region& r) {
   RegionIt it;
   if (spare_regions_.empty()) {
     it = regions_.emplace_hint(hint, va, r);
@@ -78,12 +79,18 @@ RegionIt RegionMap::insert(uint64_t va, const Region& r) {
     node.mapped() = r;
     it = regions_.insert(hint, std::move(node));
   }
+  starts_.insert(va, it);
   index(it);
   return it;
 }
 
 void RegionMap::erase(RegionIt it) {
   unindex(it);
+  drop_node(it);
+}
+
+void RegionMap::drop_node(RegionIt it) {
+  starts_.erase(it->first);
   if (spare_regions_.size() == kSpareNodes) {
     regions_.erase(it);
     return;
@@ -104,7 +111,9 @@ RegionIt RegionMap::split(RegionIt it, uint64_t at) {
   tail.size = it->second.size - at;
   uint64_t tail_va = it->first + at;
   resize(it, at);
-  return insert(tail_va, tail);
+  // The tail goes right after `it`: a hinted insert, not a walk from the
+  // root (one a split, which is most best-fit mallocs).
+  return insert_before(std::next(it), tail_va, tail);
 }
 
 bool RegionMap::coalescable(const Region& a, const Region& b) {
@@ -126,29 +135,41 @@ void RegionMap::absorb(Region& into, const Region& from) {
   if (from.id > into.id) into.id = from.id;
 }
 
-RegionIt RegionMap::coalesce(RegionIt it) {
-  if (it != regions_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second.size == it->first && coalescable(prev->second, it->second)) {
-      Region cur = it->second;
-      erase(it);
-      unindex(prev);
-      prev->second.size += cur.size;
-      absorb(prev->second, cur);
-      index(prev);
-      it = prev;
-    }
-  }
+bool RegionMap::merges_with_prev(RegionIt it) {
+  if (it == regions_.begin()) return false;
+  auto prev = std::prev(it);
+  return prev->first + prev->second.size == it->first && coalescable(prev->second, it->second);
+}
+
+bool RegionMap::merges_with_next(RegionIt it) {
   auto next = std::next(it);
-  if (next != regions_.end() && it->first + it->second.size == next->first &&
-      coalescable(it->second, next->second)) {
-    Region nx = next->second;
-    erase(next);
-    unindex(it);
-    it->second.size += nx.size;
-    absorb(it->second, nx);
-    index(it);
+  return next != regions_.end() && it->first + it->second.size == next->first &&
+         coalescable(it->second, next->second);
+}
+
+RegionIt RegionMap::coalesce(RegionIt it) {
+  if (!merges_with_prev(it) && !merges_with_next(it)) return it;  // nothing to merge: stays filed
+  unindex(it);
+  return merge_and_index(it);
+}
+
+RegionIt RegionMap::merge_and_index(RegionIt it) {
+  if (merges_with_prev(it)) {
+    RegionIt prev = std::prev(it);
+    unindex(prev);
+    prev->second.size += it->second.size;
+    absorb(prev->second, it->second);
+    drop_node(it);
+    it = prev;
   }
+  if (merges_with_next(it)) {
+    RegionIt next = std::next(it);
+    unindex(next);
+    it->second.size += next->second.size;
+    absorb(it->second, next->second);
+    drop_node(next);
+  }
+  index(it);
   return it;
 }
 
@@ -299,6 +320,17 @@ std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
   if (indexed_free != n_free) return bad("free index holds %" PRIu64 " entries, map %" PRIu64, indexed_free, n_free);
   if (holes_by_size_.size() != n_holes) return bad("hole index holds %" PRIu64 " entries, map %" PRIu64, holes_by_size_.size(), n_holes);
   if (zombies_.size() != n_zombies) return bad("zombie list holds %" PRIu64 " entries, map %" PRIu64, zombies_.size(), n_zombies);
+  // Distinct keys, each naming the region of that start, as many as the map
+  // has: the start index holds exactly the map's regions.
+  if (starts_.size() != regions_.size())
+    return bad("start index holds %" PRIu64 " entries, map %" PRIu64 " regions", uint64_t(starts_.size()),
+               uint64_t(regions_.size()));
+  std::string stale;
+  starts_.for_each([&](uint64_t va, RegionIt r) {
+    if (stale.empty() && r->first != va)
+      stale = bad("start index entry 0x%" PRIx64 " names the region at 0x%" PRIx64, va, r->first);
+  });
+  if (!stale.empty()) return stale;
   uint64_t region_bytes = 0;
   for (const auto& r : regions_) region_bytes += r.second.size;
   uint64_t chunk_bytes = 0;

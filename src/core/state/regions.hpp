@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/state/start_index.hpp"
 
 namespace vpmm {
 
@@ -152,7 +153,9 @@ class RegionMap {
   // size, stream, id; what index() files them by) change only through
   // insert/erase/retag/resize/split/coalesce; other fields (event, res,
   // backup, busy...) may be written in place.
-  RegionIt find(uint64_t va) { return regions_.find(va); }
+  // The region starting at va, else end(): a hash probe, not a walk of the
+  // tree (StartIndex says why).
+  RegionIt find(uint64_t va) { return starts_.find(va, regions_.end()); }
   RegionIt begin() { return regions_.begin(); }
   RegionIt end() { return regions_.end(); }
   const std::map<uint64_t, Region>& regions() const { return regions_; }
@@ -212,6 +215,7 @@ class RegionMap {
 
   // Everything, for the pool's destructor (events die while the backend lives).
   void clear() {
+    starts_.clear();
     regions_.clear();
     spare_regions_.clear();
     streams_.clear();
@@ -241,13 +245,41 @@ class RegionMap {
     fill(it->second);
     index(it);
   }
+  // remake(it, kind, fill), then coalesce: the result is filed in its index
+  // once, merged, where remake + coalesce filed it, took it out again to
+  // merge and filed the merged region (each a walk of a size index: a free's
+  // path, where every walk costs cache misses inside a program's step).
+  // Returns the merged region.
+  template <class Fill>
+  RegionIt remake_coalesced(RegionIt it, Kind kind, Fill&& fill) {
+    unindex(it);
+    reset_keeping_place(it->second, kind);
+    fill(it->second);
+    return merge_and_index(it);
+  }
+  // The first `bytes` of `it` (less than or all of its size) become a region
+  // of `kind` with what `fill` sets, every other field at its default; the
+  // rest stays a region of it as it was, right after. What split(it, bytes)
+  // and remake of the head do, with the rest filed once and the head's old
+  // entry taken out once (a best-fit malloc's carve).
+  template <class Fill>
+  RegionIt carve(RegionIt it, uint64_t bytes, Kind kind, Fill&& fill) {
+    unindex(it);
+    if (it->second.size > bytes) {
+      Region rest = it->second;
+      rest.size -= bytes;
+      it->second.size = bytes;
+      insert_before(std::next(it), it->first + bytes, rest);
+    }
+    reset_keeping_place(it->second, kind);
+    fill(it->second);
+    index(it);
+    return it;
+  }
   // Gives `it`'s VA back to its chunk: a hole of the same size and chunk
   // (nothing else kept), merged with neighbouring holes. Returns the merged
   // hole. Unmapping the VA is the caller's (it did, or nothing was mapped).
-  RegionIt make_hole(RegionIt it) {
-    remake(it, Kind::Hole, [](Region&) {});
-    return coalesce(it);
-  }
+  RegionIt make_hole(RegionIt it) { return remake_coalesced(it, Kind::Hole, [](Region&) {}); }
   // Changes the size of a region in place (its start stays).
   void resize(RegionIt it, uint64_t new_size);
   // Splits `it` at offset `at` (0 < at < size); returns the tail. Both halves
@@ -320,6 +352,17 @@ class RegionMap {
   uint64_t changes_ = 0;
   void index(RegionIt it);
   void unindex(RegionIt it);
+  // insert() of a region that goes just before `hint` (the first region after it).
+  RegionIt insert_before(RegionIt hint, uint64_t va, const Region& r);
+  // Whether `it` merges with the region before / after it.
+  bool merges_with_prev(RegionIt it);
+  bool merges_with_next(RegionIt it);
+  // `it`, in no index, merged with the neighbours it merges with (each taken
+  // out of its index first), then the result filed.
+  RegionIt merge_and_index(RegionIt it);
+  // erase() of a region already taken out of its index.
+  void drop_node(RegionIt it);
+  StartIndex<RegionIt> starts_;  // every region of regions_ by its start
 };
 
 }  // namespace vpmm
