@@ -20,6 +20,7 @@ names), the processes one after another, the order rotated every round:
 
     PYTHONPATH=bindings/python VPMM_LIBRARY=build/libvpmm.so.1 \\
         python3 bench/torch/alloc_call_cost.py [--allocs native,expandable,vpmm] [--rounds 3]
+                                               [--base-library OTHER/libvpmm.so.1]  (NAME-base: NAME over it)
 
 Prints every round and the medians with each allocator over native; no
 assertion on times (a probe, like bench/probes).
@@ -121,16 +122,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--allocs", default="native,expandable,vpmm")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--base-library", metavar="PATH",
+                    help="another build of libvpmm: an allocator named NAME-base runs NAME over it")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.child)
+        return child(args.child.removesuffix("-base"))
     names = args.allocs.split(",")
     got = {n: [] for n in names}
     for rnd in range(args.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
         for n in order:
-            p = subprocess.run([sys.executable, __file__, "--child", n], capture_output=True, text=True)
+            env = dict(os.environ)
+            if n.endswith("-base"):
+                if not args.base_library:
+                    sys.exit(f"{n} needs --base-library")
+                env["VPMM_LIBRARY"] = args.base_library
+            p = subprocess.run([sys.executable, __file__, "--child", n], capture_output=True, text=True, env=env)
             line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
             if line is None:
                 print(f"round {rnd + 1} {n}: FAILED (exit {p.returncode})\n{p.stderr[-2000:]}", flush=True)

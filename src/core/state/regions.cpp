@@ -36,12 +36,12 @@ void RegionMap::index(RegionIt it) {
       FreeIndex& idx = stream(r.stream).free_by_size;
       auto key = std::make_tuple(r.size, r.id, it->first);
       if (spare_free_.empty()) {
-        idx.insert(key);
+        it->second.free_pos = idx.insert(key).first;
       } else {
         FreeNode node = std::move(spare_free_.back());
         spare_free_.pop_back();
         node.value() = key;
-        idx.insert(std::move(node));
+        it->second.free_pos = idx.insert(std::move(node)).position;
       }
       break;
     }
@@ -56,8 +56,8 @@ void RegionMap::unindex(RegionIt it) {
   *total_for(totals_, r.kind) -= r.size;
   switch (r.kind) {
     case Kind::Free: {
-      FreeNode node = stream(r.stream).free_by_size.extract(std::make_tuple(r.size, r.id, it->first));
-      if (node && spare_free_.size() < kSpareNodes) spare_free_.push_back(std::move(node));
+      FreeNode node = stream(r.stream).free_by_size.extract(r.free_pos);
+      if (spare_free_.size() < kSpareNodes) spare_free_.push_back(std::move(node));
       break;
     }
     case Kind::Hole: holes_by_size_.erase({r.size, it->first}); break;
@@ -289,6 +289,9 @@ std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
           auto s = streams_.find(r.stream);
           if (s == streams_.end() || !s->second.free_by_size.count(std::make_tuple(r.size, r.id, it->first)))
             return bad("free region 0x%" PRIx64 " (size %" PRIu64 ") missing from its stream index", it->first, r.size);
+          // Compared, never dereferenced: a stale position would be a bug this reports.
+          if (s->second.free_by_size.find(std::make_tuple(r.size, r.id, it->first)) != r.free_pos)
+            return bad("free region 0x%" PRIx64 " (size %" PRIu64 ") has a stale index position", it->first, r.size);
           // Same-stream neighbours are one region (coalesce): two would split
           // a handle that neither holds whole, which trim and harvest skip.
           auto nx = std::next(it);

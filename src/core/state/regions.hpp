@@ -68,6 +68,10 @@ using EventRef = std::shared_ptr<Event>;
 // maps at its own VA: neither free nor a live region of this map.
 enum class Kind : uint8_t { Live = 1, Free = 2, Hole = 3, Zombie = 4, Small = 5, Paused = 6, Transit = 7, Lent = 8 };
 
+// Free regions of one stream: (size, id, va). Among equal sizes the oldest
+// region wins: its event is the likeliest to have completed, and it matches
+// the walkthrough's choice of the older [-X] over a just-freed [-10].
+using FreeIndex = std::set<std::tuple<uint64_t, uint64_t, uint64_t>>;
 struct Backup;  // a backup of an allocation's bytes (core/pause/stores/store.hpp)
 
 struct Region {
@@ -93,6 +97,10 @@ struct Region {
   uint64_t charge = 0;      // live/paused: bytes charged at malloc
   bool busy = false;        // zombie: a call working outside the mutex owns it (its
                             // harvest may still be undone, or it is being unmapped)
+  // free: its entry in its stream's FreeIndex, set whenever RegionMap files
+  // it (meaningless otherwise, copies included): taking a region out of the
+  // index is then no walk of it.
+  FreeIndex::const_iterator free_pos{};
 };
 
 // Per-allocation attributes as the core sees them: the tag interned to an
@@ -120,10 +128,6 @@ using RegionIt = std::map<uint64_t, Region>::iterator;
 extern char clean_stream_key;
 inline Stream clean_stream() { return &clean_stream_key; }
 using SizeIndex = std::set<std::pair<uint64_t, uint64_t>>;  // holes: (size, va)
-// Free regions of one stream: (size, id, va). Among equal sizes the oldest
-// region wins: its event is the likeliest to have completed, and it matches
-// the walkthrough's choice of the older [-X] over a just-freed [-10].
-using FreeIndex = std::set<std::tuple<uint64_t, uint64_t, uint64_t>>;
 
 // Per-stream state: its free regions by size and its lazily recorded event.
 struct StreamState {
@@ -312,7 +316,7 @@ class RegionMap {
  private:
   // Every field but size and chunk back to its default (remake's first step).
   static void reset_keeping_place(Region& g, Kind kind) {
-    static_assert(sizeof(void*) != 8 || sizeof(Region) == 120, "a new Region field: reset it here too");
+    static_assert(sizeof(void*) != 8 || sizeof(Region) == 128, "a new Region field: reset it here too");
     g.kind = kind;
     g.stream = nullptr;
     g.id = 0;
@@ -327,6 +331,7 @@ class RegionMap {
     g.res = nullptr;
     g.charge = 0;
     g.busy = false;
+    // free_pos: only read while filed, and set when filed
   }
   using RegionNode = std::map<uint64_t, Region>::node_type;
   using FreeNode = FreeIndex::node_type;
