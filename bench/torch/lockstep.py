@@ -18,10 +18,13 @@ import sys
 TORCH_ALLOCS = ("native", "expandable", "cudamallocasync")
 # libvpmm under another configuration, by the names scripts/gpu-placement.sh
 # gives them: the other placement chains, the default chain that never
-# pays for a move, and one handle per growth (no page handles).
+# pays for a move, one handle per growth (no page handles), and another
+# tree's build where BASE_LIBRARY names one.
 VARIANTS = {"vpmm-exact": {"VPMM_PLACEMENT": "exact"}, "vpmm-views": {"VPMM_PLACEMENT": "views"},
             "vpmm-pending": {"VPMM_PLACEMENT": "pending"}, "vpmm-never": {"VPMM_DRIVER_BUDGET": "never"},
             "vpmm-unlimited": {"VPMM_MAX_HANDLE_SIZE": "unlimited"}}
+if os.environ.get("BASE_LIBRARY"):  # vpmm-base: the library of another tree (scripts/gpu-placement.sh)
+    VARIANTS["vpmm-base"] = {"VPMM_LIBRARY": os.environ["BASE_LIBRARY"]}
 
 
 def geomean(qs):
