@@ -19,7 +19,7 @@ Pool::Pool(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
 vpmm_status Pool::create(std::unique_ptr<Backend> backend, std::unique_ptr<HostServices> host,
                          const PoolOptions& opt, std::unique_ptr<Pool>* out, std::unique_ptr<Admission> admission) {
   std::unique_ptr<Pool> p(new Pool(std::move(backend), std::move(host), opt));
-  std::lock_guard<std::mutex> lock(p->mu_);
+  PoolGuard lock(p->mu_);
   if (admission) p->state_.set_admission(std::move(admission));
   vpmm_status st = p->alloc_.init();
   if (st == VPMM_OK) st = p->state_.init();
@@ -29,7 +29,7 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, std::unique_ptr<HostS
 }
 
 Pool::~Pool() {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   sharer_.close_all();
   alloc_.shutdown();     // pending small blocks, queued work, views
   state_.release_all();  // every mapping, orphan and backup
@@ -54,7 +54,7 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
     void* oom_user;
     uint64_t mapped;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      PoolLock lock(mu_);
       DriverTally tally(state_.counters());
       LockWindow window(&lock);
       Attrs a;
@@ -75,9 +75,10 @@ vpmm_status Pool::malloc(const char* call, uint64_t size, Stream s, const char* 
       if (st == VPMM_OK && retries > 0) cap.note_oom_recovered();
       if (st == VPMM_ERR_OUT_OF_MEMORY) cap.note_oom();
       transition = state_.take_transition();
-      mapped = state_.map().totals().mapped;
-      oom = cap.oom_fn();
-      oom_user = cap.oom_user();
+      // Read only where used: each is a cache line the common call need not touch.
+      mapped = transition >= 0 ? state_.map().totals().mapped : 0;
+      oom = st == VPMM_ERR_OUT_OF_MEMORY ? cap.oom_fn() : nullptr;
+      oom_user = oom ? cap.oom_user() : nullptr;
     }
     if (transition >= 0) report_pressure(transition, mapped);
     if (st == VPMM_ERR_OUT_OF_MEMORY && oom && retries < 8) {
@@ -95,7 +96,7 @@ vpmm_status Pool::free(void* ptr, Stream s) {
   if (!b.stream_valid(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT, "vpmm_pool_free: stream %p is not a valid %s stream", s, b.name());
   const uint64_t va = reinterpret_cast<uint64_t>(ptr);
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   DriverTally tally(state_.counters());
   vpmm_status st = alloc_.free(va, s);
   if (st != VPMM_OK) return st;
@@ -106,12 +107,12 @@ vpmm_status Pool::free(void* ptr, Stream s) {
 }
 
 vpmm_status Pool::lookup(const void* ptr, void** base, uint64_t* size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return alloc_.lookup(ptr, base, size);
 }
 
 vpmm_status Pool::backup_lookup(const void* ptr, void** host, uint64_t* bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return pauser_.backup_lookup(ptr, host, bytes);
 }
 
@@ -126,12 +127,12 @@ vpmm_status Pool::stream_synchronize(Stream s) {
 }
 
 vpmm_status Pool::stream_wait_stream(Stream s, Stream on) {
-  std::lock_guard<std::mutex> lock(mu_);  // the event and wait counters
+  PoolGuard lock(mu_);  // the event and wait counters
   return state_.order_stream_after(s, on);
 }
 
 vpmm_status Pool::stream_retire(Stream s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   if (pauser_.is_copy_stream(s))
     return fail(VPMM_ERR_INVALID_ARGUMENT,
                 "vpmm_pool_stream_retire: stream %p is the pool's own copy stream (a stale handle?)", s);
@@ -148,7 +149,7 @@ vpmm_status Pool::locked_with_pressure(F&& f, bool after_prepares) {
   int transition;
   uint64_t mapped;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    PoolLock lock(mu_);
     if (after_prepares) pauser_.wait_prepares(lock);
     st = f();
     transition = state_.take_transition();
@@ -199,7 +200,7 @@ vpmm_status Pool::trim(uint64_t keep_bytes) {
 }
 
 vpmm_status Pool::tag_stats(const char* tag, vpmm_tag_stats* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return pauser_.tag_stats(tag, out);
 }
 
@@ -208,12 +209,12 @@ vpmm_status Pool::prepare_backups(const char* tag, uint64_t* cached) {
 }
 
 vpmm_status Pool::backup_dir_id(const char* call, const char* dir, uint32_t* id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return pauser_.backup_dir_id(call, dir, id);
 }
 
 vpmm_status Pool::set_backup_dir(const char* dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return pauser_.set_backup_dir(dir);
 }
 
@@ -223,7 +224,7 @@ vpmm_status Pool::set_backup_dir(const char* dir) {
 // ---------------------------------------------------------------------------
 
 vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, Reservation** out) {
-  std::unique_lock<std::mutex> lock(mu_);
+  PoolLock lock(mu_);
   Capacity& cap = state_.capacity();
   Reservation* r = nullptr;
   vpmm_status st = cap.reserve(bytes, flags, timeout_ns, lock, &r);
@@ -240,14 +241,14 @@ vpmm_status Pool::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns, R
 }
 
 vpmm_status Pool::reservation_info(const Reservation* r, uint64_t* size, uint64_t* used) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return state_.capacity().info(r, size, used);
 }
 
 vpmm_status Pool::release_reservation(Reservation* r) {
   Capacity& cap = state_.capacity();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     vpmm_status st = cap.prepare_release(r);
     if (st != VPMM_OK) return st;
     uint64_t size = 0, used = 0;
@@ -260,24 +261,24 @@ vpmm_status Pool::release_reservation(Reservation* r) {
 }
 
 vpmm_status Pool::set_limit(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return pauser_.set_limit(bytes);
 }
 
 void Pool::set_oom_callback(vpmm_oom_fn fn, void* user) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   state_.capacity().set_oom_callback(fn, user);
 }
 
 void Pool::set_pressure_callback(vpmm_pressure_fn fn, void* user) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   state_.capacity().set_pressure_callback(fn, user);
 }
 
 void Pool::report_outside_pressure() {
   uint64_t mapped = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     mapped = state_.map().totals().mapped;
   }
   report_pressure(1, mapped);
@@ -287,7 +288,7 @@ void Pool::report_pressure(int transition, uint64_t mapped) {
   vpmm_pressure_fn fn;
   void* user;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     fn = state_.capacity().pressure_fn();
     user = state_.capacity().pressure_user();
   }
@@ -300,7 +301,7 @@ void Pool::report_pressure(int transition, uint64_t mapped) {
 
 vpmm_status Pool::export_memory(const char* call, const std::vector<const void*>& ptrs, const char* tag, bool by_tag,
                                 const std::shared_ptr<ExportChannel>& ch, ExportLayout* layout, uint64_t* id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return sharer_.export_memory(call, ptrs, tag, by_tag, ch, layout, id);
 }
 
@@ -309,7 +310,7 @@ vpmm_status Pool::prepare_export(const char* call, const char* tag, uint64_t* n_
 }
 
 vpmm_status Pool::close_export(const char* call, uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return sharer_.close_export(call, id);
 }
 
@@ -323,7 +324,7 @@ vpmm_status Pool::close_import(const char* call, uint64_t id) {
 }
 
 void Pool::ipc_stats(vpmm_ipc_stats* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   sharer_.stats(out);
 }
 
@@ -336,7 +337,7 @@ void Pool::driver_profile(vpmm_driver_profile* out) const {
 // ---------------------------------------------------------------------------
 
 void Pool::stats(vpmm_stats* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   vpmm_stats s;
   std::memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
@@ -347,12 +348,12 @@ void Pool::stats(vpmm_stats* out) {
 }
 
 std::vector<vpmm_region_info> Pool::snapshot() {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return alloc_.snapshot();
 }
 
 std::string Pool::check() {
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   return alloc_.check();
 }
 

@@ -30,6 +30,7 @@
 #include "core/share/sharer.hpp"
 #include "config/pool_options.hpp"
 #include "core/state/pool_state.hpp"
+#include "core/state/pool_mutex.hpp"
 
 namespace vpmm {
 
@@ -130,7 +131,7 @@ class Pool final {
   // Reports a pending watermark crossing; call without the mutex held.
   void report_pressure(int transition, uint64_t mapped);
 
-  std::mutex mu_;
+  PoolMutex mu_;
   PoolState state_;  // first: the others hold references to it
   Allocator alloc_;
   Sharer sharer_;

@@ -10,20 +10,20 @@ namespace vpmm {
 
 void RecordedStreams::record(void* ptr, void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<void*>& v = by_ptr_[ptr];
+  auto ins = by_ptr_.try_emplace(ptr);
+  if (ins.second) held_[bucket(ptr)].fetch_add(1, std::memory_order_release);
+  std::vector<void*>& v = ins.first->second;
   if (std::find(v.begin(), v.end(), stream) == v.end()) v.push_back(stream);
-  n_.store(by_ptr_.size(), std::memory_order_release);
 }
 
 void RecordedStreams::forget(void* ptr) {
-  if (n_.load(std::memory_order_acquire) == 0) return;
+  if (!may_hold(ptr)) return;
   std::lock_guard<std::mutex> lock(mu_);
-  by_ptr_.erase(ptr);
-  n_.store(by_ptr_.size(), std::memory_order_release);
+  if (by_ptr_.erase(ptr)) held_[bucket(ptr)].fetch_sub(1, std::memory_order_relaxed);
 }
 
 void* RecordedStreams::free_stream(vpmm_pool* pool, void* ptr, void* own) {
-  if (n_.load(std::memory_order_acquire) == 0) return own;
+  if (!may_hold(ptr)) return own;
   std::vector<void*> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -31,7 +31,7 @@ void* RecordedStreams::free_stream(vpmm_pool* pool, void* ptr, void* own) {
     if (it == by_ptr_.end()) return own;
     streams.swap(it->second);
     by_ptr_.erase(it);
-    n_.store(by_ptr_.size(), std::memory_order_release);
+    held_[bucket(ptr)].fetch_sub(1, std::memory_order_relaxed);
   }
   streams.erase(std::remove(streams.begin(), streams.end(), own), streams.end());
   if (streams.empty()) return own;

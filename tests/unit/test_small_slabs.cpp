@@ -4,6 +4,7 @@
 // listed anywhere) keep no trace of their previous class.
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "check.hpp"
@@ -59,6 +60,59 @@ uint64_t charged(vpmm_pool* p, vpmm_reservation* r) {
   uint64_t used = UINT64_MAX;
   vpmm_reservation_info(p, r, nullptr, &used);
   return used;
+}
+
+// A small free finds its slab by a hash of the slab's first page (RegionMap::
+// find_small), falling back to a walk of the map. Slabs here start at any
+// 512-byte offset (large allocations rounded to 512 bytes lie between them)
+// and span one or two pages; on 96 KiB pages (no power of two: the hash's
+// granule is 64 KiB) a two-page slab off the grid covers four granules, past
+// the hash's three probes, and the walk answers. Every block must come back
+// through vpmm_pool_free, in random order, with the pool consistent.
+void churn_small_frees(uint64_t page) {
+  vt::HostPoolSpec s;
+  s.page = page;
+  s.va_pages = 2048;
+  s.capacity = 512ull << 20;
+  s.small_size = page;
+  s.large_rounding = 512;
+  s.defaults_only = true;
+  vpmm_pool* p = vt::make_host_pool(s);
+  CHECK(p != nullptr);
+  if (!p) return;
+  std::mt19937_64 rng(page);
+  struct Held {
+    void* ptr;
+    uint64_t size;
+    unsigned char fill;
+  };
+  std::vector<Held> held;
+  for (int i = 0; i < 3000; ++i) {
+    if (held.size() > 40 && rng() % 2) {
+      const size_t k = rng() % held.size();
+      const Held h = held[k];
+      held[k] = held.back();
+      held.pop_back();
+      CHECK_EQ(static_cast<const unsigned char*>(h.ptr)[h.size - 1], h.fill);
+      CHECK_OK(vpmm_pool_free(p, h.ptr, nullptr));
+    } else {
+      // Mostly small blocks of every class, some large ones of odd 512-byte
+      // multiples that push the next slab off the page grid.
+      const uint64_t size = rng() % 5 ? 1 + rng() % page : 512 * (200 + rng() % 400);
+      void* ptr = nullptr;
+      CHECK_OK(vpmm_pool_malloc(p, size, nullptr, &ptr));
+      if (!ptr) break;
+      const unsigned char fill = static_cast<unsigned char>(i);
+      static_cast<unsigned char*>(ptr)[size - 1] = fill;
+      held.push_back({ptr, size, fill});
+    }
+    if (i % 250 == 0) CHECK_OK(vpmm_pool_check(p));
+  }
+  CHECK_OK(vpmm_pool_check(p));
+  for (const Held& h : held) CHECK_OK(vpmm_pool_free(p, h.ptr, nullptr));
+  CHECK_OK(vpmm_pool_check(p));
+  CHECK_EQ(vt::stats(p).small_live_bytes, 0u);
+  vpmm_pool_destroy(p);
 }
 
 }  // namespace
@@ -203,6 +257,12 @@ TEST("a small malloc at the memory limit first gives back an empty slab of anoth
   CHECK_OK(vpmm_pool_check(p));
   CHECK_OK(vpmm_pool_stream_destroy(p, s));
   CHECK_OK(vpmm_pool_destroy(p));
+}
+
+
+TEST("small frees find their slab at any offset and slab size, in any order") {
+  churn_small_frees(64 << 10);
+  churn_small_frees(96 << 10);
 }
 
 TEST_MAIN()

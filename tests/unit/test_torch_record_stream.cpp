@@ -98,4 +98,50 @@ TEST("recorded on two streams, the first held: the free orders after it without 
   CHECK_OK(vpmm_host_stream_destroy(b));
 }
 
+// The recorded stream's own work on the tensor: B still writes it (held)
+// when PyTorch frees it on A, whose work is done. The memory must not be a
+// third stream's before B's write lands: C's tensor stays intact. Were the
+// record dropped, the free would be A's alone, reusable on C once A is
+// synchronized, and B's late write would land in C's tensor.
+TEST("a recorded stream's late write to a freed tensor never lands in a third stream's tensor") {
+  vpmm_pool* dp = nullptr;
+  if (!host_default_pool(&dp)) return;
+  vpmm_stream a = nullptr, b = nullptr, c = nullptr;
+  CHECK_OK(vpmm_host_stream_create(&a));
+  CHECK_OK(vpmm_host_stream_create(&b));
+  CHECK_OK(vpmm_host_stream_create(&c));
+  const ptrdiff_t n = 4 << 20;
+  void* p = vpmm_torch_malloc(n, 0, a);
+  CHECK(p != nullptr);
+  if (!p) return;
+  Stamp late{p, static_cast<uint64_t>(n), 0x5a};
+  CHECK_OK(vpmm_host_stream_hold(b));
+  CHECK_OK(vpmm_host_stream_launch(b, stamp, &late));  // B's use of the tensor, pending
+  vpmm_torch_record_stream(p, b);
+  vpmm_torch_free(p, n, 0, a);
+  CHECK_OK(vpmm_pool_stream_synchronize(dp, a));  // A's side of the free is complete, as the pool knows
+  void* q = vpmm_torch_malloc(n, 0, c);
+  CHECK(q != nullptr);
+  if (!q) return;
+  Fill mine{q, static_cast<uint64_t>(n), 42};
+  CHECK_OK(vpmm_host_stream_launch(c, fill_on_stream, &mine));
+  // C's fill runs now unless C waits for held B (synchronize then says so
+  // instead of running it): memory of the freed tensor, at its VA or
+  // remapped to another, may be C's only after B's write. A fill that runs
+  // now on that memory is overwritten when B is released.
+  const vpmm_status now = vpmm_host_stream_synchronize(c);
+  CHECK(now == VPMM_OK || now == VPMM_ERR_WRONG_STATE);
+  CHECK_OK(vpmm_host_stream_release(b));
+  CHECK_OK(vpmm_host_stream_synchronize(b));
+  CHECK_OK(vpmm_host_stream_synchronize(c));
+  CHECK_EQ(late.ran.load(), 1);
+  CHECK(vt::verify(q, n, 42));  // B's late write did not land in C's tensor
+  vpmm_torch_free(q, n, 0, c);
+  CHECK_OK(vpmm_pool_check(dp));
+  for (vpmm_stream s : {a, b, c}) {
+    CHECK_OK(vpmm_pool_stream_retire(dp, s));
+    CHECK_OK(vpmm_host_stream_destroy(s));
+  }
+}
+
 TEST_MAIN()

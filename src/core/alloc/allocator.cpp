@@ -383,7 +383,9 @@ vpmm_status Allocator::free(uint64_t va, Stream s) {
       return VPMM_OK;
     }
   }
-  RegionIt in = it != m_.end() ? it : m_.find_containing(va);
+  RegionIt in = it;
+  if (in == m_.end()) in = m_.find_small(va);
+  if (in == m_.end()) in = m_.find_containing(va);
   if (in != m_.end() &&
       (in->second.kind == Kind::Small || (in->second.kind == Kind::Paused && in->second.was_small))) {
     uint64_t freed_request = 0;

@@ -9,7 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
+#include "core/state/pool_mutex.hpp"
 
 #include "core/state/regions.hpp"
 
@@ -17,14 +17,14 @@ namespace vpmm {
 
 class LockWindow {
  public:
-  explicit LockWindow(std::unique_lock<std::mutex>* lock) : lock_(lock) {}
+  explicit LockWindow(PoolLock* lock) : lock_(lock) {}
   // Runs f with the mutex released and takes it back (also on an exception),
   // noting whether another thread changed the region map meanwhile.
   template <typename F>
   vpmm_status outside(const RegionMap& m, F&& f) {
     const uint64_t before = m.changes();
     struct Relock {
-      std::unique_lock<std::mutex>* l;
+      PoolLock* l;
       ~Relock() { l->lock(); }
     };
     vpmm_status st;
@@ -39,7 +39,7 @@ class LockWindow {
   bool others_changed() const { return others_changed_; }
 
  private:
-  std::unique_lock<std::mutex>* lock_;
+  PoolLock* lock_;
   bool others_changed_ = false;
 };
 

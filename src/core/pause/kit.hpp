@@ -18,6 +18,7 @@
 #include "backend/backend.hpp"
 #include "core/pause/stores/pinned_cache.hpp"
 #include "core/pause/stores/store_table.hpp"
+#include "core/state/pool_mutex.hpp"
 
 namespace vpmm {
 
@@ -60,7 +61,7 @@ class PauseKit {
     --preparing_;
     prepared_cv_.notify_all();
   }
-  void wait_prepares(std::unique_lock<std::mutex>& pool_lock) {
+  void wait_prepares(PoolLock& pool_lock) {
     if (preparing_ == 0) return;
     pauses_waiting_.fetch_add(1, std::memory_order_relaxed);
     prepared_cv_.wait(pool_lock, [&] { return preparing_ == 0; });
@@ -76,7 +77,7 @@ class PauseKit {
   bool have_copy_stream_ = false;
   int preparing_ = 0;
   std::atomic<int> pauses_waiting_{0};
-  std::condition_variable prepared_cv_;
+  std::condition_variable_any prepared_cv_;
 };
 
 }  // namespace vpmm

@@ -17,7 +17,7 @@
 
 namespace vpmm {
 
-Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu)
+Pauser::Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, PoolMutex& mu)
     : StateRefs(st),
       tags_(st.tags()),
       alloc_(alloc),
@@ -366,7 +366,7 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
   // loop stops after the buffer it is pinning, and the pause pins the rest.
   std::vector<uint64_t> to_pin;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     uint32_t want = 0;
     vpmm_status st = tags_.find_used(call, tag, &want);
     if (st != VPMM_OK) return st;
@@ -403,7 +403,7 @@ vpmm_status Pauser::prepare_backups(const char* tag, uint64_t* cached) {
     pinned.emplace_back(p, size);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     for (const auto& b : pinned) kit_->pinned().put(b.first, b.second);
     for (size_t i = pinned.size(); i < to_pin.size(); ++i) kit_->pinned().unreserve_pinned(to_pin[i]);
     kit_->end_prepare();

@@ -33,6 +33,7 @@
 #include "core/pause/pipeline.hpp"
 #include "core/share/sharer.hpp"
 #include "core/state/pool_state.hpp"
+#include "core/state/pool_mutex.hpp"
 
 namespace vpmm {
 
@@ -48,7 +49,7 @@ constexpr uint32_t kPauseBackupsToDisk = 1u << 31;
 
 class Pauser final : private StateRefs, private HandleOps, private BackupReleaser {
  public:
-  Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, std::mutex& mu);
+  Pauser(PoolState& st, Allocator& alloc, Sharer& sharer, PoolMutex& mu);
   Pauser(const Pauser&) = delete;
   Pauser& operator=(const Pauser&) = delete;
 
@@ -70,7 +71,7 @@ class Pauser final : private StateRefs, private HandleOps, private BackupRelease
   // Takes the pool mutex itself.
   vpmm_status prepare_backups(const char* tag, uint64_t* cached);
   // A pause waits here until no prepare_backups is pinning.
-  void wait_prepares(std::unique_lock<std::mutex>& lock) { kit_->wait_prepares(lock); }
+  void wait_prepares(PoolLock& lock) { kit_->wait_prepares(lock); }
 
   // The host backup of the paused allocation containing ptr (vpmm_pool_backup_lookup).
   vpmm_status backup_lookup(const void* ptr, void** host, uint64_t* bytes);
@@ -112,7 +113,7 @@ class Pauser final : private StateRefs, private HandleOps, private BackupRelease
   TagTable& tags_;
   Allocator& alloc_;
   Sharer& sharer_;
-  std::mutex& mu_;
+  PoolMutex& mu_;
   std::unique_ptr<PauseKit> kit_;  // host buffers, stores, copy stream, prepares in flight
 };
 

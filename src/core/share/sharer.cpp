@@ -54,7 +54,7 @@ SpanRef same_span(Backend& b, const std::vector<SpanRef>& spans, const ImportReq
 
 }  // namespace
 
-Sharer::Sharer(PoolState& st, Allocator& alloc, std::mutex& mu)
+Sharer::Sharer(PoolState& st, Allocator& alloc, PoolMutex& mu)
     : StateRefs(st), tags_(st.tags()), alloc_(alloc), mu_(mu) {}
 
 vpmm_status Sharer::exported_ranges(const char* call, const std::vector<const void*>& ptrs, const char* tag,
@@ -129,7 +129,7 @@ std::map<uint64_t, Mapping> Sharer::covering_handles(const std::vector<IpcRange>
 vpmm_status Sharer::prepare_export(const char* call, const char* tag, uint64_t* n_handles) {
   std::vector<Mapping> handles;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     std::vector<IpcRange> ranges;
     vpmm_status st = exported_ranges(call, {}, tag, true, &ranges);
     if (st != VPMM_OK) return st;
@@ -221,7 +221,7 @@ vpmm_status Sharer::import_memory(const char* call, const ImportRequest& req, co
     return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: %zu file descriptors for %zu handles", call, req.fds.size(),
                 req.handles.size());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     if (!ipc_.claim_nonce(req.nonce))
       return fail(VPMM_ERR_WRONG_STATE,
                   "%s: this export is already imported into this pool (use that import, or close it first)",
@@ -231,7 +231,7 @@ vpmm_status Sharer::import_memory(const char* call, const ImportRequest& req, co
   // made: a run of handles that are the same files is not mapped again.
   std::vector<SpanRef> known;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     known = ipc_.take_spans();
   }
   // The driver work runs without the pool's mutex: it touches only VA and
@@ -246,7 +246,7 @@ vpmm_status Sharer::import_memory(const char* call, const ImportRequest& req, co
   auto finish = [&](bool failed) {
     std::vector<SpanRef> unmap;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      PoolGuard lock(mu_);
       for (const SpanRef& s : known)
         if ((failed || std::find(rec.spans.begin(), rec.spans.end(), s) == rec.spans.end()) &&
             IpcTables::release_span(s))
@@ -331,7 +331,7 @@ vpmm_status Sharer::import_memory(const char* call, const ImportRequest& req, co
   }
   ch->attach();
   finish(false);  // the spans held and not used go back
-  std::lock_guard<std::mutex> lock(mu_);
+  PoolGuard lock(mu_);
   *id = ipc_.add_import(std::move(rec));
   *entry_ptrs = std::move(ptrs);
   return VPMM_OK;
@@ -341,7 +341,7 @@ vpmm_status Sharer::close_import(const char* call, uint64_t id) {
   ImportRecord rec;
   std::vector<SpanRef> unmap;  // what no other import uses
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    PoolGuard lock(mu_);
     if (!ipc_.take_import(id, &rec, &unmap))
       return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: import %" PRIu64 " is not open in this pool", call, id);
   }

@@ -35,6 +35,7 @@
 #include "core/share/channel_interfaces.hpp"
 #include "core/share/ipc_tables.hpp"
 #include "core/state/pool_state.hpp"
+#include "core/state/pool_mutex.hpp"
 
 namespace vpmm {
 
@@ -48,7 +49,7 @@ struct IpcRange {
 
 class Sharer final : private StateRefs, private SlabWatcher {
  public:
-  Sharer(PoolState& st, Allocator& alloc, std::mutex& mu);
+  Sharer(PoolState& st, Allocator& alloc, PoolMutex& mu);
   Sharer(const Sharer&) = delete;
   Sharer& operator=(const Sharer&) = delete;
 
@@ -94,7 +95,7 @@ class Sharer final : private StateRefs, private SlabWatcher {
 
   TagTable& tags_;
   Allocator& alloc_;
-  std::mutex& mu_;
+  PoolMutex& mu_;
   IpcTables ipc_;
 };
 

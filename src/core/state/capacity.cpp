@@ -94,7 +94,7 @@ vpmm_status Capacity::check_growth(uint64_t mapped, uint64_t bytes) const {
 }
 
 vpmm_status Capacity::reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns,
-                              std::unique_lock<std::mutex>& lock, Reservation** out) {
+                              PoolLock& lock, Reservation** out) {
   const char* call = "reserve";
   if (bytes == 0) return fail(VPMM_ERR_INVALID_ARGUMENT, "%s: bytes 0 is not allowed", call);
   if (flags & ~kKnownReserveFlags)

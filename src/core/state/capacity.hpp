@@ -24,6 +24,7 @@
 
 #include "common/status.hpp"
 #include "config/defaults.hpp"
+#include "core/state/pool_mutex.hpp"
 #include "vpmm.h"
 
 namespace vpmm {
@@ -70,7 +71,7 @@ class Capacity {
   // --- reservations ------------------------------------------------------
   // Waits on `lock` (the pool's) for VPMM_RESERVE_BLOCK.
   vpmm_status reserve(uint64_t bytes, uint32_t flags, uint64_t timeout_ns,
-                      std::unique_lock<std::mutex>& lock, Reservation** out);
+                      PoolLock& lock, Reservation** out);
   bool is_live(const Reservation* r) const {
     return reservations_.count(const_cast<Reservation*>(r)) != 0;
   }
@@ -145,7 +146,7 @@ class Capacity {
   double trigger_fraction_ = kDefaultWatermarkTrigger, stop_fraction_ = kDefaultWatermarkStop;
   std::vector<Reservation*> released_;
   uint64_t n_oom_ = 0, n_oom_recovered_ = 0;
-  std::condition_variable cv_;  // blocked reservers wait here (on the pool mutex)
+  std::condition_variable_any cv_;  // blocked reservers wait here (on the pool mutex)
   vpmm_pressure_fn pressure_fn_ = nullptr;
   void* pressure_user_ = nullptr;
 };

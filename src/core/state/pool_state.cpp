@@ -14,6 +14,7 @@ PoolState::PoolState(std::unique_ptr<Backend> backend, std::unique_ptr<HostServi
     : backend_(std::move(backend)), host_(std::move(host)), opt_(opt) {
   if (opt_.large_rounding == 0) opt_.large_rounding = opt_.page_size;  // whole pages
   cap_.init(opt.memory_limit, opt.device_total, opt.watermark_trigger, opt.watermark_stop);
+  m_.index_small_by_page(opt_.page_size);
 }
 
 vpmm_status PoolState::init() {

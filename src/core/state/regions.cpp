@@ -47,8 +47,28 @@ void RegionMap::index(RegionIt it) {
     }
     case Kind::Hole: holes_by_size_.emplace(r.size, it->first); break;
     case Kind::Zombie: zombies_.insert(it->first); break;
+    case Kind::Small: index_small(it); break;
     default: break;
   }
+}
+
+void RegionMap::index_small(RegionIt it) {
+  if (!small_granule_) return;
+  const uint64_t key = it->first & ~(small_granule_ - 1);
+  if (small_starts_.find(key, regions_.end()) == regions_.end()) {
+    small_starts_.insert(key, it);
+    return;
+  }
+  // Two slabs in one granule: the hash cannot tell them apart, so it is no
+  // longer kept and find_small leaves every small free to the walk.
+  small_granule_ = 0;
+  small_starts_.clear();
+}
+
+void RegionMap::unindex_small(RegionIt it) {
+  if (!small_granule_) return;
+  const uint64_t key = it->first & ~(small_granule_ - 1);
+  if (small_starts_.find(key, regions_.end()) == it) small_starts_.erase(key);
 }
 
 void RegionMap::unindex(RegionIt it) {
@@ -62,6 +82,7 @@ void RegionMap::unindex(RegionIt it) {
     }
     case Kind::Hole: holes_by_size_.erase({r.size, it->first}); break;
     case Kind::Zombie: zombies_.erase(it->first); break;
+    case Kind::Small: unindex_small(it); break;
     default: break;
   }
 }
@@ -334,6 +355,21 @@ std::string RegionMap::check(uint64_t page, uint64_t quantum) const {
       stale = bad("start index entry 0x%" PRIx64 " names the region at 0x%" PRIx64, va, r->first);
   });
   if (!stale.empty()) return stale;
+  // The slab hash, while kept, names each Small region once, under its
+  // granule: entries that each name a distinct Small region of their key
+  // (keys are distinct), as many as there are Small regions.
+  if (small_granule_) {
+    size_t n_small = 0;
+    for (const auto& r : regions_) n_small += r.second.kind == Kind::Small;
+    small_starts_.for_each([&](uint64_t key, RegionIt r) {
+      if (stale.empty() && (r->second.kind != Kind::Small || (r->first & ~(small_granule_ - 1)) != key))
+        stale = bad("slab hash entry 0x%" PRIx64 " names the region at 0x%" PRIx64, key, r->first);
+    });
+    if (!stale.empty()) return stale;
+    if (small_starts_.size() != n_small)
+      return bad("slab hash holds %" PRIu64 " entries, map %" PRIu64 " small regions", uint64_t(small_starts_.size()),
+                 uint64_t(n_small));
+  }
   uint64_t region_bytes = 0;
   for (const auto& r : regions_) region_bytes += r.second.size;
   uint64_t chunk_bytes = 0;
