@@ -1043,7 +1043,8 @@ typedef struct vpmm_stats {
   uint64_t driver_ns;    /* nanoseconds the threads calling malloc and free spent inside the
                           * driver's memory-mapping and event calls the pool made for them
                           * (create, map, set-access, unmap, release, event record/query,
-                          * stream waits); pause, resume and trim are not counted. Divided
+                          * stream waits); pause, resume, trim and the pool's creation are
+                          * not counted. Divided
                           * by a training step's time it is the step's share lost to the
                           * driver: a measure free of the step-to-step noise of timings */
   uint64_t driver_calls; /* those driver calls, counted */
@@ -1070,12 +1071,34 @@ typedef struct vpmm_stats {
   uint64_t n_budget_grow;      /* mallocs that grew instead of moving pages because the budget
                                 * could not pay for the move, over the pool's life */
   uint64_t bytes_budget_grown; /* the bytes those mallocs created */
+  /* Steps (vpmm_pool_mark_step): the driver time of the program's own steps */
+  uint64_t n_steps;             /* steps closed: marks after the first */
+  uint64_t last_step_ns;        /* the last closed step's wall time, mark to mark */
+  uint64_t last_step_driver_ns; /* of it, nanoseconds in the driver for mallocs and frees
+                                 * (driver_ns counted within the step) */
+  uint64_t steps_ns;            /* the wall time of every closed step, summed */
+  uint64_t steps_driver_ns;     /* their driver time, summed: steps_driver_ns / steps_ns is the
+                                 * share of the program's steps lost to the driver, which the
+                                 * driver budget keeps under vpmm_config.driver_budget */
 } vpmm_stats;
 
 /* Snapshot the pool's counters into *stats (stats->struct_size must be set;
  * at most that many bytes are written). Errors: INVALID_ARGUMENT (null
  * stats, struct_size below 16 or over 65536). Thread safe. */
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
+
+/* The program finished one step of its loop (a training iteration, a
+ * decoding step); vpmm.torch's install() marks every optimizer step. The
+ * first mark opens the first step; each later one closes the step since the
+ * previous mark and opens the next: vpmm_pool_stats then reports the
+ * closed step's wall time and the driver time its mallocs and frees spent
+ * (n_steps, last_step_ns, last_step_driver_ns, and the sums steps_ns and
+ * steps_driver_ns): the share of the program's step the driver costs, which
+ * is what the driver budget bounds, free of the step-to-step noise of
+ * timing whole steps. Marks change no placement decision. Threads calling
+ * it from several places (two optimizers) make shorter steps, one per mark.
+ * Errors: INVALID_ARGUMENT (NULL pool). Thread safe; any thread. */
+VPMM_API vpmm_status vpmm_pool_mark_step(vpmm_pool* pool);
 
 /* The driver calls of a pool's backend by kind, over the pool's life: how
  * many and the nanoseconds spent inside them, from every thread and every

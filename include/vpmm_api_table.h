@@ -170,6 +170,8 @@ typedef struct vpmm_api {
   const char* (*placement_name)(int32_t placement);
   /* the ledger's disk fallback for pauses the host budget refuses */
   vpmm_status (*pool_ledger_set_fallback)(vpmm_pool* pool, uint32_t flags);
+  /* the program's steps */
+  vpmm_status (*pool_mark_step)(vpmm_pool* pool);
   /* New entries are appended here, never inserted above. */
 } vpmm_api;
 

@@ -91,3 +91,20 @@ func TestPoolStreamsAndConfig(t *testing.T) {
 		t.Fatalf("version %q abi %d", vpmm.Version(), vpmm.ABIVersion())
 	}
 }
+
+func TestMarkStepReportsTheStepsDriverTime(t *testing.T) {
+	p := newPool(t, hostConfig(256))
+	must(t, p.MarkStep())                            // opens the first step
+	ptr, err := p.Malloc(4*page, vpmm.DefaultStream) // grows: driver calls in the step
+	must(t, err)
+	must(t, p.Free(ptr, vpmm.DefaultStream))
+	must(t, p.MarkStep())
+	s, err := p.Stats()
+	must(t, err)
+	if s.NSteps != 1 || s.LastStepDriverNs == 0 || s.LastStepNs < s.LastStepDriverNs {
+		t.Fatalf("after one step: steps %d, step %d ns, driver %d ns", s.NSteps, s.LastStepNs, s.LastStepDriverNs)
+	}
+	if s.StepsDriverNs != s.LastStepDriverNs || s.StepsNs != s.LastStepNs {
+		t.Fatalf("sums %d / %d ns after one step of %d / %d", s.StepsNs, s.StepsDriverNs, s.LastStepNs, s.LastStepDriverNs)
+	}
+}

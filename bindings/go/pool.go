@@ -283,6 +283,15 @@ func (p *Pool) Trim(keepBytes uint64) error {
 	return p.call(func(m *msg) C.vpmm_status { return C.go_vpmm_pool_trim(p.p, C.uint64_t(keepBytes), m) })
 }
 
+// MarkStep tells the pool the program finished one step of its loop: Stats
+// then reports the closed step's wall time and the driver time its mallocs
+// and frees spent (NSteps, LastStepNs, LastStepDriverNs, StepsNs,
+// StepsDriverNs). The first mark opens the first step. It changes no
+// placement decision.
+func (p *Pool) MarkStep() error {
+	return p.call(func(m *msg) C.vpmm_status { return C.go_vpmm_pool_mark_step(p.p, m) })
+}
+
 // SetLimit changes the hard limit on mapped bytes (0 = none). Errors:
 // ErrWrongState (live memory above the new limit; the old one stays).
 func (p *Pool) SetLimit(bytes uint64) error {

@@ -66,6 +66,11 @@ type Stats struct {
 	HandlesMoved          uint64 // Handles moved to keep memory page-exact: what the driver budget charges.
 	NBudgetGrow           uint64 // Mallocs that grew instead of moving pages (the budget could not pay).
 	BytesBudgetGrown      uint64 // The bytes those mallocs created.
+	NSteps                uint64 // Steps closed by MarkStep (marks after the first).
+	LastStepNs            uint64 // The last closed step's wall time.
+	LastStepDriverNs      uint64 // Of it, nanoseconds in the driver for mallocs and frees.
+	StepsNs               uint64 // The wall time of every closed step, summed.
+	StepsDriverNs         uint64 // Their driver time, summed: StepsDriverNs / StepsNs is the steps' driver share.
 }
 
 func statsFromC(s *C.vpmm_stats) Stats {
@@ -130,6 +135,11 @@ func statsFromC(s *C.vpmm_stats) Stats {
 		HandlesMoved:          uint64(s.handles_moved),
 		NBudgetGrow:           uint64(s.n_budget_grow),
 		BytesBudgetGrown:      uint64(s.bytes_budget_grown),
+		NSteps:                uint64(s.n_steps),
+		LastStepNs:            uint64(s.last_step_ns),
+		LastStepDriverNs:      uint64(s.last_step_driver_ns),
+		StepsNs:               uint64(s.steps_ns),
+		StepsDriverNs:         uint64(s.steps_driver_ns),
 	}
 }
 

@@ -101,6 +101,9 @@ static inline vpmm_status go_vpmm_pool_prepare_backups(vpmm_pool* p, const char*
 static inline vpmm_status go_vpmm_pool_trim(vpmm_pool* p, uint64_t keep, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_trim(p, keep));
 }
+static inline vpmm_status go_vpmm_pool_mark_step(vpmm_pool* p, go_vpmm_msg* m) {
+  return GO_VPMM(vpmm_pool_mark_step(p));
+}
 static inline vpmm_status go_vpmm_pool_set_limit(vpmm_pool* p, uint64_t bytes, go_vpmm_msg* m) {
   return GO_VPMM(vpmm_pool_set_limit(p, bytes));
 }

@@ -36,6 +36,23 @@ class BindingTest(unittest.TestCase):
         # The text dump prints the same notation (one formatter in the library).
         self.assertIn("chunk 0: " + self.pool.layout().split(" | ")[0], self.pool.dump())
 
+    def test_mark_step_reports_each_steps_driver_time(self):
+        self.pool.mark_step()  # opens the first step
+        self.assertEqual(self.pool.stats()["n_steps"], 0)
+        p = self.pool.malloc(3 * PAGE)  # grows: driver calls inside the step
+        self.pool.free(p)
+        self.pool.mark_step()
+        s = self.pool.stats()
+        self.assertEqual(s["n_steps"], 1)
+        self.assertGreater(s["last_step_driver_ns"], 0)
+        self.assertGreaterEqual(s["last_step_ns"], s["last_step_driver_ns"])
+        p = self.pool.malloc(3 * PAGE)  # cached: no driver call
+        self.pool.free(p)
+        self.pool.mark_step()
+        s = self.pool.stats()
+        self.assertEqual((s["n_steps"], s["last_step_driver_ns"]), (2, 0))
+        self.assertEqual(s["steps_driver_ns"], s["driver_ns"])
+
     def test_driver_profile_counts_the_calls_by_kind(self):
         before = self.pool.driver_profile()
         p = self.pool.malloc(3 * PAGE)  # grows: handles made, mapped, access set

@@ -17,10 +17,10 @@ namespace {
 static_assert(offsetof(vpmm_api, version) == 8, "vpmm_api: the entries start after two uint32_t");
 static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) % sizeof(void (*)(void)) == 0,
               "vpmm_api: only function pointers after the header");
-// 94 functions in ABI 1's table (every exported function but
+// 95 functions in ABI 1's table (every exported function but
 // vpmm_get_api). Appending one means changing this count, and the test of the
 // exported symbols then checks the new entry.
-static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 94,
+static_assert((sizeof(vpmm_api) - offsetof(vpmm_api, version)) / sizeof(void (*)(void)) == 95,
               "vpmm_api: an exported function was added without a table entry (or vice versa)");
 
 vpmm_api make_table() {
@@ -122,6 +122,7 @@ vpmm_api make_table() {
   t.option_parse = vpmm_option_parse;
   t.placement_name = vpmm_placement_name;
   t.pool_ledger_set_fallback = vpmm_pool_ledger_set_fallback;
+  t.pool_mark_step = vpmm_pool_mark_step;
   return t;
 }
 

@@ -647,6 +647,15 @@ VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats) {
                                    [&](vpmm_stats* full) { pool->pool->stats(full); });
 }
 
+VPMM_API vpmm_status vpmm_pool_mark_step(vpmm_pool* pool) {
+  const char* call = "vpmm_pool_mark_step";
+  VPMM_CHECK_POOL(call, pool);
+  return guarded(call, [&] {
+    pool->pool->mark_step();
+    return VPMM_OK;
+  });
+}
+
 VPMM_API vpmm_status vpmm_pool_driver_profile(vpmm_pool* pool, vpmm_driver_profile* out) {
   const char* call = "vpmm_pool_driver_profile";
   VPMM_CHECK_POOL(call, pool);

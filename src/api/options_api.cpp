@@ -161,6 +161,11 @@ constexpr FieldDef k_vpmm_stats[] = {
     VPMM_F_(vpmm_stats, U64, handles_moved),
     VPMM_F_(vpmm_stats, U64, n_budget_grow),
     VPMM_F_(vpmm_stats, U64, bytes_budget_grown),
+    VPMM_F_(vpmm_stats, U64, n_steps),
+    VPMM_F_(vpmm_stats, U64, last_step_ns),
+    VPMM_F_(vpmm_stats, U64, last_step_driver_ns),
+    VPMM_F_(vpmm_stats, U64, steps_ns),
+    VPMM_F_(vpmm_stats, U64, steps_driver_ns),
 };
 constexpr FieldDef k_vpmm_region_info[] = {
     VPMM_F_(vpmm_region_info, U32, struct_size),
@@ -273,6 +278,7 @@ constexpr FieldDef k_vpmm_api[] = {
     VPMM_F_(vpmm_api, PTR, option_parse),
     VPMM_F_(vpmm_api, PTR, placement_name),
     VPMM_F_(vpmm_api, PTR, pool_ledger_set_fallback),
+    VPMM_F_(vpmm_api, PTR, pool_mark_step),
 };
 constexpr FieldDef k_vpmm_ipc_entry[] = {
     VPMM_F_(vpmm_ipc_entry, U32, struct_size),

@@ -3,6 +3,7 @@
 // the pool's end.
 #include "core/pool.hpp"
 
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 
@@ -23,6 +24,10 @@ vpmm_status Pool::create(std::unique_ptr<Backend> backend, std::unique_ptr<HostS
   if (admission) p->state_.set_admission(std::move(admission));
   vpmm_status st = p->alloc_.init();
   if (st == VPMM_OK) st = p->state_.init();
+  // The creation's driver calls (the VA reserve, initial pages) are no
+  // malloc's: left on the thread's clock, the first malloc would count them,
+  // and the first marked step with it.
+  drop_driver_time();
   if (st != VPMM_OK) return st;
   *out = std::move(p);
   return VPMM_OK;
@@ -344,7 +349,16 @@ void Pool::stats(vpmm_stats* out) {
   alloc_.fill_stats(&s);
   pauser_.fill_stats(&s);
   state_.capacity().fill_stats(&s);
+  state_.steps().fill_stats(&s);
   *out = s;
+}
+
+void Pool::mark_step() {
+  const uint64_t now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+  PoolGuard lock(mu_);
+  state_.steps().mark(now, state_.counters().driver_ns);
 }
 
 std::vector<vpmm_region_info> Pool::snapshot() {

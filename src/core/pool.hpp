@@ -116,6 +116,7 @@ class Pool final {
   void driver_profile(vpmm_driver_profile* out) const;
 
   void stats(vpmm_stats* out);             // fills a full-size struct
+  void mark_step();                        // closes the program's step, opens the next
   std::vector<vpmm_region_info> snapshot();  // every region, ascending VA
   std::string check();                     // "" when all invariants hold
 

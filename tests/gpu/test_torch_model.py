@@ -1,7 +1,9 @@
 """A real PyTorch model under every libvpmm handle policy, checked against
 PyTorch's own allocator: parameters copied in from pageable host memory
 (model.cuda()), forward, backward and AdamW steps over changing shapes, a
-large tensor round-tripped through pinned and pageable host memory. Each
+large tensor round-tripped through pinned and pageable host memory; every
+optimizer step marked on the pool (vpmm_pool_mark_step: one closed step per
+step after the first, its driver time within its wall time). Each
 configuration runs in its own process (the allocator is chosen once per
 process); every vpmm run must reproduce the native run's losses and final
 parameters.
@@ -41,7 +43,21 @@ def child(alloc):
     round_trip_ok &= bool(torch.equal(dev2.cpu(), host * 2))
     torch.cuda.synchronize()
     checksum = float(sum(p.detach().double().sum().item() for p in model.parameters()))
-    print(json.dumps({"losses": losses, "checksum": checksum, "round_trip_ok": round_trip_ok}))
+    out = {"losses": losses, "checksum": checksum, "round_trip_ok": round_trip_ok}
+    if alloc == "vpmm":
+        # use_as_allocator marks every optimizer step: the first opens a step,
+        # each later one closes one, inside which the driver time lies.
+        s = allocator_stats()
+        out["steps_ok"] = (s["n_steps"] == len(losses) - 1 and s["last_step_ns"] >= s["last_step_driver_ns"] and
+                           s["steps_ns"] >= s["steps_driver_ns"])
+        out["steps"] = {k: s[k] for k in ("n_steps", "last_step_ns", "last_step_driver_ns", "steps_ns",
+                                          "steps_driver_ns")}
+    print(json.dumps(out))
+
+
+def allocator_stats():
+    import vpmm
+    return vpmm.default_pool_stats()
 
 
 def run(label, alloc, max_handle):
@@ -76,13 +92,14 @@ def main():
         return 1
     for label, mh in POLICIES:
         got, err = run(label, "vpmm", mh)
-        ok = err is None and got["round_trip_ok"] and len(got["losses"]) == len(ref["losses"]) and \
+        ok = err is None and got["round_trip_ok"] and got.get("steps_ok") and \
+            len(got["losses"]) == len(ref["losses"]) and \
             all(close(a, b) for a, b in zip(got["losses"], ref["losses"])) and \
             close(got["checksum"], ref["checksum"])
         if ok:
             passed += 1
             print(f"ok   {label}: losses and parameters match the native allocator "
-                  f"(final loss {got['losses'][-1]:.5f})")
+                  f"(final loss {got['losses'][-1]:.5f}); optimizer steps marked: {json.dumps(got['steps'])}")
         else:
             failed += 1
             print(f"FAIL {label}: {err or json.dumps(got)[:2000]}\n     native: {json.dumps(ref)[:600]}")

@@ -31,7 +31,7 @@ namespace {
 const std::vector<uint32_t> kConfigSizes = {112, 120, 128, 136, 144, 152, 160, 176, 184};
 const std::vector<uint32_t> kAttrsSizes = {24, 32};
 const std::vector<uint32_t> kTagStatsSizes = {48, 56};
-const std::vector<uint32_t> kStatsSizes = {376, 392, 408, 424, 464, 488};
+const std::vector<uint32_t> kStatsSizes = {376, 392, 408, 424, 464, 488, 528};
 const std::vector<uint32_t> kRegionInfoSizes = {72};
 const std::vector<uint32_t> kOptionInfoSizes = {48};
 const std::vector<uint32_t> kFieldInfoSizes = {24};
@@ -42,7 +42,7 @@ const std::vector<uint32_t> kLedgerInfoSizes = {64, 88};
 static_assert(sizeof(vpmm_config) == 184, "vpmm_config grew: add its new size to kConfigSizes");
 static_assert(sizeof(vpmm_alloc_attrs) == 32, "vpmm_alloc_attrs grew: add its new size to kAttrsSizes");
 static_assert(sizeof(vpmm_tag_stats) == 56, "vpmm_tag_stats grew: add its new size to kTagStatsSizes");
-static_assert(sizeof(vpmm_stats) == 488, "vpmm_stats grew: add its new size to kStatsSizes");
+static_assert(sizeof(vpmm_stats) == 528, "vpmm_stats grew: add its new size to kStatsSizes");
 static_assert(sizeof(vpmm_region_info) == 72, "vpmm_region_info grew: add its new size");
 static_assert(sizeof(vpmm_option_info) == 48, "vpmm_option_info grew: add its new size");
 static_assert(sizeof(vpmm_field_info) == 24, "vpmm_field_info grew: add its new size");

@@ -244,6 +244,8 @@ pool_prepare_export = optional("vpmm_pool_prepare_export", i32, vp, cp, P(u64))
 DriverProfile = make_struct("vpmm_driver_profile", "DriverProfile") if hasattr(lib, "vpmm_pool_driver_profile") \
     else None
 pool_driver_profile = optional("vpmm_pool_driver_profile", i32, vp, vp)
+# Step marks (vpmm_pool_mark_step); None in older libraries.
+pool_mark_step = optional("vpmm_pool_mark_step", i32, vp)
 
 
 

@@ -727,6 +727,17 @@ class Pool:
         self._call(L.pool_stats, ctypes.byref(s))
         return {n: getattr(s, n) for n in L.field_names(L.Stats)}
 
+    def mark_step(self) -> None:
+        """The program finished one step of its loop (vpmm_pool_mark_step):
+        stats() then reports the closed step's wall time and the driver time
+        its mallocs and frees spent (``n_steps``, ``last_step_ns``,
+        ``last_step_driver_ns``, ``steps_ns``, ``steps_driver_ns``). The
+        first mark opens the first step. Changes no placement decision.
+        Raises Unsupported with a library that predates it."""
+        if L.pool_mark_step is None:
+            raise Unsupported(5, f"vpmm: the loaded libvpmm ({L.path}) has no vpmm_pool_mark_step")
+        self._call(L.pool_mark_step)
+
     def driver_profile(self) -> Dict[str, int]:
         """The backend's driver calls by kind over the pool's life
         (vpmm_pool_driver_profile): ``<kind>_calls`` and ``<kind>_ns`` for

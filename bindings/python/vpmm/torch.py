@@ -59,7 +59,7 @@ from . import _torch_ipc as _ipc
 from .errors import InvalidArgument, VpmmError
 
 __all__ = ["use_as_allocator", "pluggable_allocator", "pool", "graph", "mem_pool", "pause",
-           "resume", "empty_cache", "memory_stats", "default_pool", "synchronize",
+           "resume", "empty_cache", "memory_stats", "default_pool", "synchronize", "mark_step",
            "prepare_backups", "prepare_backups_in_background", "pinning_ahead", "set_pin_ahead",
            "pin_ahead_enabled",
            # sharing tensors with other processes (docs/ipc.md)
@@ -128,14 +128,25 @@ def _route_record_stream(pluggable: Any) -> bool:
     return True
 
 
-def use_as_allocator() -> Any:
+def use_as_allocator(mark_steps: bool = True) -> Any:
     """Route every CUDA allocation of PyTorch through libvpmm's default pools.
     Global and final for the process (PyTorch cannot switch back); call it
     before the first CUDA allocation. Idempotent. Returns the
-    CUDAPluggableAllocator."""
-    global _global_allocator
+    CUDAPluggableAllocator.
+
+    With ``mark_steps`` (the default) every optimizer step marks a step of
+    the current device's pool (:func:`mark_step`), so that
+    :func:`memory_stats` and the pool's stats report the driver time of the
+    program's own steps (``n_steps``, ``last_step_ns``,
+    ``last_step_driver_ns``, ``steps_ns``, ``steps_driver_ns``)."""
+    global _global_allocator, _step_hook
     alloc = pluggable_allocator()
     with _lock:
+        if mark_steps and _step_hook is None and _mark_step_supported():
+            optim = getattr(_torch, "optim", None)  # a PyTorch older than 2.0 has no global step hooks
+            register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook", None)
+            if register is not None:
+                _step_hook = register(lambda _opt, _args, _kwargs: mark_step())
         if _global_allocator is None:
             _torch.cuda.memory.change_current_allocator(alloc)
             _global_allocator = alloc
@@ -147,6 +158,23 @@ def use_as_allocator() -> Any:
                               "Tensor.record_stream does nothing under libvpmm "
                               "(vpmm.torch.record_stream_supported)", RuntimeWarning, stacklevel=2)
     return alloc
+
+
+def _mark_step_supported() -> bool:
+    from . import _library
+    return _library.pool_mark_step is not None
+
+
+#: The optimizer step hook's handle (use_as_allocator's mark_steps), or None.
+_step_hook: Any = None
+
+
+def mark_step(device: Any = None) -> None:
+    """Mark the end of one step of the program's loop on the device's default
+    pool (vpmm_pool_mark_step). :func:`use_as_allocator` marks every optimizer
+    step itself; a loop without an optimizer (serving, evaluation) can call
+    this once an iteration. Changes no placement decision."""
+    default_pool(device).mark_step()
 
 
 def is_global() -> bool:

@@ -33,6 +33,7 @@
 #include "core/state/counters.hpp"
 #include "config/pool_options.hpp"
 #include "core/state/regions.hpp"
+#include "core/state/step_record.hpp"
 #include "core/state/tags.hpp"
 
 namespace vpmm {
@@ -81,6 +82,7 @@ class PoolState {
   PoolCounters& counters() { return c_; }
   const PoolCounters& counters() const { return c_; }
   TagTable& tags() { return tags_; }
+  StepRecord& steps() { return steps_; }
   Capacity& capacity() { return cap_; }
   const Capacity& capacity() const { return cap_; }
   uint64_t next_id() { return next_id_++; }
@@ -194,6 +196,7 @@ class PoolState {
   PoolCounters c_;
   uint64_t next_id_ = 0;
   TagTable tags_;
+  StepRecord steps_;
   Capacity cap_;
   std::vector<Mapping> orphans_;  // unmapped handles the driver refused to release
   std::vector<std::unique_ptr<char>> retired_keys_;  // stand-ins for retired streams

@@ -1122,12 +1122,17 @@ pub struct vpmm_stats {
     pub handles_moved: u64,
     pub n_budget_grow: u64,
     pub bytes_budget_grown: u64,
+    pub n_steps: u64,
+    pub last_step_ns: u64,
+    pub last_step_driver_ns: u64,
+    pub steps_ns: u64,
+    pub steps_driver_ns: u64,
 }
 #[test]
 fn bindgen_test_layout_vpmm_stats() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_stats>(),
-        488usize,
+        528usize,
         concat!("Size of: ", stringify!(vpmm_stats))
     );
     assert_eq!(
@@ -2189,9 +2194,97 @@ fn bindgen_test_layout_vpmm_stats() {
         );
     }
     test_field_bytes_budget_grown();
+    fn test_field_n_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_steps) as usize - ptr as usize
+            },
+            488usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(n_steps)
+            )
+        );
+    }
+    test_field_n_steps();
+    fn test_field_last_step_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_step_ns) as usize - ptr as usize
+            },
+            496usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(last_step_ns)
+            )
+        );
+    }
+    test_field_last_step_ns();
+    fn test_field_last_step_driver_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).last_step_driver_ns) as usize - ptr as usize
+            },
+            504usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(last_step_driver_ns)
+            )
+        );
+    }
+    test_field_last_step_driver_ns();
+    fn test_field_steps_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).steps_ns) as usize - ptr as usize
+            },
+            512usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(steps_ns)
+            )
+        );
+    }
+    test_field_steps_ns();
+    fn test_field_steps_driver_ns() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).steps_driver_ns) as usize - ptr as usize
+            },
+            520usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_stats),
+                "::",
+                stringify!(steps_driver_ns)
+            )
+        );
+    }
+    test_field_steps_driver_ns();
 }
 extern "C" {
     pub fn vpmm_pool_stats(pool: *mut vpmm_pool, stats: *mut vpmm_stats) -> vpmm_status;
+}
+extern "C" {
+    pub fn vpmm_pool_mark_step(pool: *mut vpmm_pool) -> vpmm_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -4876,12 +4969,14 @@ pub struct vpmm_api {
     pub pool_ledger_set_fallback: ::std::option::Option<
         unsafe extern "C" fn(pool: *mut vpmm_pool, flags: u32) -> vpmm_status,
     >,
+    pub pool_mark_step:
+        ::std::option::Option<unsafe extern "C" fn(pool: *mut vpmm_pool) -> vpmm_status>,
 }
 #[test]
 fn bindgen_test_layout_vpmm_api() {
     assert_eq!(
         ::std::mem::size_of::<vpmm_api>(),
-        760usize,
+        768usize,
         concat!("Size of: ", stringify!(vpmm_api))
     );
     assert_eq!(
@@ -6521,6 +6616,23 @@ fn bindgen_test_layout_vpmm_api() {
         );
     }
     test_field_pool_ledger_set_fallback();
+    fn test_field_pool_mark_step() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<vpmm_api>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).pool_mark_step) as usize - ptr as usize
+            },
+            760usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(vpmm_api),
+                "::",
+                stringify!(pool_mark_step)
+            )
+        );
+    }
+    test_field_pool_mark_step();
 }
 extern "C" {
     pub fn vpmm_get_api(abi_version: u32) -> *const vpmm_api;

@@ -293,6 +293,15 @@ impl Pool {
         check(unsafe { sys::vpmm_pool_trim(self.as_raw(), keep_bytes) })
     }
 
+    /// The program finished one step of its loop (`vpmm_pool_mark_step`):
+    /// [`stats`](Self::stats) then reports the closed step's wall time and
+    /// the driver time its mallocs and frees spent (`n_steps`,
+    /// `last_step_ns`, `last_step_driver_ns`, `steps_ns`, `steps_driver_ns`).
+    /// The first mark opens the first step. Changes no placement decision.
+    pub fn mark_step(&self) -> Result<()> {
+        check(unsafe { sys::vpmm_pool_mark_step(self.as_raw()) })
+    }
+
     /// Changes the hard limit on mapped bytes (0 = none)
     /// (`vpmm_pool_set_limit`). Errors: `WrongState` (live memory above the
     /// new limit; the old limit stays).

@@ -146,6 +146,16 @@ plain_struct! {
         n_budget_grow,
         /// The bytes those mallocs created.
         bytes_budget_grown,
+        /// Steps closed by [`Pool::mark_step`](crate::Pool::mark_step) (marks after the first).
+        n_steps,
+        /// The last closed step's wall time, ns.
+        last_step_ns,
+        /// Of it, nanoseconds in the driver for mallocs and frees.
+        last_step_driver_ns,
+        /// The wall time of every closed step, summed.
+        steps_ns,
+        /// Their driver time, summed: `steps_driver_ns / steps_ns` is the steps' driver share.
+        steps_driver_ns,
     }
 }
 

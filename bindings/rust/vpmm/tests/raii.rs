@@ -108,3 +108,21 @@ fn dropping_a_pool_releases_its_memory() {
         let _a = pool.alloc(8 * PAGE).unwrap();
     }
 }
+
+#[test]
+fn marked_steps_report_their_driver_time() {
+    let pool = host_pool();
+    pool.mark_step().unwrap(); // opens the first step
+    drop(pool.alloc(4 * PAGE).unwrap()); // grows: driver calls in the step
+    pool.mark_step().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.n_steps, 1);
+    assert!(s.last_step_driver_ns > 0);
+    assert!(s.last_step_ns >= s.last_step_driver_ns);
+    let first = s.last_step_ns;
+    drop(pool.alloc(4 * PAGE).unwrap()); // cached: no driver call
+    pool.mark_step().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.n_steps, s.last_step_driver_ns), (2, 0));
+    assert_eq!(s.steps_ns, first + s.last_step_ns);
+}
