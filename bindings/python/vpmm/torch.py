@@ -143,8 +143,10 @@ def use_as_allocator(mark_steps: bool = True) -> Any:
     alloc = pluggable_allocator()
     with _lock:
         if mark_steps and _step_hook is None and _mark_step_supported():
-            optim = getattr(_torch, "optim", None)  # a PyTorch older than 2.0 has no global step hooks
-            register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook", None)
+            try:  # imported, not read off torch.optim: the package deletes its submodules' names
+                from torch.optim.optimizer import register_optimizer_step_post_hook as register
+            except ImportError:  # a PyTorch older than 2.0: no global step hooks
+                register = None
             if register is not None:
                 _step_hook = register(lambda _opt, _args, _kwargs: mark_step())
         if _global_allocator is None:
