@@ -340,6 +340,37 @@ class TorchFacade(unittest.TestCase):
     use_as_allocator(), against a stand-in torch whose pluggable allocator
     calls the entry points vpmm.torch gives it."""
 
+    def test_use_as_allocator_marks_optimizer_steps(self):
+        with tempfile.TemporaryDirectory() as d:
+            # torch.optim.optimizer's global step hook, as PyTorch >= 2.0 has it.
+            os.makedirs(os.path.join(d, "torch", "optim"))
+            with open(os.path.join(d, "torch", "optim", "__init__.py"), "w") as f:
+                f.write("")
+            with open(os.path.join(d, "torch", "optim", "optimizer.py"), "w") as f:
+                f.write("HOOKS = []\n"
+                        "def register_optimizer_step_post_hook(hook):\n"
+                        "    HOOKS.append(hook)\n"
+                        "    return len(HOOKS)\n")
+            script = textwrap.dedent("""
+                import torch, vpmm, vpmm.torch as vt
+                from torch.optim import optimizer
+                vt.use_as_allocator()
+                vt.use_as_allocator()  # idempotent: one hook
+                assert len(optimizer.HOOKS) == 1, optimizer.HOOKS
+                A = torch.cuda.memory.current
+                for step in range(3):  # an optimizer's step() ends by calling the global hooks
+                    x = A.malloc(4 << 20)
+                    A.free(x, 4 << 20)
+                    optimizer.HOOKS[0](object(), (), {})
+                s = vt.memory_stats()
+                assert s["vpmm.n_steps"] == 2, s["vpmm.n_steps"]
+                assert s["vpmm.steps_ns"] >= s["vpmm.steps_driver_ns"] and s["vpmm.last_step_ns"] > 0, s
+                vt.mark_step()  # by hand, for a loop without an optimizer
+                assert vt.memory_stats()["vpmm.n_steps"] == 3
+                print("ok")
+            """)
+            self.assertIn("ok", run_with_stand_in_torch(self, d, script))
+
     def test_use_as_allocator_path(self):
         tool = os.environ.get("VPMM_TOOL")
         with tempfile.TemporaryDirectory() as d:
