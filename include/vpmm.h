@@ -1088,7 +1088,8 @@ typedef struct vpmm_stats {
 VPMM_API vpmm_status vpmm_pool_stats(vpmm_pool* pool, vpmm_stats* stats);
 
 /* The program finished one step of its loop (a training iteration, a
- * decoding step); vpmm.torch's install() marks every optimizer step. The
+ * decoding step); vpmm.torch's use_as_allocator() marks every optimizer
+ * step. The
  * first mark opens the first step; each later one closes the step since the
  * previous mark and opens the next: vpmm_pool_stats then reports the
  * closed step's wall time and the driver time its mallocs and frees spent

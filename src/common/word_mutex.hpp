@@ -6,9 +6,10 @@
 // possible. Taking it is one compare-exchange; a contended take spins a
 // little (the pool holds its mutex for a few hundred nanoseconds at a time:
 // it makes its driver calls without it), then sleeps; releasing it is one
-// exchange, and a wake only when someone may sleep. The word's acquire and release order the data it protects, which
-// is also how ThreadSanitizer sees it. Lockable: std::unique_lock and
-// std::condition_variable_any take it.
+// exchange, and a wake only when someone may sleep. The word's acquire and
+// release order the data it protects, which is also how ThreadSanitizer
+// sees it. Lockable: std::unique_lock and std::condition_variable_any take
+// it.
 #pragma once
 
 #include <atomic>

@@ -3,7 +3,6 @@
 // the pool's end.
 #include "core/pool.hpp"
 
-#include <chrono>
 #include <cinttypes>
 #include <cstring>
 
@@ -354,11 +353,8 @@ void Pool::stats(vpmm_stats* out) {
 }
 
 void Pool::mark_step() {
-  const uint64_t now = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
   PoolGuard lock(mu_);
-  state_.steps().mark(now, state_.counters().driver_ns);
+  state_.steps().mark(state_.counters().driver_ns);
 }
 
 std::vector<vpmm_region_info> Pool::snapshot() {

@@ -305,7 +305,7 @@ class RegionMap {
   // small block names an address inside its slab, and find_containing's
   // walk missed the cache a level at a time (~12 misses a small free with
   // the caches evicted between calls). end() also where the hash cannot
-  // say (a slab of more than kSmallProbes pages): the caller walks then.
+  // say (a slab over more than kSmallProbes granules): the caller walks then.
   RegionIt find_small(uint64_t va) {
     if (!small_granule_) return end();
     uint64_t key = va & ~(small_granule_ - 1);

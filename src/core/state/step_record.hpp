@@ -6,6 +6,7 @@
 // and written under the pool mutex. Marks change no placement decision.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "vpmm.h"
@@ -14,9 +15,12 @@ namespace vpmm {
 
 class StepRecord {
  public:
-  // A mark at `now_ns` (a steady clock), the pool's driver time so far being
-  // `driver_ns`: closes the step the previous mark opened, opens the next.
-  void mark(uint64_t now_ns, uint64_t driver_ns) {
+  // A mark now, the pool's driver time so far being `driver_ns`: closes the
+  // step the previous mark opened, opens the next.
+  void mark(uint64_t driver_ns) {
+    const uint64_t now_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
     if (open_) {
       // A clock that went backwards (none should) counts a step of zero.
       last_ns_ = now_ns > start_ns_ ? now_ns - start_ns_ : 0;
